@@ -1,0 +1,38 @@
+# The two commands a new user needs are `make demo` and `make test` (see README.md).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.kit-installed
+
+.PHONY: demo test setup lint unit clean-venv
+
+$(STAMP): pyproject.toml requirements.lock
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -c requirements.lock -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+## Set everything up and run the embedded default experiment end to end (CPU only, no Docker).
+demo: setup
+	$(BIN)/kit verify experiments/demo.yaml
+	$(BIN)/kit run experiments/demo.yaml
+
+lint: setup
+	$(BIN)/ruff check kit tests benchmarks
+	$(BIN)/mypy
+
+## Set everything up (including a Docker engine when none answers) and run every test tier this machine supports.
+test: setup
+	./scripts/ensure-docker
+	$(BIN)/ruff check kit tests benchmarks
+	$(BIN)/mypy
+	$(BIN)/python -m pytest
+
+unit: setup
+	$(BIN)/python -m pytest -m "not docker and not slow and not gpu"
+
+clean-venv:
+	rm -rf $(VENV)

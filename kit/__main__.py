@@ -1,0 +1,3 @@
+from kit.cli import run_cli
+
+run_cli()

@@ -1,0 +1,233 @@
+"""The `kit` command line: each command parses, calls one library function and renders.
+
+Errors are mapped to exit codes in exactly one place, ``KitGroup.invoke``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+from kit import __version__
+from kit.errors import ExitCode, KitError
+
+
+def _fail(message: str, code: int) -> NoReturn:
+    click.echo(f"Error: {message}", err=True)
+    raise click.exceptions.Exit(code)
+
+
+class KitGroup(click.Group):
+    """Maps KitError to its exit code; shows a traceback only with --debug."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        debug = "--debug" in sys.argv or os.environ.get("KIT_DEBUG") == "1"
+        try:
+            return super().invoke(ctx)
+        except KitError as e:
+            if debug:
+                traceback.print_exc()
+            _fail(str(e), int(e.exit_code))
+        except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
+            raise
+        except KeyboardInterrupt:
+            _fail("interrupted", 130)
+        except Exception as e:  # noqa: BLE001 - the one place that turns bugs into exit code 1
+            if debug:
+                traceback.print_exc()
+            _fail(f"internal error: {type(e).__name__}: {e} (run with --debug for the traceback)", ExitCode.INTERNAL)
+
+
+def _echo_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+
+
+def _paths(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> list[Path]:
+    return [Path(v) for v in value]
+
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+trust_option = click.option(
+    "--trust",
+    "trust",
+    type=click.Path(dir_okay=False, path_type=Path),
+    multiple=True,
+    help="allowed_signers file(s) to trust (default: ~/.config/kit/allowed_signers and the project's "
+    "allowed_signers).",
+)
+
+
+@click.group(cls=KitGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="kit")
+@click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
+def main(debug: bool) -> None:
+    """Reproducible A/B experiments for LLM serving engines."""
+
+
+# --------------------------------------------------------------------------- manifests
+
+
+@main.command()
+@click.argument("manifests", nargs=-1, required=True, callback=_paths)
+@click.option("--allow-unpinned", is_flag=True, help="Accept image bases not pinned by digest.")
+@json_option
+def validate(manifests: list[Path], allow_unpinned: bool, as_json: bool) -> None:
+    """Check manifests against the schema and the models."""
+    from kit.manifest import load_manifest
+
+    results = []
+    first_error: KitError | None = None
+    for path in manifests:
+        try:
+            lm = load_manifest(path, allow_unpinned=allow_unpinned)
+            results.append({"manifest": str(path), "ok": True, "name": lm.manifest.name})
+            if not as_json:
+                click.echo(f"ok: {path} ({lm.manifest.name}, {len(lm.manifest.arms)} arms)")
+        except KitError as e:
+            results.append({"manifest": str(path), "ok": False, "error": str(e)})
+            first_error = first_error or e
+            if not as_json:
+                click.echo(f"Error: {e}", err=True)
+    if as_json:
+        _echo_json(results)
+    if first_error is not None:
+        raise click.exceptions.Exit(int(first_error.exit_code))
+
+
+@main.command()
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to FILE.")
+def schema(output: Path | None) -> None:
+    """Print (or write) the manifest JSON Schema generated from the models."""
+    from kit.manifest import schema_text
+
+    text = schema_text()
+    if output is None:
+        click.echo(text, nl=False)
+    else:
+        output.write_text(text)
+        click.echo(f"wrote {output}", err=True)
+
+
+@main.command()
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Key file to write (default: ~/.config/kit/id_ed25519); FILE.pub is written too.")
+@click.option("-C", "--comment", default=None, help="Key comment, e.g. you@lab (default: user@host).")
+def keygen(output: Path | None, comment: str | None) -> None:
+    """Make an ssh-ed25519 signing key (OpenSSH format, usable by ssh-keygen too)."""
+    from kit.signing import generate_key, user_trust_file
+
+    path = output or user_trust_file().parent / "id_ed25519"
+    who = comment or f"{os.environ.get('USER', 'user')}@{os.uname().nodename}"
+    key = generate_key(path, who)
+    click.echo(f"wrote {path} and {path}.pub ({key.fingerprint})")
+    click.echo("to trust it, add this line to an allowed_signers file:")
+    click.echo(f'{who} namespaces="kit-manifest,kit-bundle" {key.public_line()}')
+
+
+@main.command()
+@click.argument("manifest", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--key", "key_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="ssh-ed25519 private key (e.g. ~/.ssh/id_ed25519).")
+@click.option("--allow-unpinned", is_flag=True, help="Sign even if an image base is not pinned.")
+def sign(manifest: Path, key_path: Path, allow_unpinned: bool) -> None:
+    """Sign a manifest's exact bytes (detached DSSE envelope MANIFEST.sig); adds to existing signatures."""
+    from kit.manifest import load_manifest
+    from kit.signing import load_signing_key, sign_manifest
+
+    lm = load_manifest(manifest, allow_unpinned=allow_unpinned)
+    key = load_signing_key(key_path, os.environ.get("KIT_KEY_PASSPHRASE"))
+    sig, n = sign_manifest(manifest, lm.raw, key)
+    click.echo(f"signed {manifest} with {key.fingerprint} -> {sig} ({n} signature(s))")
+
+
+@main.command()
+@click.argument("targets", nargs=-1, required=True, callback=_paths)
+@trust_option
+@json_option
+def verify(targets: list[Path], trust: tuple[Path, ...], as_json: bool) -> None:
+    """Verify manifests' signatures, or result bundles (directories or .tar.gz archives)."""
+    from kit.verify import verify_target
+
+    results = []
+    worst: KitError | None = None
+    for t in targets:
+        try:
+            res = verify_target(t, list(trust))
+            results.append({"target": str(t), "ok": True, **res.details})
+            if not as_json:
+                click.echo(f"ok: {t}: {res.summary}")
+        except KitError as e:
+            results.append({"target": str(t), "ok": False, "error": str(e)})
+            worst = worst or e
+            if not as_json:
+                click.echo(f"Error: {e}", err=True)
+    if as_json:
+        _echo_json(results)
+    if worst is not None:
+        raise click.exceptions.Exit(int(worst.exit_code))
+
+
+@main.command()
+@click.argument("manifest", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--allow-unpinned", is_flag=True)
+@click.option("--itl-ms", type=float, default=20.0, show_default=True,
+              help="Assumed inter-token latency for the time estimate.")
+@json_option
+def plan(manifest: Path, allow_unpinned: bool, itl_ms: float, as_json: bool) -> None:
+    """Print the ordered cells, images, gates and an estimate; touches no Docker and no GPU."""
+    from kit.manifest import load_manifest
+    from kit.plan import estimate, make_plan
+
+    lm = load_manifest(manifest, allow_unpinned=allow_unpinned)
+    m = lm.manifest
+    p = make_plan(m)
+    est = estimate(m, p, itl_ms=itl_ms)
+    if as_json:
+        _echo_json({"manifest": str(manifest), "plan": p.as_dict(), "estimate": est.__dict__,
+                    "runtime": m.runtime, "arms": [a.model_dump() for a in m.arms], "gates": m.gates.model_dump()})
+        return
+    _render_plan(lm, p, est, click.echo)
+
+
+def _render_plan(lm: Any, p: Any, est: Any, out: Callable[[str], None]) -> None:
+    m = lm.manifest
+    out(f"experiment {m.name}: {len(m.arms)} arms x {m.design.repeats} repeats = {len(p.cells)} cells "
+        f"({p.order}), runtime {m.runtime}")
+    for a in m.arms:
+        if m.runtime == "docker" and a.image is not None:
+            base = a.image.base or f"image of arm {a.image.base_arm}"
+            src = f"image {a.image.context} FROM {base}"
+        else:
+            src = "command " + " ".join(a.command or m.server.command) + (" " + " ".join(a.args) if a.args else "")
+        env = " ".join(f"{k}={v}" for k, v in a.env.items())
+        out(f"  arm {a.name}: {src}{'  env ' + env if env else ''}")
+    gpus = m.hardware.gpus
+    gates = [f"ports {', '.join(str(x) for x in [m.server.port, *m.server.extra_ports, *m.gates.ports])} free on "
+             f"{m.server.host}", "no leftover kit containers or servers"]
+    if gpus:
+        gates.insert(0, f"{gpus} GPU(s) clean: NVML v2 used <= {m.gates.gpu_memory_threshold_mib} MiB, "
+                        f"no processes (deadline {m.gates.gpu_deadline_s:g} s)")
+    out("  gates before every start and after every stop: " + "; ".join(gates))
+    out("  levels: " + ", ".join(f"c={lv.concurrency} ({lv.requests} req + {lv.warmup} warm-up)" for lv in p.levels))
+    out("  cells in run order:")
+    for c in p.cells:
+        out(f"    {c.index + 1:>3}. {c.id}")
+    mins = est.seconds / 60
+    out(f"  estimate: {est.requests} recorded requests ({est.warmup_requests} warm-up), {est.output_tokens} output "
+        f"tokens, about {mins:.1f} min (assuming {est.assumed_itl_ms:g} ms/token and {est.assumed_start_s:g} s per "
+        "server start)")
+
+
+def run_cli() -> None:
+    main(prog_name="kit")
+
+
+if __name__ == "__main__":
+    run_cli()

@@ -1,0 +1,429 @@
+"""The experiment manifest: pydantic models, strict loading of exact bytes, schema generation.
+
+A manifest is untrusted input until verified. ``load_manifest`` parses the exact bytes that the
+signature covers (see ``kit.signing``), validates them against the JSON Schema generated from these
+models (for precise paths) and then against the models themselves (for cross-field rules), and
+reports every problem with the field path and the line it is on.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import jsonschema
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from kit import safeyaml
+from kit.errors import ManifestError
+
+SCHEMA_ID = "urn:kit:manifest:1"
+SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+SCHEMA_FILE = "manifest.schema.json"
+
+NAME_RE = r"^[a-z0-9][a-z0-9_.-]{0,62}$"
+ENV_NAME_RE = r"^[A-Za-z_][A-Za-z0-9_]*$"
+_REPO = r"(?:[a-z0-9.-]+(?::[0-9]+)?/)?[a-z0-9]+(?:[._-]+[a-z0-9]+)*(?:/[a-z0-9]+(?:[._-]+[a-z0-9]+)*)*"
+_TAG = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"
+IMAGE_REF_RE = rf"^(?:{_REPO}(?::{_TAG})?(?:@sha256:[a-f0-9]{{64}})?|sha256:[a-f0-9]{{64}})$"
+PINNED_RE = re.compile(rf"^(?:{_REPO}(?::{_TAG})?@sha256:[a-f0-9]{{64}}|sha256:[a-f0-9]{{64}})$")
+
+Name = Annotated[str, Field(pattern=NAME_RE, description="Lower-case name: letters, digits, '_', '.', '-'.")]
+EnvName = Annotated[str, Field(pattern=ENV_NAME_RE)]
+Port = Annotated[int, Field(ge=1, le=65535)]
+PositiveInt = Annotated[int, Field(ge=1)]
+Env = dict[Annotated[str, Field(pattern=ENV_NAME_RE)], str]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class Hardware(_Model):
+    """What the experiment needs from the machine."""
+
+    gpus: Annotated[int, Field(ge=0, le=1024)] | Literal["all"] = Field(
+        0, description="Number of GPUs the server uses, or 'all'. 0 means no GPU (no GPU gate)."
+    )
+    gpu_name: str | None = Field(
+        None, description="If set, every GPU used must report this NVML name (e.g. 'NVIDIA H200')."
+    )
+
+
+class ModelSpec(_Model):
+    """The model being served."""
+
+    served_name: str = Field(min_length=1, max_length=200, description="Name clients send as 'model'.")
+    path: str | None = Field(
+        None,
+        min_length=1,
+        description="Host directory with the weights; mounted read-only at 'mount_at' in containers.",
+    )
+    mount_at: str = Field("/model", pattern=r"^/", description="Where the weights appear in the container.")
+
+
+class Server(_Model):
+    """How each arm's server is started and probed. Placeholders in 'command' and 'args':
+    {host}, {port}, {model_path}, {served_name}, {python} (the Python running kit)."""
+
+    command: list[Annotated[str, Field(max_length=4096)]] = Field(
+        min_length=1, description="The server's argv (for docker: the container's command)."
+    )
+    host: str = Field("127.0.0.1", description="Address the port is bound or published on.")
+    port: Port = Field(description="Port the server listens on (published on 'host' for docker).")
+    container_port: Port | None = Field(None, description="Port inside the container (default: 'port').")
+    extra_ports: list[Port] = Field(default_factory=list, description="Other ports the server is known to open.")
+    readiness_path: str = Field("/health", pattern=r"^/", description="HTTP path that answers 200 when ready.")
+    ready_timeout_s: float = Field(600.0, gt=0, le=86400, description="Deadline for readiness.")
+    stop_grace_s: float = Field(30.0, ge=0, le=3600, description="Grace between SIGTERM and SIGKILL.")
+    shm_size: str | None = Field(None, pattern=r"^[0-9]+[bkmg]?$", description="Container /dev/shm size, e.g. 32g.")
+    ipc_host: bool = Field(False, description="Share the host's IPC namespace (then shm_size is ignored).")
+    env: Env = Field(default_factory=dict, description="Environment for every arm's server.")
+    pass_env: list[EnvName] = Field(
+        default_factory=list,
+        description="Names of variables passed through from the user's environment (e.g. HF_TOKEN). "
+        "Their values are secrets: never written to a bundle or a log.",
+    )
+
+    @field_validator("host")
+    @classmethod
+    def _ip(cls, v: str) -> str:
+        try:
+            ipaddress.ip_address(v)
+        except ValueError:
+            raise ValueError(f"{v!r} is not an IP address (use e.g. 127.0.0.1 or 0.0.0.0)") from None
+        return v
+
+
+class ImageSpec(_Model):
+    """A Docker image built from a context under images/."""
+
+    context: str = Field(
+        pattern=r"^images/[A-Za-z0-9_.-]+(?:/[A-Za-z0-9_.-]+)*/?$",
+        description="Build context, relative to the project root (the directory holding images/).",
+    )
+    dockerfile: str = Field("Dockerfile", pattern=r"^[A-Za-z0-9_.-]+$")
+    base: str | None = Field(
+        None,
+        pattern=IMAGE_REF_RE,
+        description="Base image, pinned as name:tag@sha256:digest (or a local image ID sha256:...). "
+        "Passed to the build as the BASE_IMAGE build arg.",
+    )
+    base_arm: Name | None = Field(None, description="Build FROM the image of this other arm of the same run.")
+    build_args: Env = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _one_base(self) -> ImageSpec:
+        if (self.base is None) == (self.base_arm is None):
+            raise ValueError("give exactly one of 'base' (a pinned image) or 'base_arm' (another arm's image)")
+        return self
+
+
+class Arm(_Model):
+    """One side of the A/B comparison."""
+
+    name: Name
+    description: str = ""
+    image: ImageSpec | None = Field(None, description="Image for the docker runtime.")
+    command: list[str] | None = Field(None, min_length=1, description="Replaces server.command for this arm.")
+    args: list[str] = Field(default_factory=list, description="Appended to the server command.")
+    env: Env = Field(default_factory=dict, description="Environment overrides for this arm.")
+
+
+class Load(_Model):
+    """The load: closed-loop streaming clients at fixed concurrency levels."""
+
+    endpoint: Literal["chat", "completions"] = "chat"
+    levels: list[PositiveInt] = Field(min_length=1, max_length=64, description="Concurrency levels, ascending.")
+    requests_per_level: PositiveInt | None = Field(
+        None, description="Recorded requests per level (default: max(5 x concurrency, 50))."
+    )
+    warmup_requests: Annotated[int, Field(ge=0)] | None = Field(
+        None, description="Unrecorded requests before each level (default: the level's concurrency)."
+    )
+    prompt_tokens: PositiveInt = Field(128, le=1_000_000)
+    output_tokens: PositiveInt = Field(128, le=1_000_000)
+    seed: int = 0
+    request_timeout_s: float = Field(600.0, gt=0)
+    processes: Annotated[int, Field(ge=1, le=256)] | Literal["auto"] = Field(
+        "auto", description="Load processes per level; 'auto' spreads large levels over free cores."
+    )
+
+    @field_validator("levels")
+    @classmethod
+    def _ascending(cls, v: list[int]) -> list[int]:
+        for a, b in zip(v, v[1:], strict=False):
+            if b <= a:
+                raise ValueError(f"levels must be strictly ascending without duplicates; {b} follows {a}")
+        return v
+
+    def requests_at(self, level: int) -> int:
+        return self.requests_per_level or max(5 * level, 50)
+
+    def warmup_at(self, level: int) -> int:
+        return level if self.warmup_requests is None else self.warmup_requests
+
+
+class Design(_Model):
+    """How cells (arm x repeat) are ordered."""
+
+    repeats: Annotated[int, Field(ge=1, le=1000)] = 3
+    order: Literal["interleaved", "counterbalanced", "blocked", "random"] = Field(
+        "interleaved",
+        description="interleaved: A B A B ...; counterbalanced: A B B A A B ... (cancels linear drift); "
+        "blocked: A A B B; random: shuffled with 'seed'.",
+    )
+    seed: int = 0
+
+
+class Gates(_Model):
+    """Preconditions checked before every server start and after every stop."""
+
+    gpu_memory_threshold_mib: Annotated[int, Field(ge=0)] = Field(
+        256, description="A GPU is clean when NVML v2 'used' memory is at or below this and no process runs."
+    )
+    gpu_deadline_s: float = Field(60.0, gt=0, description="How long to poll for clean GPUs.")
+    port_deadline_s: float = Field(10.0, ge=0, description="How long to wait for ports to become free.")
+    ports: list[Port] = Field(default_factory=list, description="More ports that must be free.")
+
+
+class Analysis(_Model):
+    """How arms are compared."""
+
+    confidence: float = Field(0.95, gt=0.5, lt=1.0)
+    resamples: Annotated[int, Field(ge=200, le=100_000)] = 2000
+    baseline: Name | None = Field(None, description="The reference arm (default: the first arm).")
+
+
+class Manifest(_Model):
+    """One A/B (or A/B/n) serving experiment."""
+
+    model_config = ConfigDict(
+        extra="forbid", strict=True, frozen=True, title="kit experiment manifest"
+    )
+
+    manifest_version: Literal[1] = 1
+    name: Name
+    description: str = ""
+    hardware: Hardware = Field(default_factory=Hardware)
+    runtime: Literal["docker", "process"]
+    model: ModelSpec
+    server: Server
+    arms: list[Arm] = Field(min_length=2, max_length=16)
+    load: Load
+    design: Design = Field(default_factory=Design)
+    gates: Gates = Field(default_factory=Gates)
+    analysis: Analysis = Field(default_factory=Analysis)
+
+    @field_validator("arms")
+    @classmethod
+    def _arms(cls, arms: list[Arm], info: ValidationInfo) -> list[Arm]:
+        names = [a.name for a in arms]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"arm names must be unique; repeated: {', '.join(dupes)}")
+        runtime = info.data.get("runtime")
+        for arm in arms:
+            if runtime == "docker" and arm.image is None:
+                raise ValueError(f"arm {arm.name!r} needs an 'image' because runtime is docker")
+            if arm.image is not None and arm.image.base_arm is not None:
+                if arm.image.base_arm not in names or arm.image.base_arm == arm.name:
+                    raise ValueError(f"arm {arm.name!r}: image.base_arm must name another arm")
+                base = next(a for a in arms if a.name == arm.image.base_arm)
+                if base.image is None or base.image.base_arm is not None:
+                    raise ValueError(f"arm {arm.name!r}: base arm {base.name!r} must build from a pinned base")
+        return arms
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Manifest:
+        names = [a.name for a in self.arms]
+        if self.analysis.baseline is not None and self.analysis.baseline not in names:
+            raise ValueError(f"analysis.baseline {self.analysis.baseline!r} is not an arm ({', '.join(names)})")
+        ports = [self.server.port, *self.server.extra_ports, *self.gates.ports]
+        if len(set(ports)) != len(ports):
+            raise ValueError("server.port, server.extra_ports and gates.ports must not repeat a port")
+        return self
+
+    @property
+    def baseline_arm(self) -> str:
+        return self.analysis.baseline or self.arms[0].name
+
+    def arm(self, name: str) -> Arm:
+        return next(a for a in self.arms if a.name == name)
+
+    def unpinned_bases(self) -> list[tuple[str, str]]:
+        """(arm, base) for every image base that is not pinned by digest."""
+        return [
+            (a.name, a.image.base)
+            for a in self.arms
+            if a.image is not None and a.image.base is not None and not PINNED_RE.match(a.image.base)
+        ]
+
+
+# --------------------------------------------------------------------------- schema
+
+
+def json_schema() -> dict[str, Any]:
+    """The manifest's JSON Schema, generated from the models."""
+    schema = Manifest.model_json_schema()
+    out: dict[str, Any] = {"$schema": SCHEMA_DIALECT, "$id": SCHEMA_ID}
+    out.update(schema)
+    out["description"] = (
+        "A kit experiment: two or more arms of an LLM server compared under the same load. "
+        "Generated from kit.manifest by `kit schema`; do not edit by hand."
+    )
+    return out
+
+
+def schema_text() -> str:
+    return json.dumps(json_schema(), indent=2, sort_keys=False, ensure_ascii=False) + "\n"
+
+
+# --------------------------------------------------------------------------- loading
+
+
+@dataclass(frozen=True)
+class LoadedManifest:
+    """A validated manifest with the exact bytes it was parsed from."""
+
+    path: Path
+    raw: bytes
+    manifest: Manifest
+
+    @property
+    def project_root(self) -> Path:
+        return project_root(self.path)
+
+
+def project_root(manifest_path: Path) -> Path:
+    """The nearest ancestor of the manifest that holds an images/ directory (else its directory)."""
+    start = manifest_path.resolve().parent
+    for d in (start, *start.parents):
+        if (d / "images").is_dir():
+            return d
+    return start
+
+
+def read_bytes(path: Path) -> bytes:
+    try:
+        if path.is_dir():
+            raise ManifestError(f"{path}: is a directory, not a manifest file")
+        size = path.stat().st_size
+        if size > safeyaml.MAX_BYTES:
+            raise ManifestError(
+                f"{path}: file is {size} bytes; manifests are limited to {safeyaml.MAX_BYTES} bytes",
+                hint="a manifest describes an experiment; data belongs elsewhere",
+            )
+        return path.read_bytes()
+    except FileNotFoundError:
+        raise ManifestError(f"{path}: no such file") from None
+    except PermissionError:
+        raise ManifestError(f"{path}: permission denied") from None
+
+
+def load_manifest(path: Path, raw: bytes | None = None, *, allow_unpinned: bool = False) -> LoadedManifest:
+    """Parse and validate ``raw`` (read from ``path`` if not given); raise ManifestError listing problems."""
+    if raw is None:
+        raw = read_bytes(path)
+    try:
+        doc = safeyaml.load(raw)
+    except safeyaml.YamlError as e:
+        where = f"{path}: line {e.line}" if e.line else str(path)
+        raise ManifestError(f"{where}: {e.message}") from None
+    if not isinstance(doc.data, dict):
+        raise ManifestError(f"{path}: line 1: the top level must be a mapping of fields (name, runtime, arms, ...)")
+    problems = _schema_problems(doc)
+    if not problems:
+        try:
+            manifest = Manifest.model_validate(doc.data)
+        except ValidationError as e:
+            problems = _pydantic_problems(e, doc)
+        else:
+            unpinned = manifest.unpinned_bases()
+            if unpinned and not allow_unpinned:
+                arm, base = unpinned[0]
+                idx = next(i for i, a in enumerate(manifest.arms) if a.name == arm)
+                line = doc.line_of(("arms", idx, "image", "base"))
+                raise ManifestError(
+                    f"{path}: line {line}: arms[{idx}].image.base: {base!r} is not pinned by digest",
+                    hint="pin it as name:tag@sha256:<digest> (`kit lock` resolves it when a registry is "
+                    "reachable), or pass --allow-unpinned, which is recorded in the bundle",
+                )
+            return LoadedManifest(path=path, raw=raw, manifest=manifest)
+    shown = problems[:20]
+    more = f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else ""
+    raise ManifestError(
+        f"{path}: {len(problems)} problem(s):\n" + "\n".join(f"  {p}" for p in shown) + more,
+        hint=f"see {SCHEMA_FILE} (`kit schema`) for every field",
+    )
+
+
+def _fmt_path(path: tuple[Any, ...]) -> str:
+    out = ""
+    for p in path:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out or "(top level)"
+
+
+_VALIDATOR: jsonschema.protocols.Validator | None = None
+
+
+def _validator() -> jsonschema.protocols.Validator:
+    global _VALIDATOR
+    if _VALIDATOR is None:
+        schema = json_schema()
+        cls = jsonschema.validators.validator_for(schema)
+        _VALIDATOR = cls(schema)
+    return _VALIDATOR
+
+
+def _schema_problems(doc: safeyaml.Document) -> list[str]:
+    errors = sorted(_validator().iter_errors(doc.data), key=lambda e: [str(p) for p in e.absolute_path])
+    out = []
+    for err in errors:
+        err = _deepest(err)
+        path = tuple(err.absolute_path)
+        if err.validator == "additionalProperties" and isinstance(err.instance, dict):
+            known = err.schema.get("properties", {}) if isinstance(err.schema, dict) else {}
+            for extra in (k for k in err.instance if k not in known):
+                line = doc.line_of((*path, extra))
+                out.append(
+                    f"line {line}: {_fmt_path((*path, extra))}: unknown field {extra!r} "
+                    f"(allowed here: {', '.join(sorted(known))})"
+                )
+            continue
+        line = doc.line_of(path)
+        out.append(f"line {line}: {_fmt_path(path)}: {err.message}")
+    return list(dict.fromkeys(out))
+
+
+def _deepest(err: jsonschema.ValidationError) -> jsonschema.ValidationError:
+    """For anyOf/oneOf (e.g. 'X or null'), report the branch that got furthest, not 'is not null'."""
+    while err.context:
+        branches = [e for e in err.context if not (e.validator == "type" and e.validator_value == "null")]
+        if not branches:
+            break
+        err = max(branches, key=lambda e: (len(list(e.absolute_path)), e.validator != "type"))
+    return err
+
+
+def _pydantic_problems(e: ValidationError, doc: safeyaml.Document) -> list[str]:
+    out = []
+    for err in e.errors():
+        path = tuple(p for p in err["loc"] if isinstance(p, (str, int)))
+        line = doc.line_of(path)
+        msg = err["msg"].removeprefix("Value error, ")
+        out.append(f"line {line}: {_fmt_path(path)}: {msg}")
+    return out

@@ -1,0 +1,163 @@
+"""Strict YAML loading for signed manifests.
+
+The signature covers the exact bytes, so the loader works on bytes already in memory and never
+re-reads a file. It accepts plain data only: mappings with unique string keys, sequences, and the
+core scalar types (str, int, float, bool, null). Anchors, aliases, merge keys, custom or Python
+tags, timestamps and binary are refused, so nothing can blow up or construct objects. Every value
+keeps the line it came from, so validation errors can point at it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+MAX_BYTES = 1024 * 1024
+MAX_DEPTH = 32
+MAX_NODES = 100_000
+
+Path = tuple[str | int, ...]
+
+_SCALAR_TAGS = {
+    "tag:yaml.org,2002:str",
+    "tag:yaml.org,2002:int",
+    "tag:yaml.org,2002:float",
+    "tag:yaml.org,2002:bool",
+    "tag:yaml.org,2002:null",
+}
+_MAP = "tag:yaml.org,2002:map"
+_SEQ = "tag:yaml.org,2002:seq"
+
+
+class YamlError(ValueError):
+    """The bytes are not acceptable YAML; ``line`` is 1-based when known."""
+
+    def __init__(self, message: str, line: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.line = line
+
+
+@dataclass
+class Document:
+    data: Any
+    lines: dict[Path, int] = field(default_factory=dict)
+
+    def line_of(self, path: Path) -> int | None:
+        """The line of ``path``, or of its nearest ancestor that has one."""
+        p = tuple(path)
+        while p:
+            if p in self.lines:
+                return self.lines[p]
+            p = p[:-1]
+        return self.lines.get((), None)
+
+
+class _Loader(yaml.SafeLoader):
+    """A SafeLoader whose composer refuses anchors and aliases outright."""
+
+    def compose_node(self, parent: Node | None, index: Any) -> Node | None:  # type: ignore[override]
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent):
+            raise YamlError(
+                f"alias *{event.anchor} is not allowed (anchors and aliases are refused in manifests)",
+                event.start_mark.line + 1,
+            )
+        anchor = getattr(event, "anchor", None)
+        if anchor is not None:
+            raise YamlError(
+                f"anchor &{anchor} is not allowed (anchors and aliases are refused in manifests)",
+                event.start_mark.line + 1,
+            )
+        return super().compose_node(parent, index)  # type: ignore[no-any-return]
+
+
+def load(raw: bytes) -> Document:
+    """Parse ``raw`` into plain data plus a map from value paths to line numbers."""
+    if len(raw) > MAX_BYTES:
+        raise YamlError(f"file is {len(raw)} bytes; manifests are limited to {MAX_BYTES} bytes")
+    if not raw.strip():
+        raise YamlError("file is empty")
+    nul = raw.find(b"\x00")
+    if nul >= 0:
+        raise YamlError(f"file contains a NUL byte at offset {nul}; is it binary?", raw[:nul].count(b"\n") + 1)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise YamlError(f"file is not valid UTF-8 (byte offset {e.start}); is it binary?", line) from None
+    loader = _Loader(text)
+    try:
+        node = loader.get_single_node()
+    except YamlError:
+        raise
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        line = mark.line + 1 if mark is not None else None
+        raise YamlError(f"not valid YAML: {e.problem or e}", line) from None
+    except yaml.YAMLError as e:
+        raise YamlError(f"not valid YAML: {e}") from None
+    finally:
+        loader.dispose()
+    if node is None:
+        raise YamlError("file holds no YAML document")
+    doc = Document(data=None)
+    builder = _Builder(loader, doc)
+    doc.data = builder.build(node, (), 0)
+    return doc
+
+
+class _Builder:
+    def __init__(self, loader: _Loader, doc: Document) -> None:
+        self.loader = loader
+        self.doc = doc
+        self.count = 0
+
+    def build(self, node: Node, path: Path, depth: int) -> Any:
+        self.count += 1
+        line = node.start_mark.line + 1
+        if self.count > MAX_NODES:
+            raise YamlError(f"document has more than {MAX_NODES} values", line)
+        if depth > MAX_DEPTH:
+            raise YamlError(f"document is nested deeper than {MAX_DEPTH} levels", line)
+        self.doc.lines[path] = line
+        if isinstance(node, MappingNode):
+            if node.tag != _MAP:
+                raise YamlError(f"tag {node.tag} is not allowed", line)
+            return self._mapping(node, path, depth)
+        if isinstance(node, SequenceNode):
+            if node.tag != _SEQ:
+                raise YamlError(f"tag {node.tag} is not allowed", line)
+            return [self.build(item, (*path, i), depth + 1) for i, item in enumerate(node.value)]
+        assert isinstance(node, ScalarNode)
+        return self._scalar(node, line)
+
+    def _mapping(self, node: MappingNode, path: Path, depth: int) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        seen: dict[str, int] = {}
+        for key_node, value_node in node.value:
+            kline = key_node.start_mark.line + 1
+            if not isinstance(key_node, ScalarNode) or key_node.tag != "tag:yaml.org,2002:str":
+                if isinstance(key_node, ScalarNode) and key_node.tag == "tag:yaml.org,2002:merge":
+                    raise YamlError("merge keys (<<) are not allowed", kline)
+                raise YamlError("mapping keys must be plain strings", kline)
+            key = str(key_node.value)
+            if key in seen:
+                where = ".".join(str(p) for p in (*path, key))
+                raise YamlError(f"duplicate key {where!r} (first defined on line {seen[key]})", kline)
+            seen[key] = kline
+            out[key] = self.build(value_node, (*path, key), depth + 1)
+        return out
+
+    def _scalar(self, node: ScalarNode, line: int) -> Any:
+        if node.tag not in _SCALAR_TAGS:
+            if node.tag == "tag:yaml.org,2002:timestamp":
+                raise YamlError(f"unquoted date/time {node.value!r}: quote it to make it a string", line)
+            raise YamlError(f"tag {node.tag} is not allowed (only plain strings, numbers, booleans, null)", line)
+        value = self.loader.construct_object(node, deep=True)
+        if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+            raise YamlError(f"{node.value!r} is not a finite number", line)
+        return value

@@ -1,0 +1,28 @@
+"""`kit verify`: one entry point for manifests (signatures) and bundles (integrity + provenance)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kit.manifest import project_root, read_bytes
+from kit.signing import default_trust_files, verify_manifest
+
+
+@dataclass
+class VerifyResult:
+    summary: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+def verify_target(target: Path, trust: list[Path]) -> VerifyResult:
+    if target.is_dir() or target.name.endswith((".tar.gz", ".tgz")):
+        from kit.bundle import verify_bundle
+
+        return verify_bundle(target, trust)
+    raw = read_bytes(target)
+    files = trust or default_trust_files(target, project_root(target))
+    mt = verify_manifest(target, raw, files)
+    who = ", ".join(f"{p} ({fp}, trusted by {src})" for p, fp, src in mt.signers)
+    return VerifyResult(summary=f"signed by {who}", details=mt.as_dict())
