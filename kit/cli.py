@@ -225,6 +225,132 @@ def _render_plan(lm: Any, p: Any, est: Any, out: Callable[[str], None]) -> None:
         "server start)")
 
 
+# --------------------------------------------------------------------------- runs and bundles
+
+
+@main.command()
+@click.argument("manifest", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("results"),
+              show_default=True, help="Directory for new bundles.")
+@click.option("--resume", type=click.Path(file_okay=False, exists=True, path_type=Path),
+              help="Finish an interrupted or failed run: only missing or failed cells run.")
+@click.option("--allow-unsigned", is_flag=True, help="Run an unsigned or untrusted manifest (recorded).")
+@click.option("--allow-unpinned", is_flag=True, help="Accept image bases not pinned by digest (recorded).")
+@trust_option
+@click.option("--key", type=click.Path(dir_okay=False, path_type=Path),
+              help="Runner key that signs the bundle's provenance (default: ~/.config/kit/runner_ed25519).")
+def run(manifest: Path | None, out_dir: Path, resume: Path | None, allow_unsigned: bool, allow_unpinned: bool,
+        trust: tuple[Path, ...], key: Path | None) -> None:
+    """Run an experiment end to end into a signed result bundle."""
+    from kit.experiment import RunOptions, run_experiment
+    from kit.progress import RichEvents, render_result
+
+    opts = RunOptions(out_dir=out_dir, resume=resume, allow_unsigned=allow_unsigned, allow_unpinned=allow_unpinned,
+                      trust=list(trust), key=key, argv=["kit", *sys.argv[1:]])
+    result = run_experiment(manifest, opts, RichEvents())
+    render_result(result)
+
+
+@main.command()
+@click.argument("bundle", type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.option("--key", type=click.Path(dir_okay=False, path_type=Path), help="Runner key to re-sign with.")
+def report(bundle: Path, key: Path | None) -> None:
+    """Recompute summary.json from the records, re-render report.md and plots, and re-sign."""
+    from kit.rerender import rerender
+
+    for line in rerender(bundle, key):
+        click.echo(line)
+
+
+@main.command()
+@click.argument("bundle_a", type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.argument("bundle_b", type=click.Path(file_okay=False, exists=True, path_type=Path))
+@json_option
+def compare(bundle_a: Path, bundle_b: Path, as_json: bool) -> None:
+    """Compare two bundles: what differs in setup, and each arm x level's figures (B / A)."""
+    from kit.compare import compare_bundles, render_comparison
+
+    result = compare_bundles(bundle_a, bundle_b)
+    if as_json:
+        _echo_json(result)
+    else:
+        for line in render_comparison(result):
+            click.echo(line)
+
+
+@main.command()
+@click.argument("bundle", type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Archive to write (.tar.gz).")
+def archive(bundle: Path, output: Path) -> None:
+    """Write a deterministic .tar.gz of a bundle (same bundle, same bytes)."""
+    from kit.bundle import archive as make_archive
+
+    digest = make_archive(bundle, output)
+    click.echo(f"wrote {output} (sha256 {digest})")
+
+
+# --------------------------------------------------------------------------- machines
+
+
+@main.command()
+@click.argument("manifest", type=click.Path(dir_okay=False, path_type=Path))
+@json_option
+def gates(manifest: Path, as_json: bool) -> None:
+    """Run the GPU, port and leftover gates now, like a doctor (exit 5 when one fails)."""
+    from kit.gates import doctor
+
+    report_ = doctor(manifest)
+    if as_json:
+        _echo_json(report_.as_dict())
+    else:
+        for c in report_.checks:
+            click.echo(f"{'ok  ' if c.ok else 'FAIL'} {c.name} ({c.duration_s * 1000:.0f} ms): {c.message}")
+    report_.raise_if_failed()
+
+
+@main.command()
+@click.option("--images", "with_images", is_flag=True, help="Also remove images built by kit.")
+@json_option
+def clean(with_images: bool, as_json: bool) -> None:
+    """Remove every container (and with --images, image) carrying kit labels, and stale server groups."""
+    from kit.cleanup import clean as do_clean
+
+    result = do_clean(images=with_images)
+    if as_json:
+        _echo_json(result)
+    else:
+        for kind, items in result.items():
+            click.echo(f"{kind}: {len(items)} removed" + (f" ({', '.join(map(str, items))})" if items else ""))
+
+
+@main.command()
+@click.argument("manifest", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to FILE.")
+def compose(manifest: Path, output: Path | None) -> None:
+    """Generate a compose file with the same servers, runnable by hand (docker compose --profile ARM up)."""
+    from kit.compose import render_compose
+    from kit.manifest import load_manifest
+
+    text = render_compose(load_manifest(manifest, allow_unpinned=True))
+    if output is None:
+        click.echo(text, nl=False)
+    else:
+        output.write_text(text)
+        click.echo(f"wrote {output}", err=True)
+
+
+@main.command()
+@click.argument("manifest", type=click.Path(dir_okay=False, path_type=Path))
+def lock(manifest: Path) -> None:
+    """Resolve image tags to digests from the registry and write them back (then sign again)."""
+    from kit.images import lock_manifest
+
+    for change in lock_manifest(manifest):
+        click.echo(str(change))
+    click.echo(f"the manifest changed: sign it again with `kit sign {manifest} --key KEY`")
+
+
 def run_cli() -> None:
     main(prog_name="kit")
 

@@ -9,6 +9,7 @@ reports every problem with the field path and the line it is on.
 from __future__ import annotations
 
 import ipaddress
+import itertools
 import json
 import re
 from dataclasses import dataclass
@@ -164,7 +165,7 @@ class Load(_Model):
     @field_validator("levels")
     @classmethod
     def _ascending(cls, v: list[int]) -> list[int]:
-        for a, b in zip(v, v[1:], strict=False):
+        for a, b in itertools.pairwise(v):
             if b <= a:
                 raise ValueError(f"levels must be strictly ascending without duplicates; {b} follows {a}")
         return v

@@ -9,6 +9,7 @@ keeps the line it came from, so validation errors can point at it.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -96,8 +97,7 @@ def load(raw: bytes) -> Document:
         raise
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
-        line = mark.line + 1 if mark is not None else None
-        raise YamlError(f"not valid YAML: {e.problem or e}", line) from None
+        raise YamlError(f"not valid YAML: {e.problem or e}", mark.line + 1 if mark is not None else None) from None
     except yaml.YAMLError as e:
         raise YamlError(f"not valid YAML: {e}") from None
     finally:
@@ -158,6 +158,6 @@ class _Builder:
                 raise YamlError(f"unquoted date/time {node.value!r}: quote it to make it a string", line)
             raise YamlError(f"tag {node.tag} is not allowed (only plain strings, numbers, booleans, null)", line)
         value = self.loader.construct_object(node, deep=True)
-        if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        if isinstance(value, float) and not math.isfinite(value):
             raise YamlError(f"{node.value!r} is not a finite number", line)
         return value

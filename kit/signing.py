@@ -125,6 +125,7 @@ def load_signing_key(path: Path, passphrase: str | None = None) -> SigningKey:
     except FileNotFoundError:
         raise UsageError(f"{path}: no such key file", hint="make one with `kit keygen -o FILE`") from None
     pw = passphrase.encode() if passphrase is not None else None
+    key: object
     try:
         if b"OPENSSH PRIVATE KEY" in data:
             key = serialization.load_ssh_private_key(data, password=pw)
@@ -428,8 +429,8 @@ def verify_manifest(manifest: Path, raw: bytes, trust_files: list[Path]) -> Mani
         bad = f"; {len(result.invalid)} signature(s) did not verify" if result.invalid else ""
         files = ", ".join(str(f) for f in trust_files)
         raise SignatureError(
-            f"{manifest}: no signature by a trusted key. Signed by: {who or 'nobody valid'}{bad}. "
-            f"Trust file(s): {files}",
+            f"{manifest}: no signature by a trusted key. Signed by: {who or 'nobody valid'}{bad}; "
+            f"not listed (for namespace {NS_MANIFEST}) in the trust file(s): {files}",
             hint="if you trust that key, add a line 'PRINCIPAL namespaces=\"kit-manifest\" ssh-ed25519 KEY' "
             "to your allowed_signers file",
         )

@@ -1,0 +1,533 @@
+"""The experiment loop: verify, plan, build, then for every cell gate -> start -> load -> stop -> gate.
+
+Everything lands in the bundle as it happens: records are appended as requests finish, each
+cell's state is written before and after it runs, and the bundle is summarised, reported and
+signed whatever way the run ends (complete, failed or interrupted), so that it always verifies
+and `kit run --resume BUNDLE` can finish it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from kit import __version__
+from kit.errors import GateFailed, KitError, LoadError, ServerError, SignatureError, UsageError
+from kit.manifest import LoadedManifest, Manifest, load_manifest, project_root, read_bytes
+from kit.plan import Cell, LevelPlan, Plan, make_plan
+from kit.runtime import Runtime, Server, ServerSpec, secret_env_from
+from kit.signing import ManifestTrust, default_trust_files, signature_path, verify_manifest
+
+
+class Events(Protocol):
+    """What the loop reports while it runs (the CLI renders it)."""
+
+    def message(self, text: str) -> None: ...
+    def cell_started(self, cell: Cell, position: int, total: int) -> None: ...
+    def level_started(self, cell: Cell, level: LevelPlan) -> None: ...
+    def level_progress(self, cell: Cell, level: LevelPlan, done: int, total: int, tokens_per_s: float,
+                       eta_s: float | None) -> None: ...
+    def level_done(self, cell: Cell, level: LevelPlan, ok: int, errors: int, client_bound: bool) -> None: ...
+    def cell_done(self, cell: Cell, status: str, reason: str | None) -> None: ...
+
+
+class QuietEvents:
+    def message(self, text: str) -> None:
+        pass
+
+    def cell_started(self, cell: Cell, position: int, total: int) -> None:
+        pass
+
+    def level_started(self, cell: Cell, level: LevelPlan) -> None:
+        pass
+
+    def level_progress(self, cell: Cell, level: LevelPlan, done: int, total: int, tokens_per_s: float,
+                       eta_s: float | None) -> None:
+        pass
+
+    def level_done(self, cell: Cell, level: LevelPlan, ok: int, errors: int, client_bound: bool) -> None:
+        pass
+
+    def cell_done(self, cell: Cell, status: str, reason: str | None) -> None:
+        pass
+
+
+@dataclass
+class RunOptions:
+    out_dir: Path = Path("results")
+    resume: Path | None = None
+    allow_unsigned: bool = False
+    allow_unpinned: bool = False
+    trust: list[Path] = field(default_factory=list)
+    key: Path | None = None
+    argv: list[str] = field(default_factory=list)
+    runtime: Runtime | None = None  # injected in tests; default from the manifest
+
+
+@dataclass
+class RunResult:
+    bundle: Path
+    status: str  # complete | failed | interrupted
+    verdicts: list[str]
+    failed_cells: dict[str, str]
+    notices: list[str] = field(default_factory=list)
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- trust
+
+
+def check_trust(path: Path, raw: bytes, sig: bytes | None, opts: RunOptions) -> ManifestTrust:
+    """Verify the manifest's signature; with --allow-unsigned, record why it was accepted anyway."""
+    trust_files = opts.trust or default_trust_files(path, project_root(path))
+    try:
+        if sig is None:
+            raise SignatureError(f"{path}: not signed (no {signature_path(path).name} beside it)",
+                                 hint=f"sign it with `kit sign {path} --key KEY`, or pass --allow-unsigned")
+        return verify_manifest(path, raw, trust_files)
+    except SignatureError as e:
+        if not opts.allow_unsigned:
+            raise
+        return ManifestTrust(signed=False, signers=(), allow_unsigned=True, note=e.message)
+
+
+# --------------------------------------------------------------------------- server specs
+
+
+def _substitute(args: list[str], values: dict[str, str]) -> list[str]:
+    out = []
+    for a in args:
+        for k, v in values.items():
+            a = a.replace("{" + k + "}", v)
+        out.append(a)
+    return out
+
+
+def server_spec(m: Manifest, cell: Cell, run_id: str, log_path: Path, *, image: str | None = None,
+                gpus: list[str] | None = None) -> ServerSpec:
+    arm = m.arm(cell.arm)
+    docker = m.runtime == "docker"
+    cport = m.server.container_port or m.server.port
+    model_path = (m.model.mount_at if docker else m.model.path) or ""
+    values = {
+        "host": "0.0.0.0" if docker else m.server.host,
+        "port": str(cport if docker else m.server.port),
+        "model_path": model_path,
+        "served_name": m.model.served_name,
+        "python": "python3" if docker else sys.executable,
+    }
+    command = _substitute([*(arm.command or m.server.command), *arm.args], values)
+    labels = {"kit.run": run_id, "kit.experiment": m.name, "kit.arm": arm.name,
+              "kit.repeat": str(cell.repeat), "kit.cell": cell.id}
+    gpu_req: list[str] | str | None = None
+    if docker and m.hardware.gpus:
+        gpu_req = gpus if gpus else "all"
+    return ServerSpec(
+        name=f"kit-{m.name}-{run_id}-{cell.id}"[:120],
+        arm=arm.name,
+        command=command,
+        env={**m.server.env, **arm.env},
+        secret_env=secret_env_from(m.server.pass_env),
+        host=m.server.host,
+        port=m.server.port,
+        readiness_path=m.server.readiness_path,
+        ready_timeout_s=m.server.ready_timeout_s,
+        stop_grace_s=m.server.stop_grace_s,
+        log_path=log_path,
+        labels=labels,
+        image=image,
+        container_port=cport,
+        gpus=gpu_req,  # type: ignore[arg-type]
+        shm_size=m.server.shm_size,
+        ipc_host=m.server.ipc_host,
+        model_mount=(m.model.path, m.model.mount_at) if docker and m.model.path else None,
+    )
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+def scrape_metrics(base_url: str) -> dict[str, float] | None:
+    """Prometheus samples from /metrics as {"name{labels}": value}, or None if there is none."""
+    try:
+        with urllib.request.urlopen(base_url + "/metrics", timeout=5) as r:
+            text = r.read().decode("utf-8", "replace")
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        name, _, value = line.rpartition(" ")
+        try:
+            out[name.strip()] = float(value)
+        except ValueError:
+            continue
+    return out
+
+
+# --------------------------------------------------------------------------- the loop
+
+
+class Experiment:
+    """One run of a manifest into one bundle."""
+
+    def __init__(self, lm: LoadedManifest, trust: ManifestTrust, opts: RunOptions, events: Events) -> None:
+        from kit.bundle import Bundle
+
+        self.lm = lm
+        self.m = lm.manifest
+        self.trust = trust
+        self.opts = opts
+        self.events = events
+        self.plan: Plan = make_plan(self.m)
+        self.bundle: Bundle
+        self.run_id = ""
+        self.failed: dict[str, str] = {}
+        self.notices: list[str] = []
+        self.images: dict[str, Any] = {}
+        self.gpu_ids: list[str] | None = None
+        self.runtime: Runtime = opts.runtime or self._default_runtime()
+
+    def _default_runtime(self) -> Runtime:
+        if self.m.runtime == "docker":
+            from kit.runtime.docker import DockerRuntime
+
+            return DockerRuntime()
+        from kit.runtime.process import ProcessRuntime
+
+        return ProcessRuntime()
+
+    # ---- bundle setup
+
+    def open_bundle(self, sig: bytes | None) -> None:
+        from kit.bundle import Bundle
+
+        if self.opts.resume is not None:
+            self.bundle = Bundle.open(self.opts.resume)
+            run = json.loads(self.bundle.path("run.json").read_text())
+            self.run_id = run["run_id"]
+            self.bundle.remove_provenance()
+            run.update(status="running", resumed=[*run.get("resumed", []), _now()])
+            self.bundle.write_json("run.json", run)
+            return
+        self.bundle = Bundle.create(self.opts.out_dir, self.m.name)
+        self.run_id = self.bundle.root.name.rsplit("-", 1)[-1]
+        self.bundle.write_bytes("manifest.yaml", self.lm.raw)
+        if sig is not None:
+            self.bundle.write_bytes("manifest.yaml.sig", sig)
+        self.bundle.write_json("run.json", {
+            "run_id": self.run_id,
+            "experiment": self.m.name,
+            "kit_version": __version__,
+            "status": "running",
+            "started": _now(),
+            "argv": self.opts.argv,
+            "manifest_source": str(self.lm.path),
+            "trust": self.trust.as_dict(),
+            "flags": {"allow_unsigned": self.opts.allow_unsigned, "allow_unpinned": self.opts.allow_unpinned},
+            "unpinned_bases": self.m.unpinned_bases(),
+        })
+        self.bundle.write_json("plan.json", self.plan.as_dict())
+        self.bundle.write_json("environment.json", self._environment())
+
+    def _environment(self) -> dict[str, Any]:
+        from kit import envinfo
+
+        env: dict[str, Any] = {"host": envinfo.capture_host(), "runtime": self.runtime.describe()}
+        if self.m.hardware.gpus:
+            from kit.nvml import NvmlProbe
+
+            env["gpus"] = envinfo.capture_gpus(NvmlProbe())
+        env["git"] = envinfo.git_info(project_root(self.lm.path)) if hasattr(envinfo, "git_info") else None
+        return env
+
+    # ---- gates
+
+    def gates(self, cell: Cell, phase: str) -> None:
+        from kit.gates import run_gates
+
+        report = run_gates(self.m, phase=phase, run_id=self.run_id)
+        self.bundle.append_jsonl(f"cells/{cell.id}/gates.jsonl", report.as_dict())
+        if report.gpus:
+            self.gpu_ids = [g["uuid"] for g in report.gpus]
+        report.raise_if_failed()
+
+    # ---- one cell
+
+    def run_cell(self, cell: Cell) -> None:
+        cdir = self.bundle.cell_dir(cell.id)
+        state: dict[str, Any] = {"id": cell.id, "arm": cell.arm, "repeat": cell.repeat, "index": cell.index,
+                                 "status": "running", "started": _now()}
+        self.bundle.write_json(f"cells/{cell.id}/cell.json", state)
+        server: Server | None = None
+        try:
+            self.gates(cell, "before")
+            spec = server_spec(self.m, cell, self.run_id, cdir / "server.log",
+                               image=self._image_ref(cell.arm), gpus=self.gpu_ids)
+            t0 = time.monotonic()
+            server = self.runtime.start(spec)
+            self.bundle.write_json(f"cells/{cell.id}/server.json", server.describe())
+            state["ready_s"] = round(server.wait_ready(), 3)
+            state["levels"] = {}
+            for lv in self.plan.levels:
+                state["levels"][str(lv.concurrency)] = self.run_level(cell, lv, server, spec)
+                self.bundle.write_json(f"cells/{cell.id}/cell.json", state)
+            state["serve_s"] = round(time.monotonic() - t0, 3)
+            state["status"] = "ok"
+        except KeyboardInterrupt:
+            state.update(status="interrupted", reason="interrupted by the user")
+            raise
+        except (ServerError, LoadError) as e:
+            state.update(status="failed", reason=e.message, exit_code=int(e.exit_code))
+            self.failed[cell.id] = e.message
+        except KitError as e:
+            state.update(status="failed", reason=e.message, exit_code=int(e.exit_code))
+            self.failed[cell.id] = e.message
+            raise
+        finally:
+            if server is not None:
+                try:
+                    stop = server.stop()
+                    state["stop"] = {"exit_code": stop.exit_code, "signal": stop.signal, "stop_s": stop.stop_s,
+                                     **stop.details}
+                    self.bundle.write_json(f"cells/{cell.id}/server.json", server.describe())
+                except KitError as e:
+                    state.setdefault("reason", e.message)
+                    state["status"] = "failed"
+            state["finished"] = _now()
+            self.bundle.write_json(f"cells/{cell.id}/cell.json", state)
+            self.events.cell_done(cell, state["status"], state.get("reason"))
+        try:
+            self.gates(cell, "after")
+        except GateFailed as e:
+            state.update(status="failed", reason=f"after-stop gate: {e.message}")
+            self.bundle.write_json(f"cells/{cell.id}/cell.json", state)
+            raise
+
+    def run_level(self, cell: Cell, lv: LevelPlan, server: Server, spec: ServerSpec) -> dict[str, Any]:
+        from kit.load import LevelSpec, Progress, run_level
+
+        rel = f"cells/{cell.id}/level-{lv.concurrency}"
+        out = self.bundle.path(rel)
+        self.events.level_started(cell, lv)
+        before = scrape_metrics(spec.base_url)
+        ls = LevelSpec(
+            base_url=spec.base_url, endpoint=self.m.load.endpoint, model=self.m.model.served_name,
+            concurrency=lv.concurrency, requests=lv.requests, warmup_requests=lv.warmup,
+            prompt_tokens=self.m.load.prompt_tokens, output_tokens=self.m.load.output_tokens,
+            seed=self.m.load.seed + lv.concurrency, request_timeout_s=self.m.load.request_timeout_s,
+            processes=0 if self.m.load.processes == "auto" else self.m.load.processes,
+            tags={"arm": cell.arm, "repeat": cell.repeat, "level": lv.concurrency},
+        )
+
+        def progress(p: Progress) -> None:
+            rate = p.out_tokens / p.elapsed_s if p.elapsed_s > 0 else 0.0
+            eta = (p.total - p.done) * p.elapsed_s / p.done if p.done else None
+            self.events.level_progress(cell, lv, p.done, p.total, rate, eta)
+
+        def server_gone() -> bool:
+            try:
+                server.check_alive()
+            except ServerError:
+                return True
+            return False
+
+        res = run_level(ls, out, on_progress=progress, should_stop=server_gone)
+        after = scrape_metrics(spec.base_url)
+        if before is not None or after is not None:
+            self.bundle.write_json(f"{rel}/server_metrics.json", {"before": before, "after": after})
+        self.events.level_done(cell, lv, res.ok, res.errors, res.client_bound)
+        server.check_alive()  # a server that died mid-level fails the cell with its exit code and log tail
+        if res.ok == 0:
+            raise LoadError(f"level {lv.concurrency} of {cell.id}: all {res.errors} requests failed",
+                            hint=f"see {rel}/records.jsonl and cells/{cell.id}/server.log")
+        return {"ok": res.ok, "errors": res.errors, "wall_s": round(res.wall_s, 3),
+                "client_bound": res.client_bound, "client_bound_reasons": res.client_bound_reasons}
+
+    def _image_ref(self, arm: str) -> str | None:
+        info = self.images.get(arm)
+        if info is None:
+            return None
+        return str(getattr(info, "image_id", None) or info["image_id"])
+
+    # ---- images
+
+    def build_images(self) -> None:
+        if self.m.runtime != "docker":
+            self.bundle.write_json("images.json", {})
+            return
+        from kit.images import build_images
+
+        self.images = build_images(self.lm, run_id=self.run_id, log_dir=self.bundle.path("images"),
+                                   allow_unpinned=self.opts.allow_unpinned)
+        self.bundle.write_json("images.json", {a: _plain(i) for a, i in self.images.items()})
+
+    # ---- the whole run
+
+    def cells_to_run(self) -> list[Cell]:
+        todo = []
+        for cell in self.plan.cells:
+            p = self.bundle.path(f"cells/{cell.id}/cell.json")
+            if p.exists() and json.loads(p.read_text()).get("status") == "ok":
+                continue
+            if self.bundle.path(f"cells/{cell.id}").exists():
+                self.bundle.move_failed_attempt(cell.id)
+            todo.append(cell)
+        return todo
+
+    def execute(self) -> str:
+        self.build_images()
+        todo = self.cells_to_run()
+        done = len(self.plan.cells) - len(todo)
+        if done:
+            self.events.message(f"resuming: {done} cell(s) already complete, {len(todo)} to run")
+        for i, cell in enumerate(todo):
+            self.events.cell_started(cell, done + i + 1, len(self.plan.cells))
+            self.run_cell(cell)
+        return "complete" if not self.failed else "failed"
+
+    def finalize(self, status: str) -> dict[str, Any]:
+        from kit.bundle import runner_key, sign_provenance
+        from kit.report import render_report
+        from kit.stats import summarize_bundle
+
+        summary: dict[str, Any] = {}
+        try:
+            summary = summarize_bundle(self.bundle.root)
+            self.bundle.write_json("summary.json", summary)
+            render_report(self.bundle.root, summary)
+        except Exception as e:  # noqa: BLE001 - a broken summary must not lose the bundle
+            self.notices.append(f"summary/report failed: {type(e).__name__}: {e}")
+        run = json.loads(self.bundle.path("run.json").read_text())
+        run.update(status=status, finished=_now(), failed_cells=self.failed)
+        self.bundle.write_json("run.json", run)
+        key, notice = runner_key(self.opts.key)
+        if notice:
+            self.notices.append(notice)
+        sign_provenance(self.bundle, key, predicate=self._predicate(run))
+        return summary
+
+    def _predicate(self, run: dict[str, Any]) -> dict[str, Any]:
+        from kit.signing import sha256_hex
+
+        return {
+            "externalParameters": {
+                "manifest": {"path": "manifest.yaml", "digest": {"sha256": sha256_hex(self.lm.raw)}},
+                "flags": run.get("flags", {}), "argv": run.get("argv", []),
+            },
+            "internalParameters": {"kit": __version__, "runtime": self.m.runtime,
+                                   "hardware": self.m.hardware.model_dump(), "trust": self.trust.as_dict()},
+            "resolvedDependencies": [
+                {"uri": f"docker-image:{a}", "digest": {"sha256": str(_plain(i).get("image_id", "")).split(":")[-1]},
+                 "annotations": _plain(i)}
+                for a, i in self.images.items()
+            ],
+            "metadata": {"invocationId": self.run_id, "startedOn": run.get("started"),
+                         "finishedOn": run.get("finished")},
+        }
+
+
+def _plain(info: Any) -> dict[str, Any]:
+    if isinstance(info, dict):
+        return info
+    if hasattr(info, "as_dict"):
+        return dict(info.as_dict())
+    if hasattr(info, "__dataclass_fields__"):
+        from dataclasses import asdict
+
+        return asdict(info)
+    return dict(vars(info))
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def load_for_run(manifest: Path | None, opts: RunOptions) -> tuple[LoadedManifest, ManifestTrust, bytes | None]:
+    """Read the manifest (from the bundle when resuming), verify its signature, validate it."""
+    if opts.resume is not None:
+        root = opts.resume
+        if not (root / "run.json").exists():
+            raise UsageError(f"{root} is not a kit bundle (no run.json)")
+        raw = (root / "manifest.yaml").read_bytes()
+        sig_file = root / "manifest.yaml.sig"
+        if manifest is not None and read_bytes(manifest) != raw:
+            raise UsageError(f"{manifest} differs from the manifest the bundle {root} was started with",
+                             hint="resume without MANIFEST, or start a new run")
+        source = manifest or root / "manifest.yaml"
+        run = json.loads((root / "run.json").read_text())
+        opts.allow_unsigned = opts.allow_unsigned or run.get("flags", {}).get("allow_unsigned", False)
+        opts.allow_unpinned = opts.allow_unpinned or run.get("flags", {}).get("allow_unpinned", False)
+    else:
+        if manifest is None:
+            raise UsageError("give a MANIFEST to run, or --resume BUNDLE")
+        raw = read_bytes(manifest)
+        sig_file = signature_path(manifest)
+        source = manifest
+    sig = sig_file.read_bytes() if sig_file.exists() else None
+    if opts.resume is not None and sig is not None:
+        # verify the bundle's copy as if it lay beside the original manifest
+        trust = _check_copied(source, raw, sig, opts)
+    else:
+        trust = check_trust(source, raw, sig, opts)
+    lm = load_manifest(source, raw, allow_unpinned=opts.allow_unpinned)
+    return lm, trust, sig
+
+
+def _check_copied(source: Path, raw: bytes, sig: bytes, opts: RunOptions) -> ManifestTrust:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "manifest.yaml"
+        p.write_bytes(raw)
+        (Path(d) / "manifest.yaml.sig").write_bytes(sig)
+        if not opts.trust:
+            opts = RunOptions(**{**opts.__dict__, "trust": default_trust_files(source, project_root(source))})
+        return check_trust(p, raw, sig, opts)
+
+
+def run_experiment(manifest: Path | None, opts: RunOptions, events: Events | None = None) -> RunResult:
+    """Run (or resume) an experiment; always leaves a signed, verifiable bundle behind."""
+    lm, trust, sig = load_for_run(manifest, opts)
+    ev = events or QuietEvents()
+    exp = Experiment(lm, trust, opts, ev)
+    exp.open_bundle(sig)
+    ev.message(f"bundle: {exp.bundle.root}")
+    status = "failed"
+    error: BaseException | None = None
+    try:
+        status = exp.execute()
+    except KeyboardInterrupt as e:
+        status, error = "interrupted", e
+    except KitError as e:
+        status, error = "failed", e
+    summary = exp.finalize(status)
+    from kit.report import verdict_lines
+
+    result = RunResult(bundle=exp.bundle.root, status=status, verdicts=_safe(verdict_lines, summary),
+                       failed_cells=exp.failed, notices=exp.notices, summary=summary)
+    if error is not None:
+        if isinstance(error, KitError):
+            error.message += f"\nThe bundle is consistent and resumable: kit run --resume {exp.bundle.root}"
+        raise error
+    if exp.failed:
+        cells = "; ".join(f"{c}: {r.splitlines()[0]}" for c, r in exp.failed.items())
+        raise ServerError(f"{len(exp.failed)} cell(s) failed ({cells})",
+                          hint=f"see the cells' server.log; finish the run with: kit run --resume {exp.bundle.root}")
+    return result
+
+
+def _safe(fn: Callable[[dict[str, Any]], list[str]], summary: dict[str, Any]) -> list[str]:
+    try:
+        return fn(summary) if summary else []
+    except Exception:  # noqa: BLE001
+        return []

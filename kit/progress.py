@@ -1,0 +1,73 @@
+"""Rendering of a run's progress on the terminal (rich); the loop itself knows nothing of it."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+
+from kit.plan import Cell, LevelPlan
+
+
+class RichEvents:
+    """Shows cell, level, requests done, tokens/s and ETA; plain lines when not on a terminal."""
+
+    def __init__(self, console: Console | None = None) -> None:
+        self.console = console or Console(stderr=True)
+        self.live = self.console.is_terminal
+        self.progress: Progress | None = None
+        self.task: TaskID | None = None
+        self.cell_label = ""
+
+    def message(self, text: str) -> None:
+        self.console.print(text, markup=False, highlight=False)
+
+    def cell_started(self, cell: Cell, position: int, total: int) -> None:
+        self.cell_label = f"[{position}/{total}] {cell.id}"
+        self.console.print(f"cell {self.cell_label}: starting server", markup=False, highlight=False)
+
+    def level_started(self, cell: Cell, level: LevelPlan) -> None:
+        if not self.live:
+            return
+        self.progress = Progress(
+            TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} req"),
+            TextColumn("{task.fields[rate]}"), TextColumn("ETA {task.fields[eta]}"), TimeElapsedColumn(),
+            console=self.console, transient=True,
+        )
+        self.progress.start()
+        self.task = self.progress.add_task(f"{self.cell_label} c={level.concurrency}", total=level.requests,
+                                           rate="", eta="?")
+
+    def level_progress(self, cell: Cell, level: LevelPlan, done: int, total: int, tokens_per_s: float,
+                       eta_s: float | None) -> None:
+        if self.progress is not None and self.task is not None:
+            self.progress.update(self.task, completed=done, rate=f"{tokens_per_s:,.0f} tok/s",
+                                 eta=f"{eta_s:.0f}s" if eta_s is not None else "?")
+
+    def level_done(self, cell: Cell, level: LevelPlan, ok: int, errors: int, client_bound: bool) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None
+        flag = "  CLIENT-BOUND: not a clean result" if client_bound else ""
+        self.console.print(f"  {cell.id} c={level.concurrency}: {ok} ok, {errors} errors{flag}",
+                           markup=False, highlight=False)
+
+    def cell_done(self, cell: Cell, status: str, reason: str | None) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None
+        tail = f": {reason.splitlines()[0]}" if reason else ""
+        self.console.print(f"cell {cell.id}: {status}{tail}", markup=False, highlight=False)
+
+
+def render_result(result: Any, out: Any = sys.stdout) -> None:
+    print(f"bundle: {result.bundle}", file=out)
+    print(f"status: {result.status}", file=out)
+    for n in result.notices:
+        print(f"note: {n}", file=out)
+    if result.verdicts:
+        print("verdicts:", file=out)
+        for line in result.verdicts:
+            print(f"  {line}", file=out)
