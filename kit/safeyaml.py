@@ -61,18 +61,15 @@ class _Loader(yaml.SafeLoader):
     """A SafeLoader whose composer refuses anchors and aliases outright."""
 
     def compose_node(self, parent: Node | None, index: Any) -> Node | None:  # type: ignore[override]
-        event = self.peek_event()
+        event: Any = self.peek_event()  # type: ignore[no-untyped-call]
+        line = event.start_mark.line + 1 if event.start_mark is not None else None
         if isinstance(event, yaml.AliasEvent):
             raise YamlError(
-                f"alias *{event.anchor} is not allowed (anchors and aliases are refused in manifests)",
-                event.start_mark.line + 1,
+                f"alias *{event.anchor} is not allowed (anchors and aliases are refused in manifests)", line
             )
         anchor = getattr(event, "anchor", None)
         if anchor is not None:
-            raise YamlError(
-                f"anchor &{anchor} is not allowed (anchors and aliases are refused in manifests)",
-                event.start_mark.line + 1,
-            )
+            raise YamlError(f"anchor &{anchor} is not allowed (anchors and aliases are refused in manifests)", line)
         return super().compose_node(parent, index)  # type: ignore[no-any-return]
 
 
