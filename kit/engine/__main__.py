@@ -1,0 +1,92 @@
+"""``python -m kit.engine``: serve the embedded MoE engine over HTTP.
+
+The BLAS thread count must be fixed before numpy is imported, so this module parses the command line
+first and imports the numpy-based modules afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+DEFAULT_THREADS = 1
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command-line interface."""
+    p = argparse.ArgumentParser(
+        prog="python -m kit.engine",
+        description="Serve a tiny random-weight MoE decoder (numpy, CPU) with an OpenAI-compatible API.",
+    )
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=_non_negative, required=True, help="TCP port (0: pick a free one)")
+    p.add_argument("--seed", type=_non_negative, default=0, help="seed of the random weights")
+    p.add_argument("--experts", type=_positive, default=64, help="experts per MoE layer")
+    p.add_argument("--top-k", type=_positive, default=8, help="experts per token")
+    p.add_argument("--oea-k0", type=_non_negative, default=0,
+                   help="OEA: experts every token keeps before piggybacking (0: plain top-k)")
+    p.add_argument("--layers", type=_positive, default=4)
+    p.add_argument("--hidden", type=_positive, default=256)
+    p.add_argument("--expert-ffn", type=_positive, default=512, help="inner width of each expert")
+    p.add_argument("--vocab", type=_positive, default=1024)
+    p.add_argument("--router-skew", type=float, default=None,
+                   help="std of the fixed per-expert router bias (expert popularity); default: see config")
+    p.add_argument("--max-batch", type=_positive, default=256, help="most sequences in a decode step")
+    p.add_argument("--served-name", default="kit-moe", help="model name of the API")
+    p.add_argument("--threads", type=_positive, default=None,
+                   help=f"BLAS threads (default {DEFAULT_THREADS}, or OPENBLAS_NUM_THREADS if set)")
+    return p
+
+
+def set_blas_threads(threads: int | None) -> int:
+    """Pin the BLAS thread pools; must run before numpy is imported."""
+    if threads is None:
+        threads = int(os.environ.get("OPENBLAS_NUM_THREADS", DEFAULT_THREADS))
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS"):
+        os.environ[var] = str(threads)
+    return threads
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    threads = set_blas_threads(args.threads)
+
+    import asyncio
+
+    from kit.engine.config import ModelConfig
+    from kit.engine.server import configure_logging, serve
+
+    extra = {} if args.router_skew is None else {"router_skew": args.router_skew}
+    cfg = ModelConfig(seed=args.seed, experts=args.experts, top_k=args.top_k, oea_k0=args.oea_k0,
+                      layers=args.layers, hidden=args.hidden, expert_ffn=args.expert_ffn, vocab=args.vocab,
+                      **extra)
+    try:
+        cfg.validate()
+    except ValueError as exc:
+        parser.error(str(exc))
+    configure_logging()
+    import logging
+
+    logging.getLogger("kit.engine").info("%d BLAS thread(s); %s", threads, cfg)
+    asyncio.run(serve(cfg, args.host, args.port, args.max_batch, args.served_name))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

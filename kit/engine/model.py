@@ -1,0 +1,198 @@
+"""A tiny random Mixture-of-Experts decoder in numpy.
+
+Every layer is::
+
+    u   = rmsnorm(h)
+    c_t = decay * c_{t-1} + (1 - decay) * u_t      # causal context mixer (cheap stand-in for attention)
+    x   = h + c
+    p   = softmax(rmsnorm(x) @ router + router_bias)
+    h   = x + sum_j w_j * expert_j(rmsnorm(x))    # expert_j(z) = relu(z @ W1_j) @ W2_j
+
+and the next token is ``argmax(rmsnorm(h) @ embedding.T)`` (greedy, deterministic). The only per-sequence
+state (the "KV cache") is one context vector per layer, shape ``[layers, hidden]``.
+
+The MoE block computes every touched expert exactly once for all the tokens routed to it (gather the
+rows, ``x @ W1``, relu, ``@ W2``, scatter-add the weighted rows), so a step reads each touched expert's
+weights once and its time grows with the number of distinct experts in the step, like a memory-bound
+decode step of a real MoE. Weight-0 slots (OEA fillers) are skipped.
+
+Prefill uses plain top-k routing; decode steps use OEA when ``oea_k0 > 0``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from kit.engine.config import ModelConfig
+from kit.engine.routing import oea_route, topk_route
+
+FloatArray = npt.NDArray[np.float32]
+IntArray = npt.NDArray[np.int64]
+
+_EPS = np.float32(1e-6)
+#: Scale of the token embedding fed into the first layer (the tied output head uses it unscaled). A
+#: smaller input share keeps the greedy decoder from simply repeating its current token.
+INPUT_SCALE = np.float32(0.1)
+#: RMS of one expert's output for a unit-RMS input.
+EXPERT_GAIN = 8.0
+#: Standard deviation of the router logits for a unit-RMS input (before the bias).
+ROUTER_GAIN = 1.0
+PAD = True
+
+
+@dataclass
+class StepResult:
+    """Output of a prefill or decode step."""
+
+    next_tokens: IntArray  # [n]
+    state: FloatArray  # [n, layers, hidden]
+    unique_experts: list[int]  # per layer: distinct experts with nonzero weight in this step
+    tokens: int  # rows pushed through the layers
+
+
+def rmsnorm(x: FloatArray) -> FloatArray:
+    """Row-wise RMS normalisation without a learned scale."""
+    ms = np.mean(np.square(x), axis=-1, keepdims=True, dtype=np.float32)
+    out: FloatArray = (x / np.sqrt(ms + _EPS)).astype(np.float32, copy=False)
+    return out
+
+
+def softmax(logits: FloatArray) -> FloatArray:
+    """Row-wise softmax in float32."""
+    z = logits - logits.max(axis=-1, keepdims=True)
+    np.exp(z, out=z)
+    z /= z.sum(axis=-1, keepdims=True)
+    out: FloatArray = z.astype(np.float32, copy=False)
+    return out
+
+
+class MoEModel:
+    """Random-weight MoE decoder; all weights come from ``numpy.random.default_rng(cfg.seed)``."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        cfg.validate()
+        self.cfg = cfg
+        rng = np.random.default_rng(cfg.seed)
+        n_l, n_e, n_h, n_f = cfg.layers, cfg.experts, cfg.hidden, cfg.expert_ffn
+        self.embedding = self._normal(rng, (cfg.vocab, n_h), 1.0)
+        self.mixer = self._normal(rng, (n_l, n_h, n_h), 1.0 / np.sqrt(n_h))
+        self.router = self._normal(rng, (n_l, n_h, n_e), ROUTER_GAIN / np.sqrt(n_h))
+        self.router_bias = self._normal(rng, (n_l, n_e), cfg.router_skew)
+        self.w1 = self._normal(rng, (n_l, n_e, n_h, n_f), 1.0 / np.sqrt(n_h))
+        self.w2 = self._normal(rng, (n_l, n_e, n_f, n_h), EXPERT_GAIN / np.sqrt(n_f / 2.0))
+        self._decay = np.float32(cfg.context_decay)
+
+    @staticmethod
+    def _normal(rng: np.random.Generator, shape: tuple[int, ...], std: float) -> FloatArray:
+        out = rng.standard_normal(size=shape, dtype=np.float32)
+        out *= np.float32(std)
+        return out
+
+    # ----------------------------------------------------------------------------------------- steps
+
+    def new_state(self, n: int) -> FloatArray:
+        """An empty per-sequence state for ``n`` sequences."""
+        return np.zeros((n, self.cfg.layers, self.cfg.hidden), dtype=np.float32)
+
+    def prefill(self, prompts: list[list[int]]) -> StepResult:
+        """Run whole prompts through the layers (plain top-k routing); return each one's first token."""
+        if not prompts or any(len(p) == 0 for p in prompts):
+            raise ValueError("prefill needs at least one non-empty prompt")
+        lengths = np.array([len(p) for p in prompts], dtype=np.int64)
+        tokens = np.concatenate([np.asarray(p, dtype=np.int64) for p in prompts])
+        seq = np.repeat(np.arange(len(prompts)), lengths)
+        pos = np.arange(tokens.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        last = np.cumsum(lengths) - 1
+
+        h = self.embedding[tokens] * INPUT_SCALE
+        state = self.new_state(len(prompts))
+        uniq: list[int] = []
+        for layer in range(self.cfg.layers):
+            c = self._causal_ema(rmsnorm(h) @ self.mixer[layer], seq, pos, len(prompts), int(lengths.max()))
+            state[:, layer] = c[last]
+            x = h + c
+            xin = rmsnorm(x)
+            ids, weights = topk_route(self._router_probs(layer, xin), self.cfg.top_k)
+            moe, n_unique = self._moe(layer, xin, ids, weights)
+            uniq.append(n_unique)
+            h = x + moe
+        return StepResult(self._greedy(h[last]), state, uniq, int(tokens.size))
+
+    def decode(self, tokens: npt.NDArray[np.integer], state: FloatArray) -> StepResult:
+        """One decode step for a batch: ``tokens[i]`` is sequence i's newest token, ``state[i]`` its state.
+
+        Returns the next tokens and the updated state (a new array). Uses OEA when ``cfg.oea_k0 > 0``.
+        """
+        toks = np.asarray(tokens, dtype=np.int64)
+        if toks.ndim != 1 or state.shape != (toks.size, self.cfg.layers, self.cfg.hidden):
+            raise ValueError(f"bad decode shapes: tokens {toks.shape}, state {state.shape}")
+        h = self.embedding[toks] * INPUT_SCALE
+        new_state = np.empty_like(state)
+        uniq: list[int] = []
+        for layer in range(self.cfg.layers):
+            mixed = rmsnorm(h) @ self.mixer[layer]
+            c = self._decay * state[:, layer] + (np.float32(1.0) - self._decay) * mixed
+            new_state[:, layer] = c
+            x = h + c
+            xin = rmsnorm(x)
+            probs = self._router_probs(layer, xin)
+            if self.cfg.oea_k0 > 0:
+                ids, weights = oea_route(probs, self.cfg.top_k, self.cfg.oea_k0)
+            else:
+                ids, weights = topk_route(probs, self.cfg.top_k)
+            moe, n_unique = self._moe(layer, xin, ids, weights)
+            uniq.append(n_unique)
+            h = x + moe
+        return StepResult(self._greedy(h), new_state, uniq, int(toks.size))
+
+    # ------------------------------------------------------------------------------------- internals
+
+    def _router_probs(self, layer: int, xin: FloatArray) -> FloatArray:
+        return softmax(xin @ self.router[layer] + self.router_bias[layer])
+
+    def _causal_ema(self, u: FloatArray, seq: IntArray, pos: IntArray, n: int, t_max: int) -> FloatArray:
+        """Per-sequence causal exponential moving average of the rows of ``u`` (packed sequences)."""
+        padded = np.zeros((n, t_max, u.shape[1]), dtype=np.float32)
+        padded[seq, pos] = u
+        one_minus = np.float32(1.0) - self._decay
+        acc = np.zeros((n, u.shape[1]), dtype=np.float32)
+        for t in range(t_max):
+            acc = self._decay * acc + one_minus * padded[:, t]
+            padded[:, t] = acc
+        return padded[seq, pos]
+
+    def _moe(self, layer: int, x: FloatArray, ids: IntArray, weights: FloatArray) -> tuple[FloatArray, int]:
+        """Mixture of the routed experts; each touched expert runs once on all of its rows."""
+        k = ids.shape[1]
+        rows = np.repeat(np.arange(ids.shape[0]), k)
+        flat_ids, flat_w = ids.ravel(), weights.ravel()
+        keep = (flat_w != 0) & (flat_ids >= 0)
+        rows, flat_ids, flat_w = rows[keep], flat_ids[keep], flat_w[keep]
+        order = np.argsort(flat_ids, kind="stable")
+        rows, flat_ids, flat_w = rows[order], flat_ids[order], flat_w[order]
+        experts, starts = np.unique(flat_ids, return_index=True)
+        ends = np.append(starts[1:], flat_ids.size)
+
+        out = np.zeros_like(x)
+        w1, w2 = self.w1[layer], self.w2[layer]
+        for e, s, t in zip(experts.tolist(), starts.tolist(), ends.tolist(), strict=True):
+            r = rows[s:t]  # distinct rows: a token uses an expert at most once
+            xe = x[r]
+            n = xe.shape[0]
+            if PAD and n > 1 and n % 4:
+                xe = np.concatenate([xe, np.zeros((4 - n % 4, xe.shape[1]), np.float32)])
+            a = xe @ w1[e]
+            np.maximum(a, 0, out=a)
+            y = (a @ w2[e])[:n]
+            y *= flat_w[s:t, None]
+            out[r] += y
+        return out, int(experts.size)
+
+    def _greedy(self, h: FloatArray) -> IntArray:
+        logits = rmsnorm(h) @ self.embedding.T
+        best: IntArray = np.argmax(logits, axis=-1).astype(np.int64)
+        return best
+
