@@ -1,0 +1,260 @@
+"""What machine a run ran on: host, CPU, kernel, packages, and the GPUs as NVML sees them.
+
+Nothing here is fatal. A value that cannot be read is recorded as null, with the reason under
+``unavailable`` beside it (e.g. an NVML query that is not supported or not permitted on this GPU).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+import socket
+import sys
+from collections import Counter
+from collections.abc import Callable
+from datetime import UTC, datetime
+from functools import partial
+from pathlib import Path
+from typing import Any, TypeVar
+
+import kit
+from kit.nvml import Domain, GpuProbe, NoDriverError, NvmlError, Which
+
+T = TypeVar("T")
+
+PACKAGES = (
+    "click", "pydantic", "pydantic-core", "jsonschema", "PyYAML", "cryptography", "docker", "nvidia-ml-py",
+    "locust", "gevent", "geventhttpclient", "numpy", "aiohttp", "matplotlib", "rich", "psutil", "torch", "sglang",
+)
+
+DOMAINS: tuple[Domain, ...] = ("sm", "mem")
+WHICH: tuple[Which, ...] = ("current", "max")
+TOPOLOGY_LEVELS = {0: "INTERNAL", 10: "SINGLE", 20: "MULTIPLE", 30: "HOSTBRIDGE", 40: "NODE", 50: "SYSTEM"}
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _try(unavailable: dict[str, str], key: str, fn: Callable[[], T]) -> T | None:
+    """``fn()``, or None with the reason recorded under ``unavailable[key]``."""
+    try:
+        return fn()
+    except NvmlError as e:
+        unavailable[key] = e.reason
+    except (OSError, ValueError, IndexError, KeyError) as e:
+        unavailable[key] = f"{type(e).__name__}: {e}"
+    return None
+
+
+# --------------------------------------------------------------------------- host
+
+
+def _os_release() -> dict[str, str]:
+    for path in ("/etc/os-release", "/usr/lib/os-release"):
+        try:
+            lines = Path(path).read_text().splitlines()
+        except OSError:
+            continue
+        pairs = (line.split("=", 1) for line in lines if "=" in line)
+        doc = {k: v.strip().strip('"') for k, v in pairs}
+        return {k: doc[k] for k in ("PRETTY_NAME", "ID", "VERSION_ID") if k in doc}
+    raise FileNotFoundError("no os-release file")
+
+
+def _cpu_model() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith(("model name", "Model")) and ":" in line:
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def _physical_cores() -> int:
+    """Distinct (physical id, core id) pairs in /proc/cpuinfo."""
+    cores: set[tuple[str, str]] = set()
+    physical = core = ""
+    for line in [*Path("/proc/cpuinfo").read_text().splitlines(), ""]:
+        key, _, value = (part.strip() for part in line.partition(":"))
+        if key == "physical id":
+            physical = value
+        elif key == "core id":
+            core = value
+        elif not line.strip() and core:
+            cores.add((physical, core))
+            physical = core = ""
+    if not cores:
+        raise ValueError("no core ids in /proc/cpuinfo")
+    return len(cores)
+
+
+def _governors() -> dict[str, int]:
+    """How many CPUs use each cpufreq governor."""
+    files = sorted(Path("/sys/devices/system/cpu").glob("cpu[0-9]*/cpufreq/scaling_governor"))
+    if not files:
+        raise FileNotFoundError("no cpufreq scaling_governor in /sys (no frequency scaling exposed here)")
+    return dict(Counter(f.read_text().strip() for f in files))
+
+
+def _memory_total_bytes() -> int:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemTotal:"):
+            return int(line.split()[1]) * 1024
+    raise ValueError("no MemTotal in /proc/meminfo")
+
+
+def _packages() -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for name in PACKAGES:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def capture_host() -> dict[str, Any]:
+    """Host, kernel, OS, CPU, memory, Python and package versions, kit's version."""
+    unavailable: dict[str, str] = {}
+    uname = platform.uname()
+    return {
+        "captured": utc_now(),
+        "hostname": socket.gethostname(),
+        "kernel": {"system": uname.system, "release": uname.release, "version": uname.version,
+                   "machine": uname.machine},
+        "os": _try(unavailable, "os", _os_release),
+        "cpu": {
+            "model": _try(unavailable, "cpu.model", _cpu_model),
+            "logical_cores": os.cpu_count(),
+            "physical_cores": _try(unavailable, "cpu.physical_cores", _physical_cores),
+            "usable_cores": len(os.sched_getaffinity(0)),
+            "governors": _try(unavailable, "cpu.governors", _governors),
+        },
+        "memory_total_bytes": _try(unavailable, "memory_total_bytes", _memory_total_bytes),
+        "python": {"version": platform.python_version(), "implementation": platform.python_implementation(),
+                   "executable": sys.executable},
+        "packages": _packages(),
+        "kit_version": kit.__version__,
+        "unavailable": unavailable,
+    }
+
+
+# --------------------------------------------------------------------------- GPUs
+
+
+def _cuda_version(v: int) -> str:
+    return f"{v // 1000}.{v % 1000 // 10}"
+
+
+def _ecc_errors(u: dict[str, str], probe: GpuProbe, i: int) -> dict[str, int | None]:
+    out = {}
+    for counter in ("volatile", "aggregate"):
+        for kind in ("corrected", "uncorrected"):
+            fn = partial(probe.ecc_errors, i, uncorrected=kind == "uncorrected", aggregate=counter == "aggregate")
+            out[f"{counter}_{kind}"] = _try(u, f"ecc_errors.{counter}_{kind}", fn)
+    return out
+
+
+def _clocks(u: dict[str, str], probe: GpuProbe, i: int) -> dict[str, int | None]:
+    return {
+        f"{domain}_{which}": _try(u, f"clocks_mhz.{domain}_{which}", partial(probe.clock_mhz, i, domain, which))
+        for domain in DOMAINS
+        for which in WHICH
+    }
+
+
+def _pcie(u: dict[str, str], probe: GpuProbe, i: int) -> dict[str, int | None]:
+    out = {}
+    for what in ("generation", "width"):
+        for which in WHICH:
+            fn = partial(probe.pcie, i, width=what == "width", which=which)
+            out[f"{what}_{which}"] = _try(u, f"pcie.{what}_{which}", fn)
+    return out
+
+
+def _gpu(probe: GpuProbe, i: int) -> dict[str, Any]:
+    u: dict[str, str] = {}
+    mem = _try(u, "memory", partial(probe.memory, i))
+    mig = _try(u, "mig_mode", partial(probe.mig_mode, i))
+    ecc = _try(u, "ecc_mode", partial(probe.ecc_mode, i))
+    links = _try(u, "nvlink", partial(probe.nvlink_links, i))
+    return {
+        "index": i,
+        "name": _try(u, "name", partial(probe.name, i)),
+        "uuid": _try(u, "uuid", partial(probe.uuid, i)),
+        "serial": _try(u, "serial", partial(probe.serial, i)),
+        "vbios": _try(u, "vbios", partial(probe.vbios, i)),
+        "pci_bus_id": _try(u, "pci_bus_id", partial(probe.pci_bus_id, i)),
+        "memory": None if mem is None else mem.as_mib(),
+        "persistence_mode": _try(u, "persistence_mode", partial(probe.persistence_mode, i)),
+        "mig_mode": None if mig is None else {"current": mig[0], "pending": mig[1]},
+        "ecc_mode": None if ecc is None else {"current": ecc[0], "pending": ecc[1]},
+        "ecc_errors": _ecc_errors(u, probe, i),
+        "power_limit_mw": {
+            "enforced": _try(u, "power_limit_mw.enforced", partial(probe.power_limit_mw, i, default=False)),
+            "default": _try(u, "power_limit_mw.default", partial(probe.power_limit_mw, i, default=True)),
+        },
+        "clocks_mhz": _clocks(u, probe, i),
+        "temperature_c": _try(u, "temperature_c", partial(probe.temperature_c, i)),
+        "pcie": _pcie(u, probe, i),
+        "nvlink": None if links is None else [{"link": n, "active": a} for n, a in enumerate(links)],
+        "unavailable": u,
+    }
+
+
+def _topology(probe: GpuProbe, count: int) -> dict[str, Any]:
+    pairs = []
+    unavailable: dict[str, str] = {}
+    for a in range(count):
+        for b in range(a + 1, count):
+            level = _try(unavailable, f"{a}-{b}", partial(probe.topology, a, b))
+            pairs.append({"a": a, "b": b, "level": None if level is None else TOPOLOGY_LEVELS.get(level, str(level)),
+                          "code": level})
+    return {"common_ancestor": pairs, "unavailable": unavailable}
+
+
+def capture_gpus(probe: GpuProbe) -> dict[str, Any]:
+    """Driver, CUDA driver and NVML versions, every GPU's identity and settings, and the topology.
+
+    Without a driver: ``{"available": False, "reason": ...}``.
+    """
+    try:
+        probe.init()
+    except NvmlError as e:
+        reason = f"no NVIDIA driver found ({e.reason})" if isinstance(e, NoDriverError) else e.reason
+        return {"available": False, "reason": reason}
+    try:
+        u: dict[str, str] = {}
+        cuda = _try(u, "cuda_driver_version", probe.cuda_driver_version)
+        count = probe.device_count()
+        return {
+            "available": True,
+            "captured": utc_now(),
+            "driver_version": _try(u, "driver_version", probe.driver_version),
+            "cuda_driver_version": None if cuda is None else _cuda_version(cuda),
+            "cuda_driver_version_raw": cuda,
+            "nvml_version": _try(u, "nvml_version", probe.nvml_version),
+            "count": count,
+            "gpus": [_gpu(probe, i) for i in range(count)],
+            "topology": _topology(probe, count),
+            "unavailable": u,
+        }
+    except NvmlError as e:
+        return {"available": False, "reason": f"NVML failed: {e.reason}"}
+    finally:
+        probe.shutdown()
+
+
+def gpu_temperatures(probe: GpuProbe, indices: list[int]) -> dict[str, Any]:
+    """Temperatures (°C) of the given GPUs now, for the start and end of a cell."""
+    try:
+        probe.init()
+    except NvmlError as e:
+        return {"available": False, "reason": e.reason, "time": utc_now()}
+    try:
+        unavailable: dict[str, str] = {}
+        temps = {str(i): _try(unavailable, str(i), partial(probe.temperature_c, i)) for i in indices}
+        return {"available": True, "time": utc_now(), "temperature_c": temps, "unavailable": unavailable}
+    finally:
+        probe.shutdown()
+

@@ -1,0 +1,67 @@
+"""Gates: preconditions checked before every server start, after every stop, and by `kit gates` (doctor).
+
+Each check returns a ``Check`` (name, ok, message, hint, evidence, started, duration); ``run_gates``
+collects them into a ``GateReport`` for the phase, whose ``as_dict()`` is one line of gates.jsonl and
+whose ``raise_if_failed()`` raises ``GateFailed`` (exit 5) naming every failure and its fix.
+
+- GPU (``gpu``): only when the manifest uses GPUs; see ``kit.gates.gpu``.
+- Ports (``ports``): every port free on the exact address it will be bound on; see ``kit.gates.ports``.
+- Leftovers (``leftover_containers``, ``leftover_processes``): no kit server of another run still alive.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from kit.gates.gpu import check_gpus
+from kit.gates.leftovers import check_containers, check_process_groups
+from kit.gates.ports import check_ports
+from kit.gates.report import Check, GateReport, utc_now
+from kit.manifest import Manifest, load_manifest
+from kit.nvml import GpuProbe, NvmlProbe
+
+PHASES = ("before", "after", "doctor")
+
+__all__ = ["PHASES", "Check", "GateReport", "doctor", "run_gates"]
+
+
+def run_gates(
+    m: Manifest,
+    *,
+    phase: str,
+    run_id: str | None = None,
+    probe: GpuProbe | None = None,
+    docker_client: Any | None = None,
+    check_gpu: bool | None = None,
+) -> GateReport:
+    """Run every gate for ``phase`` ("before" a start, "after" a stop, or "doctor").
+
+    ``check_gpu`` defaults to whether the manifest uses GPUs (``hardware.gpus`` not 0); forcing it on for a
+    manifest with 0 GPUs checks all GPUs. ``run_id`` names the current run: leftovers of other runs fail,
+    its own fail only "after" a stop. Never raises for a failed check: call ``raise_if_failed()``.
+    """
+    if phase not in PHASES:
+        raise ValueError(f"phase must be one of {', '.join(PHASES)}, not {phase!r}")
+    started, t0 = utc_now(), time.monotonic()
+    checks: list[Check] = []
+    gpus: list[dict[str, Any]] = []
+    if check_gpu if check_gpu is not None else m.hardware.gpus != 0:
+        check, gpus = check_gpus(m, probe if probe is not None else NvmlProbe())
+        checks.append(check)
+    checks.append(check_ports(m))
+    checks.append(check_containers(m, run_id=run_id, phase=phase, client=docker_client))
+    checks.append(check_process_groups(run_id=run_id, phase=phase))
+    return GateReport(phase=phase, checks=checks, gpus=gpus, run_id=run_id, started=started,
+                      duration_s=round(time.monotonic() - t0, 6))
+
+
+def doctor(manifest_path: str | Path, *, probe: GpuProbe | None = None, docker_client: Any | None = None) -> GateReport:
+    """What `kit gates MANIFEST` runs: every gate for this machine, phase "doctor".
+
+    The manifest is loaded and validated (not signature-checked: the gates judge the machine, not the
+    manifest); an invalid one raises ManifestError (exit 3).
+    """
+    m = load_manifest(Path(manifest_path), allow_unpinned=True).manifest
+    return run_gates(m, phase="doctor", probe=probe, docker_client=docker_client)

@@ -1,0 +1,175 @@
+"""The GPU gate: every GPU the manifest uses is present, identified, not in MIG mode, and clean.
+
+Clean means NVML v2 'used' memory at or below ``gates.gpu_memory_threshold_mib`` and no compute process,
+on every GPU, at the same poll. The gate polls every 10 ms until clean or ``gates.gpu_deadline_s``:
+the driver frees a dead process's memory within milliseconds of its exit, so there is nothing to
+wait for once the holders are gone, and no fixed sleep could prove that they are.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Literal
+
+from kit.gates import procinfo
+from kit.gates.report import Check, Timer
+from kit.manifest import Manifest
+from kit.nvml import MIB, GpuProbe, NoDriverError, NvmlError, UnsupportedError
+
+NAME = "gpu"
+POLL_S = 0.010
+NO_GPU_HINT = (
+    "run on a machine whose NVIDIA GPUs and driver `nvidia-smi` lists, or set hardware.gpus: 0 "
+    "for an experiment that needs no GPU"
+)
+
+
+def _needs(wanted: int | Literal["all"]) -> str:
+    if wanted == "all":
+        return "all GPUs (hardware.gpus: all)"
+    return f"{wanted} GPU{'s' if wanted != 1 else ''} (hardware.gpus: {wanted})"
+
+
+def _size(mib: int) -> str:
+    return f"{mib / 1024:.1f} GiB" if mib >= 1024 else f"{mib} MiB"
+
+
+def _label(gpu: dict[str, Any]) -> str:
+    return f"GPU {gpu['index']} ({gpu['uuid'][:12]}…)"
+
+
+def check_gpus(m: Manifest, probe: GpuProbe) -> tuple[Check, list[dict[str, Any]]]:
+    """Run the GPU gate; return the check and the GPUs it identified ({index, uuid, name})."""
+    timer = Timer()
+    wanted: int | Literal["all"] = m.hardware.gpus or "all"  # 0 only arrives here when the caller forces it
+    evidence: dict[str, Any] = {"needs": wanted, "threshold_mib": m.gates.gpu_memory_threshold_mib,
+                                "deadline_s": m.gates.gpu_deadline_s}
+    try:
+        probe.init()
+    except NoDriverError as e:
+        evidence.update(driver=None, reason=e.reason)
+        msg = f"no NVIDIA driver found ({e.reason}); the manifest needs {_needs(wanted)}"
+        return timer.check(NAME, False, msg, NO_GPU_HINT, evidence), []
+    except NvmlError as e:
+        evidence.update(reason=e.reason)
+        return timer.check(NAME, False, f"NVML did not start: {e.reason}", NO_GPU_HINT, evidence), []
+    try:
+        return _check(timer, m, probe, wanted, evidence)
+    except NvmlError as e:
+        evidence.update(reason=e.reason)
+        return timer.check(NAME, False, f"NVML failed while checking GPUs: {e.reason}",
+                           "check the GPUs with nvidia-smi (a GPU may have fallen off the bus)", evidence), []
+    finally:
+        probe.shutdown()
+
+
+def _check(
+    timer: Timer, m: Manifest, probe: GpuProbe, wanted: int | Literal["all"], evidence: dict[str, Any]
+) -> tuple[Check, list[dict[str, Any]]]:
+    count = probe.device_count()
+    evidence.update(driver_version=probe.driver_version(), available=count)
+    if count == 0 or (wanted != "all" and count < wanted):
+        found = "no NVIDIA GPU found" if count == 0 else f"only {count} NVIDIA GPU(s) found"
+        msg = f"{found} (driver {evidence['driver_version']}); the manifest needs {_needs(wanted)}"
+        return timer.check(NAME, False, msg, NO_GPU_HINT, evidence), []
+    indices = list(range(count if wanted == "all" else wanted))
+    evidence["selection"] = (
+        f"all {count} GPUs" if len(indices) == count else f"the first {len(indices)} of {count} GPUs by index"
+    )
+    gpus = [{"index": i, "uuid": probe.uuid(i), "name": probe.name(i)} for i in indices]
+    problems = _identity_problems(m, probe, gpus, evidence)
+    if problems:
+        hint = "use a machine with the GPUs the manifest names, or change hardware.gpu_name"
+        if evidence.get("mig"):
+            hint += "; turn MIG off with `nvidia-smi -i INDEX -mig 0` (takes effect after a GPU reset)"
+        return timer.check(NAME, False, "; ".join(problems), hint, evidence), gpus
+    clean, samples, polls, elapsed = _poll(probe, gpus, m.gates.gpu_memory_threshold_mib, m.gates.gpu_deadline_s)
+    evidence.update(gpus=samples, polls=polls)
+    if clean:
+        evidence["clean_after_s"] = round(elapsed, 6)
+        return timer.check(NAME, True, _clean_message(samples, evidence, polls, elapsed), None, evidence), gpus
+    evidence["waited_s"] = round(elapsed, 6)
+    return _dirty(timer, samples, evidence, polls), gpus
+
+
+def _identity_problems(
+    m: Manifest, probe: GpuProbe, gpus: list[dict[str, Any]], evidence: dict[str, Any]
+) -> list[str]:
+    problems = []
+    for gpu in gpus:
+        if m.hardware.gpu_name is not None and gpu["name"] != m.hardware.gpu_name:
+            problems.append(f"{_label(gpu)} is a {gpu['name']!r}; the manifest needs {m.hardware.gpu_name!r}")
+        try:
+            current, pending = probe.mig_mode(gpu["index"])
+        except UnsupportedError:
+            continue
+        if current:
+            evidence.setdefault("mig", []).append({"index": gpu["index"], "current": current, "pending": pending})
+            problems.append(f"{_label(gpu)} is in MIG mode; kit needs whole GPUs")
+    evidence["identified"] = gpus
+    return problems
+
+
+def _sample(probe: GpuProbe, gpu: dict[str, Any], threshold_mib: int) -> dict[str, Any]:
+    mem = probe.memory(gpu["index"])
+    procs = probe.processes(gpu["index"])
+    return {
+        **gpu,
+        **mem.as_mib(),
+        "clean": mem.used // MIB <= threshold_mib and not procs,
+        "processes": [{"pid": p.pid, "used_mib": None if p.used_bytes is None else p.used_bytes // MIB}
+                      for p in procs],
+    }
+
+
+def _poll(
+    probe: GpuProbe, gpus: list[dict[str, Any]], threshold_mib: int, deadline_s: float
+) -> tuple[bool, list[dict[str, Any]], int, float]:
+    """Poll every POLL_S until every GPU is clean at once or the deadline passes."""
+    first = time.monotonic()
+    deadline = first + deadline_s
+    polls = 0
+    while True:
+        tick = time.monotonic()
+        samples = [_sample(probe, g, threshold_mib) for g in gpus]
+        polls += 1
+        now = time.monotonic()
+        if all(s["clean"] for s in samples):
+            return True, samples, polls, now - first
+        if now >= deadline:
+            return False, samples, polls, now - first
+        time.sleep(max(0.0, min(tick + POLL_S, deadline) - now))
+
+
+def _clean_message(samples: list[dict[str, Any]], evidence: dict[str, Any], polls: int, elapsed: float) -> str:
+    per_gpu = ", ".join(
+        f"{_label(s)} {s['used_mib']} MiB used"
+        + (f" (v1 says {s['v1_used_mib']} MiB)" if s["memory_info_version"] == 2 else " (v1 only)")
+        for s in samples
+    )
+    return (f"{evidence['selection']} clean (≤ {evidence['threshold_mib']} MiB used, no compute process): "
+            f"{per_gpu}; clean {elapsed:.3f} s after the first poll ({polls} poll{'s' if polls != 1 else ''})")
+
+
+def _dirty(timer: Timer, samples: list[dict[str, Any]], evidence: dict[str, Any], polls: int) -> Check:
+    parts: list[str] = []
+    every: list[dict[str, Any]] = []
+    for s in samples:
+        if s["clean"]:
+            continue
+        for p in s["processes"]:
+            p.update({k: v for k, v in procinfo.describe(p["pid"]).items() if k != "pid"})
+        holders = s["processes"]
+        every += holders
+        used = f"{_size(s['used_mib'])} used"
+        if holders:
+            n = len(holders)
+            who = ", ".join(procinfo.short(p) + (f" [{p['cmdline']}]" if p.get("cmdline") else "") for p in holders)
+            parts.append(f"{_label(s)}: {used} by {n} process{'es' if n != 1 else ''}: {who}; "
+                         f"fix: {procinfo.fix_text(holders)}")
+        else:
+            parts.append(f"{_label(s)}: {used} (over {evidence['threshold_mib']} MiB) but NVML lists no process "
+                         "(it may run in another PID namespace or container); fix: kit clean, or find it with "
+                         "nvidia-smi on the host")
+    msg = f"GPUs not clean after {evidence['waited_s']:.1f} s ({polls} polls): " + "; ".join(parts)
+    return timer.check(NAME, False, msg, procinfo.fix_text(every), evidence)

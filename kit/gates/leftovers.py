@@ -1,0 +1,118 @@
+"""The leftover gates: no kit server of another run is still alive, as a container or as a process group.
+
+Containers are found by their ``kit.run`` label; process-runtime servers by the records the process
+runtime keeps in ``state_dir()`` (one JSON file per live server). A record whose process group is gone
+is stale: it is deleted, and the evidence says so. Servers of the current run (``run_id``) fail only
+the "after" phase, whose purpose is to prove that the stop left nothing behind.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from kit.gates import procinfo
+from kit.gates.report import Check, Timer
+from kit.manifest import Manifest
+from kit.runtime import state_dir
+
+CONTAINERS = "leftover_containers"
+PROCESSES = "leftover_processes"
+RUN_LABEL = "kit.run"
+
+
+def _counts(item_run: str | None, run_id: str | None, phase: str) -> bool:
+    """Whether a live server of run ``item_run`` fails this phase."""
+    return run_id is None or item_run != run_id or phase == "after"
+
+
+def _list_kit_containers(client: Any | None) -> tuple[list[dict[str, Any]] | None, str | None]:
+    """Running containers labelled kit.run, or None and the reason Docker could not be asked."""
+    own = client is None
+    try:
+        if client is None:
+            import docker
+
+            client = docker.from_env(version="auto", timeout=10)
+        return [_container(c) for c in client.containers.list(filters={"label": RUN_LABEL})], None
+    except Exception as e:  # noqa: BLE001 - any failure here means "Docker not reachable", reported in its words
+        return None, f"{type(e).__name__}: {e}"
+    finally:
+        if own and client is not None:
+            client.close()
+
+
+def check_containers(m: Manifest, *, run_id: str | None, phase: str, client: Any | None = None) -> Check:
+    timer = Timer()
+    found, error = _list_kit_containers(client)
+    if found is None:
+        evidence: dict[str, Any] = {"docker": None, "reason": error, "runtime": m.runtime}
+        if m.runtime == "process":
+            evidence["skipped"] = True
+            return timer.check(CONTAINERS, True, f"skipped: Docker not reachable ({error})", None, evidence)
+        return timer.check(
+            CONTAINERS, False, f"Docker not reachable ({error}); the manifest's runtime is docker",
+            "start the Docker engine (e.g. `dockerd &` or `systemctl start docker`) or set DOCKER_HOST", evidence,
+        )
+    blocking = [c for c in found if _counts(c["run"], run_id, phase)]
+    evidence = {"found": found, "blocking": [c["id"] for c in blocking], "run_id": run_id}
+    if not blocking:
+        note = f" ({len(found)} of this run)" if found else ""
+        return timer.check(CONTAINERS, True, f"no running kit container of another run{note}", None, evidence)
+    names = ", ".join(f"{c['name']} ({c['id'][:12]}, run {c['run']}, cell {c['cell']})" for c in blocking)
+    ids = " ".join(c["id"][:12] for c in blocking)
+    return timer.check(CONTAINERS, False, f"{len(blocking)} kit container(s) still running: {names}",
+                       f"kit clean, or docker rm -f {ids}", evidence)
+
+
+def _container(c: Any) -> dict[str, Any]:
+    labels = dict(c.labels or {})
+    return {"id": c.id, "name": c.name, "status": c.status, "run": labels.get(RUN_LABEL),
+            "cell": labels.get("kit.cell"), "labels": labels}
+
+
+def _read_record(path: Path) -> dict[str, Any] | None:
+    try:
+        doc = json.loads(path.read_text())
+        int(doc["pgid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def check_process_groups(*, run_id: str | None, phase: str, directory: Path | None = None) -> Check:
+    timer = Timer()
+    directory = directory or state_dir()
+    live: list[dict[str, Any]] = []
+    stale: list[dict[str, Any]] = []
+    unreadable: list[str] = []
+    for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
+        doc = _read_record(path)
+        if doc is None:
+            unreadable.append(str(path))  # perhaps being written right now: leave it alone
+            continue
+        members = procinfo.group_members(int(doc["pgid"]))
+        if members:
+            live.append({**doc, "file": str(path), "members": [procinfo.describe(p) for p in members]})
+            continue
+        try:
+            path.unlink()
+            stale.append({**doc, "file": str(path), "removed": True})
+        except OSError as e:
+            stale.append({**doc, "file": str(path), "removed": False, "error": str(e)})
+    blocking = [g for g in live if _counts(g.get("run_id"), run_id, phase)]
+    evidence = {"state_dir": str(directory), "live": live, "stale": stale, "unreadable": unreadable,
+                "blocking": [g["pgid"] for g in blocking], "run_id": run_id}
+    removed = f"; removed {len(stale)} stale record(s) of group(s) already gone" if stale else ""
+    if not blocking:
+        return timer.check(PROCESSES, True, f"no live kit server process group of another run{removed}",
+                           None, evidence)
+    parts = [
+        f"process group {g['pgid']} (run {g.get('run_id')}, cell {g.get('cell')}, started {g.get('started')}): "
+        + ", ".join(procinfo.short(p) for p in g["members"])
+        for g in blocking
+    ]
+    groups = " ".join(f"-{g['pgid']}" for g in blocking)
+    return timer.check(PROCESSES, False, f"{len(blocking)} kit server(s) still running: " + "; ".join(parts) + removed,
+                       f"kit clean, or kill -TERM -- {groups}", evidence)

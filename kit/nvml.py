@@ -1,0 +1,439 @@
+"""NVML behind a small interface: what the gates and the environment capture need, and no more.
+
+``NvmlProbe`` talks to the driver through nvidia-ml-py (``import pynvml``); ``FakeProbe`` is configured
+by tests. Every NVML failure surfaces as an ``NvmlError``: ``NoDriverError`` when the library or the driver is
+missing (never a traceback), ``UnsupportedError`` when a query is not supported or not permitted on this
+GPU (callers record it as null with the reason).
+
+Indices are NVML indices (PCI order), which can differ from ``CUDA_VISIBLE_DEVICES`` order.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+MIB = 1024 * 1024
+
+Domain = Literal["sm", "mem"]
+Which = Literal["current", "max"]
+
+
+class NvmlError(Exception):
+    """An NVML call failed; ``reason`` is NVML's own words."""
+
+    def __init__(self, reason: str, code: int | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.code = code
+
+
+class NoDriverError(NvmlError):
+    """No NVIDIA driver: the NVML library is missing or the kernel driver is not loaded."""
+
+
+class UnsupportedError(NvmlError):
+    """The query is not supported on this GPU, not permitted, or not present in this driver."""
+
+
+@dataclass(frozen=True)
+class Memory:
+    """One GPU's memory in bytes. ``used`` is NVML v2 'used' (what nvidia-smi shows); ``v1_used`` is the
+    older figure, which also counts memory the driver reserves (615 MiB on an idle H200)."""
+
+    total: int
+    free: int
+    used: int
+    reserved: int | None  # None when only v1 is available
+    v1_used: int
+    version: int = 2  # 1 when the driver has no v2 call and ``used`` is v1's
+
+    def as_mib(self) -> dict[str, Any]:
+        return {
+            "total_mib": self.total // MIB,
+            "free_mib": self.free // MIB,
+            "used_mib": self.used // MIB,
+            "reserved_mib": None if self.reserved is None else self.reserved // MIB,
+            "v1_used_mib": self.v1_used // MIB,
+            "memory_info_version": self.version,
+        }
+
+
+@dataclass(frozen=True)
+class GpuProcess:
+    """A compute process as NVML lists it (host PIDs; empty when the caller is in another PID namespace)."""
+
+    pid: int
+    used_bytes: int | None  # None when NVML cannot tell
+
+
+class GpuProbe(Protocol):
+    """What kit asks of NVML. Every method may raise ``NvmlError``; ``init`` raises ``NoDriverError``."""
+
+    def init(self) -> None: ...
+    def shutdown(self) -> None: ...
+    def driver_version(self) -> str: ...
+    def cuda_driver_version(self) -> int: ...  # major*1000 + minor*10, e.g. 13000
+    def nvml_version(self) -> str: ...
+    def device_count(self) -> int: ...
+    # identity and the gate's readings
+    def uuid(self, index: int) -> str: ...
+    def name(self, index: int) -> str: ...
+    def memory(self, index: int) -> Memory: ...
+    def processes(self, index: int) -> list[GpuProcess]: ...
+    def mig_mode(self, index: int) -> tuple[int, int]: ...  # (current, pending); raises UnsupportedError without MIG
+    # extras for the environment capture
+    def serial(self, index: int) -> str: ...
+    def vbios(self, index: int) -> str: ...
+    def pci_bus_id(self, index: int) -> str: ...
+    def persistence_mode(self, index: int) -> bool: ...
+    def ecc_mode(self, index: int) -> tuple[bool, bool]: ...  # (current, pending)
+    def ecc_errors(self, index: int, *, uncorrected: bool, aggregate: bool) -> int: ...
+    def power_limit_mw(self, index: int, *, default: bool) -> int: ...  # enforced, or the default limit
+    def clock_mhz(self, index: int, domain: Domain, which: Which) -> int: ...
+    def temperature_c(self, index: int) -> int: ...
+    def pcie(self, index: int, *, width: bool, which: Which) -> int: ...  # generation, or link width
+    def topology(self, a: int, b: int) -> int: ...  # NVML_TOPOLOGY_* level of the common ancestor
+    def nvlink_links(self, index: int) -> list[bool | None]: ...  # per link: active, or None if unknown
+
+
+# --------------------------------------------------------------------------- the real one
+
+
+def _pynvml() -> Any:
+    try:
+        import pynvml
+    except ImportError:
+        raise NoDriverError("nvidia-ml-py (module pynvml) is not installed") from None
+    return pynvml
+
+
+class NvmlProbe:
+    """``GpuProbe`` over nvidia-ml-py. NVML's init is reference-counted, so nested sessions are fine."""
+
+    def __init__(self) -> None:
+        self._nv: Any = None
+        self._handles: dict[int, Any] = {}
+
+    @property
+    def nv(self) -> Any:
+        """The pynvml module (imported on first use; NoDriverError if nvidia-ml-py is missing)."""
+        if self._nv is None:
+            self._nv = _pynvml()
+        return self._nv
+
+    def _call(self, fn_name: str, *args: Any, **kwargs: Any) -> Any:
+        nv = self.nv
+        fn = getattr(nv, fn_name, None)
+        if fn is None:
+            raise UnsupportedError(f"{fn_name} is not in this nvidia-ml-py")
+        try:
+            return fn(*args, **kwargs)
+        except nv.NVMLError as e:
+            raise _map_error(nv, e) from None
+
+    def _h(self, index: int) -> Any:
+        if index not in self._handles:
+            self._handles[index] = self._call("nvmlDeviceGetHandleByIndex", index)
+        return self._handles[index]
+
+    def init(self) -> None:
+        self._call("nvmlInit")
+
+    def shutdown(self) -> None:
+        self._handles.clear()
+        try:
+            self._call("nvmlShutdown")
+        except NvmlError:
+            pass
+
+    def driver_version(self) -> str:
+        return str(self._call("nvmlSystemGetDriverVersion"))
+
+    def cuda_driver_version(self) -> int:
+        return int(self._call("nvmlSystemGetCudaDriverVersion"))
+
+    def nvml_version(self) -> str:
+        return str(self._call("nvmlSystemGetNVMLVersion"))
+
+    def device_count(self) -> int:
+        return int(self._call("nvmlDeviceGetCount"))
+
+    def uuid(self, index: int) -> str:
+        return str(self._call("nvmlDeviceGetUUID", self._h(index)))
+
+    def name(self, index: int) -> str:
+        return str(self._call("nvmlDeviceGetName", self._h(index)))
+
+    def memory(self, index: int) -> Memory:
+        h = self._h(index)
+        v1 = self._call("nvmlDeviceGetMemoryInfo", h)
+        try:
+            v2 = self._call("nvmlDeviceGetMemoryInfo", h, version=self.nv.nvmlMemory_v2)
+        except UnsupportedError:
+            return Memory(total=v1.total, free=v1.free, used=v1.used, reserved=None, v1_used=v1.used, version=1)
+        return Memory(total=v2.total, free=v2.free, used=v2.used, reserved=v2.reserved, v1_used=v1.used)
+
+    def processes(self, index: int) -> list[GpuProcess]:
+        procs = self._call("nvmlDeviceGetComputeRunningProcesses", self._h(index))
+        return [GpuProcess(pid=int(p.pid), used_bytes=_opt_int(p.usedGpuMemory)) for p in procs]
+
+    def mig_mode(self, index: int) -> tuple[int, int]:
+        cur, pending = self._call("nvmlDeviceGetMigMode", self._h(index))
+        return int(cur), int(pending)
+
+    def serial(self, index: int) -> str:
+        return str(self._call("nvmlDeviceGetSerial", self._h(index)))
+
+    def vbios(self, index: int) -> str:
+        return str(self._call("nvmlDeviceGetVbiosVersion", self._h(index)))
+
+    def pci_bus_id(self, index: int) -> str:
+        bus_id = self._call("nvmlDeviceGetPciInfo", self._h(index)).busId
+        return bus_id.decode() if isinstance(bus_id, bytes) else str(bus_id)
+
+    def persistence_mode(self, index: int) -> bool:
+        return bool(self._call("nvmlDeviceGetPersistenceMode", self._h(index)))
+
+    def ecc_mode(self, index: int) -> tuple[bool, bool]:
+        cur, pending = self._call("nvmlDeviceGetEccMode", self._h(index))
+        return bool(cur), bool(pending)
+
+    def ecc_errors(self, index: int, *, uncorrected: bool, aggregate: bool) -> int:
+        nv = self.nv
+        kind = nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED if uncorrected else nv.NVML_MEMORY_ERROR_TYPE_CORRECTED
+        counter = nv.NVML_AGGREGATE_ECC if aggregate else nv.NVML_VOLATILE_ECC
+        return int(self._call("nvmlDeviceGetTotalEccErrors", self._h(index), kind, counter))
+
+    def power_limit_mw(self, index: int, *, default: bool) -> int:
+        fn = "nvmlDeviceGetPowerManagementDefaultLimit" if default else "nvmlDeviceGetEnforcedPowerLimit"
+        return int(self._call(fn, self._h(index)))
+
+    def clock_mhz(self, index: int, domain: Domain, which: Which) -> int:
+        kind = self.nv.NVML_CLOCK_SM if domain == "sm" else self.nv.NVML_CLOCK_MEM
+        fn = "nvmlDeviceGetClockInfo" if which == "current" else "nvmlDeviceGetMaxClockInfo"
+        return int(self._call(fn, self._h(index), kind))
+
+    def temperature_c(self, index: int) -> int:
+        return int(self._call("nvmlDeviceGetTemperature", self._h(index), self.nv.NVML_TEMPERATURE_GPU))
+
+    def pcie(self, index: int, *, width: bool, which: Which) -> int:
+        what = "Width" if width else "Generation"
+        fn = f"nvmlDevice{'GetCurr' if which == 'current' else 'GetMax'}PcieLink{what}"
+        return int(self._call(fn, self._h(index)))
+
+    def topology(self, a: int, b: int) -> int:
+        return int(self._call("nvmlDeviceGetTopologyCommonAncestor", self._h(a), self._h(b)))
+
+    def nvlink_links(self, index: int) -> list[bool | None]:
+        """State of each NVLink link, up to the first link NVML says does not exist."""
+        states: list[bool | None] = []
+        for link in range(int(getattr(self.nv, "NVML_NVLINK_MAX_LINKS", 18))):
+            try:
+                states.append(bool(self._call("nvmlDeviceGetNvLinkState", self._h(index), link)))
+            except UnsupportedError as e:
+                if link == 0:
+                    raise
+                if e.code == getattr(self.nv, "NVML_ERROR_INVALID_ARGUMENT", 2):
+                    break  # past the last link
+                states.append(None)
+        while states and states[-1] is None:
+            states.pop()
+        return states
+
+
+def _opt_int(v: Any) -> int | None:
+    return None if v is None else int(v)
+
+
+_NO_DRIVER = ("NVML_ERROR_LIBRARY_NOT_FOUND", "NVML_ERROR_DRIVER_NOT_LOADED")
+_UNSUPPORTED = (
+    "NVML_ERROR_NOT_SUPPORTED",
+    "NVML_ERROR_NO_PERMISSION",
+    "NVML_ERROR_FUNCTION_NOT_FOUND",
+    "NVML_ERROR_INVALID_ARGUMENT",
+    "NVML_ERROR_NOT_FOUND",
+    "NVML_ERROR_ARGUMENT_VERSION_MISMATCH",
+)
+
+
+def _map_error(nv: Any, e: Any) -> NvmlError:
+    code = getattr(e, "value", None)
+    reason = str(e)
+    if code in {getattr(nv, n, None) for n in _NO_DRIVER}:
+        return NoDriverError(reason, code)
+    if code in {getattr(nv, n, None) for n in _UNSUPPORTED}:
+        return UnsupportedError(reason, code)
+    return NvmlError(reason, code)
+
+
+# --------------------------------------------------------------------------- the fake one
+
+
+@dataclass
+class FakeGpu:
+    """One fake GPU. Memory is in MiB. From ``release_after_s`` seconds after the probe's first memory
+    reading, the GPU reads ``used_mib=0`` and no processes (a holder that exits mid-poll).
+    ``extras`` overrides env-capture answers by method name; an exception instance there is raised."""
+
+    uuid: str
+    name: str = "NVIDIA H200"
+    total_mib: int = 143771
+    reserved_mib: int | None = 615
+    used_mib: int = 0
+    processes: list[GpuProcess] = field(default_factory=list)
+    mig: tuple[int, int] | None = None  # None: MIG not supported
+    release_after_s: float | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+_EXTRA_DEFAULTS: dict[str, Any] = {
+    "serial": "1650000000000",
+    "vbios": "96.00.AF.00.01",
+    "pci_bus_id": "00000000:00:00.0",
+    "persistence_mode": True,
+    "ecc_mode": (True, True),
+    "ecc_errors": 0,
+    "power_limit_mw": 700000,
+    "clock_mhz": 1980,
+    "temperature_c": 30,
+    "pcie": 5,
+    "nvlink_links": [True] * 18,
+}
+
+
+class FakeProbe:
+    """A configurable ``GpuProbe`` for tests. ``no_driver=True`` makes ``init`` raise ``NoDriverError``."""
+
+    def __init__(
+        self,
+        gpus: list[FakeGpu] | None = None,
+        *,
+        no_driver: bool = False,
+        driver: str = "580.159.04",
+        cuda: int = 13000,
+        topology_level: int = 40,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.gpus = gpus if gpus is not None else []
+        self.no_driver = no_driver
+        self.driver = driver
+        self.cuda = cuda
+        self.topology_level = topology_level
+        self.clock = clock
+        self.inits = 0
+        self.memory_reads = 0
+        self._t0: float | None = None
+
+    @classmethod
+    def idle(cls, n: int, **kwargs: Any) -> FakeProbe:
+        return cls([FakeGpu(uuid=f"GPU-{i:08x}-fake-0000-0000-{i:012x}") for i in range(n)], **kwargs)
+
+    def _gpu(self, index: int) -> FakeGpu:
+        if not 0 <= index < len(self.gpus):
+            raise NvmlError("Invalid Argument", 2)
+        return self.gpus[index]
+
+    def _released(self, gpu: FakeGpu) -> bool:
+        if gpu.release_after_s is None or self._t0 is None:
+            return False
+        return self.clock() - self._t0 >= gpu.release_after_s
+
+    def _extra(self, index: int, key: str) -> Any:
+        value = self._gpu(index).extras.get(key, _EXTRA_DEFAULTS[key])
+        if isinstance(value, BaseException):
+            raise value
+        return value
+
+    def init(self) -> None:
+        if self.no_driver:
+            raise NoDriverError("NVML Shared Library Not Found", 12)
+        self.inits += 1
+
+    def shutdown(self) -> None:
+        self.inits = max(0, self.inits - 1)
+
+    def driver_version(self) -> str:
+        return self.driver
+
+    def cuda_driver_version(self) -> int:
+        return self.cuda
+
+    def nvml_version(self) -> str:
+        return f"13.{self.driver}"
+
+    def device_count(self) -> int:
+        return len(self.gpus)
+
+    def uuid(self, index: int) -> str:
+        return self._gpu(index).uuid
+
+    def name(self, index: int) -> str:
+        return self._gpu(index).name
+
+    def memory(self, index: int) -> Memory:
+        gpu = self._gpu(index)
+        if self._t0 is None:
+            self._t0 = self.clock()
+        self.memory_reads += 1
+        used = 0 if self._released(gpu) else gpu.used_mib
+        reserved = gpu.reserved_mib or 0
+        free = gpu.total_mib - used - reserved
+        return Memory(
+            total=gpu.total_mib * MIB,
+            free=free * MIB,
+            used=used * MIB,
+            reserved=None if gpu.reserved_mib is None else reserved * MIB,
+            v1_used=(used + reserved) * MIB,
+            version=1 if gpu.reserved_mib is None else 2,
+        )
+
+    def processes(self, index: int) -> list[GpuProcess]:
+        gpu = self._gpu(index)
+        return [] if self._released(gpu) else list(gpu.processes)
+
+    def mig_mode(self, index: int) -> tuple[int, int]:
+        mig = self._gpu(index).mig
+        if mig is None:
+            raise UnsupportedError("Not Supported", 3)
+        return mig
+
+    def serial(self, index: int) -> str:
+        return str(self._extra(index, "serial"))
+
+    def vbios(self, index: int) -> str:
+        return str(self._extra(index, "vbios"))
+
+    def pci_bus_id(self, index: int) -> str:
+        return str(self._extra(index, "pci_bus_id"))
+
+    def persistence_mode(self, index: int) -> bool:
+        return bool(self._extra(index, "persistence_mode"))
+
+    def ecc_mode(self, index: int) -> tuple[bool, bool]:
+        cur, pending = self._extra(index, "ecc_mode")
+        return bool(cur), bool(pending)
+
+    def ecc_errors(self, index: int, *, uncorrected: bool, aggregate: bool) -> int:
+        return int(self._extra(index, "ecc_errors"))
+
+    def power_limit_mw(self, index: int, *, default: bool) -> int:
+        return int(self._extra(index, "power_limit_mw"))
+
+    def clock_mhz(self, index: int, domain: Domain, which: Which) -> int:
+        return int(self._extra(index, "clock_mhz"))
+
+    def temperature_c(self, index: int) -> int:
+        return int(self._extra(index, "temperature_c"))
+
+    def pcie(self, index: int, *, width: bool, which: Which) -> int:
+        return 16 if width else int(self._extra(index, "pcie"))
+
+    def topology(self, a: int, b: int) -> int:
+        self._gpu(a), self._gpu(b)
+        return 0 if a == b else self.topology_level
+
+    def nvlink_links(self, index: int) -> list[bool | None]:
+        return list(self._extra(index, "nvlink_links"))
