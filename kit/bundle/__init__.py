@@ -1,0 +1,38 @@
+"""Result bundles: layout and atomic writing, signed provenance, verification, deterministic archives.
+
+A bundle is a directory (``results/<experiment>-<UTC time>-<6 hex>/``) that is written as things
+happen and sealed by ``provenance.dsse.json``: a DSSE-signed in-toto Statement whose subjects are
+every other file with its sha256. ``verify_bundle`` checks a directory or a ``.tar.gz`` of one.
+"""
+
+from kit.bundle.layout import Bundle
+from kit.bundle.names import PROVENANCE
+from kit.bundle.provenance import (
+    BUILD_TYPE,
+    SLSA_PROVENANCE_V1,
+    default_runner_key_path,
+    envelope_bytes,
+    runner_key,
+    sign_provenance,
+)
+from kit.bundle.tarball import MAX_MEMBERS, MAX_TOTAL_BYTES, archive, archive_sha256, extracted, safe_extract
+from kit.bundle.verify import first_difference, verify_bundle
+
+__all__ = [
+    "BUILD_TYPE",
+    "MAX_MEMBERS",
+    "MAX_TOTAL_BYTES",
+    "PROVENANCE",
+    "SLSA_PROVENANCE_V1",
+    "Bundle",
+    "archive",
+    "archive_sha256",
+    "default_runner_key_path",
+    "envelope_bytes",
+    "extracted",
+    "first_difference",
+    "runner_key",
+    "safe_extract",
+    "sign_provenance",
+    "verify_bundle",
+]

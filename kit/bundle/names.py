@@ -1,0 +1,111 @@
+"""Names and walking: what a path inside a bundle may look like, and the one walker every part uses.
+
+A bundle holds only regular files and directories whose relative names are normalised POSIX
+paths of valid UTF-8 without control characters or backslashes. The same rule serves writing,
+signing, archiving and extracting, so whatever kit writes it can also archive and verify.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import stat
+from pathlib import Path
+from typing import Any
+
+from kit.errors import BundleError
+
+PROVENANCE = "provenance.dsse.json"
+_BAD_CHARS = re.compile(r"[\x00-\x1f\x7f\\]")
+_CHUNK = 1 << 20
+
+
+def check_rel(rel: str, what: str = "path") -> str:
+    """Return ``rel`` if it is a safe, normalised, relative POSIX path; else raise BundleError."""
+    problem = rel_problem(rel)
+    if problem:
+        raise BundleError(f"{what} {rel!r} refused: {problem}")
+    return rel
+
+
+def rel_problem(rel: str) -> str | None:
+    """Why ``rel`` is not an acceptable bundle path (None when it is)."""
+    if not rel:
+        return "empty name"
+    if rel.startswith("/"):
+        return "absolute path"
+    if _BAD_CHARS.search(rel):
+        return "backslash, NUL or control character in the name"
+    try:
+        rel.encode("utf-8")
+    except UnicodeEncodeError:
+        return "name is not valid UTF-8"
+    parts = rel.split("/")
+    if ".." in parts:
+        return "'..' component"
+    if any(p in ("", ".") for p in parts):
+        return "empty or '.' component (name is not normalised)"
+    return None
+
+
+def check_component(name: str, what: str) -> str:
+    """A single path component (an experiment name, a run id, a cell id)."""
+    check_rel(name, what)
+    if "/" in name:
+        raise BundleError(f"{what} {name!r} refused: must be a single path component")
+    return name
+
+
+def walk(root: Path) -> tuple[list[str], list[str]]:
+    """Every directory and regular file under ``root`` as relative POSIX paths (unsorted).
+
+    Symlinks and special files (FIFOs, sockets, devices) are refused with BundleError.
+    """
+    dirs: list[str] = []
+    files: list[str] = []
+    _walk(root, "", dirs, files)
+    return dirs, files
+
+
+def _walk(base: Path, prefix: str, dirs: list[str], files: list[str]) -> None:
+    with os.scandir(base) as it:
+        entries = list(it)
+    for e in entries:
+        rel = f"{prefix}{e.name}"
+        check_rel(rel, "file name in bundle")
+        mode = e.stat(follow_symlinks=False).st_mode
+        if stat.S_ISLNK(mode):
+            raise BundleError(f"{rel}: is a symbolic link; a bundle holds only regular files and directories")
+        if stat.S_ISDIR(mode):
+            dirs.append(rel)
+            _walk(Path(e.path), rel + "/", dirs, files)
+        elif stat.S_ISREG(mode):
+            files.append(rel)
+        else:
+            raise BundleError(f"{rel}: is a special file (mode {stat.filemode(mode)}); "
+                              "a bundle holds only regular files and directories")
+
+
+def file_sha256(path: Path) -> tuple[str, int]:
+    """sha256 hex digest and size of a regular file (never following a symlink)."""
+    h = hashlib.sha256()
+    size = 0
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    with os.fdopen(fd, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            h.update(chunk)
+            size += len(chunk)
+    return h.hexdigest(), size
+
+
+def json_bytes(obj: Any) -> bytes:
+    """The one JSON layout of bundle files: sorted keys, indent 2, trailing newline, strict JSON."""
+    return (json.dumps(obj, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False) + "\n").encode()
+
+
+def json_line(obj: Any) -> bytes:
+    """One JSON Lines record: sorted keys, compact, strict JSON."""
+    return (json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+            + "\n").encode()

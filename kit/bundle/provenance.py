@@ -1,0 +1,105 @@
+"""Signed provenance: one DSSE envelope over an in-toto Statement v1 naming every file of the bundle.
+
+The predicate is SLSA Provenance v1 (https://slsa.dev/spec/v1.0/provenance) with a benchmark run
+as the "build". The caller passes what it knows (parameters, images, timestamps); this module
+adds what the bundle itself says (every file's sha256, the manifest digest, the logs) and who
+signed (``runDetails.builder.kit_signer``, so the signer's key comment is covered by the signature).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import socket
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from kit import __version__
+from kit.bundle.layout import Bundle
+from kit.bundle.names import PROVENANCE, file_sha256
+from kit.signing import SigningKey, generate_key, load_signing_key, sign_payload, statement, user_trust_file
+
+SLSA_PROVENANCE_V1 = "https://slsa.dev/provenance/v1"
+BUILD_TYPE = "urn:kit:benchmark-run:1"
+RUNNER_KEY_NAME = "runner_ed25519"
+PREDICATE_PIECES = frozenset(
+    {"externalParameters", "internalParameters", "resolvedDependencies", "metadata", "builderVersion", "byproducts"}
+)
+
+
+def envelope_bytes(envelope: Mapping[str, Any]) -> bytes:
+    """The one byte layout of provenance.dsse.json; verification refuses any other layout."""
+    return (json.dumps(envelope, indent=2, sort_keys=True, ensure_ascii=True) + "\n").encode()
+
+
+def sign_provenance(bundle: Bundle, key: SigningKey, *, predicate: Mapping[str, Any]) -> Path:
+    """Hash every file, sign the statement with ``key`` and write provenance.dsse.json.
+
+    ``predicate`` holds the caller's pieces, all optional: ``externalParameters`` (dict, e.g. flags
+    and argv; ``manifest`` is filled in from the bundle's manifest.yaml), ``internalParameters``
+    (dict: kit version, runtime, hardware), ``resolvedDependencies`` (list of ResourceDescriptors,
+    e.g. images), ``metadata`` (invocationId, startedOn, finishedOn; invocationId defaults to the
+    run id), ``builderVersion`` (dict added to {kit, python}) and ``byproducts`` (extra
+    ResourceDescriptors; every ``*.log`` file is listed automatically).
+    """
+    unknown = set(predicate) - PREDICATE_PIECES
+    if unknown:
+        raise ValueError(f"unknown provenance pieces {sorted(unknown)}; known: {sorted(PREDICATE_PIECES)}")
+    digests = {rel: file_sha256(bundle.root / rel)[0] for rel in bundle.files()}
+    body = statement(digests, SLSA_PROVENANCE_V1, build_predicate(bundle, digests, key, predicate))
+    return bundle.write_bytes(PROVENANCE, envelope_bytes(sign_payload(body, key)))
+
+
+def build_predicate(
+    bundle: Bundle, digests: Mapping[str, str], key: SigningKey, pieces: Mapping[str, Any]
+) -> dict[str, Any]:
+    external = dict(pieces.get("externalParameters") or {})
+    if "manifest.yaml" in digests:
+        external["manifest"] = {"path": "manifest.yaml", "digest": {"sha256": digests["manifest.yaml"]}}
+    metadata = {k: v for k, v in dict(pieces.get("metadata") or {}).items() if v is not None}
+    metadata.setdefault("invocationId", bundle.run_id)
+    logs = [{"name": rel, "digest": {"sha256": d}} for rel, d in sorted(digests.items()) if rel.endswith(".log")]
+    return {
+        "buildDefinition": {
+            "buildType": BUILD_TYPE,
+            "externalParameters": external,
+            "internalParameters": dict(pieces.get("internalParameters") or {}),
+            "resolvedDependencies": list(pieces.get("resolvedDependencies") or []),
+        },
+        "runDetails": {
+            "builder": {
+                "id": f"urn:kit:runner:{socket.gethostname()}",
+                "version": {"kit": __version__, "python": platform.python_version(),
+                            **dict(pieces.get("builderVersion") or {})},
+                "kit_signer": {"keyid": key.fingerprint, "publicKey": key.public_line()},
+            },
+            "metadata": metadata,
+            "byproducts": logs + list(pieces.get("byproducts") or []),
+        },
+    }
+
+
+def default_runner_key_path() -> Path:
+    """``$XDG_CONFIG_HOME/kit/runner_ed25519`` (default ``~/.config/kit/runner_ed25519``)."""
+    return user_trust_file().parent / RUNNER_KEY_NAME
+
+
+def runner_key(path: Path | None) -> tuple[SigningKey, str | None]:
+    """The key that signs bundles, and a one-line notice to print when it was just generated.
+
+    ``path`` given: load it (KIT_KEY_PASSPHRASE unlocks it). Otherwise load the default runner key,
+    generating it (comment ``kit-runner@<hostname>``) the first time.
+    """
+    passphrase = os.environ.get("KIT_KEY_PASSPHRASE")
+    if path is not None:
+        return load_signing_key(path, passphrase), None
+    default = default_runner_key_path()
+    if default.exists():
+        return load_signing_key(default, passphrase), None
+    who = f"kit-runner@{socket.gethostname()}"
+    key = generate_key(default, who)
+    notice = (f"generated runner key {default} ({key.fingerprint}); to trust the bundles it signs, add this line to "
+              f'an allowed_signers file: {who} namespaces="kit-bundle" {key.public_line()}')
+    return key, notice

@@ -1,0 +1,342 @@
+"""Verifying a bundle: every file against the signed provenance, the signers against trust, and the summary.
+
+Checks, in order: the bundle holds only regular files and directories; provenance.dsse.json is
+exactly as kit writes it and every signature in it verifies under the key it names; the set of
+files and each file's sha256 match the signed subjects; the signers are trusted (required when
+trust files are given explicitly); summary.json equals a fresh ``kit.stats.summarize_bundle``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import importlib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cryptography.exceptions import InvalidSignature
+
+from kit.bundle.names import PROVENANCE, file_sha256, rel_problem, walk
+from kit.bundle.provenance import BUILD_TYPE, SLSA_PROVENANCE_V1, envelope_bytes
+from kit.errors import BundleError, KitError, SignatureError, UsageError
+from kit.signing import (
+    NS_BUNDLE,
+    PAYLOAD_TYPE,
+    STATEMENT_TYPE,
+    Verified,
+    check_envelope,
+    default_trust_files,
+    fingerprint,
+    load_trust,
+    pae,
+    parse_envelope,
+    parse_public_key,
+    subject_digests,
+)
+from kit.verify import VerifyResult
+
+MAX_PROVENANCE_BYTES = 256 << 20
+MAX_LISTED_PROBLEMS = 50
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+_UNTRUSTED_HINT = "pass --trust FILE to require a trusted signer"
+
+
+def fail(label: str, problems: list[str], hint: str | None = None) -> BundleError:
+    """One BundleError (exit 9) whose message names every problem (the first 50)."""
+    shown = problems[:MAX_LISTED_PROBLEMS]
+    more = len(problems) - len(shown)
+    if len(problems) == 1:
+        msg = f"bundle {label} failed verification: {problems[0]}"
+    else:
+        msg = f"bundle {label} failed verification ({len(problems)} problems):\n  " + "\n  ".join(shown)
+        if more:
+            msg += f"\n  ... and {more} more"
+    return BundleError(msg, hint=hint)
+
+
+def verify_bundle(target: Path, trust: list[Path]) -> VerifyResult:
+    """Verify a bundle directory or a .tar.gz/.tgz archive of one; BundleError (exit 9) on any problem."""
+    if target.is_dir():
+        return verify_directory(target, trust, label=str(target), trust_anchor=target)
+    if target.name.endswith((".tar.gz", ".tgz")):
+        if not target.is_file():
+            raise UsageError(f"{target}: no such archive")
+        from kit.bundle.tarball import archive_sha256, extracted
+
+        with extracted(target) as root:
+            res = verify_directory(root, trust, label=str(target), trust_anchor=target)
+        res.details["archive"] = {"path": str(target), "sha256": archive_sha256(target), "top": root.name}
+        return res
+    raise BundleError(f"{target}: neither a bundle directory nor a .tar.gz/.tgz archive")
+
+
+def verify_directory(root: Path, trust: list[Path], *, label: str, trust_anchor: Path) -> VerifyResult:
+    try:
+        _, on_disk = walk(root)
+    except BundleError as e:
+        raise fail(label, [e.message]) from None
+    except OSError as e:
+        raise fail(label, [f"unreadable: {e}"]) from None
+    if PROVENANCE not in on_disk:
+        raise fail(label, [f"missing file: {PROVENANCE} (the bundle was never signed; an unfinished run?)"],
+                   hint="finish the run with `kit run --resume BUNDLE`, or re-sign it with `kit report BUNDLE`")
+    env, body, stmt = read_envelope(root / PROVENANCE, label)
+    subjects = signed_subjects(stmt, label)
+    check_signatures(env, body, stmt, label)
+    nbytes = check_files(root, sorted(f for f in on_disk if f != PROVENANCE), subjects, label)
+    signer = decide_trust(env, body, trust, trust_anchor, label)
+    summary_note = check_summary(root, label)
+    run = _run_info(root)
+    text = (f"{len(subjects)} files checked against the signed provenance; {signer.text}; {summary_note}"
+            + (f"; run {run['status']}" if run.get("status") else ""))
+    details = {"bundle": label, "files": len(subjects), "bytes": nbytes, "signers": signer.signers,
+               "trusted": signer.trusted, "summary": summary_note, "run": run}
+    return VerifyResult(summary=text, details=details)
+
+
+# --------------------------------------------------------------------------- the envelope
+
+
+def read_envelope(path: Path, label: str) -> tuple[dict[str, Any], bytes, dict[str, Any]]:
+    """Parse provenance.dsse.json and insist it is byte for byte what kit writes."""
+    if path.stat().st_size > MAX_PROVENANCE_BYTES:
+        raise fail(label, [f"{PROVENANCE}: larger than {MAX_PROVENANCE_BYTES} bytes"])
+    data = path.read_bytes()
+    try:
+        env, body = parse_envelope(data, PROVENANCE)
+    except SignatureError as e:
+        msg = e.message if e.message.startswith(PROVENANCE) else f"{PROVENANCE}: {e.message}"
+        raise fail(label, [msg]) from None
+    problems = []
+    if set(env) != {"payloadType", "payload", "signatures"}:
+        problems.append(f"{PROVENANCE}: unexpected fields {sorted(set(env))}")
+    elif env["payload"] != base64.b64encode(body).decode():
+        problems.append(f"{PROVENANCE}: payload is not in canonical base64")
+    elif data != envelope_bytes(env):
+        problems.append(f"{PROVENANCE}: not in the layout kit writes (bytes were changed outside the signed payload)")
+    if problems:
+        raise fail(label, problems)
+    try:
+        stmt = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise fail(label, [f"{PROVENANCE}: signed payload is not JSON"]) from None
+    if not isinstance(stmt, dict) or stmt.get("_type") != STATEMENT_TYPE:
+        raise fail(label, [f"{PROVENANCE}: signed payload is not an in-toto Statement v1"])
+    return env, body, stmt
+
+
+def signed_subjects(stmt: Mapping[str, Any], label: str) -> dict[str, str]:
+    """The signed ``{path: sha256}``; refuses odd names, duplicates and a statement of the wrong kind."""
+    problems = []
+    if stmt.get("predicateType") != SLSA_PROVENANCE_V1:
+        problems.append(f"{PROVENANCE}: predicateType {stmt.get('predicateType')!r}, expected {SLSA_PROVENANCE_V1!r}")
+    build = _get(stmt, "predicate", "buildDefinition", "buildType")
+    if build != BUILD_TYPE:
+        problems.append(f"{PROVENANCE}: buildType {build!r}, expected {BUILD_TYPE!r}")
+    raw = stmt.get("subject")
+    if not isinstance(raw, list):
+        raise fail(label, [*problems, f"{PROVENANCE}: statement has no subject list"])
+    seen: set[str] = set()
+    for s in raw:
+        name = s.get("name") if isinstance(s, dict) else None
+        digest = _get(s, "digest", "sha256")
+        if not isinstance(name, str) or not isinstance(digest, str) or not _HEX64.match(digest):
+            problems.append(f"{PROVENANCE}: malformed subject {json.dumps(s)[:120]}")
+        elif (why := rel_problem(name)) or name == PROVENANCE or name in seen:
+            problems.append(f"{PROVENANCE}: bad subject name {name!r} ({why or 'listed twice or names itself'})")
+        else:
+            seen.add(name)
+    if problems:
+        raise fail(label, problems)
+    return subject_digests(dict(stmt))
+
+
+def check_signatures(env: Mapping[str, Any], body: bytes, stmt: Mapping[str, Any], label: str) -> None:
+    """Every signature must verify under the key it names; the runner's key line must be the signed one."""
+    sigs = env["signatures"]
+    if not sigs:
+        raise fail(label, [f"{PROVENANCE}: has no signatures"])
+    signed_signer = _get(stmt, "predicate", "runDetails", "builder", "kit_signer")
+    message = pae(PAYLOAD_TYPE, body)
+    seen: set[str] = set()
+    for s in sigs:
+        problem = _signature_problem(s, message, signed_signer, seen)
+        if problem:
+            raise fail(label, [f"{PROVENANCE}: {problem}"],
+                       hint="the provenance was altered after signing; re-run or re-sign from trusted records")
+
+
+def _signature_problem(s: Any, message: bytes, signed_signer: Any, seen: set[str]) -> str | None:
+    if not isinstance(s, dict) or set(s) != {"keyid", "sig", "publicKey"} or \
+            not all(isinstance(v, str) for v in s.values()):
+        return "malformed signature entry (expected keyid, sig, publicKey strings)"
+    try:
+        pub = parse_public_key(s["publicKey"])
+    except SignatureError as e:
+        return e.message
+    fp = fingerprint(pub)
+    if s["keyid"] != fp or fp in seen:
+        return f"signature keyid {s['keyid']!r} does not match its public key {fp} (or is listed twice)"
+    seen.add(fp)
+    try:
+        sig = base64.b64decode(s["sig"], validate=True)
+    except (binascii.Error, ValueError):
+        return f"signature by {fp} is not valid base64"
+    if base64.b64encode(sig).decode() != s["sig"]:
+        return f"signature by {fp} is not in canonical base64"
+    try:
+        pub.verify(sig, message)
+    except InvalidSignature:
+        return f"invalid signature by {fp}: the signed statement or the signature was changed"
+    if isinstance(signed_signer, dict) and signed_signer.get("keyid") == fp \
+            and signed_signer.get("publicKey") != s["publicKey"]:
+        return f"the public key line of {fp} differs from the signed one (runDetails.builder.kit_signer)"
+    return None
+
+
+# --------------------------------------------------------------------------- files
+
+
+def check_files(root: Path, on_disk: list[str], subjects: Mapping[str, str], label: str) -> int:
+    """Compare every file with the signed subjects; return the number of bytes hashed."""
+    problems = []
+    nbytes = 0
+    for rel in on_disk:
+        if rel not in subjects:
+            problems.append(f"extra file not in provenance: {rel}")
+            continue
+        digest, size = file_sha256(root / rel)
+        nbytes += size
+        if digest != subjects[rel]:
+            problems.append(f"{rel}: sha256 differs from the signed provenance")
+    present = set(on_disk)
+    problems += [f"missing file: {rel}" for rel in sorted(subjects) if rel not in present]
+    if problems:
+        raise fail(label, problems, hint="a bundle is immutable once signed; get an untouched copy")
+    return nbytes
+
+
+# --------------------------------------------------------------------------- trust
+
+
+@dataclass
+class SignerDecision:
+    text: str
+    trusted: bool
+    signers: list[dict[str, Any]]
+
+
+def decide_trust(env: dict[str, Any], body: bytes, trust: list[Path], anchor: Path, label: str) -> SignerDecision:
+    """Trusted signer: say who. Untrusted: pass with a notice, unless trust files were given explicitly."""
+    from kit.manifest import project_root
+
+    files = list(trust) or default_trust_files(anchor, project_root(anchor))
+    keys = load_trust(files)  # a broken trust file is the caller's problem (exit 2 or 4), not the bundle's
+    try:
+        verified = check_envelope(env, body, keys, NS_BUNDLE)
+    except SignatureError as e:
+        raise fail(label, [f"{PROVENANCE}: {e.message}"]) from None
+    if verified.invalid:
+        raise fail(label, [f"{PROVENANCE}: signature(s) by {', '.join(verified.invalid)} did not verify"])
+    signers = _signers(verified)
+    untrusted = [f"{fp} ({comment or 'no key comment'})" for fp, comment in verified.untrusted]
+    if verified.trusted:
+        who = ", ".join(f"{p} ({fp}, trusted by {src})" for p, fp, src in verified.trusted)
+        also = f"; also signed by {', '.join(untrusted)}, not in a trust file" if untrusted else ""
+        return SignerDecision(f"signed by {who}{also}", True, signers)
+    names = ", ".join(untrusted)
+    if trust:
+        listed = ", ".join(str(f) for f in trust)
+        raise fail(label, [f"{PROVENANCE}: signed by {names}, which is not in the trust file(s) {listed} "
+                           f"for namespace {NS_BUNDLE!r}"],
+                   hint=f"if you trust that key, add 'PRINCIPAL namespaces=\"{NS_BUNDLE}\" ssh-ed25519 KEY' to "
+                        "an allowed_signers file")
+    return SignerDecision(f"signed by {names}, not in a trust file; {_UNTRUSTED_HINT}", False, signers)
+
+
+def _signers(v: Verified) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = [{"principal": p, "fingerprint": fp, "trusted_by": src} for p, fp, src in v.trusted]
+    out += [{"fingerprint": fp, "comment": c, "trusted_by": None} for fp, c in v.untrusted]
+    return out
+
+
+# --------------------------------------------------------------------------- summary
+
+
+def check_summary(root: Path, label: str) -> str:
+    """Recompute summary.json with ``kit.stats.summarize_bundle`` and require exact JSON equality."""
+    path = root / "summary.json"
+    if not path.exists():
+        return "no summary.json to recompute"
+    try:
+        stored = json.loads(path.read_bytes())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise fail(label, [f"summary.json: not JSON ({e})"]) from None
+    try:
+        stats = importlib.import_module("kit.stats")
+        fresh = json.loads(json.dumps(stats.summarize_bundle(root)))
+    except ImportError as e:
+        raise fail(label, [f"summary.json: cannot be recomputed, kit.stats is unavailable ({e})"]) from None
+    except KitError as e:
+        raise fail(label, [f"summary.json: recomputing it from the records failed: {e.message}"]) from None
+    except Exception as e:  # noqa: BLE001 - records of a signed bundle can still make stats fail; name it
+        raise fail(label, [f"summary.json: recomputing it from the records failed: {type(e).__name__}: {e}"]) from None
+    where = first_difference(stored, fresh)
+    if where is not None:
+        raise fail(label, [f"summary.json: differs from the summary recomputed from the records at {where}"],
+                   hint="re-render it with `kit report BUNDLE` if the records are the ones you trust")
+    return "summary.json recomputed from the records OK"
+
+
+def first_difference(stored: Any, fresh: Any, path: str = "") -> str | None:
+    """The first key path (sorted keys, list indexes) where two JSON values differ, or None."""
+    if isinstance(stored, dict) and isinstance(fresh, dict):
+        for k in sorted(set(stored) | set(fresh)):
+            p = f"{path}.{k}" if path else str(k)
+            if k not in fresh:
+                return f"{p} (only in summary.json)"
+            if k not in stored:
+                return f"{p} (only in the recomputed summary)"
+            if (d := first_difference(stored[k], fresh[k], p)) is not None:
+                return d
+        return None
+    if isinstance(stored, list) and isinstance(fresh, list):
+        for i, (a, b) in enumerate(zip(stored, fresh, strict=False)):
+            if (d := first_difference(a, b, f"{path}[{i}]")) is not None:
+                return d
+        if len(stored) != len(fresh):
+            return f"{path or '<top>'} (length {len(stored)} in summary.json, {len(fresh)} recomputed)"
+        return None
+    if type(stored) is not type(fresh) or stored != fresh:
+        return f"{path or '<top>'} (summary.json: {_short(stored)}, recomputed: {_short(fresh)})"
+    return None
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _short(v: Any) -> str:
+    s = json.dumps(v)
+    return s if len(s) <= 60 else s[:57] + "..."
+
+
+def _get(obj: Any, *keys: str) -> Any:
+    for k in keys:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(k)
+    return obj
+
+
+def _run_info(root: Path) -> dict[str, Any]:
+    try:
+        run = json.loads((root / "run.json").read_bytes())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(run, dict):
+        return {}
+    return {k: run[k] for k in ("run_id", "status", "experiment") if isinstance(run.get(k), str)}

@@ -1,0 +1,155 @@
+"""What kit left in Docker: live runs (to refuse a second run on the same GPUs or ports) and `kit clean`.
+
+Every container kit creates carries ``kit.managed=1`` and ``kit.run``; every image it builds carries
+``kit.managed=1`` (the local base image from scripts/build-base-image carries ``kit.base=1`` instead,
+so ``clean(images=True)`` keeps it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from docker.errors import APIError, NotFound
+
+from kit.errors import GateFailed
+from kit.runtime.docker import LIVE_STATES, MANAGED_FILTER, connect, explanation, remove_container
+
+
+@dataclass(frozen=True)
+class LiveRun:
+    """A kit container that is running (or paused or restarting)."""
+
+    run_id: str
+    experiment: str
+    arm: str
+    cell: str
+    container_id: str
+    name: str
+    status: str
+    ports: list[tuple[str, int]]  # (host address, host port) published
+    gpus: list[str] | str | None  # GPU UUIDs/indices, "all", or None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def __str__(self) -> str:
+        ports = ", ".join(f"{h}:{p}" for h, p in self.ports) or "no ports"
+        return f"run {self.run_id} ({self.experiment} {self.cell}) container {self.name}: {ports}, GPUs {self.gpus}"
+
+
+def _ports(attrs: dict[str, Any]) -> list[tuple[str, int]]:
+    out = []
+    for bindings in ((attrs.get("NetworkSettings") or {}).get("Ports") or {}).values():
+        for b in bindings or []:
+            with contextlib.suppress(KeyError, TypeError, ValueError):
+                out.append((str(b["HostIp"]), int(b["HostPort"])))
+    return sorted(set(out))
+
+
+def _gpus(attrs: dict[str, Any]) -> list[str] | str | None:
+    ids: list[str] = []
+    for req in (attrs.get("HostConfig") or {}).get("DeviceRequests") or []:
+        if ["gpu"] not in (req.get("Capabilities") or []):
+            continue
+        if req.get("Count") == -1:
+            return "all"
+        ids += [str(d) for d in req.get("DeviceIDs") or []]
+        if not req.get("DeviceIDs") and req.get("Count"):
+            return "all"  # "any N GPUs": which ones is the driver's choice
+    return ids or None
+
+
+def live_runs(client: Any | None = None) -> list[LiveRun]:
+    """Kit containers that are running, with their run id, published ports and GPUs."""
+    client = connect(client, error=GateFailed)
+    out = []
+    for c in client.containers.list(filters={"label": MANAGED_FILTER}):
+        attrs = c.attrs
+        status = str((attrs.get("State") or {}).get("Status") or c.status)
+        if status not in LIVE_STATES:
+            continue
+        labels = c.labels or {}
+        out.append(LiveRun(
+            run_id=labels.get("kit.run", "?"), experiment=labels.get("kit.experiment", "?"),
+            arm=labels.get("kit.arm", "?"), cell=labels.get("kit.cell", "?"), container_id=c.id,
+            name=c.name, status=status, ports=_ports(attrs), gpus=_gpus(attrs),
+        ))
+    return out
+
+
+def _gpus_overlap(a: list[str] | str | None, b: list[str] | str | None) -> bool:
+    if not a or not b:
+        return False
+    if a == "all" or b == "all":
+        return True
+    return bool(set(a) & set(b))
+
+
+def conflicting_runs(runs: Iterable[LiveRun], *, ports: Iterable[int], gpus: list[str] | str | None,
+                     own_run: str | None = None) -> list[LiveRun]:
+    """The live runs (other than ``own_run``) that hold one of ``ports`` or share a GPU with ``gpus``."""
+    wanted = set(ports)
+    return [
+        r for r in runs
+        if r.run_id != own_run and ({p for _, p in r.ports} & wanted or _gpus_overlap(r.gpus, gpus))
+    ]
+
+
+def refuse_live_runs(*, ports: Iterable[int], gpus: list[str] | str | None, own_run: str | None = None,
+                     client: Any | None = None) -> None:
+    """Raise GateFailed (exit 5) when another kit run's container holds these ports or GPUs."""
+    found = conflicting_runs(live_runs(client), ports=ports, gpus=gpus, own_run=own_run)
+    if found:
+        raise GateFailed(
+            "another kit run holds the GPUs or ports this run needs:\n" + "\n".join(f"  {r}" for r in found),
+            hint="wait for it to finish, or stop it and remove its containers with `kit clean`",
+        )
+
+
+def clean(images: bool = False, client: Any | None = None, *, run_id: str | None = None) -> dict[str, list[str]]:
+    """Remove every kit container (any state, "created" leftovers included) and, with ``images``, every
+    image labelled kit.managed=1. ``run_id`` limits it to one run's containers. Returns what went."""
+    client = connect(client)
+    filters = [MANAGED_FILTER] + ([f"kit.run={run_id}"] if run_id else [])
+    removed: list[str] = []
+    for c in client.containers.list(all=True, filters={"label": filters}):
+        desc = f"{c.name} ({c.short_id}, {c.status})"
+        if remove_container(client, c):
+            removed.append(desc)
+    out: dict[str, list[str]] = {"containers": removed}
+    if images:
+        out["images"], kept = remove_images(client)
+        if kept:
+            out["images_kept"] = kept
+    return out
+
+
+def remove_images(client: Any, labels: list[str] | None = None) -> tuple[list[str], list[str]]:
+    """Remove kit images (also carrying ``labels``), children before parents: a parent with children
+    refuses to go. Returns (removed, kept with the engine's reason)."""
+    found = client.images.list(filters={"label": [MANAGED_FILTER, *(labels or [])]})
+    pending = {img.id: img for img in found}
+    removed: list[str] = []
+    errors: dict[str, str] = {}
+    for _ in range(len(pending) + 1):
+        progress = False
+        for image_id, img in list(pending.items()):
+            try:
+                for name in img.tags or [image_id]:
+                    client.images.remove(name)
+            except NotFound:
+                pass
+            except APIError as e:
+                errors[image_id] = explanation(e)
+                continue
+            removed.append(", ".join(img.tags) or image_id[:19])
+            del pending[image_id]
+            errors.pop(image_id, None)
+            progress = True
+        if not pending or not progress:
+            break
+    kept = [f"{', '.join(img.tags) or image_id[:19]}: {errors.get(image_id, '?')}" for image_id, img in pending.items()]
+    return removed, kept

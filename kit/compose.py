@@ -1,0 +1,134 @@
+"""A compose file with the same servers as a docker manifest, to run one arm by hand.
+
+One service per arm, each in its own profile (``docker compose --profile baseline up``), with the
+command line kit itself runs (the placeholders resolved by ``kit.experiment.server_spec``), the same
+environment (pass-through names listed without values), GPU reservations, shared memory or host
+IPC, ulimits, port, read-only model mount, init, stop grace, labels and a healthcheck on the
+readiness path. Paths are relative to the project root, where the file belongs.
+
+An arm built FROM another arm's image (``base_arm``) gets that arm's compose image as BASE_IMAGE:
+build the base arm first, as kit does. A context with a ``kit.include`` file is built from the
+project root (which holds the included paths at the same relative paths) with the context's
+Dockerfile.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kit.errors import UsageError
+from kit.images import INCLUDE_FILE, ZERO_DIGEST, repo_name
+from kit.manifest import Arm, LoadedManifest, Manifest
+from kit.runtime.docker import DEFAULT_ULIMITS, MANAGED_LABEL
+
+COMPOSE_TAG = "compose"
+
+
+def _rel(path: Path, start: Path) -> str:
+    return Path(os.path.relpath(path.resolve(), start.resolve())).as_posix()
+
+
+def _image_name(m: Manifest, arm: str) -> str:
+    return f"{repo_name(m.name, arm)}:{COMPOSE_TAG}"
+
+
+def _build(lm: LoadedManifest, arm: Arm, base_dir: Path) -> dict[str, Any]:
+    m = lm.manifest
+    assert arm.image is not None
+    ctx = lm.project_root / arm.image.context
+    base = arm.image.base if arm.image.base is not None else _image_name(m, str(arm.image.base_arm))
+    build: dict[str, Any] = {"context": _rel(ctx, base_dir), "dockerfile": arm.image.dockerfile}
+    if (ctx / INCLUDE_FILE).is_file():
+        build["context"] = _rel(lm.project_root, base_dir)
+        build["dockerfile"] = f"{arm.image.context.rstrip('/')}/{arm.image.dockerfile}"
+    build["args"] = {**arm.image.build_args, "BASE_IMAGE": base}
+    build["labels"] = {MANAGED_LABEL: "1", "kit.experiment": m.name, "kit.arm": arm.name}
+    return build
+
+
+def _gpus(m: Manifest) -> tuple[dict[str, Any] | None, str | None]:
+    """(deploy section, NVIDIA_VISIBLE_DEVICES) for hardware.gpus, as kit asks for them."""
+    gpus = m.hardware.gpus
+    if gpus == 0:
+        return None, "void"
+    count: int | str = "all" if gpus == "all" else gpus
+    device = {"driver": "nvidia", "count": count, "capabilities": ["gpu"]}
+    return {"resources": {"reservations": {"devices": [device]}}}, "all" if gpus == "all" else None
+
+
+def _healthcheck(port: int, path: str, start_s: float) -> dict[str, Any]:
+    # urlopen raises on anything but 2xx, so the exit status is the answer.
+    probe = f"import urllib.request as u; u.urlopen('http://127.0.0.1:{port}{path}', timeout=5)"
+    return {
+        "test": ["CMD", "python3", "-c", probe],
+        "interval": "10s",
+        "timeout": "10s",
+        "retries": 3,
+        "start_period": f"{int(start_s)}s",
+    }
+
+
+def _service(lm: LoadedManifest, arm: Arm, base_dir: Path) -> dict[str, Any]:
+    from kit.experiment import server_spec
+    from kit.plan import Cell
+
+    m = lm.manifest
+    spec = server_spec(m, Cell(0, arm.name, 1), COMPOSE_TAG, Path(os.devnull))
+    cport = spec.container_port or spec.port
+    deploy, visible = _gpus(m)
+    env = [f"{k}={v}" for k, v in spec.env.items()]
+    if visible is not None:
+        env.append(f"NVIDIA_VISIBLE_DEVICES={visible}")
+    env += list(m.server.pass_env)  # passed through from the caller's environment, no value written
+    svc: dict[str, Any] = {
+        "profiles": [arm.name],
+        "image": _image_name(m, arm.name),
+        "build": _build(lm, arm, base_dir),
+        "command": list(spec.command),
+        "environment": env,
+        "ports": [f"{spec.host}:{spec.port}:{cport}"],
+        "init": True,
+        "ulimits": dict(DEFAULT_ULIMITS),
+        "stop_signal": "SIGTERM",
+        "stop_grace_period": f"{int(spec.stop_grace_s)}s",
+        "labels": {MANAGED_LABEL: "1", "kit.run": COMPOSE_TAG, "kit.experiment": m.name, "kit.arm": arm.name},
+        "healthcheck": _healthcheck(cport, spec.readiness_path, spec.ready_timeout_s),
+    }
+    if spec.ipc_host:
+        svc["ipc"] = "host"
+    elif spec.shm_size:
+        svc["shm_size"] = spec.shm_size
+    if spec.model_mount is not None:
+        svc["volumes"] = [f"{spec.model_mount[0]}:{spec.model_mount[1]}:ro"]
+    if deploy is not None:
+        svc["deploy"] = deploy
+    return svc
+
+
+def render_compose(lm: LoadedManifest, *, base_dir: Path | None = None) -> str:
+    """The compose file's text for a docker manifest; paths relative to ``base_dir`` (the project root)."""
+    m = lm.manifest
+    if m.runtime != "docker":
+        raise UsageError(f"{lm.path}: runtime is {m.runtime!r}; `kit compose` needs a docker manifest")
+    root = base_dir or lm.project_root
+    source = _rel(lm.path, lm.project_root)
+    services = {arm.name: _service(lm, arm, root) for arm in m.arms}
+    first = m.arms[0].name
+    header = [
+        f"# Generated by `kit compose {source}` (manifest sha256 {hashlib.sha256(lm.raw).hexdigest()}).",
+        "# Do not edit by hand: change the manifest and generate this file again.",
+        f"# One service per arm, each in its own profile: `docker compose --profile {first} up --build`.",
+        "# The command lines, environment, GPUs, shared memory, ulimits, port and model mount are the ones kit uses;",
+        f"# pass-through variables ({', '.join(m.server.pass_env) or 'none'}) are read from your environment.",
+    ]
+    if any(a.image is not None and a.image.base and a.image.base.endswith(ZERO_DIGEST) for a in m.arms):
+        header.append(f"# A base digest is the all-zeros placeholder: `kit lock {source}`, sign, and generate again.")
+    if any(a.image is not None and a.image.base_arm for a in m.arms):
+        header.append("# An arm built FROM another arm's image needs that image first: build the base arm's profile.")
+    body = yaml.safe_dump({"services": services}, sort_keys=False, default_flow_style=None, width=120)
+    return "\n".join(header) + "\n" + body

@@ -1,0 +1,524 @@
+"""The docker runtime: one arm's server as a container, through the Docker SDK.
+
+Start: create, then start, a container labelled ``kit.managed=1`` plus the cell's ``kit.*`` labels,
+with ``init=True`` (docker-init as PID 1 forwards signals and reaps), the port published on exactly
+``spec.host:spec.port``, GPUs by device request, the model mounted read-only, and the memlock/stack
+ulimits sglang wants. When create or start fails, the created container is removed before
+ServerError is raised (a failed start leaves a container in state "created" otherwise).
+Ready: the readiness path is polled with backoff while a thread copies the container's output,
+secrets redacted, to the cell's log; an exit during start-up fails at once with the exit code,
+OOMKilled and the last log lines. Stop: SIGTERM, a grace period, SIGKILL, then the final state is
+read, the container removed, and its absence confirmed. Containers are never ``auto_remove``:
+their state is needed for the post-mortem.
+
+Everything that touches docker-py for containers lives here; ``kit.images`` and ``kit.cleanup``
+get their client from ``connect``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import threading
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+import docker
+import requests
+from docker.errors import APIError, DockerException, ImageNotFound, NotFound
+from docker.types import DeviceRequest, Mount, Ulimit
+
+from kit.errors import KitError, ServerError
+from kit.runtime import SECRET_NAME_RE, ServerSpec, StopInfo, tail_lines
+
+MANAGED_LABEL = "kit.managed"
+MANAGED_FILTER = f"{MANAGED_LABEL}=1"
+DEFAULT_ULIMITS: dict[str, int] = {"memlock": -1, "stack": 64 * 1024 * 1024}
+EXTRA_KEYS = frozenset({"ulimits", "mem_limit"})
+LIVE_STATES = ("running", "paused", "restarting")
+
+_NO_PROXY_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+# --------------------------------------------------------------------------- the adapter
+
+
+def connect(client: Any | None = None, *, error: type[KitError] = ServerError) -> Any:
+    """A Docker SDK client (API version negotiated with the engine); raise ``error`` if none answers."""
+    if client is not None:
+        return client
+    try:
+        c = docker.from_env(version="auto")
+        c.ping()
+    except (DockerException, requests.RequestException) as e:
+        raise error(
+            f"no Docker engine answers: {e}",
+            hint="start one (`./scripts/ensure-docker` installs and starts dockerd on Debian), or set DOCKER_HOST",
+        ) from None
+    return c
+
+
+def explanation(e: Exception) -> str:
+    """The engine's own message for an SDK error (without docker-py's URL prefix)."""
+    if isinstance(e, APIError) and e.explanation:
+        return str(e.explanation)
+    return str(e)
+
+
+def engine_facts(client: Any) -> dict[str, Any]:
+    """Engine version, negotiated API version, runtimes, storage driver and where the client talks to."""
+    version = client.version()
+    info = client.info()
+    driver_status = {str(k): str(v) for k, v in info.get("DriverStatus") or []}
+    containerd_store = "io.containerd.snapshotter" in driver_status.get("driver-type", "")
+    return {
+        "runtime": "docker",
+        "engine_version": version.get("Version"),
+        "api_version": client.api.api_version,
+        "engine_api_version": version.get("ApiVersion"),
+        "engine_min_api_version": version.get("MinAPIVersion"),
+        "sdk_version": docker.__version__,
+        "base_url": client.api.base_url,
+        "runtimes": sorted(info.get("Runtimes") or {}),
+        "default_runtime": info.get("DefaultRuntime"),
+        "storage_driver": info.get("Driver"),
+        "image_store": "containerd" if containerd_store else "classic",
+        "cgroup_version": info.get("CgroupVersion"),
+        "cgroup_driver": info.get("CgroupDriver"),
+        "operating_system": info.get("OperatingSystem"),
+        "kernel": info.get("KernelVersion"),
+        "architecture": info.get("Architecture"),
+        "cpus": info.get("NCPU"),
+        "memory_bytes": info.get("MemTotal"),
+    }
+
+
+# --------------------------------------------------------------------------- spec -> container config
+
+
+def gpu_config(gpus: list[str] | str | None) -> tuple[list[DeviceRequest], str]:
+    """Device requests and the matching NVIDIA_VISIBLE_DEVICES for ``spec.gpus``.
+
+    A list names GPUs (UUIDs or indices); "all" is ``--gpus all``; None asks for no GPU and sets
+    ``void``, so that an image's own NVIDIA_VISIBLE_DEVICES=all cannot expose GPUs anyway.
+    """
+    if gpus is None:
+        return [], "void"
+    if gpus == "all":
+        return [DeviceRequest(count=-1, capabilities=[["gpu"]])], "all"
+    ids = [str(g) for g in gpus]
+    if not ids or any(not g or "," in g for g in ids):
+        raise ServerError(f"invalid GPU list {gpus!r}: give GPU UUIDs or indices, 'all', or none")
+    return [DeviceRequest(device_ids=ids, capabilities=[["gpu"]])], ",".join(ids)
+
+
+def ulimit_config(extra: dict[str, Any]) -> list[Ulimit]:
+    """memlock unlimited and stack 64 MiB unless ``extra["ulimits"]`` is False or a {name: value} map."""
+    setting = extra.get("ulimits", True)
+    if setting is False:
+        return []
+    limits = DEFAULT_ULIMITS if setting is True else setting
+    if not isinstance(limits, dict):
+        raise ServerError(f"extra['ulimits'] must be True, False or a {{name: value}} map, got {setting!r}")
+    return [Ulimit(name=str(k), soft=int(v), hard=int(v)) for k, v in limits.items()]
+
+
+def container_config(spec: ServerSpec) -> dict[str, Any]:
+    """Keyword arguments for ``client.containers.create`` (pure: no engine needed)."""
+    if not spec.image:
+        raise ServerError(f"{spec.name}: the docker runtime needs an image for arm {spec.arm!r}")
+    unknown = set(spec.extra) - EXTRA_KEYS
+    if unknown:
+        raise ServerError(f"{spec.name}: unknown docker options {sorted(unknown)} (known: {sorted(EXTRA_KEYS)})")
+    device_requests, visible = gpu_config(spec.gpus)
+    given = {**spec.env, **spec.secret_env}.get("NVIDIA_VISIBLE_DEVICES")
+    if given is not None and given != visible:
+        raise ServerError(
+            f"{spec.name}: NVIDIA_VISIBLE_DEVICES={given!r} in the environment contradicts the GPUs requested "
+            f"({spec.gpus!r} -> {visible!r})",
+            hint="leave NVIDIA_VISIBLE_DEVICES out of the manifest's env: kit sets it from the GPUs it assigns",
+        )
+    cport = spec.container_port or spec.port
+    kwargs: dict[str, Any] = {
+        "image": spec.image,
+        "command": list(spec.command),
+        "name": spec.name,
+        "detach": True,
+        "labels": {**spec.labels, MANAGED_LABEL: "1"},
+        "environment": {**spec.env, "NVIDIA_VISIBLE_DEVICES": visible, **spec.secret_env},
+        "ports": {f"{cport}/tcp": (spec.host, spec.port)},
+        "init": True,
+        "auto_remove": False,
+        "device_requests": device_requests,
+        "ulimits": ulimit_config(spec.extra),
+    }
+    if spec.ipc_host:
+        kwargs["ipc_mode"] = "host"  # the host's /dev/shm; shm_size would be ignored
+    elif spec.shm_size:
+        kwargs["shm_size"] = spec.shm_size
+    if spec.model_mount is not None:
+        src, dst = spec.model_mount
+        kwargs["mounts"] = [Mount(target=dst, source=src, type="bind", read_only=True)]
+    if "mem_limit" in spec.extra:
+        kwargs["mem_limit"] = spec.extra["mem_limit"]
+    return kwargs
+
+
+def failure_hint(message: str, spec: ServerSpec) -> str:
+    """What to do about an engine error from create or start."""
+    m = message.lower()
+    if "could not select device driver" in m:
+        return (
+            f"the server asks for GPUs ({spec.gpus!r}) but this Docker engine has no NVIDIA runtime: install "
+            "the NVIDIA Container Toolkit, run `nvidia-ctk runtime configure --runtime=docker` and restart "
+            "dockerd, or run on a GPU host"
+        )
+    if "address already in use" in m or "port is already allocated" in m:
+        return (
+            f"host port {spec.host}:{spec.port} is taken by another process: find it with "
+            f"`ss -ltnp 'sport = :{spec.port}'`, run `kit clean` if a kit leftover holds it, or change server.port"
+        )
+    if "rlimit" in m:
+        return (
+            "the engine cannot apply the ulimits (memlock unlimited, stack 64 MiB) because its own hard limit is "
+            "lower: give dockerd LimitMEMLOCK=infinity (systemd) or start it from a shell with `ulimit -l unlimited`"
+            "; without GPUs they can be turned off with ServerSpec.extra['ulimits']=False"
+        )
+    if "bind source path does not exist" in m or "no such file or directory" in m:
+        return f"check the model directory (model.path) and the command: mount {spec.model_mount!r}"
+    if "conflict" in m and "already in use" in m:
+        return "a container of that name is left over from an earlier run: `kit clean` removes it"
+    return "`kit clean` removes kit containers left over from earlier runs; `docker info` shows the engine's state"
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def http_ok(url: str, timeout: float = 2.0) -> bool:
+    """True when ``url`` answers 2xx (no proxy: the server is local)."""
+    try:
+        with _NO_PROXY_OPENER.open(url, timeout=timeout) as r:
+            return 200 <= int(r.status) < 300
+    except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException):
+        return False
+
+
+def redact_inspect(value: Any, spec: ServerSpec) -> Any:
+    """A copy of inspect output with secret env values and any secret text replaced by ***."""
+    names = set(spec.secret_env)
+    if isinstance(value, dict):
+        out = {k: redact_inspect(v, spec) for k, v in value.items()}
+        env = out.get("Env")
+        if isinstance(env, list):
+            out["Env"] = [_redact_env_item(item, names) for item in env]
+        return out
+    if isinstance(value, list):
+        return [redact_inspect(v, spec) for v in value]
+    if isinstance(value, str):
+        return spec.redact(value)
+    return value
+
+
+def _redact_env_item(item: Any, names: set[str]) -> Any:
+    if not isinstance(item, str) or "=" not in item:
+        return item
+    key, _, _ = item.partition("=")
+    return f"{key}=***" if key in names or SECRET_NAME_RE.search(key) else item
+
+
+class _LogPump(threading.Thread):
+    """Follows the container's output into the log file, line by line, secrets redacted."""
+
+    MAX_LINE = 1 << 20
+
+    def __init__(self, container: Any, spec: ServerSpec) -> None:
+        super().__init__(daemon=True, name=f"docker-log-{spec.name}")
+        self.container = container
+        self.spec = spec
+        self.stream: Any = None
+        self.error: str | None = None
+        self.bytes_written = 0
+
+    def run(self) -> None:
+        self.spec.log_path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.stream = self.container.logs(stream=True, follow=True, stdout=True, stderr=True)
+            with self.spec.log_path.open("ab") as out:
+                pending = b""
+                for chunk in self.stream:
+                    pending += chunk
+                    lines = pending.split(b"\n")
+                    pending = lines.pop()
+                    if len(pending) > self.MAX_LINE:
+                        lines.append(pending)
+                        pending = b""
+                    self._write(out, [line + b"\n" for line in lines])
+                if pending:
+                    self._write(out, [pending])
+        except (DockerException, requests.RequestException, OSError) as e:
+            self.error = f"{type(e).__name__}: {e}"
+
+    def _write(self, out: Any, lines: list[bytes]) -> None:
+        for line in lines:
+            data = self.spec.redact(line.decode("utf-8", "replace")).encode()
+            out.write(data)
+            self.bytes_written += len(data)
+        out.flush()
+
+    def finish(self, timeout: float = 5.0) -> None:
+        """Wait for the stream to end (it does when the container stops); cut it if it does not."""
+        self.join(timeout)
+        if self.is_alive() and self.stream is not None:
+            with contextlib.suppress(Exception):
+                self.stream.close()
+            self.join(2.0)
+
+
+class ContainerExited(ServerError):
+    """The container ended when it should have been serving: carries its final state."""
+
+    def __init__(self, message: str, *, hint: str | None, status: int | None, oom_killed: bool,
+                 tail: list[str]) -> None:
+        super().__init__(message, hint=hint)
+        self.status = status
+        self.oom_killed = oom_killed
+        self.tail = tail
+
+
+# --------------------------------------------------------------------------- the server
+
+
+class DockerServer:
+    """One started container. ``stop`` is idempotent and confirms the container is gone."""
+
+    def __init__(self, spec: ServerSpec, container: Any, client: Any) -> None:
+        self.spec = spec
+        self.container = container
+        self.client = client
+        self.id: str = container.id
+        self.started = time.monotonic()
+        self._stopped: StopInfo | None = None
+        self._inspect: dict[str, Any] = dict(container.attrs)
+        self._pump = _LogPump(container, spec)
+        self._pump.start()
+
+    # ---- state
+
+    def _state(self) -> dict[str, Any] | None:
+        """The container's State from a fresh inspect, or None when it no longer exists."""
+        try:
+            self.container.reload()
+        except NotFound:
+            return None
+        self._inspect = dict(self.container.attrs)
+        return dict(self._inspect.get("State") or {})
+
+    def _wait_not_running(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while True:
+            st = self._state()
+            if st is None or st.get("Status") not in LIVE_STATES:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+
+    def _kill(self, signal: str) -> None:
+        try:
+            self.container.kill(signal=signal)
+        except NotFound:
+            pass
+        except APIError as e:
+            if "is not running" not in explanation(e):
+                raise ServerError(f"cannot send {signal} to {self.spec.name}: {explanation(e)}") from None
+
+    # ---- protocol
+
+    def wait_ready(self) -> float:
+        url = self.spec.base_url + self.spec.readiness_path
+        deadline = self.started + self.spec.ready_timeout_s
+        delay = 0.05
+        while True:
+            st = self._state()
+            if st is None or st.get("Status") not in LIVE_STATES:
+                raise self._died("exited during start-up")
+            if http_ok(url):
+                return time.monotonic() - self.started
+            now = time.monotonic()
+            if now > deadline:
+                self.stop()
+                tail = _indent(tail_lines(self.spec.log_path, 30))
+                raise ServerError(
+                    f"container {self.spec.name} for {self.spec.arm} not ready at {url} after "
+                    f"{self.spec.ready_timeout_s:g} s (stopped and removed); last log lines:\n{tail}",
+                    hint=f"raise server.ready_timeout_s if it is just slow, or read {self.spec.log_path}",
+                )
+            time.sleep(min(delay, max(deadline - now, 0.01)))
+            delay = min(delay * 1.5, 2.0)
+
+    def check_alive(self) -> None:
+        st = self._state()
+        if st is None or st.get("Status") not in LIVE_STATES:
+            raise self._died("died")
+
+    def _died(self, what: str) -> ContainerExited:
+        """Stop (collect the final state and logs, remove) and build the error to raise."""
+        info = self.stop()
+        tail = tail_lines(self.spec.log_path, 30)
+        oom = bool(info.details.get("oom_killed"))
+        err = info.details.get("error") or ""
+        hint = f"full log: {self.spec.log_path}"
+        if oom:
+            hint = "the container ran out of host memory (cgroup OOM kill); " + hint
+        elif info.exit_code == 137:
+            hint = "exit code 137 without OOMKilled: killed by SIGKILL from outside (e.g. `docker kill`); " + hint
+        return ContainerExited(
+            f"container {self.spec.name} for {self.spec.arm} {what}: exit code {info.exit_code}, "
+            f"OOMKilled {oom}{f', engine error: {err}' if err else ''}; last log lines:\n{_indent(tail)}",
+            hint=hint,
+            status=info.exit_code,
+            oom_killed=oom,
+            tail=tail,
+        )
+
+    def stop(self) -> StopInfo:
+        if self._stopped is not None:
+            return self._stopped
+        t0 = time.monotonic()
+        st = self._state()
+        if st is None:
+            self._pump.finish(2.0)
+            self._stopped = StopInfo(None, None, round(time.monotonic() - t0, 4),
+                                     {"container_id": self.id, "removed_before_stop": True})
+            return self._stopped
+        sent: str | None = None
+        if st.get("Status") in LIVE_STATES:
+            sent = "SIGTERM"
+            self._kill("SIGTERM")
+            if not self._wait_not_running(self.spec.stop_grace_s):
+                sent = "SIGKILL"
+                self._kill("SIGKILL")
+                if not self._wait_not_running(30.0):
+                    raise ServerError(f"container {self.spec.name} still runs 30 s after SIGKILL",
+                                      hint=f"docker rm -f {self.id[:12]}")
+        final = self._state() or st
+        self._pump.finish(5.0)
+        self._remove()
+        self._stopped = StopInfo(
+            exit_code=final.get("ExitCode"),
+            signal=sent,
+            stop_s=round(time.monotonic() - t0, 4),
+            details={
+                "container_id": self.id,
+                "status": final.get("Status"),
+                "oom_killed": bool(final.get("OOMKilled")),
+                "error": final.get("Error") or None,
+                "started_at": final.get("StartedAt"),
+                "finished_at": final.get("FinishedAt"),
+                "log_bytes": self._pump.bytes_written,
+                "log_error": self._pump.error,
+                "removed": True,
+            },
+        )
+        return self._stopped
+
+    def _remove(self) -> None:
+        with contextlib.suppress(NotFound):
+            self.container.remove(force=True, v=True)
+        if not wait_gone(self.client, self.id, 10.0):
+            raise ServerError(f"container {self.spec.name} ({self.id[:12]}) still exists after removal",
+                              hint=f"docker rm -f {self.id[:12]}")
+
+    def describe(self) -> dict[str, Any]:
+        if self._stopped is None:
+            self._state()
+        return {
+            "runtime": "docker",
+            "container_id": self.id,
+            "name": self.spec.name,
+            "image": self.spec.image,
+            "secret_env_names": sorted(self.spec.secret_env),
+            "inspect": redact_inspect(self._inspect, self.spec),
+        }
+
+
+def _indent(lines: list[str]) -> str:
+    return "\n".join(f"    {line}" for line in lines) or "    (no output)"
+
+
+def wait_gone(client: Any, container_id: str, timeout: float) -> bool:
+    """Poll until the engine no longer knows ``container_id``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            client.containers.get(container_id)
+        except NotFound:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+
+
+def remove_container(client: Any, container: Any) -> bool:
+    """Force-remove (with anonymous volumes) and confirm; True when it is gone."""
+    with contextlib.suppress(NotFound):
+        container.remove(force=True, v=True)
+    return wait_gone(client, container.id, 10.0)
+
+
+# --------------------------------------------------------------------------- the runtime
+
+
+class DockerRuntime:
+    """``Runtime`` over the Docker SDK. The client is made on first use unless one is given."""
+
+    name = "docker"
+
+    def __init__(self, client: Any | None = None) -> None:
+        self._client = client
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            self._client = connect()
+        return self._client
+
+    def create_only(self, spec: ServerSpec) -> Any:
+        """Create the container without starting it (the caller removes it). Raises ServerError."""
+        kwargs = container_config(spec)
+        try:
+            return self.client.containers.create(**kwargs)
+        except ImageNotFound as e:
+            raise ServerError(
+                f"cannot create {spec.name} for {spec.arm}: image {spec.image} not found: {explanation(e)}",
+                hint="kit builds each arm's image before the cells run; or `docker load` it",
+            ) from None
+        except APIError as e:
+            msg = explanation(e)
+            raise ServerError(f"cannot create {spec.name} for {spec.arm}: {msg}",
+                              hint=failure_hint(msg, spec)) from None
+
+    def start(self, spec: ServerSpec) -> DockerServer:
+        container = self.create_only(spec)
+        try:
+            container.start()
+        except APIError as e:
+            msg = explanation(e)
+            gone = remove_container(self.client, container)
+            cport = spec.container_port or spec.port
+            raise ServerError(
+                f"cannot start {spec.name} for {spec.arm} (publishing {spec.host}:{spec.port} -> {cport}/tcp): "
+                f"{msg}" + ("" if gone else f"; the created container {container.id[:12]} could not be removed"),
+                hint=failure_hint(msg, spec),
+            ) from None
+        except BaseException:
+            remove_container(self.client, container)
+            raise
+        container.reload()
+        return DockerServer(spec, container, self.client)
+
+    def describe(self) -> dict[str, Any]:
+        return engine_facts(self.client)
+

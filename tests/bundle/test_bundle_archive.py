@@ -1,0 +1,102 @@
+from __future__ import annotations
+
+import gzip
+import os
+import random
+import re
+import shutil
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from kit.bundle import Bundle, archive, archive_sha256, verify_bundle
+from kit.errors import BundleError, ExitCode, UsageError
+
+
+def _scrambled_copy(src: Path, dest_parent: Path, seed: int) -> Path:
+    """The same names and bytes, created in another order with other mtimes and permissions."""
+    rng = random.Random(seed)
+    dest = dest_parent / src.name
+    dest.mkdir(parents=True)
+    files = sorted(p.relative_to(src) for p in src.rglob("*") if p.is_file())
+    rng.shuffle(files)
+    for rel in files:
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        (dest / rel).write_bytes((src / rel).read_bytes())
+        os.chmod(dest / rel, rng.choice([0o600, 0o640, 0o664, 0o755]))
+        t = rng.randint(1_000_000, 2_000_000_000) + rng.random()
+        os.utime(dest / rel, (t, t))
+    for d in [p for p in dest.rglob("*") if p.is_dir()] + [dest]:
+        os.chmod(d, rng.choice([0o700, 0o750, 0o755, 0o775]))
+        os.utime(d, (rng.randint(0, 2**31), rng.randint(0, 2**31)))
+    return dest
+
+
+def test_archive_is_deterministic(bundle: Bundle, tmp_path: Path) -> None:
+    one = _scrambled_copy(bundle.root, tmp_path / "one", 1)
+    two = _scrambled_copy(bundle.root, tmp_path / "two", 2)
+    digests = {archive(d, tmp_path / f"{i}.tar.gz") for i, d in enumerate([bundle.root, one, two, bundle.root])}
+    assert len(digests) == 1
+    blobs = {(tmp_path / f"{i}.tar.gz").read_bytes() for i in range(4)}
+    assert len(blobs) == 1
+    assert digests == {archive_sha256(tmp_path / "0.tar.gz")}
+
+
+def test_archive_headers(bundle: Bundle, tmp_path: Path) -> None:
+    out = tmp_path / "b.tgz"
+    archive(bundle.root, out)
+    raw = out.read_bytes()
+    assert raw[:3] == b"\x1f\x8b\x08"
+    assert raw[3] & 0x08 == 0  # no FNAME in the gzip header
+    assert raw[4:8] == b"\0\0\0\0"  # gzip mtime 0
+    with tarfile.open(out, "r:gz") as tf:
+        members = tf.getmembers()
+    top = bundle.root.name
+    names = [m.name for m in members]
+    assert names[0] == top and all(n.startswith(top + "/") for n in names[1:])
+    assert names[1:] == sorted(names[1:], key=lambda n: n.encode())
+    files = sorted(n[len(top) + 1:] for n, m in zip(names, members, strict=True) if m.isfile())
+    assert files == sorted([*bundle.files(), "provenance.dsse.json"])
+    for m in members:
+        assert (m.uid, m.gid, m.uname, m.gname, m.mtime) == (0, 0, "", "", 0)
+        assert m.mode == (0o755 if m.isdir() else 0o644)
+        assert m.isdir() or m.isfile()
+
+
+def test_archive_verifies_and_tampering_is_caught(bundle: Bundle, tmp_path: Path, trust_file: Path) -> None:
+    out = tmp_path / "b.tar.gz"
+    digest = archive(bundle.root, out)
+    res = verify_bundle(out, [trust_file])
+    assert res.details["trusted"] is True and res.details["archive"]["sha256"] == digest
+    assert res.details["archive"]["top"] == bundle.root.name
+    # rebuild the archive with one record changed: names the file inside the bundle
+    copy = tmp_path / "copy" / bundle.root.name
+    shutil.copytree(bundle.root, copy)
+    rec = copy / "cells" / "oea-r1" / "level-4" / "records.jsonl"
+    rec.write_bytes(rec.read_bytes().replace(b'"ok": true', b'"ok": false', 1))
+    archive(copy, tmp_path / "bad.tar.gz")
+    with pytest.raises(BundleError, match=re.escape("cells/oea-r1/level-4/records.jsonl: sha256 differs")) as e:
+        verify_bundle(tmp_path / "bad.tar.gz", [trust_file])
+    assert e.value.exit_code == ExitCode.BUNDLE_INVALID
+
+
+def test_archive_refuses_links_special_files_and_output_inside(bundle: Bundle, tmp_path: Path) -> None:
+    with pytest.raises(UsageError):
+        archive(bundle.root, bundle.root / "plots" / "self.tar.gz")
+    (bundle.root / "plots" / "evil").symlink_to("/etc/passwd")
+    with pytest.raises(BundleError, match="plots/evil: is a symbolic link"):
+        archive(bundle.root, tmp_path / "x.tar.gz")
+    (bundle.root / "plots" / "evil").unlink()
+    os.mkfifo(bundle.root / "pipe")
+    with pytest.raises(BundleError, match="pipe: is a special file"):
+        archive(bundle.root, tmp_path / "x.tar.gz")
+    assert not (tmp_path / "x.tar.gz").exists()
+    assert not [p for p in tmp_path.iterdir() if ".tmp-" in p.name]
+
+
+def test_gzip_stream_is_plain(bundle: Bundle, tmp_path: Path) -> None:
+    out = tmp_path / "b.tar.gz"
+    archive(bundle.root, out)
+    with gzip.open(out) as g:
+        assert len(g.read()) % 10240 == 0  # a whole number of tar records

@@ -1,0 +1,226 @@
+from __future__ import annotations
+
+import base64
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from bundle_factory import summarize
+
+from kit.bundle import Bundle, envelope_bytes, sign_provenance, verify_bundle
+from kit.errors import BundleError, ExitCode
+from kit.signing import SigningKey, sign_payload, user_trust_file
+
+PROV = "provenance.dsse.json"
+
+
+def _fails(target: Path, trust: list[Path], *names: str) -> BundleError:
+    with pytest.raises(BundleError) as e:
+        verify_bundle(target, trust)
+    assert e.value.exit_code == ExitCode.BUNDLE_INVALID
+    for n in names:
+        assert n in e.value.message, e.value.message
+    return e.value
+
+
+def _flip(path: Path, pos: int, mask: int = 0x01) -> bytes:
+    data = path.read_bytes()
+    changed = bytearray(data)
+    changed[pos] ^= mask
+    path.write_bytes(bytes(changed))
+    return data
+
+
+def test_verify_passes_and_says_who(bundle: Bundle, trust_file: Path, runner: SigningKey) -> None:
+    res = verify_bundle(bundle.root, [trust_file])
+    n = len(bundle.files())
+    assert res.summary.startswith(f"{n} files checked against the signed provenance; signed by runner ")
+    assert runner.fingerprint in res.summary and str(trust_file) in res.summary
+    assert "summary.json recomputed from the records OK" in res.summary
+    assert res.details["files"] == n and res.details["trusted"] is True
+    assert res.details["signers"] == [{"principal": "runner", "fingerprint": runner.fingerprint,
+                                       "trusted_by": f"{trust_file}:1"}]
+    assert res.details["run"]["status"] == "complete"
+
+
+def test_every_single_byte_change_in_every_file_fails_naming_it(bundle: Bundle, trust_file: Path) -> None:
+    files = bundle.files()
+    assert len(files) > 30
+    for rel in files:
+        path = bundle.root / rel
+        size = path.stat().st_size
+        for pos in sorted({0, size // 3, size // 2, size - 2, size - 1}):
+            for mask in (0x01, 0x80):
+                original = _flip(path, pos, mask)
+                try:
+                    _fails(bundle.root, [trust_file], f"{rel}: sha256 differs from the signed provenance")
+                finally:
+                    path.write_bytes(original)
+    assert verify_bundle(bundle.root, [trust_file]).details["trusted"] is True
+
+
+def test_every_byte_change_in_the_provenance_fails(bundle: Bundle, trust_file: Path) -> None:
+    """Every byte outside the base64 payload, and a sample inside it: unsigned parts must not be malleable."""
+    path = bundle.root / PROV
+    data = path.read_bytes()
+    payload = json.loads(data)["payload"]
+    start = data.index(payload.encode())
+    inside = set(range(start, start + len(payload), 37)) | {start, start + len(payload) - 1}
+    positions = [p for p in range(len(data)) if not start <= p < start + len(payload)] + sorted(inside)
+    for pos in positions:
+        original = _flip(path, pos)
+        try:
+            _fails(bundle.root, [trust_file], PROV)
+            _fails(bundle.root, [], PROV)  # also without trust files: tampering is never "just untrusted"
+        finally:
+            path.write_bytes(original)
+    verify_bundle(bundle.root, [trust_file])
+
+
+def test_added_and_removed_files_fail_naming_them(bundle: Bundle, trust_file: Path) -> None:
+    (bundle.root / "cells" / "oea-r1" / "extra.txt").write_text("sneaked in\n")
+    _fails(bundle.root, [trust_file], "extra file not in provenance: cells/oea-r1/extra.txt")
+    (bundle.root / "cells" / "oea-r1" / "extra.txt").unlink()
+    records = bundle.root / "cells" / "base-r1" / "level-4" / "records.jsonl"
+    kept = records.read_bytes()
+    records.unlink()
+    _fails(bundle.root, [trust_file], "missing file: cells/base-r1/level-4/records.jsonl")
+    records.write_bytes(kept)
+    (bundle.root / "plots" / "ttft.png").rename(bundle.root / "plots" / "ttft2.png")
+    err = _fails(bundle.root, [trust_file], "missing file: plots/ttft.png", "extra file not in provenance: plots/ttft2.png")
+    assert "2 problems" in err.message
+
+
+def test_missing_provenance_and_symlinks_fail(bundle: Bundle, trust_file: Path) -> None:
+    (bundle.root / "link").symlink_to("/etc/passwd")
+    _fails(bundle.root, [trust_file], "link: is a symbolic link")
+    (bundle.root / "link").unlink()
+    bundle.remove_provenance()
+    _fails(bundle.root, [trust_file], f"missing file: {PROV}")
+
+
+def test_swapped_signature_fails(make_bundle: Callable[..., Bundle], trust_file: Path) -> None:
+    a, b = make_bundle(), make_bundle()
+    env_a = json.loads((a.root / PROV).read_bytes())
+    env_b = json.loads((b.root / PROV).read_bytes())
+    env_a["signatures"][0]["sig"] = env_b["signatures"][0]["sig"]  # same key, other statement
+    (a.root / PROV).write_bytes(envelope_bytes(env_a))
+    _fails(a.root, [trust_file], PROV, "invalid signature")
+    _fails(a.root, [], PROV, "invalid signature")
+
+
+def test_swapped_whole_provenance_fails_naming_files(make_bundle: Callable[..., Bundle], trust_file: Path) -> None:
+    a, b = make_bundle(), make_bundle()
+    (a.root / "report.md").write_text("different\n")
+    a.remove_provenance()
+    sign_provenance(a, _key(a, b), predicate={})
+    (b.root / PROV).write_bytes((a.root / PROV).read_bytes())  # validly signed, but for other contents
+    _fails(b.root, [trust_file], "report.md: sha256 differs from the signed provenance")
+
+
+def _key(a: Bundle, b: Bundle) -> SigningKey:
+    from kit.signing import load_signing_key
+
+    return load_signing_key(a.root.parent.parent / "keys" / "runner_ed25519")
+
+
+def test_untrusted_signer_passes_without_trust_fails_with(make_bundle: Callable[..., Bundle], stranger: SigningKey,
+                                                           trust_file: Path, tmp_path: Path) -> None:
+    b = make_bundle()
+    b.remove_provenance()
+    sign_provenance(b, stranger, predicate={})
+    res = verify_bundle(b.root, [])
+    assert (f"signed by {stranger.fingerprint} (mallory@elsewhere), not in a trust file; "
+            "pass --trust FILE to require a trusted signer") in res.summary
+    assert res.details["trusted"] is False
+    err = _fails(b.root, [trust_file], stranger.fingerprint, "not in the trust file(s)", str(trust_file))
+    assert err.hint and 'namespaces="kit-bundle"' in err.hint
+    # a key trusted only for manifests does not vouch for bundles
+    manifest_only = tmp_path / "manifest_only"
+    manifest_only.write_text(f'mallory namespaces="kit-manifest" {stranger.public_line()}\n')
+    _fails(b.root, [manifest_only], "not in the trust file(s)")
+
+
+def test_default_trust_file_is_used_without_trust(bundle: Bundle, runner: SigningKey) -> None:
+    assert verify_bundle(bundle.root, []).details["trusted"] is False
+    user = user_trust_file()
+    user.parent.mkdir(parents=True, exist_ok=True)
+    user.write_text(f'me namespaces="kit-bundle" {runner.public_line()}\n')
+    res = verify_bundle(bundle.root, [])
+    assert res.details["trusted"] is True and "signed by me " in res.summary
+
+
+def test_invalid_cosignature_fails_even_with_a_trusted_one(bundle: Bundle, stranger: SigningKey,
+                                                           trust_file: Path) -> None:
+    path = bundle.root / PROV
+    env = json.loads(path.read_bytes())
+    body = base64.b64decode(env["payload"])
+    env = sign_payload(body, stranger, env)
+    path.write_bytes(envelope_bytes(env))
+    res = verify_bundle(bundle.root, [trust_file])  # a valid co-signature is fine
+    assert "also signed by" in res.summary and stranger.fingerprint in res.summary
+    sig = bytearray(base64.b64decode(env["signatures"][1]["sig"]))
+    sig[5] ^= 1
+    env["signatures"][1]["sig"] = base64.b64encode(bytes(sig)).decode()
+    path.write_bytes(envelope_bytes(env))
+    _fails(bundle.root, [trust_file], f"invalid signature by {stranger.fingerprint}")
+
+
+def test_forged_comment_on_runner_signature_fails(bundle: Bundle, trust_file: Path) -> None:
+    path = bundle.root / PROV
+    env = json.loads(path.read_bytes())
+    env["signatures"][0]["publicKey"] = env["signatures"][0]["publicKey"].rsplit(" ", 1)[0] + " alice@trusted-lab"
+    path.write_bytes(envelope_bytes(env))
+    _fails(bundle.root, [], "differs from the signed one")
+
+
+def test_summary_is_recomputed(bundle: Bundle, runner: SigningKey, trust_file: Path) -> None:
+    summary = json.loads(bundle.path("summary.json").read_text())
+    summary["cells"]["oea-r1"]["level-4"]["mean_ttft_ms"] += 1.0
+    bundle.remove_provenance()
+    bundle.write_json("summary.json", summary)
+    sign_provenance(bundle, runner, predicate={})  # validly signed, but the numbers are not the records'
+    err = _fails(bundle.root, [trust_file], "summary.json: differs from the summary recomputed from the records at "
+                 "cells.oea-r1.level-4.mean_ttft_ms")
+    assert "recomputed:" in err.message
+
+
+def test_summary_type_and_key_differences_are_named(bundle: Bundle, runner: SigningKey, trust_file: Path) -> None:
+    summary = summarize(bundle.root)
+    summary["version"] = 1.0  # 1 == 1.0 in Python, but not the same JSON
+    summary["extra"] = []
+    bundle.remove_provenance()
+    bundle.write_json("summary.json", summary)
+    sign_provenance(bundle, runner, predicate={})
+    _fails(bundle.root, [trust_file], "at extra (only in summary.json)")
+    del summary["extra"]
+    bundle.remove_provenance()
+    bundle.write_json("summary.json", summary)
+    sign_provenance(bundle, runner, predicate={})
+    _fails(bundle.root, [trust_file], "at version (summary.json: 1.0, recomputed: 1)")
+
+
+def test_summary_recompute_failure_is_a_bundle_error(bundle: Bundle, trust_file: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    import kit.stats  # the stand-in
+
+    def broken(root: Path) -> dict[str, object]:
+        raise ZeroDivisionError("no records")
+
+    monkeypatch.setattr(kit.stats, "summarize_bundle", broken)
+    _fails(bundle.root, [trust_file], "summary.json: recomputing it from the records failed: ZeroDivisionError")
+
+
+def test_bundle_without_summary_verifies(make_bundle: Callable[..., Bundle], runner: SigningKey,
+                                         trust_file: Path) -> None:
+    b = make_bundle(sign=False)
+    os.unlink(b.path("summary.json"))
+    sign_provenance(b, runner, predicate={})
+    assert "no summary.json to recompute" in verify_bundle(b.root, [trust_file]).summary
+
+
+def test_not_a_bundle(tmp_path: Path) -> None:
+    (tmp_path / "x.zip").write_bytes(b"PK")
+    _fails(tmp_path / "x.zip", [], "neither a bundle directory nor")

@@ -1,0 +1,97 @@
+"""Helpers of the docker tier (constants, virtual manifests, stand-in builds, one-off containers)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BASE_IMAGE = os.environ.get("KIT_BASE_IMAGE", "kit-local/python:bookworm")
+SESSION_RUN = f"pytest-{uuid.uuid4().hex[:8]}"
+SGLANG_VERSION = "0.5.23"
+WHEEL_CACHE = Path(os.environ.get("KIT_TEST_CACHE", Path.home() / ".cache" / "kit-test"))
+STANDIN_REPO = "kit-test/sglang-standin"
+SITE = "/usr/local/lib/python3.11/dist-packages"
+# Small engine: starts in well under a second.
+ENGINE_ARGS = ["--experts", "8", "--top-k", "2", "--layers", "1", "--hidden", "32", "--expert-ffn", "32",
+               "--vocab", "64", "--served-name", "kit-moe"]
+
+
+def run_cmd(cmd: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def unavailable(why: str) -> None:
+    if os.environ.get("CI"):
+        pytest.fail(f"docker tier: {why}")
+    pytest.skip(f"docker tier: {why}")
+
+
+def manifest_text(name: str, arms: str, *, port: int = 18080, command: str | None = None) -> bytes:
+    cmd = command or (
+        '["python3", "-m", "kit.engine", "--host", "{host}", "--port", "{port}", "--served-name", "{served_name}"]'
+    )
+    return (
+        f"manifest_version: 1\nname: {name}\nruntime: docker\nmodel: {{served_name: kit-moe}}\n"
+        f"server:\n  command: {cmd}\n  port: {port}\n"
+        f"arms:\n{arms}load: {{levels: [1]}}\n"
+    ).encode()
+
+
+def load_virtual(raw: bytes, *, root: Path = ROOT, allow_unpinned: bool = False) -> Any:
+    """A LoadedManifest whose project root is ``root`` (the file itself need not exist)."""
+    from kit.manifest import load_manifest
+
+    return load_manifest(root / "experiments" / "virtual.yaml", raw, allow_unpinned=allow_unpinned)
+
+
+def sglang_wheel() -> Path:
+    wheels = sorted(WHEEL_CACHE.glob(f"sglang-{SGLANG_VERSION}-*.whl"))
+    if wheels:
+        return wheels[0]
+    WHEEL_CACHE.mkdir(parents=True, exist_ok=True)
+    r = run_cmd([sys.executable, "-m", "pip", "download", "--no-deps", "-q", f"sglang=={SGLANG_VERSION}",
+              "-d", str(WHEEL_CACHE)], 600)
+    wheels = sorted(WHEEL_CACHE.glob(f"sglang-{SGLANG_VERSION}-*.whl"))
+    if not wheels:
+        unavailable(f"cannot download the sglang {SGLANG_VERSION} wheel: {r.stderr.strip()[-500:]}")
+    return wheels[0]
+
+
+def existing_image(client: Any, tag: str, key: str) -> str | None:
+    from docker.errors import ImageNotFound
+
+    try:
+        img = client.images.get(tag)
+    except ImageNotFound:
+        return None
+    return str(img.id) if img.labels.get("kit.test.key") == key else None
+
+
+def build_test_image(client: Any, context: Path, tag: str, key: str, base: str) -> str:
+    from docker.errors import BuildError
+
+    try:
+        img, _ = client.images.build(path=str(context), tag=tag, buildargs={"BASE_IMAGE": base}, pull=False,
+                                     rm=True, forcerm=True, labels={"kit.test": "1", "kit.test.key": key},
+                                     use_config_proxy=False)
+    except BuildError as e:
+        pytest.fail(f"building {tag} failed: {e.msg}")
+    return str(img.id)
+
+
+def run_once(client: Any, image: str, command: list[str]) -> tuple[int, str]:
+    """Run a one-off command in ``image`` (labelled, removed afterwards); (exit code, output)."""
+    c = client.containers.create(image, command, labels={"kit.managed": "1", "kit.run": SESSION_RUN})
+    try:
+        c.start()
+        code = int(c.wait(timeout=120)["StatusCode"])
+        return code, c.logs().decode("utf-8", "replace")
+    finally:
+        c.remove(force=True)
