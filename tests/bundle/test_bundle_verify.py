@@ -111,19 +111,14 @@ def test_swapped_signature_fails(make_bundle: Callable[..., Bundle], trust_file:
     _fails(a.root, [], PROV, "invalid signature")
 
 
-def test_swapped_whole_provenance_fails_naming_files(make_bundle: Callable[..., Bundle], trust_file: Path) -> None:
+def test_swapped_whole_provenance_fails_naming_files(make_bundle: Callable[..., Bundle], runner: SigningKey,
+                                                      trust_file: Path) -> None:
     a, b = make_bundle(), make_bundle()
     (a.root / "report.md").write_text("different\n")
     a.remove_provenance()
-    sign_provenance(a, _key(a, b), predicate={})
+    sign_provenance(a, runner, predicate={})
     (b.root / PROV).write_bytes((a.root / PROV).read_bytes())  # validly signed, but for other contents
     _fails(b.root, [trust_file], "report.md: sha256 differs from the signed provenance")
-
-
-def _key(a: Bundle, b: Bundle) -> SigningKey:
-    from kit.signing import load_signing_key
-
-    return load_signing_key(a.root.parent.parent / "keys" / "runner_ed25519")
 
 
 def test_untrusted_signer_passes_without_trust_fails_with(make_bundle: Callable[..., Bundle], stranger: SigningKey,
