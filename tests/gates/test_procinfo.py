@@ -1,0 +1,50 @@
+"""Naming processes from /proc: container ids from cgroups, and the fix commands."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from kit.gates.procinfo import container_of, describe, fix_commands, fix_text, short
+
+CID = "4b4b4b9c7510" + "a" * 52
+
+
+@pytest.mark.parametrize("cgroup", [
+    f"12:memory:/docker/{CID}\n",  # cgroup v1
+    f"0::/system.slice/docker-{CID}.scope\n",  # cgroup v2, systemd driver
+    f"0::/kubepods/besteffort/pod1/cri-containerd-{CID}.scope\n",
+])
+def test_container_of_reads_the_cgroup(tmp_path: Path, cgroup: str) -> None:
+    (tmp_path / "42").mkdir()
+    (tmp_path / "42" / "cgroup").write_text(cgroup)
+    found = container_of(42, proc=tmp_path)
+    assert found is not None and found["id"] == CID
+
+
+def test_host_process_has_no_container(tmp_path: Path) -> None:
+    (tmp_path / "42").mkdir()
+    (tmp_path / "42" / "cgroup").write_text("0::/user.slice/session-1.scope\n")
+    assert container_of(42, proc=tmp_path) is None
+    assert container_of(43, proc=tmp_path) is None  # gone
+
+
+def test_describe_self() -> None:
+    me = describe(os.getpid())
+    assert me["visible"] and me["pgid"] == os.getpgrp() and me["cmdline"] and me["name"]
+    assert short(me).startswith(f"PID {os.getpid()} {me['name']} (user ")
+
+
+def test_fix_commands() -> None:
+    in_container = {"pid": 10, "visible": True, "pgid": 10, "container": {"runtime": "docker", "id": CID}}
+    group = {"pid": 20, "visible": True, "pgid": 19, "container": None}
+    same_group = {"pid": 21, "visible": True, "pgid": 19, "container": None}
+    mine = {"pid": 30, "visible": True, "pgid": os.getpgrp(), "container": None}
+    hidden = {"pid": 40, "visible": False, "pgid": None, "container": None}
+    assert fix_commands([in_container, group, same_group, mine, hidden]) == [
+        "docker rm -f 4b4b4b9c7510", "kill -TERM -- -19", "kill -TERM 30"]
+    assert fix_text([hidden]) == "kit clean"
+    assert short(in_container | {"name": "python3", "user": "root"}) == (
+        "PID 10 python3 (user root, pgid 10, docker container 4b4b4b9c7510)")
