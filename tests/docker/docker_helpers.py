@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import uuid
@@ -10,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from kit.runtime import ServerSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE_IMAGE = os.environ.get("KIT_BASE_IMAGE", "kit-local/python:bookworm")
@@ -95,3 +98,37 @@ def run_once(client: Any, image: str, command: list[str]) -> tuple[int, str]:
         return code, c.logs().decode("utf-8", "replace")
     finally:
         c.remove(force=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def make_spec(tmp_path: Path, image: str, name: str, **kw: Any) -> ServerSpec:
+    port = kw.pop("port", None) or free_port()
+    values: dict[str, Any] = {
+        "name": f"kit-{SESSION_RUN}-{name}",
+        "arm": "baseline",
+        "command": ["python3", "-m", "kit.engine", "--host", "0.0.0.0", "--port", "8000", *ENGINE_ARGS],
+        "env": {"KIT_TEST": "1"},
+        "secret_env": {},
+        "host": "127.0.0.1",
+        "port": port,
+        "readiness_path": "/health",
+        "ready_timeout_s": 60.0,
+        "stop_grace_s": 5.0,
+        "log_path": tmp_path / f"{name}.log",
+        "labels": {"kit.run": SESSION_RUN, "kit.experiment": "pytest", "kit.arm": "baseline", "kit.repeat": "1",
+                   "kit.cell": "baseline-r1"},
+        "image": image,
+        "container_port": 8000,
+        "extra": {"ulimits": False},  # this sandbox's dockerd cannot raise RLIMIT_MEMLOCK (own test below)
+    }
+    values.update(kw)
+    return ServerSpec(**values)
+
+
+def names_left(client: Any, spec: ServerSpec) -> list[str]:
+    return [c.name for c in client.containers.list(all=True, filters={"name": spec.name})]

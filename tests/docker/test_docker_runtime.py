@@ -10,50 +10,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from docker_helpers import ENGINE_ARGS, SESSION_RUN
+from docker_helpers import make_spec, names_left
 
 from kit.errors import ExitCode, ServerError
-from kit.runtime import ServerSpec
 from kit.runtime.docker import ContainerExited, DockerRuntime, container_config
 
 pytestmark = pytest.mark.docker
 
 GPU_UUIDS = ["GPU-0a1b2c3d-0000-1111-2222-333344445555", "GPU-9f8e7d6c-6666-7777-8888-999900001111"]
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def make_spec(tmp_path: Path, image: str, name: str, **kw: Any) -> ServerSpec:
-    port = kw.pop("port", None) or free_port()
-    values: dict[str, Any] = {
-        "name": f"kit-{SESSION_RUN}-{name}",
-        "arm": "baseline",
-        "command": ["python3", "-m", "kit.engine", "--host", "0.0.0.0", "--port", "8000", *ENGINE_ARGS],
-        "env": {"KIT_TEST": "1"},
-        "secret_env": {},
-        "host": "127.0.0.1",
-        "port": port,
-        "readiness_path": "/health",
-        "ready_timeout_s": 60.0,
-        "stop_grace_s": 5.0,
-        "log_path": tmp_path / f"{name}.log",
-        "labels": {"kit.run": SESSION_RUN, "kit.experiment": "pytest", "kit.arm": "baseline", "kit.repeat": "1",
-                   "kit.cell": "baseline-r1"},
-        "image": image,
-        "container_port": 8000,
-        "extra": {"ulimits": False},  # this sandbox's dockerd cannot raise RLIMIT_MEMLOCK (own test below)
-    }
-    values.update(kw)
-    return ServerSpec(**values)
-
-
-def names_left(client: Any, spec: ServerSpec) -> list[str]:
-    return [c.name for c in client.containers.list(all=True, filters={"name": spec.name})]
 
 
 def chat_stream(base_url: str) -> list[dict[str, Any]]:
