@@ -1,0 +1,195 @@
+"""Measure kit's load generator against a server whose token timing is known.
+
+    .venv/bin/python benchmarks/loadgen.py [--levels 64,256,512,1024] [--waves 5] [--out DIR]
+
+For each concurrency level it starts ``benchmarks/sse_server.py`` (fixed TTFT and inter-token gap; it logs
+the instant it wrote every token, keyed by the request's X-Request-Id), runs one ``kit.load.run_level``
+against it and joins the client's records with the server's log, request by request:
+
+- achieved output tok/s (client tokens / level wall time) against the ideal C * N / (TTFT + (N-1) * ITL);
+- TTFT error per request: the client's TTFT minus the server's (first token written - request arrived),
+  i.e. request delivery delay plus first-chunk read delay;
+- ITL error per gap: the client's gap minus the server's gap between the same two tokens;
+- read lag per chunk: client arrival minus server write (both CLOCK_MONOTONIC on one host);
+- the client's CPU time per received token (all driver processes, from client.json), and whether the
+  level was flagged client-bound.
+
+With two or more usable cores the server is pinned to core 0 and the client (this process and the driver
+processes it starts) to core 1, as in the shared anchor measurements.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psutil
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from kit.load import LevelSpec, run_level  # noqa: E402
+
+SERVER = ROOT / "benchmarks" / "sse_server.py"
+
+
+def start_server(log: Path, ttft_ms: float, itl_ms: float, cpu: int) -> tuple[subprocess.Popen[str], int]:
+    cmd = [sys.executable, str(SERVER), "--port", "0", "--ttft-ms", str(ttft_ms), "--itl-ms", str(itl_ms),
+           "--log", str(log), "--cpu", str(cpu)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line.startswith("LISTENING"):
+        proc.kill()
+        raise SystemExit(f"server did not start: {line!r}")
+    return proc, int(line.split()[1])
+
+
+def stop_server(proc: subprocess.Popen[str]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def load_jsonl(path: Path) -> list[dict[str, Any]]:
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def pct(values: list[float] | np.ndarray, q: float) -> float:
+    arr = np.asarray(values, dtype=float)
+    return float(np.percentile(arr, q)) if arr.size else float("nan")
+
+
+def _cat(parts: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.zeros(0)
+
+
+def join(records: list[dict[str, Any]], server: list[dict[str, Any]]) -> dict[str, Any]:
+    by_rid = {s["rid"]: s for s in server}
+    ttft_err, itl_err, lag, cl_gaps, srv_gaps, srv_ttft = [], [], [], [], [], []
+    matched = 0
+    for r in records:
+        s = by_rid.get(r["rid"])
+        if s is None or r["error"] is not None or not r["chunk_ns"]:
+            continue
+        c = np.asarray(r["chunk_ns"], dtype=np.int64) + r["t_start_ns"]
+        w = np.asarray(s["send_ns"], dtype=np.int64)
+        if len(c) != len(w):
+            continue
+        matched += 1
+        srv_ttft.append((w[0] - s["arrival_ns"]) / 1e6)
+        ttft_err.append((r["ttft_ns"] - (w[0] - s["arrival_ns"])) / 1e6)
+        cg, sg = np.diff(c), np.diff(w)
+        cl_gaps.append(cg)
+        srv_gaps.append(sg)
+        itl_err.append((cg - sg) / 1e6)
+        lag.append((c - w) / 1e6)
+    cg_all, sg_all = _cat(cl_gaps) / 1e6, _cat(srv_gaps) / 1e6
+    itl_all, lag_all = _cat(itl_err), _cat(lag)
+    return {
+        "matched": matched,
+        "ttft_err_p50_ms": pct(ttft_err, 50), "ttft_err_p99_ms": pct(ttft_err, 99),
+        "server_ttft_p50_ms": pct(srv_ttft, 50),
+        "itl_err_p50_ms": pct(itl_all, 50), "itl_err_p99_ms": pct(itl_all, 99),
+        "itl_abs_err_p99_ms": pct(np.abs(itl_all), 99),
+        "client_itl_p50_ms": pct(cg_all, 50), "client_itl_p99_ms": pct(cg_all, 99),
+        "server_itl_p50_ms": pct(sg_all, 50), "server_itl_p99_ms": pct(sg_all, 99),
+        "read_lag_p50_ms": pct(lag_all, 50), "read_lag_p99_ms": pct(lag_all, 99),
+        "read_lag_max_ms": float(lag_all.max()) if lag_all.size else float("nan"),
+    }
+
+
+def run_point(conc: int, args: argparse.Namespace, out: Path, server_cpu: int) -> dict[str, Any]:
+    level_dir = out / f"c{conc}"
+    level_dir.mkdir(parents=True, exist_ok=True)
+    slog = level_dir / "server.jsonl"
+    slog.unlink(missing_ok=True)
+    proc, port = start_server(slog, args.ttft_ms, args.itl_ms, server_cpu)
+    sproc = psutil.Process(proc.pid)
+    try:
+        spec = LevelSpec(base_url=f"http://127.0.0.1:{port}", endpoint="chat", model="fake",
+                         concurrency=conc, requests=conc * args.waves, warmup_requests=conc,
+                         prompt_tokens=64, output_tokens=args.output_tokens, seed=1,
+                         request_timeout_s=120.0, processes=args.processes,
+                         tags={"arm": "bench", "repeat": 0, "level": conc})
+        cpu0 = sum(sproc.cpu_times()[:2])
+        res = run_level(spec, level_dir)
+        server_cpu_s = sum(sproc.cpu_times()[:2]) - cpu0
+    finally:
+        stop_server(proc)
+    client = json.loads(res.client_path.read_text())
+    joined = join(load_jsonl(res.records_path), load_jsonl(slog))
+    per_req_s = (args.ttft_ms + (args.output_tokens - 1) * args.itl_ms) / 1000
+    ideal = conc * args.output_tokens / per_req_s
+    cpu_s = sum(w["cpu_s"] for w in client["workers"])
+    return {
+        "concurrency": conc, "processes": res.processes, "ok": res.ok, "errors": res.errors,
+        "wall_s": res.wall_s, "tok_s": res.out_tokens / res.wall_s, "ideal_tok_s": ideal,
+        "pct_ideal": 100 * res.out_tokens / res.wall_s / ideal,
+        "cpu_us_per_token": 1e6 * cpu_s / max(res.out_tokens, 1),
+        "client_cpu_share": max(w["cpu_share"] for w in client["workers"]),
+        "lag_p99_ms": max(w["lag"]["p99_ms"] for w in client["workers"]),
+        "near_zero_share": max(w["itl"]["near_zero_share"] or 0 for w in client["workers"]),
+        "server_cpu_share": server_cpu_s / max(res.wall_s, 1e-9),
+        "client_bound": res.client_bound, "reasons": res.client_bound_reasons, **joined,
+    }
+
+
+def print_table(rows: list[dict[str, Any]]) -> None:
+    head = ("C", "tok/s", "ideal", "%", "TTFT err p50/p99", "ITL err p50/p99", "|ITL err| p99",
+            "read lag p50/p99", "srv ITL p50/p99", "CPU µs/tok", "cli CPU", "lag p99", "~0 gaps", "srv CPU",
+            "flagged")
+    print(" | ".join(head))
+    for r in rows:
+        print(" | ".join([
+            str(r["concurrency"]), f"{r['tok_s']:.0f}", f"{r['ideal_tok_s']:.0f}", f"{r['pct_ideal']:.1f}",
+            f"{r['ttft_err_p50_ms']:+.2f}/{r['ttft_err_p99_ms']:+.2f} ms",
+            f"{r['itl_err_p50_ms']:+.3f}/{r['itl_err_p99_ms']:+.2f} ms", f"{r['itl_abs_err_p99_ms']:.2f} ms",
+            f"{r['read_lag_p50_ms']:.2f}/{r['read_lag_p99_ms']:.2f} ms",
+            f"{r['server_itl_p50_ms']:.2f}/{r['server_itl_p99_ms']:.2f} ms", f"{r['cpu_us_per_token']:.1f}",
+            f"{r['client_cpu_share']:.0%}", f"{r['lag_p99_ms']:.1f} ms", f"{r['near_zero_share']:.1%}",
+            f"{r['server_cpu_share']:.0%}", "YES" if r["client_bound"] else "no"]))
+    for r in rows:
+        for reason in r["reasons"]:
+            print(f"  C={r['concurrency']}: {reason}")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--levels", default="64,256,512,1024")
+    p.add_argument("--waves", type=int, default=5, help="recorded requests = waves * concurrency")
+    p.add_argument("--ttft-ms", type=float, default=50.0)
+    p.add_argument("--itl-ms", type=float, default=20.0)
+    p.add_argument("--output-tokens", type=int, default=256)
+    p.add_argument("--processes", type=int, default=0)
+    p.add_argument("--out", default=str(ROOT / "results" / "loadgen-bench"))
+    args = p.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    server_cpu = -1
+    if len(os.sched_getaffinity(0)) >= 2:
+        server_cpu = min(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, set(os.sched_getaffinity(0)) - {server_cpu})  # drivers inherit this
+    rows = []
+    for conc in (int(x) for x in args.levels.split(",")):
+        t = time.time()
+        row = run_point(conc, args, out, server_cpu)
+        rows.append(row)
+        print(f"C={conc}: done in {time.time() - t:.0f} s", file=sys.stderr, flush=True)
+    (out / "results.json").write_text(json.dumps(rows, indent=1))
+    print_table(rows)
+
+
+if __name__ == "__main__":
+    main()

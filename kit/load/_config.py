@@ -1,0 +1,37 @@
+"""The JSON handed from ``run_level`` to one driver process (pure Python, both sides use it)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class DriverConfig:
+    worker: int                 # process index, 0-based
+    base_url: str
+    endpoint: str               # "chat" | "completions"
+    model: str
+    users: int                  # this process's share of the concurrency
+    requests: int               # this process's share of the recorded budget
+    warmup_requests: int        # this process's share of the warm-up
+    index_offset: int           # global index of this process's first recorded request (prompt choice)
+    warmup_index_offset: int    # same for warm-up requests (a range disjoint from recorded ones)
+    prompt_tokens: int
+    output_tokens: int
+    seed: int
+    request_timeout_s: float
+    records_path: str
+    tags: dict[str, str | int] = field(default_factory=dict)
+    wait_for_go: bool = False   # block after the warm-up until the parent writes "go" on stdin
+    progress_interval_s: float = 0.25
+    lag_probe_interval_s: float = 0.01
+    cpu_sample_interval_s: float = 0.5
+
+    def write(self, path: Path) -> None:
+        path.write_text(json.dumps(asdict(self), indent=1), encoding="utf-8")
+
+    @classmethod
+    def read(cls, path: Path) -> DriverConfig:
+        return cls(**json.loads(path.read_text(encoding="utf-8")))

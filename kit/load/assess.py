@@ -1,0 +1,85 @@
+"""Decide from a driver's self-monitoring whether the client, not the server, may have set the numbers.
+
+Pure functions over the ``stats`` dicts the driver prints at the end of a level (see ``kit.load.driver``).
+A level is flagged ``client_bound`` when any process:
+
+- used ``>= CPU_SHARE_LIMIT`` of one core over the level (a gevent process cannot use more than one);
+- had a scheduling-lag p99 above ``LAG_P99_LIMIT_MS`` (a greenlet that sleeps 10 ms and measures how late
+  it wakes: every timestamp taken in that process can be that late);
+- had a lag that grew over the level (last third's p99 well above the first third's);
+- read chunks in bursts: median inter-chunk gap below ``COLLAPSED_ITL_MS`` over many gaps, or more than
+  ``NEAR_ZERO_SHARE_LIMIT`` of all gaps near zero (several events taken from the socket in one read means
+  they waited in the kernel for the client).
+
+The thresholds come from ``benchmarks/loadgen.py`` against a server with known timing; the anchors in the
+shared reference say the same: CPU >= 85-90 % is where timing degrades, and when a client saturates its
+median ITL collapses to ~0 while throughput still looks fine.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+CPU_SHARE_LIMIT = 0.85
+LAG_P99_LIMIT_MS = 10.0
+LAG_GROWTH_FACTOR = 2.0
+LAG_GROWTH_MIN_MS = 3.0
+COLLAPSED_ITL_MS = 0.05
+NEAR_ZERO_SHARE_LIMIT = 0.10
+MIN_GAPS = 200
+
+
+def thresholds() -> dict[str, float]:
+    return {"cpu_share": CPU_SHARE_LIMIT, "lag_p99_ms": LAG_P99_LIMIT_MS,
+            "lag_growth_factor": LAG_GROWTH_FACTOR, "lag_growth_min_ms": LAG_GROWTH_MIN_MS,
+            "collapsed_median_itl_ms": COLLAPSED_ITL_MS, "near_zero_gap_share": NEAR_ZERO_SHARE_LIMIT,
+            "min_gaps": MIN_GAPS}
+
+
+def assess_worker(stats: dict[str, Any]) -> list[str]:
+    """Reasons (possibly none) why this process's measurements cannot be trusted."""
+    who = f"process {stats.get('worker', '?')}"
+    reasons: list[str] = []
+    cpu = stats.get("cpu_share") or 0.0
+    if cpu >= CPU_SHARE_LIMIT:
+        reasons.append(f"{who}: CPU {cpu:.0%} of one core over the level (limit {CPU_SHARE_LIMIT:.0%})")
+    reasons += _lag_reasons(who, stats.get("lag") or {})
+    reasons += _gap_reasons(who, stats.get("itl") or {})
+    return reasons
+
+
+def _lag_reasons(who: str, lag: dict[str, Any]) -> list[str]:
+    out: list[str] = []
+    p99 = lag.get("p99_ms") or 0.0
+    if p99 > LAG_P99_LIMIT_MS:
+        out.append(f"{who}: scheduling lag p99 {p99:.1f} ms (limit {LAG_P99_LIMIT_MS:g} ms)")
+    first, last = lag.get("first_third"), lag.get("last_third")
+    if first and last:
+        a, b = first["p99_ms"], last["p99_ms"]
+        if b > LAG_GROWTH_FACTOR * a and b - a > LAG_GROWTH_MIN_MS:
+            out.append(f"{who}: scheduling lag grew over the level (p99 {a:.1f} ms in the first third, "
+                       f"{b:.1f} ms in the last)")
+    return out
+
+
+def _gap_reasons(who: str, itl: dict[str, Any]) -> list[str]:
+    n = itl.get("gaps") or 0
+    if n < MIN_GAPS:
+        return []
+    out: list[str] = []
+    median = itl.get("median_ms")
+    if median is not None and median < COLLAPSED_ITL_MS:
+        out.append(f"{who}: median inter-chunk gap {median:.3f} ms over {n} gaps: chunks were read in "
+                   "bursts, the client could not keep up (or the server sends tokens in bursts)")
+    share = itl.get("near_zero_share") or 0.0
+    if share > NEAR_ZERO_SHARE_LIMIT:
+        out.append(f"{who}: {share:.0%} of {n} inter-chunk gaps are near zero (limit "
+                   f"{NEAR_ZERO_SHARE_LIMIT:.0%}): chunks waited in the socket for the client")
+    return out
+
+
+def assess(workers: list[dict[str, Any]]) -> list[str]:
+    reasons: list[str] = []
+    for stats in workers:
+        reasons += assess_worker(stats)
+    return reasons

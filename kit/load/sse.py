@@ -1,0 +1,70 @@
+"""Byte-level reading of OpenAI-style SSE events, cheap enough to run on every token.
+
+Content chunks are recognised on the raw bytes, without ``json.loads``: a chunk carries content when a
+``"content"`` / ``"reasoning_content"`` key (chat) or a ``"text"`` key (completions) holds a non-empty
+string. Inside a JSON string every quote is escaped, so the unescaped byte pattern ``content":"`` can only
+be a key. Only the rare chunks (usage, errors) are parsed as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+
+CHAT_KEY = b'content":'
+TEXT_KEY = b'"text":'
+_USAGE = (b'"usage":{', b'"usage": {')
+DONE = b"[DONE]"
+
+
+def content_key(endpoint: str) -> bytes:
+    return CHAT_KEY if endpoint == "chat" else TEXT_KEY
+
+
+def has_content(payload: bytes, key: bytes) -> bool:
+    """True when some value under ``key`` is a non-empty JSON string."""
+    n = len(key)
+    i = payload.find(key)
+    while i >= 0:
+        j = i + n
+        if payload.startswith(b" ", j):  # tolerate `"key": "value"` spacing
+            j = len(payload) - len(payload[j:].lstrip(b" "))
+        if payload.startswith(b'"', j) and not payload.startswith(b'""', j):
+            return True
+        i = payload.find(key, j)
+    return False
+
+
+def has_usage(payload: bytes) -> bool:
+    return _USAGE[0] in payload or _USAGE[1] in payload
+
+
+def parse_usage(payload: bytes) -> tuple[int | None, int | None]:
+    """(completion_tokens, prompt_tokens) from a chunk that carries a usage object."""
+    try:
+        usage = json.loads(payload).get("usage") or {}
+    except (ValueError, AttributeError):
+        return None, None
+    if not isinstance(usage, dict):
+        return None, None
+    comp, prompt = usage.get("completion_tokens"), usage.get("prompt_tokens")
+    return (comp if isinstance(comp, int) else None, prompt if isinstance(prompt, int) else None)
+
+
+def error_message(payload: bytes) -> str | None:
+    """A short message when an event reports an error mid-stream (sglang/vLLM style), else None."""
+    if b'"error"' not in payload and b'"object":"error"' not in payload:
+        return None
+    try:
+        obj = json.loads(payload)
+    except ValueError:
+        return "unparsable error event"
+    if not isinstance(obj, dict):
+        return None
+    err = obj.get("error")
+    if isinstance(err, dict):
+        return str(err.get("message") or err)[:200]
+    if err:
+        return str(err)[:200]
+    if obj.get("object") == "error":
+        return str(obj.get("message") or "error event")[:200]
+    return None

@@ -1,0 +1,106 @@
+"""The pure helpers of kit.load: SSE byte classification, prompts, the client-bound verdict, planning."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from kit.load import assess, auto_processes, sse
+from kit.load.prompts import BodyBuilder, PromptSource
+
+CHAT_TOKEN = (b'{"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":null,'
+              b'"content":" tok","reasoning_content":null},"finish_reason":null}],"usage":null}')
+CHAT_ROLE = b'{"id":"x","choices":[{"index":0,"delta":{"role":"assistant","content":""}}],"usage":null}'
+CHAT_REASONING = b'{"choices":[{"delta":{"content":null,"reasoning_content":"hmm"}}]}'
+CHAT_SPACED = b'{"choices": [{"delta": {"content": "hi"}}]}'
+CHAT_ESCAPED = b'{"model":"a\\"content\\":\\"b","choices":[{"delta":{"content":""}}]}'
+TEXT_TOKEN = b'{"choices":[{"index":0,"text":" tok","logprobs":{"text_offset":[1]}}]}'
+USAGE = b'{"choices":[],"usage":{"prompt_tokens":12,"completion_tokens":34,"total_tokens":46}}'
+
+
+@pytest.mark.parametrize(("payload", "key", "expected"), [
+    (CHAT_TOKEN, sse.CHAT_KEY, True),
+    (CHAT_ROLE, sse.CHAT_KEY, False),
+    (CHAT_REASONING, sse.CHAT_KEY, True),
+    (CHAT_SPACED, sse.CHAT_KEY, True),
+    (CHAT_ESCAPED, sse.CHAT_KEY, False),
+    (USAGE, sse.CHAT_KEY, False),
+    (TEXT_TOKEN, sse.TEXT_KEY, True),
+    (b'{"choices":[{"text":""}]}', sse.TEXT_KEY, False),
+    (CHAT_TOKEN, sse.TEXT_KEY, False),
+])
+def test_has_content(payload: bytes, key: bytes, expected: bool) -> None:
+    assert sse.has_content(payload, key) is expected
+
+
+def test_usage_and_errors() -> None:
+    assert sse.has_usage(USAGE) and not sse.has_usage(CHAT_TOKEN)
+    assert sse.parse_usage(USAGE) == (34, 12)
+    assert sse.parse_usage(b"not json") == (None, None)
+    assert sse.error_message(b'{"error":{"message":"out of memory","code":500}}') == "out of memory"
+    assert sse.error_message(b'{"object":"error","message":"bad"}') == "bad"
+    assert sse.error_message(CHAT_TOKEN) is None
+
+
+def test_prompts_are_deterministic_unique_and_sized() -> None:
+    a, b = PromptSource(seed=5, words=50), PromptSource(seed=5, words=50)
+    prompts = [a.prompt(i) for i in range(300)]
+    assert prompts == [b.prompt(i) for i in range(300)]
+    assert len(set(prompts)) == 300
+    assert all(len(p.split()) == 50 for p in prompts)
+    assert PromptSource(seed=6, words=50).prompt(3) != prompts[3]
+    assert PromptSource(seed=1, words=1).prompt(9) == "q9"
+
+
+@pytest.mark.parametrize("endpoint", ["chat", "completions"])
+def test_bodies_are_valid_json(endpoint: str) -> None:
+    body = json.loads(BodyBuilder(endpoint, 'we"ird/model', 77, PromptSource(1, 10)).body(4))
+    assert body["model"] == 'we"ird/model' and body["max_tokens"] == 77
+    assert body["ignore_eos"] is True and body["stream"] is True
+    assert body["stream_options"] == {"include_usage": True}
+    prompt = body["messages"][0]["content"] if endpoint == "chat" else body["prompt"]
+    assert len(prompt.split()) == 10
+
+
+def test_auto_processes() -> None:
+    assert auto_processes(64, cores=2) == 1
+    assert auto_processes(1024, cores=2) == 1      # one core left for everything else
+    assert auto_processes(1024, cores=16) == 4
+    assert auto_processes(300, cores=16) == 2
+    assert auto_processes(5000, cores=8) == 7
+    assert auto_processes(10, cores=1) == 1
+
+
+def _stats(**over: Any) -> dict[str, Any]:
+    stats: dict[str, Any] = {
+        "worker": 0, "cpu_share": 0.4,
+        "lag": {"p50_ms": 0.3, "p99_ms": 2.0, "max_ms": 4.0, "first_third": {"p50_ms": 0.3, "p99_ms": 2.0},
+                "last_third": {"p50_ms": 0.3, "p99_ms": 2.2}},
+        "itl": {"gaps": 10000, "median_ms": 20.0, "p99_ms": 22.0, "near_zero_share": 0.001},
+    }
+    stats.update(over)
+    return stats
+
+
+def test_assess_clean_level() -> None:
+    assert assess.assess([_stats(), _stats(worker=1)]) == []
+
+
+@pytest.mark.parametrize(("over", "needle"), [
+    ({"cpu_share": 0.93}, "CPU 93%"),
+    ({"lag": {"p50_ms": 3, "p99_ms": 25.0, "max_ms": 40}}, "lag p99 25.0 ms"),
+    ({"lag": {"p50_ms": 1, "p99_ms": 6.0, "max_ms": 9, "first_third": {"p50_ms": 0.3, "p99_ms": 1.0},
+              "last_third": {"p50_ms": 2, "p99_ms": 8.0}}}, "grew"),
+    ({"itl": {"gaps": 5000, "median_ms": 0.01, "p99_ms": 90, "near_zero_share": 0.6}}, "median inter-chunk gap"),
+    ({"itl": {"gaps": 5000, "median_ms": 19.0, "p99_ms": 90, "near_zero_share": 0.3}}, "near zero"),
+])
+def test_assess_flags(over: dict[str, Any], needle: str) -> None:
+    reasons = assess.assess([_stats(), _stats(worker=1, **over)])
+    assert reasons and all(r.startswith("process 1") for r in reasons)
+    assert any(needle in r for r in reasons), reasons
+
+
+def test_assess_ignores_gaps_of_tiny_levels() -> None:
+    assert assess.assess([_stats(itl={"gaps": 10, "median_ms": 0.0, "near_zero_share": 1.0})]) == []
