@@ -1,0 +1,105 @@
+"""Helpers for the OEA image tests: paths, apply.py as a module, the real sglang 0.5.23 sources."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+IMAGE_DIR = ROOT / "images" / "oea"
+APPLY = IMAGE_DIR / "apply.py"
+SGLANG_VERSION = "0.5.23"
+WHEEL_CACHE = Path(os.environ.get("KIT_TEST_CACHE", Path.home() / ".cache" / "kit-test"))
+# What apply.py reads or patches, plus the metadata that carries the version.
+TREE_FILES = (
+    "sglang/_version.py",
+    "sglang/srt/environ.py",
+    "sglang/srt/model_executor/forward_context.py",
+    "sglang/srt/layers/moe/topk.py",
+    f"sglang-{SGLANG_VERSION}.dist-info/METADATA",
+)
+TOPK = "sglang/srt/layers/moe/topk.py"
+CONTEXT = "sglang/srt/model_executor/forward_context.py"
+ENVIRON = "sglang/srt/environ.py"
+
+if str(IMAGE_DIR) not in sys.path:
+    sys.path.insert(0, str(IMAGE_DIR))
+
+
+def load_apply() -> ModuleType:
+    """A fresh copy of images/oea/apply.py as a module (tests may monkeypatch its tables)."""
+    spec = importlib.util.spec_from_file_location("kit_oea_apply", APPLY)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+def find_wheel() -> Path | None:
+    wheels = sorted(WHEEL_CACHE.glob(f"sglang-{SGLANG_VERSION}-*.whl"))
+    return wheels[0] if wheels else None
+
+
+def download_wheel() -> tuple[Path | None, str]:
+    """(the cached or freshly downloaded wheel or None, pip's complaint)."""
+    wheel = find_wheel()
+    if wheel is not None:
+        return wheel, ""
+    WHEEL_CACHE.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "-q", f"sglang=={SGLANG_VERSION}"]
+    proc = subprocess.run([*cmd, "-d", str(WHEEL_CACHE)], capture_output=True, text=True, check=False, timeout=600)
+    return find_wheel(), proc.stderr.strip()[-500:]
+
+
+def extract_tree(wheel: Path, dest: Path) -> Path:
+    """The files of TREE_FILES from ``wheel`` under ``dest`` (a site-packages-like directory)."""
+    with zipfile.ZipFile(wheel) as zf:
+        for name in TREE_FILES:
+            target = dest / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(zf.read(name))
+    return dest
+
+
+def run_apply(
+    *args: str | Path, env: dict[str, str] | None = None, python: str = sys.executable
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [python, str(APPLY), *map(str, args)], capture_output=True, text=True, check=False, timeout=300, env=env
+    )
+
+
+def reference(
+    rank: np.ndarray,
+    scores: np.ndarray,
+    k: int,
+    k0: int,
+    valid: np.ndarray,
+    *,
+    renormalize: bool = True,
+    scale: float | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """OEA written out plainly (rank by ``rank``, weigh by ``scores``): the spec the hook must meet."""
+    b, n = rank.shape
+    order = [sorted(range(n), key=lambda e, r=rank[i]: (-float(r[e]), e)) for i in range(b)]
+    active = {e for i in range(b) if valid[i] for e in order[i][:k0]}
+    ids = np.full((b, k), -1, dtype=np.int64)
+    weights = np.zeros((b, k), dtype=np.float64)
+    for i in range(b):
+        if not valid[i]:
+            continue
+        chosen = [e for e in order[i] if e in active][:k]
+        ids[i] = chosen + [order[i][0]] * (k - len(chosen))
+        w = np.array([float(scores[i, e]) for e in chosen])
+        if renormalize and w.sum() > 0:
+            w = w / w.sum()
+        weights[i, : len(chosen)] = w * (1.0 if scale is None else scale)
+    return ids, weights

@@ -1,0 +1,148 @@
+"""The OEA hook on a real GPU: no host syncs in eager mode, capture into a CUDA graph, replay with new data.
+
+Skipped without CUDA (CI has none). Run on a GPU machine with ``python -m pytest -m gpu tests/oea``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed")
+
+from kit_oea import oea  # noqa: E402
+from oea_helpers import reference  # noqa: E402
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+]
+
+N, K, TOP_K = 256, 8, 9  # GLM-5: 256 routed experts, top-8, one fused shared column
+
+
+def inputs(m: int, seed: int, device: str) -> dict[str, Any]:
+    gen = torch.Generator().manual_seed(seed)
+    logits = (torch.randn(m, N, generator=gen) * 2).to(torch.bfloat16)
+    ids = torch.randint(0, N, (m, TOP_K), generator=gen, dtype=torch.int32)
+    ids[:, K:] = N
+    ids[m // 3] = -1  # a row the router already masked
+    return {
+        "ids": ids.to(device),
+        "weights": torch.rand(m, TOP_K, generator=gen).to(device),
+        "logits": logits.to(device),
+        "bias": (torch.randn(N, generator=gen) * 0.3).to(device),
+        "ntnp": torch.tensor(m - 2, dtype=torch.int32).to(device),
+    }
+
+
+IMPLS = ["torch", "triton", "dispatch"]
+
+
+def hook(x: dict[str, Any], impl: str = "dispatch") -> None:
+    args = (x["ids"], x["weights"], x["logits"])
+    kwargs = {
+        "k0": 4,
+        "k": K,
+        "correction_bias": x["bias"],
+        "renormalize": True,
+        "routed_scaling_factor": 2.5,
+        "num_token_non_padded": x["ntnp"],
+    }
+    if impl == "triton":
+        from kit_oea import triton_oea
+
+        triton_oea.oea_reroute_triton_(*args, softmax=False, **kwargs)
+    elif impl == "torch":
+        oea.reroute_torch_(*args, scoring_func="sigmoid", **kwargs)
+    else:
+        oea.oea_reroute_(*args, scoring_func="sigmoid", **kwargs)
+
+
+def test_dispatch_takes_the_fused_path_on_cuda() -> None:
+    x = inputs(4, 0, "cuda")
+    assert oea.IMPL == "auto"
+    assert oea._fused_module(x["logits"], x["ids"], x["weights"], x["bias"]) is not None, oea._triton_error
+
+
+def check_against_spec(x: dict[str, Any], before: dict[str, Any]) -> None:
+    """The GPU's output against the plain-Python spec, fed the GPU's own scores (no cross-device rounding)."""
+    scores = torch.sigmoid(before["logits"].float())
+    rank = (scores + before["bias"]).cpu().numpy()
+    m = rank.shape[0]
+    valid = ((before["ids"][:, :K] >= 0).any(1) & (torch.arange(m, device="cuda") < before["ntnp"])).cpu().numpy()
+    ids, weights = reference(rank, scores.cpu().numpy(), K, 4, valid, scale=2.5)
+    assert np.array_equal(x["ids"][:, :K].cpu().numpy(), ids)
+    assert np.allclose(x["weights"][:, :K].cpu().numpy(), weights, rtol=0, atol=1e-6)
+    assert torch.equal(x["ids"][:, K:], before["ids"][:, K:])
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("m", [1, 16, 256, 1024])
+def test_eager_cuda_meets_the_spec_without_host_sync(m: int, impl: str) -> None:
+    x = inputs(m, 0, "cuda")
+    before = {key: value.clone() for key, value in x.items()}
+    hook({key: value.clone() for key, value in x.items()}, impl)  # compile / warm up outside the check
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        hook(x, impl)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    check_against_spec(x, before)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("m", [1, 16, 256])
+def test_captured_graph_replays_with_new_data(m: int, impl: str) -> None:
+    static = inputs(m, 0, "cuda")
+    fresh = {key: value.clone() for key, value in static.items()}
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        hook(fresh, impl)  # warm-up on a side stream, as sglang's graph runner does
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        hook(static, impl)
+    for seed in (1, 2):
+        new = inputs(m, seed, "cuda")
+        new["ntnp"].fill_(max(m - seed, 0))
+        before = {key: value.clone() for key, value in new.items()}
+        for key in static:
+            static[key].copy_(new[key])
+        graph.replay()
+        hook(new, impl)
+        torch.cuda.synchronize()
+        assert torch.equal(static["ids"], new["ids"]) and torch.equal(static["weights"], new["weights"])
+        check_against_spec(static, before)
+
+
+@pytest.mark.parametrize(("n", "softmax", "bias"), [(256, False, True), (128, True, False), (160, False, False)])
+def test_fused_kernels_agree_with_torch_ops(n: int, softmax: bool, bias: bool) -> None:
+    """Many random batches, both scorings, a non-power-of-two N: ids equal, weights within 1e-6."""
+    from kit_oea import triton_oea
+
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    rows = mismatched = 0
+    for m in (1, 3, 16, 64, 512):
+        for _ in range(10):
+            logits = torch.randn(m, n, device="cuda", generator=gen) * 2
+            corr = torch.randn(n, device="cuda", generator=gen) * 0.05 if bias else None
+            ids = torch.randint(0, n, (m, 9), device="cuda", dtype=torch.int32, generator=gen)
+            ids[m // 2, :4] = -1
+            a_ids, a_w, b_ids, b_w = ids.clone(), torch.zeros(m, 9, device="cuda"), ids.clone(), None
+            b_w = a_w.clone()
+            ntnp = torch.tensor(max(m - 1, 1), dtype=torch.int32, device="cuda")
+            kw = {"k0": 3, "k": 8, "correction_bias": corr, "renormalize": True, "routed_scaling_factor": None,
+                  "num_token_non_padded": ntnp}  # fmt: skip
+            oea.reroute_torch_(a_ids, a_w, logits, scoring_func="softmax" if softmax else "sigmoid", **kw)
+            triton_oea.oea_reroute_triton_(b_ids, b_w, logits, softmax=softmax, **kw)
+            same = (a_ids == b_ids).all(1)
+            rows += m
+            mismatched += int((~same).sum())
+            torch.testing.assert_close(a_w[same], b_w[same], rtol=0, atol=1e-6)
+            assert torch.equal(a_ids[:, 8:], ids[:, 8:]) and torch.equal(b_ids[:, 8:], ids[:, 8:])
+    assert mismatched == 0, f"{mismatched} of {rows} rows differ between the fused kernels and torch ops"
