@@ -1,0 +1,98 @@
+"""The hierarchical bootstrap on in-memory cells: coverage of a known effect, respect for the design, determinism."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from kit import stats
+from kit.stats import CellSample, LevelSamples, bootstrap_arm, compare_levels, reduce_records
+from tests.stats.synth import ArmModel, BundleSpec, _level_records
+
+LEVEL = 16
+
+
+def arm_cells(rng: np.random.Generator, model: ArmModel, k: int, cell_sd: float, requests: int = 64) -> list[CellSample]:
+    spec = BundleSpec(requests=requests, tokens=32)
+    out = []
+    for i in range(k):
+        mult = float(rng.lognormal(0.0, cell_sd))
+        lr = reduce_records(_level_records(rng, "x", i, LEVEL, model, mult, spec, 1000.0))
+        out.append(CellSample(f"c{i}", lr.matrix, stats.throughput(lr)[1] or 0.0))
+    return out
+
+
+def level(rng: np.random.Generator, itl: float, k: int = 3, cell_sd: float = 0.05) -> LevelSamples:
+    return LevelSamples(LEVEL, {"baseline": arm_cells(rng, ArmModel(), k, cell_sd),
+                                "oea": arm_cells(rng, ArmModel(itl_factor=itl), k, cell_sd)},
+                        {"baseline": False, "oea": False}, {})
+
+
+def itl_comparison(ls: LevelSamples, seed: int = 1) -> dict[str, Any]:
+    comps, m = compare_levels([ls], ["baseline", "oea"], "baseline", seed=seed, resamples=2000, confidence=0.95)
+    assert m == len(stats.TESTED)
+    return next(c for c in comps if c["metric"] == "itl_mean_ms")
+
+
+def test_interval_covers_a_known_effect() -> None:
+    """True ITL ratio 0.8 (per-cell multipliers have the same law in both arms): the intervals must cover it."""
+    rng = np.random.default_rng(42)
+    covered, widths = 0, []
+    runs = 30
+    for i in range(runs):
+        c = itl_comparison(level(rng, 0.8), seed=i)
+        lo, hi = c["ratio_ci"]
+        covered += lo <= 0.8 <= hi
+        widths.append(hi - lo)
+    assert covered >= runs - 1
+    assert float(np.median(widths)) < 0.4  # covers because it is honest, not because it is useless
+
+
+def test_hierarchical_interval_grows_with_between_cell_noise() -> None:
+    rng = np.random.default_rng(7)
+    quiet = itl_comparison(level(rng, 1.0, cell_sd=0.0))
+    noisy = itl_comparison(level(rng, 1.0, cell_sd=0.15))
+
+    def width(c: dict[str, Any]) -> float:
+        lo, hi = c["ratio_ci"]
+        return float(hi - lo)
+
+    assert width(noisy) > 2 * width(quiet)
+
+
+def test_request_only_fallback_with_one_cell() -> None:
+    rng = np.random.default_rng(3)
+    c = itl_comparison(level(rng, 0.8, k=1))
+    assert c["method"] == "requests_only" and c["df"] is None
+    assert "repeats could not be resampled" in str(c["verdict"])
+
+
+def test_two_stage_resampling_draws_cells() -> None:
+    """With cells of very different speed, the replicates spread like the cells, not like the requests."""
+    rng = np.random.default_rng(5)
+    cells = arm_cells(rng, ArmModel(), 3, cell_sd=0.3)
+    hier = bootstrap_arm(cells, stats.TESTED, 2000, np.random.default_rng(0), hierarchical=True)
+    flat = bootstrap_arm(cells, stats.TESTED, 2000, np.random.default_rng(0), hierarchical=False)
+    j = stats.TESTED.index(next(m for m in stats.TESTED if m.key == "itl_mean_ms"))
+    assert hier.replicates[:, j].std() > 3 * flat.replicates[:, j].std()
+    assert hier.observed[j] == pytest.approx(flat.observed[j])
+
+
+def test_bootstrap_is_deterministic_for_a_seed() -> None:
+    rng = np.random.default_rng(11)
+    cells = arm_cells(rng, ArmModel(), 3, cell_sd=0.05)
+    a = bootstrap_arm(cells, stats.TESTED, 500, np.random.default_rng(9), hierarchical=True)
+    b = bootstrap_arm(cells, stats.TESTED, 500, np.random.default_rng(9), hierarchical=True)
+    assert np.array_equal(a.replicates, b.replicates)
+
+
+def test_gather_batches_do_not_change_totals(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Splitting the request gathers into small batches gives the same per-replicate sums shape and means."""
+    rng = np.random.default_rng(13)
+    cells = arm_cells(rng, ArmModel(), 2, cell_sd=0.05)
+    monkeypatch.setattr(stats, "MAX_GATHER", 100)
+    small = bootstrap_arm(cells, stats.TESTED, 300, np.random.default_rng(1), hierarchical=True)
+    assert small.replicates.shape == (300, len(stats.TESTED))
+    assert np.isfinite(small.replicates).all()

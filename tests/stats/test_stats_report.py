@@ -1,0 +1,73 @@
+"""report.md (verdicts first), deterministic PNG plots, and the CLI's verdict lines."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kit.report import render_report, verdict_lines
+from kit.stats import summarize_bundle
+from tests.stats.synth import ArmModel, BundleSpec, make_bundle
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    spec = BundleSpec(arms={"baseline": ArmModel(), "oea": ArmModel(itl_factor=0.8, experts_factor=0.6)},
+                      cell_sd=0.02, seed=21, server_metrics=True, failed={"baseline-r3": "readiness timed out"},
+                      client_bound=frozenset({("oea-r1", 64)}))
+    root = make_bundle(tmp_path_factory.mktemp("report") / "bundle", spec)
+    return root, summarize_bundle(root)
+
+
+def test_report_starts_with_the_verdict_table(bundle: tuple[Path, dict[str, Any]]) -> None:
+    root, s = bundle
+    paths = render_report(root, s)
+    md = (root / "report.md").read_text(encoding="utf-8")
+    assert paths[0] == root / "report.md"
+    lines = [line for line in md.splitlines() if line.strip()]
+    assert lines[0].startswith("# demo: oea vs baseline")
+    assert lines[1] == "## Verdicts"
+    assert lines[2].startswith("| arm | concurrency | metric |")
+    verdicts = md.split("## Excluded cells")[0]
+    table = [line for line in verdicts.splitlines() if line.startswith("| oea |")]
+    assert len(table) == 20 + 4  # tested rows + descriptive unique-experts rows
+    assert any("oea faster by" in row and "TPOT mean" in row for row in table)
+    assert "CLIENT-BOUND" in md and "c=64" in md
+    assert "`baseline-r3` (failed): readiness timed out" in md
+    assert "## How the intervals were computed" in md
+    assert md.index("## Verdicts") < md.index("## Concurrency 1")
+
+
+def test_plots_exist_and_are_byte_identical(bundle: tuple[Path, dict[str, Any]], tmp_path: Path) -> None:
+    root, s = bundle
+    first = render_report(root, s)
+    pngs = [p for p in first if p.suffix == ".png"]
+    assert {p.name for p in pngs} == {"throughput.png", "latency.png", "experts.png"}
+    other = tmp_path / "again"
+    shutil.copytree(root, other)
+    shutil.rmtree(other / "plots")
+    second = render_report(other, s)
+    for a, b in zip(first, second, strict=True):
+        assert a.read_bytes() == b.read_bytes(), a.name
+        if a.suffix == ".png":
+            assert a.read_bytes().startswith(b"\x89PNG") and b"matplotlib" not in a.read_bytes()
+
+
+def test_no_experts_plot_without_server_metrics(tmp_path: Path) -> None:
+    root = make_bundle(tmp_path / "b", BundleSpec(seed=22, levels=(1, 4)))
+    paths = render_report(root, summarize_bundle(root))
+    assert {p.name for p in paths} == {"report.md", "throughput.png", "latency.png"}
+    assert "unique experts" not in (root / "report.md").read_text(encoding="utf-8").split("## Concurrency 1")[1]
+
+
+def test_verdict_lines(bundle: tuple[Path, dict[str, Any]]) -> None:
+    _, s = bundle
+    lines = verdict_lines(s)
+    assert lines[0].startswith("verdicts vs baseline: 20 tests, each interval at 99.75 %")
+    assert sum(1 for line in lines if line.startswith("  oea c=")) == 20
+    assert any("c=64" in line and "client-bound: not a clean result" in line for line in lines)
+    assert any(line.startswith("  WARNING: c=64 is client-bound") for line in lines)
+    assert any("excluded: cell baseline-r3" in line for line in lines)
