@@ -4,6 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.kit-installed
+TEST_STAMP := $(VENV)/.kit-test-extras
 
 .PHONY: demo test setup lint unit clean-venv
 
@@ -15,6 +16,12 @@ $(STAMP): pyproject.toml requirements.lock
 
 setup: $(STAMP)
 
+# Test-only extras: the CPU build of torch (for the OEA routing tests; it installs from the local
+# wheel file on these machines) and a Docker engine when none answers.
+$(TEST_STAMP): $(STAMP)
+	$(BIN)/python -m pip install -q torch==2.13.0
+	touch $(TEST_STAMP)
+
 ## Set everything up and run the embedded default experiment end to end (CPU only, no Docker).
 demo: setup
 	$(BIN)/kit verify experiments/demo.yaml
@@ -25,7 +32,7 @@ lint: setup
 	$(BIN)/mypy
 
 ## Set everything up (including a Docker engine when none answers) and run every test tier this machine supports.
-test: setup
+test: $(TEST_STAMP)
 	./scripts/ensure-docker
 	$(BIN)/ruff check kit tests benchmarks
 	$(BIN)/mypy

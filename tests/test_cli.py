@@ -55,9 +55,10 @@ def test_user_errors_have_no_traceback_and_debug_shows_it(tmp_path: Path) -> Non
     bad = tmp_path / "m.yaml"
     bad.write_text("name: [\n")
     cmd = [sys.executable, "-m", "kit", "validate", str(bad)]
-    p = subprocess.run(cmd, capture_output=True, text=True)
+    p = subprocess.run(cmd, capture_output=True, text=True, check=False)
     assert p.returncode == 3 and "Traceback" not in p.stderr and "Error:" in p.stderr
-    p = subprocess.run([sys.executable, "-m", "kit", "--debug", "plan", str(bad)], capture_output=True, text=True)
+    p = subprocess.run([sys.executable, "-m", "kit", "--debug", "plan", str(bad)], capture_output=True, text=True,
+                       check=False)
     assert p.returncode == 3 and "Traceback" in p.stderr
 
 
