@@ -93,7 +93,6 @@ def _service(lm: LoadedManifest, arm: Arm, base_dir: Path) -> dict[str, Any]:
         "environment": env,
         "ports": [f"{spec.host}:{spec.port}:{cport}"],
         "init": True,
-        "ulimits": dict(DEFAULT_ULIMITS),
         "stop_signal": "SIGTERM",
         "stop_grace_period": f"{int(spec.stop_grace_s)}s",
         "labels": {MANAGED_LABEL: "1", "kit.run": COMPOSE_TAG, "kit.experiment": m.name, "kit.arm": arm.name},
@@ -105,7 +104,8 @@ def _service(lm: LoadedManifest, arm: Arm, base_dir: Path) -> dict[str, Any]:
         svc["shm_size"] = spec.shm_size
     if spec.model_mount is not None:
         svc["volumes"] = [f"{spec.model_mount[0]}:{spec.model_mount[1]}:ro"]
-    if deploy is not None:
+    if deploy is not None:  # with GPUs, as kit does (kit.runtime.docker.ulimit_config)
+        svc["ulimits"] = dict(DEFAULT_ULIMITS)
         svc["deploy"] = deploy
     return svc
 

@@ -2,9 +2,10 @@
 
 Start: create, then start, a container labelled ``kit.managed=1`` plus the cell's ``kit.*`` labels,
 with ``init=True`` (docker-init as PID 1 forwards signals and reaps), the port published on exactly
-``spec.host:spec.port``, GPUs by device request, the model mounted read-only, and the memlock/stack
-ulimits sglang wants. When create or start fails, the created container is removed before
-ServerError is raised (a failed start leaves a container in state "created" otherwise).
+``spec.host:spec.port``, GPUs by device request, the model mounted read-only, and (with GPUs, or
+when ``spec.extra["ulimits"]`` says so) the memlock/stack ulimits sglang wants. When create or start
+fails, the created container is removed before ServerError is raised (a failed start leaves a
+container in state "created" otherwise).
 Ready: the readiness path is polled with backoff while a thread copies the container's output,
 secrets redacted, to the cell's log; an exit during start-up fails at once with the exit code,
 OOMKilled and the last log lines. Stop: SIGTERM, a grace period, SIGKILL, then the final state is
@@ -114,9 +115,14 @@ def gpu_config(gpus: list[str] | str | None) -> tuple[list[DeviceRequest], str]:
     return [DeviceRequest(device_ids=ids, capabilities=[["gpu"]])], ",".join(ids)
 
 
-def ulimit_config(extra: dict[str, Any]) -> list[Ulimit]:
-    """memlock unlimited and stack 64 MiB unless ``extra["ulimits"]`` is False or a {name: value} map."""
-    setting = extra.get("ulimits", True)
+def ulimit_config(extra: dict[str, Any], gpus: list[str] | str | None) -> list[Ulimit]:
+    """The ulimits sglang's GPU workers want (memlock unlimited, stack 64 MiB).
+
+    ``extra["ulimits"]``: True applies them, False none, a {name: value} map those; absent means
+    "with GPUs only": a CPU-only server does not need pinned memory, and some engines (this sandbox's
+    dockerd among them) cannot raise RLIMIT_MEMLOCK at all.
+    """
+    setting = extra.get("ulimits", gpus is not None)
     if setting is False:
         return []
     limits = DEFAULT_ULIMITS if setting is True else setting
@@ -135,8 +141,9 @@ def container_config(spec: ServerSpec) -> dict[str, Any]:
     device_requests, visible = gpu_config(spec.gpus)
     given = {**spec.env, **spec.secret_env}.get("NVIDIA_VISIBLE_DEVICES")
     if given is not None and given != visible:
+        shown = "***" if "NVIDIA_VISIBLE_DEVICES" in spec.secret_env else given
         raise ServerError(
-            f"{spec.name}: NVIDIA_VISIBLE_DEVICES={given!r} in the environment contradicts the GPUs requested "
+            f"{spec.name}: NVIDIA_VISIBLE_DEVICES={shown!r} in the environment contradicts the GPUs requested "
             f"({spec.gpus!r} -> {visible!r})",
             hint="leave NVIDIA_VISIBLE_DEVICES out of the manifest's env: kit sets it from the GPUs it assigns",
         )
@@ -152,7 +159,7 @@ def container_config(spec: ServerSpec) -> dict[str, Any]:
         "init": True,
         "auto_remove": False,
         "device_requests": device_requests,
-        "ulimits": ulimit_config(spec.extra),
+        "ulimits": ulimit_config(spec.extra, spec.gpus),
     }
     if spec.ipc_host:
         kwargs["ipc_mode"] = "host"  # the host's /dev/shm; shm_size would be ignored
@@ -184,7 +191,7 @@ def failure_hint(message: str, spec: ServerSpec) -> str:
         return (
             "the engine cannot apply the ulimits (memlock unlimited, stack 64 MiB) because its own hard limit is "
             "lower: give dockerd LimitMEMLOCK=infinity (systemd) or start it from a shell with `ulimit -l unlimited`"
-            "; without GPUs they can be turned off with ServerSpec.extra['ulimits']=False"
+            "; or turn them off with ServerSpec.extra['ulimits']=False (the default without GPUs)"
         )
     if "bind source path does not exist" in m or "no such file or directory" in m:
         return f"check the model directory (model.path) and the command: mount {spec.model_mount!r}"
@@ -291,7 +298,12 @@ class ContainerExited(ServerError):
 
 
 class DockerServer:
-    """One started container. ``stop`` is idempotent and confirms the container is gone."""
+    """One started container. ``stop`` is idempotent and confirms the container is gone.
+
+    When ``wait_ready`` or ``check_alive`` finds the container dead (or the deadline passed), it stops
+    and removes it before raising, so the error carries the final state and nothing is left; a later
+    ``stop`` returns the same StopInfo.
+    """
 
     def __init__(self, spec: ServerSpec, container: Any, client: Any) -> None:
         self.spec = spec
@@ -312,6 +324,9 @@ class DockerServer:
             self.container.reload()
         except NotFound:
             return None
+        except (DockerException, requests.RequestException) as e:
+            raise ServerError(f"lost the Docker engine while watching {self.spec.name}: {explanation(e)}",
+                              hint=f"`docker info`; then `kit clean` removes {self.spec.name} if it is left") from None
         self._inspect = dict(self.container.attrs)
         return dict(self._inspect.get("State") or {})
 

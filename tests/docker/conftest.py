@@ -9,8 +9,6 @@ a test creates carries ``kit.run=<this session's id>``; at the end of the sessio
 from __future__ import annotations
 
 import hashlib
-import shutil
-import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,11 +22,13 @@ from docker_helpers import (
     SITE,
     STANDIN_REPO,
     build_test_image,
+    dockerfile_only,
     existing_image,
     load_virtual,
     manifest_text,
     run_cmd,
     sglang_wheel,
+    standin_files,
     unavailable,
 )
 
@@ -83,45 +83,24 @@ def engine_image(client: Any, base_image: str, build_dir: Path) -> Any:
 
 
 @pytest.fixture(scope="session")
-def sglang_standin(client: Any, base_image: str, tmp_path_factory: pytest.TempPathFactory) -> str:
+def sglang_standin(client: Any, base_image: str) -> str:
     """The local base plus the real sglang 0.5.23 sources (from the PyPI wheel) in site-packages, a minimal
     dist-info so that the version reads 0.5.23, and an empty ``torch`` module (the real image has torch;
     kit_oea only needs to import). Cached by wheel and base."""
     wheel = sglang_wheel()
-    key = hashlib.sha256(f"{wheel.name}:{wheel.stat().st_size}:{base_image}:standin-v1".encode()).hexdigest()[:16]
+    key = hashlib.sha256(f"{wheel.name}:{wheel.stat().st_size}:{base_image}:standin-v2".encode()).hexdigest()[:16]
     tag = f"{STANDIN_REPO}:{SGLANG_VERSION}"
     found = existing_image(client, tag, key)
-    if found:
-        return found
-    ctx = tmp_path_factory.mktemp("standin")
-    site = ctx / "site"
-    with zipfile.ZipFile(wheel) as z:
-        z.extractall(site, [n for n in z.namelist() if n.startswith("sglang/")])
-    meta = site / f"sglang-{SGLANG_VERSION}.dist-info"
-    meta.mkdir()
-    (meta / "METADATA").write_text(f"Metadata-Version: 2.1\nName: sglang\nVersion: {SGLANG_VERSION}\n")
-    (site / "torch").mkdir()
-    (site / "torch" / "__init__.py").write_text('"""Empty stand-in: kit\'s test image has no torch."""\n')
-    (ctx / "Dockerfile").write_text(f"ARG BASE_IMAGE\nFROM ${{BASE_IMAGE}}\nCOPY site/ {SITE}/\n")
-    image_id = build_test_image(client, ctx, tag, key, base_image)
-    shutil.rmtree(ctx, ignore_errors=True)
-    return image_id
+    return found or build_test_image(client, standin_files(wheel, SGLANG_VERSION), tag, key, base_image)
 
 
 @pytest.fixture(scope="session")
-def sglang_standin_wrong(client: Any, sglang_standin: str, tmp_path_factory: pytest.TempPathFactory) -> str:
+def sglang_standin_wrong(client: Any, sglang_standin: str) -> str:
     """The stand-in, but its metadata claims sglang 0.5.22."""
     tag = f"{STANDIN_REPO}:0.5.22-claim"
     key = hashlib.sha256(f"{sglang_standin}:wrong-v1".encode()).hexdigest()[:16]
-    found = existing_image(client, tag, key)
-    if found:
-        return found
-    ctx = tmp_path_factory.mktemp("standin-wrong")
     old, new = f"{SITE}/sglang-{SGLANG_VERSION}.dist-info", f"{SITE}/sglang-0.5.22.dist-info"
-    (ctx / "Dockerfile").write_text(
-        "ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\n"
-        f"RUN mv {old} {new} && sed -i 's/^Version: .*/Version: 0.5.22/' {new}/METADATA\n"
-    )
-    return build_test_image(client, ctx, tag, key, sglang_standin)
-
-
+    dockerfile = ("ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\n"
+                  f"RUN mv {old} {new} && sed -i 's/^Version: .*/Version: 0.5.22/' {new}/METADATA\n")
+    found = existing_image(client, tag, key)
+    return found or build_test_image(client, dockerfile_only(dockerfile), tag, key, sglang_standin)

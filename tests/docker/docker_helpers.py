@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import io
 import os
 import socket
 import subprocess
 import sys
+import tarfile
+import tempfile
 import uuid
+import zipfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -77,16 +82,49 @@ def existing_image(client: Any, tag: str, key: str) -> str | None:
     return str(img.id) if img.labels.get("kit.test.key") == key else None
 
 
-def build_test_image(client: Any, context: Path, tag: str, key: str, base: str) -> str:
-    from docker.errors import BuildError
+def add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    info.mode = 0o644
+    tar.addfile(info, io.BytesIO(data))
 
-    try:
-        img, _ = client.images.build(path=str(context), tag=tag, buildargs={"BASE_IMAGE": base}, pull=False,
-                                     rm=True, forcerm=True, labels={"kit.test": "1", "kit.test.key": key},
-                                     use_config_proxy=False)
-    except BuildError as e:
-        pytest.fail(f"building {tag} failed: {e.msg}")
-    return str(img.id)
+
+def build_test_image(client: Any, files: Callable[[tarfile.TarFile], None], tag: str, key: str, base: str) -> str:
+    """Build a test image (labelled kit.test, not kit.managed) from a context tar written by ``files``."""
+    with tempfile.TemporaryFile() as f:
+        with tarfile.open(fileobj=f, mode="w") as tar:
+            files(tar)
+        f.seek(0)
+        stream = client.api.build(fileobj=f, custom_context=True, tag=tag, buildargs={"BASE_IMAGE": base},
+                                  pull=False, rm=True, forcerm=True, decode=True, use_config_proxy=False,
+                                  labels={"kit.test": "1", "kit.test.key": key})
+        log = []
+        for item in stream:
+            log.append(str(item.get("stream") or item.get("error") or ""))
+            if "error" in item:
+                pytest.fail(f"building {tag} failed: {item['error']}\n{''.join(log[-20:])}")
+    return str(client.images.get(tag).id)
+
+
+def standin_files(wheel: Path, version: str) -> Callable[[tarfile.TarFile], None]:
+    """The stand-in's context: the wheel's sglang/ under site/, a minimal dist-info, an empty torch."""
+
+    def write(tar: tarfile.TarFile) -> None:
+        add_bytes(tar, "Dockerfile", f"ARG BASE_IMAGE\nFROM ${{BASE_IMAGE}}\nCOPY site/ {SITE}/\n".encode())
+        with zipfile.ZipFile(wheel) as z:
+            for member in z.infolist():
+                if member.filename.startswith("sglang/") and not member.is_dir():
+                    with z.open(member) as src:
+                        add_bytes(tar, f"site/{member.filename}", src.read())
+        meta = f"Metadata-Version: 2.1\nName: sglang\nVersion: {version}\n".encode()
+        add_bytes(tar, f"site/sglang-{version}.dist-info/METADATA", meta)
+        add_bytes(tar, "site/torch/__init__.py", b'"""Empty stand-in: kit\'s test image has no torch."""\n')
+
+    return write
+
+
+def dockerfile_only(text: str) -> Callable[[tarfile.TarFile], None]:
+    return lambda tar: add_bytes(tar, "Dockerfile", text.encode())
 
 
 def run_once(client: Any, image: str, command: list[str]) -> tuple[int, str]:
@@ -124,7 +162,7 @@ def make_spec(tmp_path: Path, image: str, name: str, **kw: Any) -> ServerSpec:
                    "kit.cell": "baseline-r1"},
         "image": image,
         "container_port": 8000,
-        "extra": {"ulimits": False},  # this sandbox's dockerd cannot raise RLIMIT_MEMLOCK (own test below)
+        "extra": {},  # no GPUs: no ulimits (this sandbox's dockerd cannot raise RLIMIT_MEMLOCK)
     }
     values.update(kw)
     return ServerSpec(**values)

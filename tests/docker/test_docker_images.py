@@ -120,7 +120,7 @@ def test_placeholder_digest_is_refused_before_any_build(tmp_path: Path) -> None:
 
 def test_unpinned_base_is_refused_unless_allowed(client: Any, base_image: str, build_dir: Path) -> None:
     arms = ('  - name: a\n    image: {context: images/engine, base: "kit-local/python:bookworm"}\n'
-            "  - name: b\n    image: {context: images/engine, base_arm: a}\n")
+            "  - name: b\n    image: {context: images/sglang, base_arm: a}\n")
     lm = load_virtual(manifest_text("pytest-unpinned", arms), allow_unpinned=True)
     with pytest.raises(ImageBuildError, match="not pinned by digest") as err:
         build_images(lm, run_id="x", log_dir=build_dir / "unpinned", allow_unpinned=False, client=client)

@@ -56,6 +56,7 @@ def test_engine_image_serves_a_streaming_chat(client: Any, engine_image: Any, tm
         assert attrs["HostConfig"]["PortBindings"] == {"8000/tcp": [{"HostIp": "127.0.0.1", "HostPort": str(spec.port)}]}
         assert "NVIDIA_VISIBLE_DEVICES=void" in attrs["Config"]["Env"]
         assert not attrs["HostConfig"]["DeviceRequests"]
+        assert not attrs["HostConfig"]["Ulimits"]  # no GPUs: no memlock/stack ulimits by default
     finally:
         info = server.stop()
     assert info.signal == "SIGTERM" and info.exit_code == 0, info
@@ -108,7 +109,7 @@ def test_killed_container_is_detected_by_check_alive(client: Any, engine_image: 
 def test_oom_kill_is_reported(client: Any, engine_image: Any, tmp_path: Path) -> None:
     cmd = ["python3", "-c", "print('allocating', flush=True); x = bytearray(512 << 20)"]
     spec = make_spec(tmp_path, engine_image.image_id, "oom", command=cmd,
-                     extra={"ulimits": False, "mem_limit": "48m"})
+                     extra={"mem_limit": "48m"})
     server = DockerRuntime(client).start(spec)
     with pytest.raises(ContainerExited) as err:
         server.wait_ready()
@@ -154,6 +155,8 @@ def test_created_container_names_the_requested_gpus(client: Any, engine_image: A
         (req,) = container.attrs["HostConfig"]["DeviceRequests"]
         assert (req["DeviceIDs"] or []) == ids and req["Count"] == count and req["Capabilities"] == [["gpu"]]
         assert f"NVIDIA_VISIBLE_DEVICES={visible}" in container.attrs["Config"]["Env"]
+        limits = {u["Name"]: (u["Soft"], u["Hard"]) for u in container.attrs["HostConfig"]["Ulimits"]}
+        assert limits == {"memlock": (-1, -1), "stack": (67108864, 67108864)}  # with GPUs: on by default
     finally:
         container.remove(force=True)
 
@@ -179,7 +182,8 @@ def test_busy_host_port_fails_naming_the_port(client: Any, engine_image: Any, tm
 
 def test_default_ulimits_applied_or_failure_surfaced(client: Any, engine_image: Any, tmp_path: Path) -> None:
     cmd = ["sh", "-c", "ulimit -l; ulimit -s; sleep 600"]
-    spec = make_spec(tmp_path, engine_image.image_id, "ulimits", command=cmd, extra={}, stop_grace_s=1.0)
+    spec = make_spec(tmp_path, engine_image.image_id, "ulimits", command=cmd, extra={"ulimits": True},
+                     stop_grace_s=1.0)
     try:
         server = DockerRuntime(client).start(spec)
     except ServerError as e:  # e.g. this sandbox: dockerd's own memlock hard limit is 8 MiB
