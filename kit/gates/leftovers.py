@@ -2,8 +2,8 @@
 
 Containers are found by their ``kit.run`` label; process-runtime servers by the records the process
 runtime keeps in ``state_dir()`` (one JSON file per live server). A record whose process group is gone
-is stale: it is deleted, and the evidence says so. Servers of the current run (``run_id``) fail only
-the "after" phase, whose purpose is to prove that the stop left nothing behind.
+is stale: it is deleted, and the evidence says so. Before a start any live kit server
+blocks; after a stop only this run's own (the "after" gate proves the stop left nothing behind).
 """
 
 from __future__ import annotations
@@ -23,8 +23,15 @@ RUN_LABEL = "kit.run"
 
 
 def _counts(item_run: str | None, run_id: str | None, phase: str) -> bool:
-    """Whether a live server of run ``item_run`` fails this phase."""
-    return run_id is None or item_run != run_id or phase == "after"
+    """Whether a live server of run ``item_run`` fails this phase.
+
+    Before a start (and for the doctor) any live kit server blocks. After a stop the gate proves that
+    *this* run left nothing behind; a server of another run that appeared meanwhile is recorded as
+    evidence and blocks the next start instead.
+    """
+    if phase == "after" and run_id is not None:
+        return item_run == run_id
+    return True
 
 
 def _list_kit_containers(client: Any | None) -> tuple[list[dict[str, Any]] | None, str | None]:
@@ -58,8 +65,8 @@ def check_containers(m: Manifest, *, run_id: str | None, phase: str, client: Any
     blocking = [c for c in found if _counts(c["run"], run_id, phase)]
     evidence = {"found": found, "blocking": [c["id"] for c in blocking], "run_id": run_id}
     if not blocking:
-        note = f" ({len(found)} of this run)" if found else ""
-        return timer.check(CONTAINERS, True, f"no running kit container of another run{note}", None, evidence)
+        note = f" ({len(found)} running, not blocking in phase {phase})" if found else ""
+        return timer.check(CONTAINERS, True, f"no blocking kit container{note}", None, evidence)
     names = ", ".join(f"{c['name']} ({c['id'][:12]}, run {c['run']}, cell {c['cell']})" for c in blocking)
     ids = " ".join(c["id"][:12] for c in blocking)
     return timer.check(CONTAINERS, False, f"{len(blocking)} kit container(s) still running: {names}",
@@ -106,7 +113,7 @@ def check_process_groups(*, run_id: str | None, phase: str, directory: Path | No
                 "blocking": [g["pgid"] for g in blocking], "run_id": run_id}
     removed = f"; removed {len(stale)} stale record(s) of group(s) already gone" if stale else ""
     if not blocking:
-        return timer.check(PROCESSES, True, f"no live kit server process group of another run{removed}",
+        return timer.check(PROCESSES, True, f"no blocking kit server process group{removed}",
                            None, evidence)
     parts = [
         f"process group {g['pgid']} (run {g.get('run_id')}, cell {g.get('cell')}, started {g.get('started')}): "

@@ -38,12 +38,15 @@ def test_live_group_of_another_run_fails_then_passes_once_killed(state_home: Pat
     assert check.evidence["stale"][0]["pgid"] == server.pid and check.evidence["stale"][0]["removed"] is True
 
 
-def test_own_run_counts_only_after_a_stop(state_home: Path) -> None:
+def test_own_run_blocks_before_and_after_other_runs_only_before(state_home: Path) -> None:
     server = subprocess.Popen(["sleep", "600"], start_new_session=True)
     try:
         write_record(state_home, server.pid, run_id="this-run")
-        assert check_process_groups(run_id="this-run", phase="before").ok
+        assert not check_process_groups(run_id="this-run", phase="before").ok
         assert not check_process_groups(run_id="this-run", phase="after").ok
+        assert not check_process_groups(run_id="other-run", phase="before").ok
+        after = check_process_groups(run_id="other-run", phase="after")
+        assert after.ok and after.evidence["live"]  # recorded as evidence, blocks the next start instead
         assert not check_process_groups(run_id=None, phase="doctor").ok  # doctor: everything counts
     finally:
         os.killpg(server.pid, signal.SIGKILL)
@@ -86,11 +89,13 @@ def test_container_of_another_run_fails() -> None:
     assert client.calls == [{"label": "kit.run"}]
 
 
-def test_container_of_this_run_fails_only_after_a_stop() -> None:
+def test_container_of_this_run_blocks_always_of_another_run_not_after_a_stop() -> None:
     client = FakeDocker([_kit_container("this")])
     m = make_manifest(runtime="docker")
-    assert check_containers(m, run_id="this", phase="before", client=client).ok
+    assert not check_containers(m, run_id="this", phase="before", client=client).ok
     assert not check_containers(m, run_id="this", phase="after", client=client).ok
+    assert not check_containers(m, run_id="other", phase="before", client=client).ok
+    assert check_containers(m, run_id="other", phase="after", client=client).ok
 
 
 def test_docker_unreachable_is_skipped_for_the_process_runtime(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
