@@ -37,7 +37,9 @@ def _fmt(x: Any, unit: str = "") -> str:
 
 
 def _ratio(x: float | None) -> str:
-    return "–" if x is None else f"{x:.3f}"
+    if x is None:
+        return "–"
+    return "≥1000" if x >= 1000 else f"{x:.3g}" if x >= 10 else f"{x:.3f}"
 
 
 def _ratio_ci(ci: Sequence[float] | None) -> str:

@@ -698,6 +698,9 @@ def _status(client_bound: bool, significant: bool) -> str:
 
 
 def _num(x: float) -> str:
+    """A percentage with one decimal; beyond +/-1000 % only the bound is meaningful (few repeats)."""
+    if math.isfinite(x) and abs(x) >= 1000:
+        return "≥1000" if x > 0 else "≤−1000"
     return f"{x:.1f}".replace("-", "−")
 
 
@@ -820,6 +823,8 @@ def _cells(root: Path, plan: Mapping[str, Any]) -> list[_CellInfo]:
             status, reason = "missing", "no cell.json: the cell never ran"
         else:
             status, reason = str(meta.get("status", "unknown")), meta.get("reason")
+            if reason is None and status == "running":
+                reason = "the cell did not finish (interrupted or still running)"
         out.append(_CellInfo(cid, str(c["arm"]), int(c["repeat"]), int(c.get("index", len(out))), status,
                              None if reason is None else str(reason)))
     return out

@@ -143,3 +143,8 @@ def test_verdict_client_bound_and_single_cell() -> None:
 def test_clean_rounds_and_removes_nan() -> None:
     out = stats.clean({"a": 1.23456789, "b": [np.float64(2.0) / 3, math.nan], "c": np.int64(3), "d": -0.0})
     assert out == {"a": 1.23457, "b": [0.666667, None], "c": 3, "d": 0.0}
+
+
+def test_verdict_caps_uninformative_bounds() -> None:
+    text = verdict_text("oea", LATENCY, 0.44, (1e-5, 1.8e6), client_bound=False)
+    assert text == "no significant difference (−56.0 % [−100.0, ≥1000])"
