@@ -258,3 +258,28 @@ def gpu_temperatures(probe: GpuProbe, indices: list[int]) -> dict[str, Any]:
     finally:
         probe.shutdown()
 
+
+
+def git_info(directory: Path) -> dict[str, Any] | None:
+    """The git commit of the repository holding ``directory`` (the manifest's), or None outside git."""
+    import subprocess
+
+    def git(*args: str) -> str | None:
+        try:
+            p = subprocess.run(["git", "-C", str(directory), *args], capture_output=True, text=True, timeout=10,
+                               check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return p.stdout.strip() if p.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    if commit is None:
+        return None
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {
+        "commit": commit,
+        "dirty": bool(status),
+        "dirty_files": status.splitlines()[:50] if status else [],
+        "branch": git("rev-parse", "--abbrev-ref", "HEAD"),
+        "toplevel": git("rev-parse", "--show-toplevel"),
+    }

@@ -247,7 +247,7 @@ class Experiment:
             from kit.nvml import NvmlProbe
 
             env["gpus"] = envinfo.capture_gpus(NvmlProbe())
-        env["git"] = envinfo.git_info(project_root(self.lm.path)) if hasattr(envinfo, "git_info") else None
+        env["git"] = envinfo.git_info(project_root(self.lm.path))
         return env
 
     # ---- gates

@@ -1,0 +1,137 @@
+"""`kit compare A B`: what differs between two bundles' setups, and how their figures moved (B / A).
+
+This compares *runs* (the same experiment on two machines, two days, two kit versions); the A/B
+verdicts between *arms* inside one run are in each bundle's report. Figures come from each
+bundle's summary.json, which `kit verify` recomputes from the records.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from kit.errors import BundleError
+
+FIGURES: list[tuple[str, str, bool]] = [  # (label, path in an arm_levels entry, higher is better)
+    ("out tok/s", "throughput_tok_s", True),
+    ("req/s", "throughput_req_s", True),
+    ("TTFT p50 ms", "ttft_ms.p50", False),
+    ("TPOT p50 ms", "tpot_ms.p50", False),
+    ("ITL p50 ms", "itl_ms.p50", False),
+    ("E2E p50 ms", "e2e_ms.p50", False),
+    ("experts/step", "server.unique_experts_per_step", False),
+]
+
+SETUP: list[tuple[str, str, str]] = [  # (label, file, dotted path)
+    ("manifest sha256", "provenance", "manifest"),
+    ("kit version", "run.json", "kit_version"),
+    ("trust", "run.json", "trust.signers"),
+    ("flags", "run.json", "flags"),
+    ("git commit", "environment.json", "git.commit"),
+    ("host CPU", "environment.json", "host.cpu.model"),
+    ("cores", "environment.json", "host.cpu.usable_cores"),
+    ("kernel", "environment.json", "host.kernel.release"),
+    ("python", "environment.json", "host.python.version"),
+    ("packages", "environment.json", "host.packages"),
+    ("GPU driver", "environment.json", "gpus.driver_version"),
+    ("GPUs", "environment.json", "gpus.devices"),
+    ("runtime", "environment.json", "runtime"),
+    ("images", "images.json", ""),
+]
+
+
+def _load(root: Path, name: str) -> Any:
+    p = root / name
+    if not p.exists():
+        return None
+    try:
+        return json.loads(p.read_text())
+    except json.JSONDecodeError as e:
+        raise BundleError(f"{p}: not valid JSON ({e})", hint=f"run `kit verify {root}`") from None
+
+
+def _get(obj: Any, dotted: str) -> Any:
+    for part in [p for p in dotted.split(".") if p]:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(part)
+    return obj
+
+
+def _manifest_digest(root: Path) -> str | None:
+    import hashlib
+
+    p = root / "manifest.yaml"
+    return hashlib.sha256(p.read_bytes()).hexdigest() if p.exists() else None
+
+
+def _setup(root: Path) -> dict[str, Any]:
+    files = {name: _load(root, name) for name in ("run.json", "environment.json", "images.json")}
+    out: dict[str, Any] = {}
+    for label, name, dotted in SETUP:
+        out[label] = _manifest_digest(root) if name == "provenance" else _get(files[name], dotted)
+    return out
+
+
+def _figures(summary: dict[str, Any]) -> dict[tuple[str, int], dict[str, Any]]:
+    out: dict[tuple[str, int], dict[str, Any]] = {}
+    for entry in summary.get("arm_levels", []):
+        key = (str(entry.get("arm")), int(entry.get("level", 0)))
+        vals: dict[str, Any] = {path: _get(entry, path) for _, path, _ in FIGURES}
+        vals["client_bound"] = bool(entry.get("client_bound"))
+        out[key] = vals
+    return out
+
+
+def compare_bundles(a: Path, b: Path) -> dict[str, Any]:
+    for root in (a, b):
+        if not (root / "run.json").exists():
+            raise BundleError(f"{root} is not a kit bundle (no run.json)")
+        if not (root / "summary.json").exists():
+            raise BundleError(f"{root} has no summary.json", hint=f"run `kit report {root}`")
+    sa, sb = _setup(a), _setup(b)
+    setup = [{"what": k, "a": sa[k], "b": sb[k], "same": sa[k] == sb[k]} for k in sa]
+    fa, fb = _figures(_load(a, "summary.json")), _figures(_load(b, "summary.json"))
+    rows = []
+    for key in sorted(set(fa) | set(fb)):
+        va, vb = fa.get(key), fb.get(key)
+        for label, path, higher in FIGURES:
+            x = va.get(path) if va else None
+            y = vb.get(path) if vb else None
+            if x is None and y is None:
+                continue
+            ratio = y / x if isinstance(x, (int, float)) and isinstance(y, (int, float)) and x else None
+            rows.append({
+                "arm": key[0], "level": key[1], "figure": label, "a": x, "b": y, "ratio_b_over_a": ratio,
+                "higher_is_better": higher,
+                "client_bound": bool((va or {}).get("client_bound") or (vb or {}).get("client_bound")),
+            })
+    return {"a": str(a), "b": str(b), "setup": setup, "figures": rows}
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    text = json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else str(v)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def render_comparison(result: dict[str, Any]) -> list[str]:
+    lines = [f"A: {result['a']}", f"B: {result['b']}", "", "setup:"]
+    for s in result["setup"]:
+        mark = "same" if s["same"] else "DIFFERS"
+        lines.append(f"  {s['what']:<16} {mark:<8} " + (_fmt(s["a"]) if s["same"] else f"A={_fmt(s['a'])}  "
+                                                          f"B={_fmt(s['b'])}"))
+    lines += ["", f"{'arm':<12}{'c':>6}  {'figure':<14}{'A':>12}{'B':>12}{'B/A':>9}"]
+    for r in result["figures"]:
+        ratio = f"{r['ratio_b_over_a']:.3f}" if r["ratio_b_over_a"] is not None else "-"
+        flag = "  client-bound" if r["client_bound"] else ""
+        lines.append(f"{r['arm']:<12}{r['level']:>6}  {r['figure']:<14}{_fmt(r['a']):>12}{_fmt(r['b']):>12}"
+                     f"{ratio:>9}{flag}")
+    lines.append("")
+    lines.append("B/A is a plain ratio of the two runs' pooled figures, without a confidence interval; the "
+                 "A/B verdicts between arms are in each bundle's report.md.")
+    return lines
