@@ -132,7 +132,7 @@ def _chunk(event: bytes) -> bytes:
 
 
 def _sse(obj: dict[str, object]) -> bytes:
-    return _chunk(b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n")
+    return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
 
 
 def _chat_chunk(rid: str, model: str, content: str | None, role: str | None, finish: str | None) -> bytes:
@@ -148,9 +148,8 @@ def _text_chunk(rid: str, model: str, text: str, finish: str | None) -> bytes:
                  "choices": [choice], "usage": None})
 
 
-def _usage_chunk(rid: str, model: str, prompt_tokens: int, completion_tokens: int) -> bytes:
-    usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-             "total_tokens": prompt_tokens + completion_tokens}
+def _usage_event(rid: str, model: str) -> bytes:
+    usage = {"prompt_tokens": "@PT@", "completion_tokens": "@CT@"}
     return _sse({"id": rid, "object": "chat.completion.chunk", "created": 0, "model": model,
                  "choices": [], "usage": usage})
 
@@ -165,11 +164,36 @@ def _prompt_words(body: dict[str, object]) -> int:
     return len(text.split())
 
 
+_HEAD_200 = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+             b"Transfer-Encoding: chunked\r\n\r\n")
+
+
+def _fill(template: bytes, rid: bytes) -> bytes:
+    """An SSE event template with the request id put in, framed as one HTTP chunk."""
+    return _chunk(template.replace(b"@RID@", rid))
+
+
 class Server:
     def __init__(self, cfg: Config) -> None:
         self.cfg = cfg
         self.wheel = Wheel(cfg)
         self.count = 0
+        self._templates: dict[tuple[bool, str], tuple[bytes, bytes, bytes, bytes]] = {}
+
+    def templates(self, chat: bool, model: str) -> tuple[bytes, bytes, bytes, bytes]:
+        """(first, token, last, usage) events, unframed, with @RID@ (and @PT@/@CT@) placeholders."""
+        key = (chat, model)
+        if key not in self._templates:
+            rid = "@RID@"
+            if chat:
+                events = (_chat_chunk(rid, model, "", "assistant", None), _chat_chunk(rid, model, " tok", None, None),
+                          _chat_chunk(rid, model, " tok", None, "length"))
+            else:
+                events = (_text_chunk(rid, model, "", None), _text_chunk(rid, model, " tok", None),
+                          _text_chunk(rid, model, " tok", "length"))
+            usage = _usage_event(rid, model).replace(b'"@PT@"', b"@PT@").replace(b'"@CT@"', b"@CT@")
+            self._templates[key] = (*events, usage)
+        return self._templates[key]
 
     def log(self, s: Stream, status: int) -> None:
         if self.cfg.log is None:
@@ -250,18 +274,15 @@ class HttpProtocol(asyncio.Protocol):
         n = int(str(req.get("max_tokens") or req.get("max_completion_tokens") or 16))
         opts = req.get("stream_options")
         usage = isinstance(opts, dict) and bool(opts.get("include_usage"))
-        head = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
-                b"Transfer-Encoding: chunked\r\n\r\n")
-        if chat:
-            token = _chat_chunk(rid, model, " tok", None, None)
-            last = _chat_chunk(rid, model, " tok", None, "length")
-            first = _chat_chunk(rid, model, "", "assistant", None) if cfg.empty_first_chunk else b""
-        else:
-            token = _text_chunk(rid, model, " tok", None)
-            last = _text_chunk(rid, model, " tok", "length")
-            first = _text_chunk(rid, model, "", None) if cfg.empty_first_chunk else b""
-        tail = _usage_chunk(rid, model, _prompt_words(req), n) if usage else b""
+        first, token, last, usage_tpl = self.server.templates(chat, model)
+        rid_b = rid.encode()
+        token, last = _fill(token, rid_b), _fill(last, rid_b)
+        first = _fill(first, rid_b) if cfg.empty_first_chunk else b""
+        tail = b""
+        if usage:
+            tail = _fill(usage_tpl.replace(b"@PT@", b"%d" % _prompt_words(req)).replace(b"@CT@", b"%d" % n), rid_b)
         tail += _chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n"
+        head = _HEAD_200
         self.transport.write(head + first)
         if n <= 0:
             self.transport.write(tail)
