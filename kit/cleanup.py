@@ -153,3 +153,16 @@ def remove_images(client: Any, labels: list[str] | None = None) -> tuple[list[st
             break
     kept = [f"{', '.join(img.tags) or image_id[:19]}: {errors.get(image_id, '?')}" for image_id, img in pending.items()]
     return removed, kept
+
+
+def clean_all(images: bool = False, client: Any | None = None) -> dict[str, list[str]]:
+    """`kit clean`: kit containers (and images) when Docker answers, and process-runtime server groups."""
+    from kit.errors import KitError
+    from kit.runtime.process import kill_leftover_groups
+
+    try:
+        out = clean(images=images, client=client)
+    except KitError as e:
+        out = {"containers": [], "docker_skipped": [e.message.splitlines()[0]]}
+    out["server_process_groups"], out["stale_records"] = kill_leftover_groups()
+    return out

@@ -313,15 +313,20 @@ def gates(manifest: Path, as_json: bool) -> None:
 @click.option("--images", "with_images", is_flag=True, help="Also remove images built by kit.")
 @json_option
 def clean(with_images: bool, as_json: bool) -> None:
-    """Remove every container (and with --images, image) carrying kit labels, and stale server groups."""
-    from kit.cleanup import clean as do_clean
+    """Remove every container (and with --images, image) carrying kit labels, and leftover server groups."""
+    from kit.cleanup import clean_all
 
-    result = do_clean(images=with_images)
+    result = clean_all(images=with_images)
     if as_json:
         _echo_json(result)
-    else:
-        for kind, items in result.items():
-            click.echo(f"{kind}: {len(items)} removed" + (f" ({', '.join(map(str, items))})" if items else ""))
+        return
+    labels = {"containers": "containers removed", "images": "images removed", "images_kept": "images kept",
+              "server_process_groups": "server process groups stopped", "stale_records": "stale records removed",
+              "docker_skipped": "Docker not reachable, containers not checked"}
+    for kind, items in result.items():
+        click.echo(f"{labels.get(kind, kind)}: {len(items)}")
+        for item in items:
+            click.echo(f"  {item}")
 
 
 @main.command()
@@ -332,7 +337,8 @@ def compose(manifest: Path, output: Path | None) -> None:
     from kit.compose import render_compose
     from kit.manifest import load_manifest
 
-    text = render_compose(load_manifest(manifest, allow_unpinned=True))
+    text = render_compose(load_manifest(manifest, allow_unpinned=True),
+                          base_dir=output.resolve().parent if output is not None else None)
     if output is None:
         click.echo(text, nl=False)
     else:
@@ -342,11 +348,12 @@ def compose(manifest: Path, output: Path | None) -> None:
 
 @main.command()
 @click.argument("manifest", type=click.Path(dir_okay=False, path_type=Path))
-def lock(manifest: Path) -> None:
+@click.option("--update", is_flag=True, help="Also re-resolve bases that are already pinned.")
+def lock(manifest: Path, update: bool) -> None:
     """Resolve image tags to digests from the registry and write them back (then sign again)."""
     from kit.images import lock_manifest
 
-    for change in lock_manifest(manifest):
+    for change in lock_manifest(manifest, update=update):
         click.echo(str(change))
     click.echo(f"the manifest changed: sign it again with `kit sign {manifest} --key KEY`")
 

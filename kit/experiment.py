@@ -195,6 +195,7 @@ class Experiment:
         self.notices: list[str] = []
         self.images: dict[str, Any] = {}
         self.gpu_ids: list[str] | None = None
+        self.preflight_report: dict[str, Any] = {}
         self.runtime: Runtime = opts.runtime or self._default_runtime()
 
     def _default_runtime(self) -> Runtime:
@@ -287,10 +288,10 @@ class Experiment:
             state.update(status="interrupted", reason="interrupted by the user")
             raise
         except (ServerError, LoadError) as e:
-            state.update(status="failed", reason=e.message, exit_code=int(e.exit_code))
+            state.update(status="failed", reason=e.message, hint=e.hint, exit_code=int(e.exit_code))
             self.failed[cell.id] = e.message
         except KitError as e:
-            state.update(status="failed", reason=e.message, exit_code=int(e.exit_code))
+            state.update(status="failed", reason=e.message, hint=e.hint, exit_code=int(e.exit_code))
             self.failed[cell.id] = e.message
             raise
         finally:
@@ -384,7 +385,25 @@ class Experiment:
             todo.append(cell)
         return todo
 
+    def preflight(self) -> None:
+        """Every gate once before anything is built, created or even written: a machine that cannot run
+        the experiment stops it with exit 5 and no bundle (when resuming, the report lands in the bundle)."""
+        from kit.gates import run_gates
+
+        report = run_gates(self.m, phase="before", run_id=self.run_id or None)
+        self.preflight_report = report.as_dict()
+        if self.opts.resume is not None:
+            self.bundle.append_jsonl("gates.jsonl", self.preflight_report)
+        report.raise_if_failed()
+
     def execute(self) -> str:
+        if self.opts.resume is None:
+            self.bundle.append_jsonl("gates.jsonl", self.preflight_report)
+        if self.m.runtime == "docker":
+            from kit.cleanup import refuse_live_runs
+
+            ports = [self.m.server.port, *self.m.server.extra_ports, *self.m.gates.ports]
+            refuse_live_runs(ports=ports, gpus="all" if self.m.hardware.gpus else None, own_run=self.run_id)
         self.build_images()
         todo = self.cells_to_run()
         done = len(self.plan.cells) - len(todo)
@@ -500,7 +519,16 @@ def run_experiment(manifest: Path | None, opts: RunOptions, events: Events | Non
     lm, trust, sig = load_for_run(manifest, opts)
     ev = events or QuietEvents()
     exp = Experiment(lm, trust, opts, ev)
+    if opts.resume is None:
+        exp.preflight()
     exp.open_bundle(sig)
+    if opts.resume is not None:
+        try:
+            exp.preflight()
+        except KitError as e:
+            exp.finalize("failed")
+            e.message += f"\nThe bundle is unchanged and resumable: kit run --resume {exp.bundle.root}"
+            raise
     ev.message(f"bundle: {exp.bundle.root}")
     status = "failed"
     error: BaseException | None = None

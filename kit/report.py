@@ -257,7 +257,8 @@ def _draw(ax: Any, summary: Mapping[str, Any], get: Any, ylabel: str) -> None:
     if levels:
         _style_axis(ax, levels, ylabel)
     ax.set_ylim(bottom=0)
-    ax.legend(loc="best", fontsize=8)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="best", fontsize=8)
 
 
 def _save(fig: Figure, path: Path) -> Path:

@@ -5,6 +5,8 @@ collects them into a ``GateReport`` for the phase, whose ``as_dict()`` is one li
 whose ``raise_if_failed()`` raises ``GateFailed`` (exit 5) naming every failure and its fix.
 
 - GPU (``gpu``): only when the manifest uses GPUs; see ``kit.gates.gpu``.
+- Container GPUs (``docker_gpu_runtime``): with the docker runtime and GPUs, the engine can pass them
+  through (NVIDIA runtime or CDI); see ``kit.gates.container_gpu``.
 - Ports (``ports``): every port free on the exact address it will be bound on; see ``kit.gates.ports``.
 - Leftovers (``leftover_containers``, ``leftover_processes``): no kit server of another run still alive.
 """
@@ -15,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kit.gates.container_gpu import check_container_gpus
 from kit.gates.gpu import check_gpus
 from kit.gates.leftovers import check_containers, check_process_groups
 from kit.gates.ports import check_ports
@@ -50,6 +53,8 @@ def run_gates(
     if check_gpu if check_gpu is not None else m.hardware.gpus != 0:
         check, gpus = check_gpus(m, probe if probe is not None else NvmlProbe())
         checks.append(check)
+        if m.runtime == "docker" and phase != "after":
+            checks.append(check_container_gpus(m, docker_client))
     checks.append(check_ports(m))
     checks.append(check_containers(m, run_id=run_id, phase=phase, client=docker_client))
     checks.append(check_process_groups(run_id=run_id, phase=phase))

@@ -224,3 +224,32 @@ class ProcessRuntime:
 
     def describe(self) -> dict[str, Any]:
         return {"runtime": "process"}
+
+
+def kill_leftover_groups(grace_s: float = 5.0) -> tuple[list[str], list[str]]:
+    """Stop every process-runtime server group recorded in state_dir() (live ones: SIGTERM, grace,
+    SIGKILL) and drop the records. Returns (stopped groups, stale records removed)."""
+    stopped: list[str] = []
+    stale: list[str] = []
+    directory = state_dir()
+    for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
+        try:
+            doc = json.loads(path.read_text())
+            pgid = int(doc["pgid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if not _group_alive(pgid):
+            path.unlink(missing_ok=True)
+            stale.append(f"{path.name} (group {pgid} already gone)")
+            continue
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        while _group_alive(pgid) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if _group_alive(pgid):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pgid, signal.SIGKILL)
+        path.unlink(missing_ok=True)
+        stopped.append(f"group {pgid} (run {doc.get('run_id')}, cell {doc.get('cell')}): {' '.join(doc.get('command', []))[:80]}")
+    return stopped, stale
