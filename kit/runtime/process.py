@@ -251,5 +251,6 @@ def kill_leftover_groups(grace_s: float = 5.0) -> tuple[list[str], list[str]]:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pgid, signal.SIGKILL)
         path.unlink(missing_ok=True)
-        stopped.append(f"group {pgid} (run {doc.get('run_id')}, cell {doc.get('cell')}): {' '.join(doc.get('command', []))[:80]}")
+        command = " ".join(doc.get("command", []))[:80]
+        stopped.append(f"group {pgid} (run {doc.get('run_id')}, cell {doc.get('cell')}): {command}")
     return stopped, stale
