@@ -78,6 +78,7 @@ def _cat(parts: list[np.ndarray]) -> np.ndarray:
 def join(records: list[dict[str, Any]], server: list[dict[str, Any]]) -> dict[str, Any]:
     by_rid = {s["rid"]: s for s in server}
     ttft_err, itl_err, lag, cl_gaps, srv_gaps, srv_ttft = [], [], [], [], [], []
+    send_delay, first_lag = [], []
     matched = 0
     for r in records:
         s = by_rid.get(r["rid"])
@@ -90,6 +91,10 @@ def join(records: list[dict[str, Any]], server: list[dict[str, Any]]) -> dict[st
         matched += 1
         srv_ttft.append((w[0] - s["arrival_ns"]) / 1e6)
         ttft_err.append((r["ttft_ns"] - (w[0] - s["arrival_ns"])) / 1e6)
+        # the TTFT error splits into: request sent -> server has parsed it (client send path plus the
+        # server's own intake queue), and first token written -> client read it (client only)
+        send_delay.append((s["arrival_ns"] - r["t_start_ns"]) / 1e6)
+        first_lag.append((c[0] - w[0]) / 1e6)
         cg, sg = np.diff(c), np.diff(w)
         cl_gaps.append(cg)
         srv_gaps.append(sg)
@@ -101,6 +106,8 @@ def join(records: list[dict[str, Any]], server: list[dict[str, Any]]) -> dict[st
         "matched": matched,
         "ttft_err_p50_ms": pct(ttft_err, 50), "ttft_err_p99_ms": pct(ttft_err, 99),
         "server_ttft_p50_ms": pct(srv_ttft, 50),
+        "send_delay_p50_ms": pct(send_delay, 50), "send_delay_p99_ms": pct(send_delay, 99),
+        "first_read_lag_p50_ms": pct(first_lag, 50), "first_read_lag_p99_ms": pct(first_lag, 99),
         "itl_err_p50_ms": pct(itl_all, 50), "itl_err_p99_ms": pct(itl_all, 99),
         "itl_abs_err_p99_ms": pct(np.abs(itl_all), 99),
         "client_itl_p50_ms": pct(cg_all, 50), "client_itl_p99_ms": pct(cg_all, 99),
@@ -166,7 +173,8 @@ def _own_cpu() -> float:
 
 
 def print_table(rows: list[dict[str, Any]]) -> None:
-    head = ("C", "tok/s", "ideal", "%", "TTFT err p50/p99", "ITL err p50/p99", "|ITL err| p99",
+    head = ("C", "tok/s", "ideal", "%", "TTFT err p50/p99", "= send delay p50/p99 + 1st read lag p50/p99",
+            "ITL err p50/p99", "|ITL err| p99",
             "read lag p50/p99", "srv ITL p50/p99", "CPU µs/tok", "cli CPU", "lag p99", "~0 gaps", "srv CPU",
             "others' CPU", "steal", "flagged")
     print(" | ".join(head))
@@ -174,6 +182,8 @@ def print_table(rows: list[dict[str, Any]]) -> None:
         print(" | ".join([
             str(r["concurrency"]), f"{r['tok_s']:.0f}", f"{r['ideal_tok_s']:.0f}", f"{r['pct_ideal']:.1f}",
             f"{r['ttft_err_p50_ms']:+.2f}/{r['ttft_err_p99_ms']:+.2f} ms",
+            f"{r['send_delay_p50_ms']:.2f}/{r['send_delay_p99_ms']:.2f} + "
+            f"{r['first_read_lag_p50_ms']:.2f}/{r['first_read_lag_p99_ms']:.2f} ms",
             f"{r['itl_err_p50_ms']:+.3f}/{r['itl_err_p99_ms']:+.2f} ms", f"{r['itl_abs_err_p99_ms']:.2f} ms",
             f"{r['read_lag_p50_ms']:.2f}/{r['read_lag_p99_ms']:.2f} ms",
             f"{r['server_itl_p50_ms']:.2f}/{r['server_itl_p99_ms']:.2f} ms", f"{r['cpu_us_per_token']:.1f}",

@@ -13,8 +13,9 @@ each in its own process group, killed on errors, ``KeyboardInterrupt`` and ``sho
     rid                      unique within the level: "w<process>-<ticket>", e.g. "w0-17"; also sent to
                              the server as the X-Request-Id header
     worker                   index of the driver process that sent it
-    t_start_ns               time.perf_counter_ns() just before the request was sent (compare only within
-                             one worker; on Linux it is CLOCK_MONOTONIC)
+    t_start_ns               time.perf_counter_ns() just before the request's bytes were written (after
+                             any connection set-up; compare only within one worker; on Linux it is
+                             CLOCK_MONOTONIC)
     wall_start               time.time() at the same moment
     ttft_ns                  first chunk carrying non-empty content, relative to t_start_ns; null if none
     chunk_ns                 arrival of every content-carrying chunk, ns relative to t_start_ns

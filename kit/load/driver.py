@@ -302,10 +302,11 @@ class Streamer:
         timer = gevent.Timeout(self.cfg.request_timeout_s)
         timer.start()
         resp: HTTPSocketPoolResponse | None = None
-        wall = time.time()
-        t0 = perf_ns()
+        wall, t0 = time.time(), perf_ns()
         try:
-            resp = self._send(pool, payload)
+            sock = pool.get_socket()  # connects if needed; its liveness check yields to other greenlets
+            wall, t0 = time.time(), perf_ns()  # so the clock starts here, as the bytes go out
+            resp = self._send(pool, sock, payload)
             req.status = resp.status_code
             if req.status == 200:
                 self._read_stream(resp, t0, req)
@@ -325,8 +326,7 @@ class Streamer:
         self._account(rid, wall, t0, req)
 
     @staticmethod
-    def _send(pool: ConnectionPool, payload: bytes) -> HTTPSocketPoolResponse:
-        sock = pool.get_socket()
+    def _send(pool: ConnectionPool, sock: Any, payload: bytes) -> HTTPSocketPoolResponse:
         try:
             sock.sendall(payload)
         except BaseException:
@@ -365,8 +365,10 @@ class Streamer:
             assert req.raw_recv is not None and req.resp is not None
             data = req.raw_recv(RECV_SIZE)
             now = perf_ns()
-            if not data:
-                raise ConnectionError("connection closed mid-stream")
+            if not data:  # a close-delimited body may end like this, after its [DONE]
+                if not req.done:
+                    raise ConnectionError("connection closed mid-stream")
+                req.resp.message_complete = True
             _feed(req.resp, data)  # may complete the message (and hand the socket back to its pool)
             self._scan(req, now)
             if not req.resp.message_complete:

@@ -182,6 +182,18 @@ def test_should_stop_kills_the_driver(sse_server: Callable[..., FakeServer], tmp
     assert not driver_children()
 
 
+def test_keyboard_interrupt_leaves_no_driver(sse_server: Callable[..., FakeServer], tmp_path: Path) -> None:
+    srv = sse_server(5.0, 50.0)
+
+    def interrupt(p: Progress) -> None:
+        if p.elapsed_s > 1.0:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_level(make_spec(srv.base_url, requests=500, warmup_requests=0), tmp_path, on_progress=interrupt)
+    assert not driver_children()
+
+
 def test_driver_crash_raises_with_stderr(sse_server: Callable[..., FakeServer], tmp_path: Path,
                                          monkeypatch: pytest.MonkeyPatch) -> None:
     srv = sse_server()
