@@ -1,7 +1,7 @@
 """``python -m kit.engine``: serve the embedded MoE engine over HTTP.
 
-The BLAS thread count must be fixed before numpy is imported, so this module parses the command line
-first and imports the numpy-based modules afterwards.
+The BLAS thread count must be fixed before numpy is imported, so this module parses and checks the
+command line first and imports the numpy-based modules afterwards.
 """
 
 from __future__ import annotations
@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+
+from kit.engine.config import ModelConfig  # pure data, no numpy
 
 DEFAULT_THREADS = 1
 
@@ -62,27 +64,31 @@ def set_blas_threads(threads: int | None) -> int:
     return threads
 
 
+def config_from_args(args: argparse.Namespace) -> ModelConfig:
+    """The model configuration named by the command line (not yet validated)."""
+    extra = {} if args.router_skew is None else {"router_skew": args.router_skew}
+    return ModelConfig(seed=args.seed, experts=args.experts, top_k=args.top_k, oea_k0=args.oea_k0,
+                       layers=args.layers, hidden=args.hidden, expert_ffn=args.expert_ffn, vocab=args.vocab,
+                       **extra)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    threads = set_blas_threads(args.threads)
-
-    import asyncio
-
-    from kit.engine.config import ModelConfig
-    from kit.engine.server import configure_logging, serve
-
-    extra = {} if args.router_skew is None else {"router_skew": args.router_skew}
-    cfg = ModelConfig(seed=args.seed, experts=args.experts, top_k=args.top_k, oea_k0=args.oea_k0,
-                      layers=args.layers, hidden=args.hidden, expert_ffn=args.expert_ffn, vocab=args.vocab,
-                      **extra)
+    cfg = config_from_args(args)
     try:
         cfg.validate()
     except ValueError as exc:
         parser.error(str(exc))
-    configure_logging()
+    threads = set_blas_threads(args.threads)
+
+    # numpy (through the server) only now, after the BLAS thread count is pinned
+    import asyncio
     import logging
 
+    from kit.engine.server import configure_logging, serve
+
+    configure_logging()
     logging.getLogger("kit.engine").info("%d BLAS thread(s); %s", threads, cfg)
     asyncio.run(serve(cfg, args.host, args.port, args.max_batch, args.served_name))
     return 0

@@ -14,7 +14,8 @@ class ModelConfig:
     ``router_skew`` is the standard deviation of a fixed per-expert router bias: trained routers are
     not uniform (some experts are more popular than others), and without it random tokens would spread
     over all experts far more evenly than a real model does.
-    ``context_decay`` is the decay of the cheap causal context mixer that stands in for attention.
+    ``context_memory`` is the longest time constant (in tokens) of the cheap causal context mixer that
+    stands in for attention: its channels decay with time constants spread from 2 to this many tokens.
     """
 
     seed: int = 0
@@ -25,8 +26,8 @@ class ModelConfig:
     hidden: int = 256
     expert_ffn: int = 512
     vocab: int = 1024
-    router_skew: float = 1.25
-    context_decay: float = 0.8
+    router_skew: float = 1.5
+    context_memory: int = 16
 
     def validate(self) -> None:
         """Raise ``ValueError`` for an inconsistent configuration."""
@@ -39,8 +40,8 @@ class ModelConfig:
             raise ValueError(f"oea_k0 must be 0 (off) or in [1, top_k={self.top_k}], got {self.oea_k0}")
         if self.router_skew < 0:
             raise ValueError(f"router_skew must be >= 0, got {self.router_skew}")
-        if not 0.0 <= self.context_decay < 1.0:
-            raise ValueError(f"context_decay must be in [0, 1), got {self.context_decay}")
+        if self.context_memory < 2:
+            raise ValueError(f"context_memory must be >= 2, got {self.context_memory}")
 
     @property
     def expert_bytes(self) -> int:

@@ -1,9 +1,10 @@
 """A tiny random Mixture-of-Experts decoder in numpy.
 
-Every layer is::
+The first layer's input is ``h = embedding[t] @ W_in`` (a fixed random projection, so the tied output
+head does not simply favour the current token). Every layer is::
 
     u   = rmsnorm(h)
-    c_t = decay * c_{t-1} + (1 - decay) * u_t      # causal context mixer (cheap stand-in for attention)
+    c_t = decay * c_{t-1} + gain * (u_t @ M)       # causal context mixer (cheap stand-in for attention)
     x   = h + c
     p   = softmax(rmsnorm(x) @ router + router_bias)
     h   = x + sum_j w_j * expert_j(rmsnorm(x))    # expert_j(z) = relu(z @ W1_j) @ W2_j
@@ -21,6 +22,7 @@ Prefill uses plain top-k routing; decode steps use OEA when ``oea_k0 > 0``.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,14 +35,16 @@ FloatArray = npt.NDArray[np.float32]
 IntArray = npt.NDArray[np.int64]
 
 _EPS = np.float32(1e-6)
-#: Scale of the token embedding fed into the first layer (the tied output head uses it unscaled). A
-#: smaller input share keeps the greedy decoder from simply repeating its current token.
-INPUT_SCALE = np.float32(0.1)
-#: RMS of one expert's output for a unit-RMS input.
-EXPERT_GAIN = 8.0
+#: Scale of the projected token embedding fed into the first layer.
+INPUT_SCALE = np.float32(1.0)
+#: RMS of one expert's output for a unit-RMS input. Large enough that the random decoder is chaotic:
+#: sequences with slightly different prompts diverge and rarely repeat a token, like real text, instead
+#: of collapsing onto a few shared trajectories (which would make routing unrealistically uniform).
+EXPERT_GAIN = 16.0
 #: Standard deviation of the router logits for a unit-RMS input (before the bias).
 ROUTER_GAIN = 1.0
-PAD = True
+#: Rows of an expert's matmul are padded to a multiple of this (OpenBLAS is much slower for odd row counts).
+ROW_ALIGN = 4
 
 
 @dataclass
@@ -79,11 +83,17 @@ class MoEModel:
         n_l, n_e, n_h, n_f = cfg.layers, cfg.experts, cfg.hidden, cfg.expert_ffn
         self.embedding = self._normal(rng, (cfg.vocab, n_h), 1.0)
         self.mixer = self._normal(rng, (n_l, n_h, n_h), 1.0 / np.sqrt(n_h))
+        w_in = self._normal(rng, (n_h, n_h), 1.0 / np.sqrt(n_h))
         self.router = self._normal(rng, (n_l, n_h, n_e), ROUTER_GAIN / np.sqrt(n_h))
         self.router_bias = self._normal(rng, (n_l, n_e), cfg.router_skew)
         self.w1 = self._normal(rng, (n_l, n_e, n_h, n_f), 1.0 / np.sqrt(n_h))
         self.w2 = self._normal(rng, (n_l, n_e, n_f, n_h), EXPERT_GAIN / np.sqrt(n_f / 2.0))
-        self._decay = np.float32(cfg.context_decay)
+        self.input_embedding: FloatArray = (self.embedding @ w_in) * INPUT_SCALE
+        # Per-channel decay of the context mixer: time constants from 2 to ``context_memory`` tokens, with
+        # variance-preserving input gains, so both recent and distant tokens shape the context.
+        tau = np.geomspace(2.0, float(cfg.context_memory), n_h)
+        self._decay = (1.0 - 1.0 / tau).astype(np.float32)
+        self._gain = np.sqrt(1.0 - self._decay.astype(np.float64) ** 2).astype(np.float32)
 
     @staticmethod
     def _normal(rng: np.random.Generator, shape: tuple[int, ...], std: float) -> FloatArray:
@@ -107,11 +117,11 @@ class MoEModel:
         pos = np.arange(tokens.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
         last = np.cumsum(lengths) - 1
 
-        h = self.embedding[tokens] * INPUT_SCALE
+        h = self.input_embedding[tokens]
         state = self.new_state(len(prompts))
         uniq: list[int] = []
         for layer in range(self.cfg.layers):
-            c = self._causal_ema(rmsnorm(h) @ self.mixer[layer], seq, pos, len(prompts), int(lengths.max()))
+            c = self._causal_ema(rmsnorm(h) @ self.mixer[layer], seq, pos, len(prompts))
             state[:, layer] = c[last]
             x = h + c
             xin = rmsnorm(x)
@@ -129,12 +139,12 @@ class MoEModel:
         toks = np.asarray(tokens, dtype=np.int64)
         if toks.ndim != 1 or state.shape != (toks.size, self.cfg.layers, self.cfg.hidden):
             raise ValueError(f"bad decode shapes: tokens {toks.shape}, state {state.shape}")
-        h = self.embedding[toks] * INPUT_SCALE
+        h = self.input_embedding[toks]
         new_state = np.empty_like(state)
         uniq: list[int] = []
         for layer in range(self.cfg.layers):
             mixed = rmsnorm(h) @ self.mixer[layer]
-            c = self._decay * state[:, layer] + (np.float32(1.0) - self._decay) * mixed
+            c = self._decay * state[:, layer] + self._gain * mixed
             new_state[:, layer] = c
             x = h + c
             xin = rmsnorm(x)
@@ -153,16 +163,22 @@ class MoEModel:
     def _router_probs(self, layer: int, xin: FloatArray) -> FloatArray:
         return softmax(xin @ self.router[layer] + self.router_bias[layer])
 
-    def _causal_ema(self, u: FloatArray, seq: IntArray, pos: IntArray, n: int, t_max: int) -> FloatArray:
-        """Per-sequence causal exponential moving average of the rows of ``u`` (packed sequences)."""
-        padded = np.zeros((n, t_max, u.shape[1]), dtype=np.float32)
-        padded[seq, pos] = u
-        one_minus = np.float32(1.0) - self._decay
+    def _causal_ema(self, u: FloatArray, seq: IntArray, pos: IntArray, n: int) -> FloatArray:
+        """Per-sequence causal moving average of the rows of ``u`` (sequences packed one after another).
+
+        Walks the positions in order; at position ``t`` it updates every sequence that is that long.
+        """
+        by_position = np.lexsort((seq, pos))
+        counts = np.bincount(pos, minlength=int(pos.max()) + 1)
+        bounds = np.concatenate([[0], np.cumsum(counts)]).tolist()
         acc = np.zeros((n, u.shape[1]), dtype=np.float32)
-        for t in range(t_max):
-            acc = self._decay * acc + one_minus * padded[:, t]
-            padded[:, t] = acc
-        return padded[seq, pos]
+        out = np.empty_like(u)
+        for start, stop in itertools.pairwise(bounds):
+            rows = by_position[start:stop]
+            owners = seq[rows]
+            acc[owners] = self._decay * acc[owners] + self._gain * u[rows]
+            out[rows] = acc[owners]
+        return out
 
     def _moe(self, layer: int, x: FloatArray, ids: IntArray, weights: FloatArray) -> tuple[FloatArray, int]:
         """Mixture of the routed experts; each touched expert runs once on all of its rows."""
@@ -182,8 +198,8 @@ class MoEModel:
             r = rows[s:t]  # distinct rows: a token uses an expert at most once
             xe = x[r]
             n = xe.shape[0]
-            if PAD and n > 1 and n % 4:
-                xe = np.concatenate([xe, np.zeros((4 - n % 4, xe.shape[1]), np.float32)])
+            if n > 1 and n % ROW_ALIGN:
+                xe = np.concatenate([xe, np.zeros((ROW_ALIGN - n % ROW_ALIGN, xe.shape[1]), np.float32)])
             a = xe @ w1[e]
             np.maximum(a, 0, out=a)
             y = (a @ w2[e])[:n]

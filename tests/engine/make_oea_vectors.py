@@ -1,9 +1,10 @@
 """Write tests/data/oea_vectors.json: shared test vectors for OEA routing implementations.
 
 Run ``python tests/engine/make_oea_vectors.py`` from the repository root (``--check`` only compares).
-The output is deterministic: scores come from integer draws of ``numpy.random.default_rng`` (stable
-across numpy versions), are normalised with ``math.fsum`` and rounded to 6 significant digits, then
-to float32; the expected ids and weights come from ``kit.engine.routing.oea_route``.
+The output is deterministic across Python and numpy versions: scores come from ``random.Random(seed)
+.random()`` (the one stream Python promises to keep), are normalised with ``math.fsum``, rounded to 6
+significant digits and then to float32; the expected ids and weights come from
+``kit.engine.routing.oea_route``, which sums in float64 so the summation order does not matter.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import random
 import sys
 from pathlib import Path
 from typing import Any
@@ -84,17 +86,25 @@ def f32_text(value: float) -> str:
     return text
 
 
-def random_scores(rng: np.random.Generator, batch: int, experts: int, skew: int) -> np.ndarray:
+def random_scores(rng: random.Random, batch: int, experts: int, skew: int) -> np.ndarray:
     """Rows of tie-free float32 probabilities with a fixed per-expert popularity (powers of two)."""
-    popularity = 2 ** rng.integers(0, skew + 1, size=experts)
+    popularity = [2 ** int(rng.random() * (skew + 1)) for _ in range(experts)]
     rows: list[list[float]] = []
     while len(rows) < batch:
-        raw = (rng.integers(1, 1_000_000, size=experts) * popularity).tolist()
+        raw = [(1 + int(rng.random() * 999_999)) * pop for pop in popularity]
         total = math.fsum(raw)
         row = [float(f"{v / total:.6g}") for v in raw]
-        if len(set(np.float32(v) for v in row)) == experts:  # no ties in float32
+        if len({np.float32(v) for v in row}) == experts:  # no ties in float32
             rows.append(row)
     return np.array(rows, dtype=np.float32)
+
+
+def padded_rows(rng: random.Random, batch: int, padded: int) -> np.ndarray:
+    """A validity mask with ``padded`` False entries at random places."""
+    keys = [rng.random() for _ in range(batch)]
+    valid = np.ones(batch, dtype=bool)
+    valid[sorted(range(batch), key=keys.__getitem__)[:padded]] = False
+    return valid
 
 
 def build_cases() -> list[dict[str, Any]]:
@@ -105,10 +115,9 @@ def build_cases() -> list[dict[str, Any]]:
         valid = hand["valid"] if hand["valid"] is not None else [True] * scores.shape[0]
         cases.append(_case(hand["name"], scores, hand["k"], hand["k0"], np.array(valid, dtype=bool)))
     for name, seed, batch, experts, k, k0, padded, skew in RANDOM_CASES:
-        rng = np.random.default_rng(seed)
+        rng = random.Random(seed)
         scores = random_scores(rng, batch, experts, skew)
-        valid = np.ones(batch, dtype=bool)
-        valid[np.sort(rng.choice(batch, size=padded, replace=False))] = False
+        valid = padded_rows(rng, batch, padded)
         cases.append(_case(name, scores, k, k0, valid))
     return cases
 

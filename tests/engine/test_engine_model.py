@@ -143,3 +143,12 @@ def test_metrics_render() -> None:
     assert samples["kit_engine_step_seconds_sum"] == "0.75"
     assert samples['kit_engine_info{oea_k0="4",top_k="8",experts="64"}'] == "1"
     assert "# TYPE kit_engine_steps_total counter" in text
+
+
+def test_bench_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    from kit.engine import bench
+
+    assert bench.main(["--batches", "1,3", "--steps", "2", "--experts", "16", "--expert-ffn", "16",
+                       "--layers", "1", "--prompt-tokens", "4"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-2].split()[0] == "1" and out[-1].split()[0] == "3"
