@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, bundle_of, kit, read_json, tiny_manifest
+
+
+@pytest.mark.slow
+def test_aa_experiment_reports_no_significant_difference(tmp_path: Path, port: int,
+                                                         isolated: dict[str, str]) -> None:
+    """The same arm twice: every level must say 'no significant difference' (two real runs here;
+    the 10-run requirement is checked on simulated bundles in tests/stats)."""
+    for run in range(2):
+        m = tiny_manifest(tmp_path / f"aa{run}.yaml", port, name=f"aa{run}", same_arms=True, levels=(1, 4, 8),
+                          requests=24, output_tokens=12, repeats=3)
+        out = tmp_path / f"r{run}"
+        r = kit("run", str(m), "--out", str(out), "--allow-unsigned", env=isolated, timeout=600)
+        assert r.returncode == 0, r.stderr
+        summary = read_json(bundle_of(out) / "summary.json")
+        tested = [c for c in summary["comparisons"] if c["tested"]]
+        assert tested
+        for c in tested:
+            if c["status"] == "client_bound":
+                continue  # never a clean verdict either way
+            assert not c["significant"], c["verdict"]
+            assert c["verdict"].startswith("no significant difference"), c["verdict"]
+
+
+@pytest.mark.slow
+def test_the_shipped_demo_end_to_end(tmp_path: Path, isolated: dict[str, str]) -> None:
+    """What `make demo` runs: the signed demo manifest, trusted through the repo's allowed_signers."""
+    t = time.monotonic()
+    r = kit("run", str(ROOT / "experiments/demo.yaml"), "--out", str(tmp_path / "r"), env=isolated, timeout=900)
+    elapsed = time.monotonic() - t
+    assert r.returncode == 0, r.stdout + r.stderr
+    b = bundle_of(tmp_path / "r")
+    print(f"demo wall time {elapsed:.0f} s")
+    print(r.stdout)
+    summary = read_json(b / "summary.json")
+    experts = {(a["arm"], a["level"]): a["server"]["unique_experts_per_step"] for a in summary["arm_levels"]}
+    for level in (16, 64):
+        assert experts[("oea", level)] < experts[("baseline", level)]
+    assert experts[("oea", 1)] == pytest.approx(4.0) and experts[("baseline", 1)] == pytest.approx(8.0)
+    assert kit("verify", str(b), env=isolated).returncode == 0

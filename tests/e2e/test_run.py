@@ -1,0 +1,188 @@
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from conftest import ROOT, bundle_of, kit, read_json, tiny_manifest
+
+from kit.signing import generate_key
+
+
+def test_run_verify_report_compare_archive(tmp_path: Path, port: int, isolated: dict[str, str]) -> None:
+    # a signed manifest, trusted through --trust
+    m = tiny_manifest(tmp_path / "tiny.yaml", port)
+    key = generate_key(tmp_path / "k", "researcher@lab")
+    trust = tmp_path / "allowed_signers"
+    trust.write_text(f'researcher@lab namespaces="kit-manifest" {key.public_line()}\n')
+    assert kit("sign", str(m), "--key", str(key.path), env=isolated).returncode == 0
+    out = tmp_path / "results"
+    r = kit("run", str(m), "--out", str(out), "--trust", str(trust), env=isolated)
+    assert r.returncode == 0, r.stdout + r.stderr
+    b = bundle_of(out)
+    assert "verdicts:" in r.stdout and "bundle:" in r.stdout
+    run = read_json(b / "run.json")
+    assert run["status"] == "complete" and run["trust"]["signed"] is True
+    assert run["trust"]["signers"][0]["principal"] == "researcher@lab"
+    assert (b / "manifest.yaml").read_bytes() == m.read_bytes()
+    assert (b / "manifest.yaml.sig").read_bytes() == (tmp_path / "tiny.yaml.sig").read_bytes()
+    plan = read_json(b / "plan.json")
+    assert [c["id"] for c in plan["cells"]] == ["baseline-r1", "oea-r1", "baseline-r2", "oea-r2"]
+    for cell in plan["cells"]:
+        cdir = b / "cells" / cell["id"]
+        state = read_json(cdir / "cell.json")
+        assert state["status"] == "ok", state
+        assert state["stop"]["group_members_left"] == [] and state["stop"]["port_free_after_stop"]
+        gates = [json.loads(line) for line in (cdir / "gates.jsonl").read_text().splitlines()]
+        assert [g["phase"] for g in gates] == ["before", "after"] and all(g["ok"] for g in gates)
+        for level in (1, 4):
+            lines = (cdir / f"level-{level}" / "records.jsonl").read_text().splitlines()
+            records = [json.loads(x) for x in lines]
+            assert len(records) == 16 and all(x["status"] == 200 and x["error"] is None for x in records)
+            assert all(x["usage_completion_tokens"] == 8 == x["client_tokens"] for x in records)
+            assert all(x["arm"] == cell["arm"] and x["level"] == level for x in records)
+            assert (cdir / f"level-{level}" / "client.json").exists()
+            metrics = read_json(cdir / f"level-{level}" / "server_metrics.json")
+            assert metrics["after"]["kit_engine_decode_tokens_total"] > (metrics["before"] or {}).get(
+                "kit_engine_decode_tokens_total", 0)
+        assert "kit-engine ready" in (cdir / "server.log").read_text()
+    report = (b / "report.md").read_text()
+    headings = [line for line in report.splitlines() if line.startswith("## ")]
+    assert headings[0] == "## Verdicts", headings
+    assert list((b / "plots").glob("*.png"))
+    env = read_json(b / "environment.json")
+    assert env["host"]["python"]["version"] and env["git"] is None  # the manifest is outside any git repo
+
+    v = kit("verify", str(b), env=isolated)
+    assert v.returncode == 0, v.stdout + v.stderr
+    # any byte changed in a record, or an added file: exit 9 naming the file
+    rec = b / "cells/oea-r2/level-4/records.jsonl"
+    data = rec.read_bytes()
+    rec.write_bytes(data[:10] + bytes([data[10] ^ 1]) + data[11:])
+    v = kit("verify", str(b), env=isolated)
+    assert v.returncode == 9 and "cells/oea-r2/level-4/records.jsonl" in v.stdout + v.stderr
+    rec.write_bytes(data)
+    (b / "extra.txt").write_text("x")
+    v = kit("verify", str(b), env=isolated)
+    assert v.returncode == 9 and "extra.txt" in v.stdout + v.stderr
+    (b / "extra.txt").unlink()
+
+    a1, a2 = tmp_path / "a1.tar.gz", tmp_path / "a2.tar.gz"
+    assert kit("archive", str(b), "-o", str(a1), env=isolated).returncode == 0
+    assert kit("archive", str(b), "-o", str(a2), env=isolated).returncode == 0
+    assert a1.read_bytes() == a2.read_bytes()
+    assert kit("verify", str(a1), env=isolated).returncode == 0
+
+    summary_before = (b / "summary.json").read_bytes()
+    r = kit("report", str(b), env=isolated)
+    assert r.returncode == 0, r.stderr
+    assert (b / "summary.json").read_bytes() == summary_before
+    assert kit("verify", str(b), env=isolated).returncode == 0
+
+    c = kit("compare", str(b), str(b), env=isolated)
+    assert c.returncode == 0 and "out tok/s" in c.stdout and "DIFFERS" not in c.stdout
+
+
+def test_unsigned_manifest_is_refused_unless_allowed_and_recorded(tmp_path: Path, port: int,
+                                                                  isolated: dict[str, str]) -> None:
+    m = tiny_manifest(tmp_path / "t.yaml", port, levels=(1,), requests=4, repeats=1)
+    out = tmp_path / "r"
+    r = kit("run", str(m), "--out", str(out), env=isolated)
+    assert r.returncode == 4 and "not signed" in r.stderr
+    assert not out.exists()
+    r = kit("run", str(m), "--out", str(out), "--allow-unsigned", env=isolated)
+    assert r.returncode == 0, r.stderr
+    run = read_json(bundle_of(out) / "run.json")
+    assert run["trust"]["signed"] is False and run["trust"]["allow_unsigned"] is True
+    assert "not signed" in run["trust"]["note"] and run["flags"]["allow_unsigned"] is True
+
+
+def test_busy_port_stops_the_run_naming_the_owner(tmp_path: Path, port: int, isolated: dict[str, str]) -> None:
+    import socket
+
+    m = tiny_manifest(tmp_path / "t.yaml", port, levels=(1,), requests=4, repeats=1)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", port))
+        s.listen()
+        r = kit("run", str(m), "--out", str(tmp_path / "r"), "--allow-unsigned", env=isolated)
+    assert r.returncode == 5
+    assert str(port) in r.stderr and str(os.getpid()) in r.stderr
+
+
+def _wait_for(pred, timeout: float = 60.0) -> None:  # type: ignore[no-untyped-def]
+    t = time.monotonic()
+    while not pred():
+        assert time.monotonic() - t < timeout, "timed out"
+        time.sleep(0.05)
+
+
+def test_server_killed_mid_level_fails_the_cell_and_resume_completes(tmp_path: Path, port: int,
+                                                                     isolated: dict[str, str]) -> None:
+    m = tiny_manifest(tmp_path / "t.yaml", port, levels=(2,), requests=60, output_tokens=24, repeats=1)
+    out = tmp_path / "r"
+    env = {**os.environ, **isolated}
+    proc = subprocess.Popen([sys.executable, "-m", "kit", "run", str(m), "--out", str(out), "--allow-unsigned"],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        records = lambda: list(out.glob("*/cells/baseline-r1/level-2/records.jsonl"))  # noqa: E731
+        _wait_for(lambda: bool(records()) and len(records()[0].read_text().splitlines()) >= 10)
+        state = Path(isolated["XDG_STATE_HOME"]) / "kit" / "servers"
+        pgid = int(json.loads(next(state.glob("*.json")).read_text())["pgid"])
+        os.killpg(pgid, signal.SIGKILL)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 7, stdout + stderr
+    assert "baseline-r1" in stderr and "--resume" in stderr
+    b = bundle_of(out)
+    cell = read_json(b / "cells/baseline-r1/cell.json")
+    assert cell["status"] == "failed" and "exit code -9" in cell["reason"]
+    assert "last log lines" in cell["reason"] and "kit-engine ready" in cell["reason"]
+    kept = (b / "cells/baseline-r1/level-2/records.jsonl").read_text().splitlines()
+    assert len(kept) >= 10
+    assert all(json.loads(x)["rid"] for x in kept)  # every line is a complete record
+    assert read_json(b / "run.json")["status"] == "failed"
+    assert kit("verify", str(b), env=isolated).returncode == 0  # a failed run is still a consistent bundle
+
+    r = kit("run", "--resume", str(b), env=isolated)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert read_json(b / "cells/baseline-r1/cell.json")["status"] == "ok"
+    assert read_json(b / "cells/oea-r1/cell.json")["status"] == "ok"
+    moved = b / "failed/baseline-r1-a1/level-2/records.jsonl"
+    assert moved.read_text().splitlines() == kept  # nothing measured was lost
+    run = read_json(b / "run.json")
+    assert run["status"] == "complete" and len(run["resumed"]) == 1
+    assert kit("verify", str(b), env=isolated).returncode == 0
+    assert not list((Path(isolated["XDG_STATE_HOME"]) / "kit" / "servers").glob("*.json"))
+
+
+def test_interrupt_leaves_a_resumable_bundle_and_no_server(tmp_path: Path, port: int,
+                                                           isolated: dict[str, str]) -> None:
+    m = tiny_manifest(tmp_path / "t.yaml", port, levels=(2,), requests=80, output_tokens=24, repeats=1)
+    out = tmp_path / "r"
+    env = {**os.environ, **isolated}
+    proc = subprocess.Popen([sys.executable, "-m", "kit", "run", str(m), "--out", str(out), "--allow-unsigned"],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        records = lambda: list(out.glob("*/cells/baseline-r1/level-2/records.jsonl"))  # noqa: E731
+        _wait_for(lambda: bool(records()) and len(records()[0].read_text().splitlines()) >= 5)
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, stdout + stderr
+    b = bundle_of(out)
+    assert read_json(b / "run.json")["status"] == "interrupted"
+    assert read_json(b / "cells/baseline-r1/cell.json")["status"] == "interrupted"
+    assert not list((Path(isolated["XDG_STATE_HOME"]) / "kit" / "servers").glob("*.json"))
+    from kit.runtime.process import port_bindable
+
+    assert port_bindable("127.0.0.1", port)
+    assert kit("verify", str(b), env=isolated).returncode == 0
+    r = kit("run", "--resume", str(b), env=isolated)
+    assert r.returncode == 0, r.stderr
+    assert read_json(b / "run.json")["status"] == "complete"
