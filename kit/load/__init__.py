@@ -165,8 +165,8 @@ def _validate(spec: LevelSpec) -> None:
     if spec.request_timeout_s <= 0:
         problems.append(f"request_timeout_s must be > 0 (got {spec.request_timeout_s})")
     url = urlsplit(spec.base_url)
-    if url.scheme not in ("http", "https") or not url.hostname:
-        problems.append(f"base_url {spec.base_url!r} is not an http(s) URL")
+    if url.scheme != "http" or not url.hostname:
+        problems.append(f"base_url {spec.base_url!r} is not an http:// URL (https is not supported)")
     if problems:
         raise LoadError("cannot run load level: " + "; ".join(problems),
                         hint="fix the level's settings in the experiment manifest")
@@ -174,7 +174,7 @@ def _validate(spec: LevelSpec) -> None:
 
 def _preflight(base_url: str) -> None:
     url = urlsplit(base_url)
-    port = url.port or (443 if url.scheme == "https" else 80)
+    port = url.port or 80
     try:
         with socket.create_connection((url.hostname or "", port), timeout=5.0):
             pass

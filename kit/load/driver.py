@@ -51,7 +51,7 @@ from gevent._hub_primitives import wait_on_watcher
 from gevent.event import Event
 from gevent.monkey import get_original
 from geventhttpclient._parser import HTTPResponseParser
-from geventhttpclient.connectionpool import ConnectionPool, SSLConnectionPool
+from geventhttpclient.connectionpool import ConnectionPool
 from geventhttpclient.response import HTTPConnectionClosed, HTTPSocketPoolResponse
 from geventhttpclient.url import URL
 from locust import User, constant, task
@@ -287,11 +287,9 @@ class Streamer:
 
     def new_pool(self) -> ConnectionPool:
         host, port = self.url.host, self.url.port or 80
-        cls = SSLConnectionPool if self.url.scheme == "https" else ConnectionPool
-        # network_timeout=None: no timer per socket wait (one per token); run_one's gevent.Timeout
-        # bounds the whole request instead
-        return cls(host, port, host, port, size=1, network_timeout=None,  # type: ignore[arg-type]
-                   connection_timeout=min(self.cfg.request_timeout_s, 30.0))
+        # network_timeout=None: no timer per socket wait; run_one's gevent.Timeout bounds the request
+        return ConnectionPool(host, port, host, port, size=1, network_timeout=None,  # type: ignore[arg-type]
+                              connection_timeout=min(self.cfg.request_timeout_s, 30.0))
 
     def run_one(self, pool: ConnectionPool, ticket: int) -> None:
         ph = self.phase
@@ -365,14 +363,15 @@ class Streamer:
             assert req.raw_recv is not None and req.resp is not None
             data = req.raw_recv(RECV_SIZE)
             now = perf_ns()
-            if not data:  # a close-delimited body may end like this, after its [DONE]
-                if not req.done:
-                    raise ConnectionError("connection closed mid-stream")
+            if data:
+                _feed(req.resp, data)  # may complete the message (and hand the socket back to its pool)
+                self._scan(req, now)
+                if not req.resp.message_complete:
+                    return
+            elif req.done:  # a close-delimited body ends like this, after its [DONE]
                 req.resp.message_complete = True
-            _feed(req.resp, data)  # may complete the message (and hand the socket back to its pool)
-            self._scan(req, now)
-            if not req.resp.message_complete:
-                return
+            else:
+                raise ConnectionError("connection closed mid-stream")
         except BlockingIOError:  # a spurious wake-up
             return
         except Exception as exc:  # noqa: BLE001 - the stream fails, the reader goes on
@@ -508,13 +507,10 @@ class Monitor:
     def __init__(self, cfg: DriverConfig) -> None:
         self.cfg = cfg
         self.lag_ns = array("q")
-        self.lag_at_ns = array("q")
         self.cpu_windows: list[float] = []
-        self.t0 = perf_ns()
         self.greenlets: list[gevent.Greenlet] = []
 
     def start(self) -> None:
-        self.t0 = perf_ns()
         for fn in (self._lag_probe, self._cpu_sampler):
             self.greenlets.append(gevent.spawn(fn))
 
@@ -529,7 +525,6 @@ class Monitor:
             gevent.sleep(interval)
             now = perf_ns()
             self.lag_ns.append(max(0, now - t - want))
-            self.lag_at_ns.append(now - self.t0)
 
     def _cpu_sampler(self) -> None:
         interval = self.cfg.cpu_sample_interval_s
@@ -556,7 +551,7 @@ def _pct(sorted_vals: list[int], q: float) -> int:
     return sorted_vals[min(len(sorted_vals) - 1, int(q * len(sorted_vals)))]
 
 
-def lag_stats(lag_ns: array[int], at_ns: array[int]) -> dict[str, Any]:
+def lag_stats(lag_ns: array[int]) -> dict[str, Any]:
     vals = list(lag_ns)
     n = len(vals)
     out: dict[str, Any] = {"samples": n}
@@ -658,7 +653,7 @@ class Driver:
             "cpu_window_share_p50": round(windows[len(windows) // 2], 4) if windows else None,
             "cpu_us_per_token": round(cpu / ph.out_tokens * 1e6, 2) if ph.out_tokens else None,
             "tokens_per_s": round(ph.out_tokens / wall, 1) if wall > 0 else 0.0,
-            "lag": lag_stats(mon.lag_ns, mon.lag_at_ns),
+            "lag": lag_stats(mon.lag_ns),
             "itl": gap_stats(gaps),
         }
 
