@@ -1,21 +1,28 @@
 """Measure kit's load generator against a server whose token timing is known.
 
     .venv/bin/python benchmarks/loadgen.py [--levels 64,256,512,1024] [--waves 5] [--out DIR]
+                                           [--priority normal|nice|realtime] [--processes N]
 
 For each concurrency level it starts ``benchmarks/sse_server.py`` (fixed TTFT and inter-token gap; it logs
 the instant it wrote every token, keyed by the request's X-Request-Id), runs one ``kit.load.run_level``
 against it and joins the client's records with the server's log, request by request:
 
 - achieved output tok/s (client tokens / level wall time) against the ideal C * N / (TTFT + (N-1) * ITL);
-- TTFT error per request: the client's TTFT minus the server's (first token written - request arrived),
-  i.e. request delivery delay plus first-chunk read delay;
+- TTFT error per request: the client's TTFT minus the server's (first token written - request parsed),
+  split into the send delay (request written -> parsed by the server: the client's send path, but also
+  the server's own intake queue when C requests arrive at once) and the first-chunk read lag (client
+  only);
 - ITL error per gap: the client's gap minus the server's gap between the same two tokens;
 - read lag per chunk: client arrival minus server write (both CLOCK_MONOTONIC on one host);
 - the client's CPU time per received token (all driver processes, from client.json), and whether the
   level was flagged client-bound.
 
 With two or more usable cores the server is pinned to core 0 and the client (this process and the driver
-processes it starts) to core 1, as in the shared anchor measurements.
+processes it starts) to core 1, as in the shared anchor measurements. The table also shows how much CPU
+other processes on the machine used meanwhile ("others' CPU", in cores) and the host's steal time: on a
+shared box they, not the client, can set the tails; ``--priority realtime`` (root) takes them out.
+Results land in ``--out`` (``results/loadgen-bench`` by default): ``results.json`` plus, per level, the
+records, ``client.json`` and the server's log.
 """
 
 from __future__ import annotations
