@@ -38,6 +38,12 @@ scheduling-lag probe with p50/p99/max and first-vs-last-third trend, inter-chunk
 near-zero gaps, tokens/s, CPU µs per token) and the verdict ``client_bound`` with its reasons
 (``kit.load.assess``): a level where the client could not keep up must never look clean.
 
+Failures: ``run_level`` raises ``LoadError`` when the level cannot run (bad spec, https, nothing listens
+at ``base_url``, every warm-up request failed) or a driver process dies or stalls; the message names the
+process and quotes its last stderr lines, kept in ``out_dir/.driver/`` (removed after a clean level).
+``should_stop`` returning True ends the level early: the drivers are killed and the result comes back with
+``stopped=True`` and partial records. ``on_progress`` gets ``Progress`` at most about four times a second.
+
 Several processes: ``processes=0`` picks ``ceil(concurrency / 256)`` capped at (usable cores - 1, min 1);
 ``N`` splits users, budget and warm-up over N independent driver processes (each its own Locust
 ``LocalRunner`` and records part, merged line by line into ``records.jsonl`` while the level runs). They
