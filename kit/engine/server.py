@@ -35,11 +35,12 @@ MAX_TOKENS_CAP = 4096
 MAX_PROMPT_TOKENS = 8192
 
 
-
 class BadRequest(Exception):
     """A request the client got wrong; becomes an OpenAI-style error response."""
 
-    def __init__(self, message: str, *, status: int = 400, param: str | None = None, code: str | None = None):
+    def __init__(
+        self, message: str, *, status: int = 400, param: str | None = None, code: str | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.param = param

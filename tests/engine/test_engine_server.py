@@ -103,6 +103,25 @@ def test_sse_chunks_arrive_as_they_are_made(engine: EngineProcess) -> None:
     assert t_first < t_all / 2
 
 
+def test_client_disconnect_frees_the_slot(engine: EngineProcess) -> None:
+    before = engine.metrics()["kit_engine_requests_aborted_total"]
+    url = urlparse(engine.url)
+    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
+    conn.request("POST", COMPLETIONS, body=b'{"prompt": "go on", "max_tokens": 4096, "stream": true}',
+                 headers={"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    assert resp.readline().startswith(b"data: ")
+    conn.close()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        m = engine.metrics()
+        if m["kit_engine_requests_running"] == 0 and m["kit_engine_requests_aborted_total"] == before + 1:
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail("the engine kept generating for a client that went away")
+
+
 # ----------------------------------------------------------------------------------------- errors
 
 
