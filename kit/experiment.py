@@ -196,6 +196,7 @@ class Experiment:
         self.images: dict[str, Any] = {}
         self.gpu_ids: list[str] | None = None
         self.preflight_report: dict[str, Any] = {}
+        self.gpu_indices: list[int] = []
         self.runtime: Runtime = opts.runtime or self._default_runtime()
 
     def _default_runtime(self) -> Runtime:
@@ -260,6 +261,7 @@ class Experiment:
         self.bundle.append_jsonl(f"cells/{cell.id}/gates.jsonl", report.as_dict())
         if report.gpus:
             self.gpu_ids = [g["uuid"] for g in report.gpus]
+            self.gpu_indices = [int(g["index"]) for g in report.gpus]
         report.raise_if_failed()
 
     # ---- one cell
@@ -272,6 +274,7 @@ class Experiment:
         server: Server | None = None
         try:
             self.gates(cell, "before")
+            state["gpu_temperature_start"] = self._temperatures()
             spec = server_spec(self.m, cell, self.run_id, cdir / "server.log",
                                image=self._image_ref(cell.arm), gpus=self.gpu_ids)
             t0 = time.monotonic()
@@ -305,6 +308,7 @@ class Experiment:
                     state.setdefault("reason", e.message)
                     state["status"] = "failed"
             state["finished"] = _now()
+            state["gpu_temperature_end"] = self._temperatures()
             self.bundle.write_json(f"cells/{cell.id}/cell.json", state)
             self.events.cell_done(cell, state["status"], state.get("reason"))
         try:
@@ -313,6 +317,14 @@ class Experiment:
             state.update(status="failed", reason=f"after-stop gate: {e.message}")
             self.bundle.write_json(f"cells/{cell.id}/cell.json", state)
             raise
+
+    def _temperatures(self) -> dict[str, Any] | None:
+        if not self.m.hardware.gpus or not self.gpu_indices:
+            return None
+        from kit.envinfo import gpu_temperatures
+        from kit.nvml import NvmlProbe
+
+        return gpu_temperatures(NvmlProbe(), self.gpu_indices)
 
     def run_level(self, cell: Cell, lv: LevelPlan, server: Server, spec: ServerSpec) -> dict[str, Any]:
         from kit.load import LevelSpec, Progress, run_level
