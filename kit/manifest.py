@@ -148,8 +148,10 @@ class Load(_Model):
 
     endpoint: Literal["chat", "completions"] = "chat"
     levels: list[PositiveInt] = Field(min_length=1, max_length=64, description="Concurrency levels, ascending.")
-    requests_per_level: PositiveInt | None = Field(
-        None, description="Recorded requests per level (default: max(5 x concurrency, 50))."
+    requests_per_level: PositiveInt | list[PositiveInt] | None = Field(
+        None,
+        description="Recorded requests per level: one number for every level, or a list with one entry per "
+        "level (default: max(5 x concurrency, 50)). Never fewer than the level's concurrency.",
     )
     warmup_requests: Annotated[int, Field(ge=0)] | None = Field(
         None, description="Unrecorded requests before each level (default: the level's concurrency)."
@@ -170,8 +172,22 @@ class Load(_Model):
                 raise ValueError(f"levels must be strictly ascending without duplicates; {b} follows {a}")
         return v
 
+    @model_validator(mode="after")
+    def _budgets(self) -> Load:
+        r = self.requests_per_level
+        if isinstance(r, list) and len(r) != len(self.levels):
+            raise ValueError(f"requests_per_level has {len(r)} entries but there are {len(self.levels)} levels")
+        for level in self.levels:
+            if self.requests_at(level) < level:
+                raise ValueError(f"level {level} would get only {self.requests_at(level)} requests: fewer than its "
+                                 "concurrency, so not every user would send one")
+        return self
+
     def requests_at(self, level: int) -> int:
-        return self.requests_per_level or max(5 * level, 50)
+        r = self.requests_per_level
+        if isinstance(r, list):
+            return r[self.levels.index(level)]
+        return r or max(5 * level, 50)
 
     def warmup_at(self, level: int) -> int:
         return level if self.warmup_requests is None else self.warmup_requests

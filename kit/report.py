@@ -151,6 +151,17 @@ def _client_bound_section(summary: Mapping[str, Any]) -> list[str]:
     return [*out, ""] if reasons else out
 
 
+def _timing_section(summary: Mapping[str, Any]) -> list[str]:
+    rows = []
+    for cell in summary.get("cells", []):
+        for level, f in sorted((cell.get("levels") or {}).items(), key=lambda kv: int(kv[0])):
+            rows += [f"> - c={level} {cell['id']}: {w}" for w in f.get("timing_warnings") or []]
+    if not rows:
+        return []
+    return ["> **Timing warnings** (the client kept up, but its timestamps were sometimes late; p99 figures at "
+            "these levels may read high, means are not biased):", *rows, ""]
+
+
 def _bound_reasons(summary: Mapping[str, Any]) -> dict[tuple[str, int], list[str]]:
     out: dict[tuple[str, int], list[str]] = {}
     for cell in summary.get("cells", []):
@@ -195,7 +206,7 @@ def render_markdown(summary: Mapping[str, Any], plots: Sequence[str] = ()) -> st
     lines = [title, "", "## Verdicts", "", *_verdict_table(summary), "",
              f"{a.get('family_size', 0)} tests (arms × levels × metrics); each interval at {_adjusted_pct(summary)} "
              f"so that all hold together at {100 * a.get('confidence', 0.95):.0f} %. Unique experts/step, when "
-             "shown, is descriptive and not tested.", "", *_client_bound_section(summary)]
+             "shown, is descriptive and not tested.", "", *_client_bound_section(summary), *_timing_section(summary)]
     lines += ["## Excluded cells", "", *_failed_section(summary), ""]
     for lv in summary.get("levels", []):
         c = int(lv["concurrency"])

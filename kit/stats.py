@@ -298,10 +298,11 @@ def cell_level_figures(lr: LevelRecords, client: Mapping[str, Any] | None,
 
 def client_figures(client: Mapping[str, Any] | None) -> dict[str, Any]:
     if client is None:
-        return {"client_bound": False, "client_bound_reasons": [], "client_checked": False}
+        return {"client_bound": False, "client_bound_reasons": [], "client_checked": False, "timing_warnings": []}
     reasons = [str(r) for r in client.get("client_bound_reasons") or []]
     return {"client_bound": bool(client.get("client_bound")) or bool(reasons),
-            "client_bound_reasons": reasons, "client_checked": True}
+            "client_bound_reasons": reasons, "client_checked": True,
+            "timing_warnings": [str(w) for w in client.get("timing_warnings") or []]}
 
 
 _SAMPLE_RE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?$")

@@ -295,6 +295,7 @@ def _write_client_json(spec: LevelSpec, result: LevelResult, stats: list[dict[st
         "stopped": result.stopped,
         "client_bound": result.client_bound,
         "client_bound_reasons": result.client_bound_reasons,
+        "timing_warnings": assess.timing_warnings(stats),
         "thresholds": assess.thresholds(),
         "workers": stats,
     }

@@ -1,15 +1,18 @@
 """Decide from a driver's self-monitoring whether the client, not the server, may have set the numbers.
 
 Pure functions over the ``stats`` dicts the driver prints at the end of a level (see ``kit.load.driver``).
-A level is flagged ``client_bound`` when any process:
+A level is flagged ``client_bound`` (no clean verdict) when any process:
 
 - used ``>= CPU_SHARE_LIMIT`` of one core over the level (a gevent process cannot use more than one);
-- had a scheduling-lag p99 above ``LAG_P99_LIMIT_MS`` (a greenlet that sleeps 10 ms and measures how late
-  it wakes: every timestamp taken in that process can be that late);
 - had a lag that grew over the level (last third's p99 well above the first third's);
 - read chunks in bursts: median inter-chunk gap below ``COLLAPSED_ITL_MS`` over many gaps, or more than
   ``NEAR_ZERO_SHARE_LIMIT`` of all gaps near zero (several events taken from the socket in one read means
   they waited in the kernel for the client).
+
+A scheduling-lag p99 above ``LAG_P99_LIMIT_MS`` with a stable lag and a client below its CPU limit (typical
+when the server shares a small machine with the client) is a *timing warning* instead: every timestamp in
+that process can be that late, so tails (p99) are off by up to that much, while means over many requests
+are not biased by it. The report shows these warnings beside the figures.
 
 The thresholds come from ``benchmarks/loadgen.py`` against a server with known timing: the lag probe's p99
 tracked the p99 of the per-gap ITL error closely at every level measured (1 ms vs 1 ms, 3 vs 3, 21 vs 21,
@@ -50,11 +53,24 @@ def assess_worker(stats: dict[str, Any]) -> list[str]:
     return reasons
 
 
+def timing_warnings_worker(stats: dict[str, Any]) -> list[str]:
+    """Soft findings: timestamps in this process may be late by up to the lag p99 (tails affected)."""
+    p99 = (stats.get("lag") or {}).get("p99_ms") or 0.0
+    if p99 <= LAG_P99_LIMIT_MS:
+        return []
+    return [f"process {stats.get('worker', '?')}: scheduling lag p99 {p99:.1f} ms (above {LAG_P99_LIMIT_MS:g} ms): "
+            f"p99 latencies may read up to {p99:.0f} ms high; means are unaffected"]
+
+
+def timing_warnings(workers: list[dict[str, Any]]) -> list[str]:
+    out: list[str] = []
+    for stats in workers:
+        out += timing_warnings_worker(stats)
+    return out
+
+
 def _lag_reasons(who: str, lag: dict[str, Any]) -> list[str]:
     out: list[str] = []
-    p99 = lag.get("p99_ms") or 0.0
-    if p99 > LAG_P99_LIMIT_MS:
-        out.append(f"{who}: scheduling lag p99 {p99:.1f} ms (limit {LAG_P99_LIMIT_MS:g} ms)")
     first, last = lag.get("first_third"), lag.get("last_third")
     if first and last:
         a, b = first["p99_ms"], last["p99_ms"]

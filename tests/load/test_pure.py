@@ -90,7 +90,6 @@ def test_assess_clean_level() -> None:
 
 @pytest.mark.parametrize(("over", "needle"), [
     ({"cpu_share": 0.93}, "CPU 93%"),
-    ({"lag": {"p50_ms": 3, "p99_ms": 25.0, "max_ms": 40}}, "lag p99 25.0 ms"),
     ({"lag": {"p50_ms": 1, "p99_ms": 6.0, "max_ms": 9, "first_third": {"p50_ms": 0.3, "p99_ms": 1.0},
               "last_third": {"p50_ms": 2, "p99_ms": 8.0}}}, "grew"),
     ({"itl": {"gaps": 5000, "median_ms": 0.01, "p99_ms": 90, "near_zero_share": 0.6}}, "median inter-chunk gap"),
@@ -100,6 +99,14 @@ def test_assess_flags(over: dict[str, Any], needle: str) -> None:
     reasons = assess.assess([_stats(), _stats(worker=1, **over)])
     assert reasons and all(r.startswith("process 1") for r in reasons)
     assert any(needle in r for r in reasons), reasons
+
+
+def test_high_but_stable_lag_is_a_timing_warning_not_client_bound() -> None:
+    over = {"lag": {"p50_ms": 3, "p99_ms": 25.0, "max_ms": 40}}
+    assert assess.assess([_stats(), _stats(worker=1, **over)]) == []
+    warnings = assess.timing_warnings([_stats(), _stats(worker=1, **over)])
+    assert len(warnings) == 1 and warnings[0].startswith("process 1") and "lag p99 25.0 ms" in warnings[0]
+    assert assess.timing_warnings([_stats()]) == []
 
 
 def test_assess_ignores_gaps_of_tiny_levels() -> None:

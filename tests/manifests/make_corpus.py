@@ -103,6 +103,8 @@ CASES: dict[str, tuple[str, list[str]]] = {
     "levels-duplicate": (sub("levels: [1, 4]", "levels: [4, 4]"), ["load.levels", "ascending"]),
     "levels-empty": (sub("levels: [1, 4]", "levels: []"), ["load.levels", "line 14"]),
     "requests-zero": (BASE + "  requests_per_level: 0\n", ["requests_per_level", "line 15"]),
+    "requests-list-length": (BASE + "  requests_per_level: [10, 20, 30]\n", ["requests_per_level", "3 entries"]),
+    "requests-below-concurrency": (BASE + "  requests_per_level: [10, 2]\n", ["level 4", "only 2 requests"]),
     "repeats-zero": (BASE + "design:\n  repeats: 0\n", ["design.repeats", "line 16"]),
     "bad-order": (BASE + "design:\n  order: alternating\n", ["design.order", "line 16"]),
     # ports
