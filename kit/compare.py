@@ -35,7 +35,7 @@ SETUP: list[tuple[str, str, str]] = [  # (label, file, dotted path)
     ("python", "environment.json", "host.python.version"),
     ("packages", "environment.json", "host.packages"),
     ("GPU driver", "environment.json", "gpus.driver_version"),
-    ("GPUs", "environment.json", "gpus.devices"),
+    ("GPUs", "environment.json", "gpus.gpus"),
     ("runtime", "environment.json", "runtime"),
     ("images", "images.json", ""),
 ]

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def tiny_manifest(path: Path, port: int, *, name: str = "tiny", levels: tuple[int, ...] = (1, 4),
                   requests: int = 16, output_tokens: int = 8, repeats: int = 2, same_arms: bool = False,
-                  order: str = "interleaved", prompt_tokens: int = 8) -> Path:
+                  order: str = "interleaved", prompt_tokens: int = 8, gpus: str | None = None) -> Path:
     """A small engine experiment (a few seconds per cell) written as a manifest file."""
     oea_args = "" if same_arms else '\n    args: ["--oea-k0", "2"]'
     second = "a2" if same_arms else "oea"
@@ -24,7 +24,7 @@ def tiny_manifest(path: Path, port: int, *, name: str = "tiny", levels: tuple[in
     text = f"""# yaml-language-server: $schema=../manifest.schema.json
 manifest_version: 1
 name: {name}
-runtime: process
+runtime: process{f"{chr(10)}hardware:{chr(10)}  gpus: {gpus}" if gpus else ""}
 model:
   served_name: tiny-moe
 server:
