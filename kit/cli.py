@@ -16,7 +16,7 @@ from typing import Any, NoReturn
 import click
 
 from kit import __version__
-from kit.errors import ExitCode, KitError
+from kit.errors import ExitCode, KitError, UsageError
 
 
 def _fail(message: str, code: int) -> NoReturn:
@@ -28,7 +28,7 @@ class KitGroup(click.Group):
     """Maps KitError to its exit code; shows a traceback only with --debug."""
 
     def invoke(self, ctx: click.Context) -> Any:
-        debug = "--debug" in sys.argv or os.environ.get("KIT_DEBUG") == "1"
+        debug = bool(ctx.params.get("debug")) or os.environ.get("KIT_DEBUG") == "1"
         try:
             return super().invoke(ctx)
         except KitError as e:
@@ -43,6 +43,13 @@ class KitGroup(click.Group):
             if debug:
                 traceback.print_exc()
             _fail(f"internal error: {type(e).__name__}: {e} (run with --debug for the traceback)", ExitCode.INTERNAL)
+
+
+def _write_text(path: Path, text: str) -> None:
+    try:
+        path.write_text(text)
+    except OSError as e:
+        raise UsageError(f"cannot write {path}: {e.strerror or e}", hint="choose a writable path with -o") from None
 
 
 def _echo_json(data: Any) -> None:
@@ -111,7 +118,7 @@ def schema(output: Path | None) -> None:
     if output is None:
         click.echo(text, nl=False)
     else:
-        output.write_text(text)
+        _write_text(output, text)
         click.echo(f"wrote {output}", err=True)
 
 
@@ -342,7 +349,7 @@ def compose(manifest: Path, output: Path | None) -> None:
     if output is None:
         click.echo(text, nl=False)
     else:
-        output.write_text(text)
+        _write_text(output, text)
         click.echo(f"wrote {output}", err=True)
 
 
@@ -353,9 +360,13 @@ def lock(manifest: Path, update: bool) -> None:
     """Resolve image tags to digests from the registry and write them back (then sign again)."""
     from kit.images import lock_manifest
 
-    for change in lock_manifest(manifest, update=update):
+    changes = lock_manifest(manifest, update=update)
+    for change in changes:
         click.echo(str(change))
-    click.echo(f"the manifest changed: sign it again with `kit sign {manifest} --key KEY`")
+    if changes:
+        click.echo(f"the manifest changed: sign it again with `kit sign {manifest} --key KEY`")
+    else:
+        click.echo("every base is already pinned; nothing changed")
 
 
 def run_cli() -> None:

@@ -16,6 +16,7 @@ class ExitCode(IntEnum):
     SERVER_FAILED = 7
     LOAD_FAILED = 8
     BUNDLE_INVALID = 9
+    INTERRUPTED = 130
 
 
 class KitError(Exception):
@@ -65,3 +66,9 @@ class LoadError(KitError):
 
 class BundleError(KitError):
     exit_code = ExitCode.BUNDLE_INVALID
+
+
+class Interrupted(KitError):
+    """Ctrl-C, SIGTERM or SIGHUP: the run stopped cleanly and can be resumed."""
+
+    exit_code = ExitCode.INTERRUPTED

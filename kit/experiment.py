@@ -8,23 +8,36 @@ and `kit run --resume BUNDLE` can finish it.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
+import math
+import os
+import shutil
+import signal
 import sys
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
 from kit import __version__
-from kit.errors import GateFailed, KitError, LoadError, ServerError, SignatureError, UsageError
+from kit.errors import (
+    BundleError,
+    GateFailed,
+    Interrupted,
+    KitError,
+    LoadError,
+    ServerError,
+    SignatureError,
+    UsageError,
+)
 from kit.manifest import LoadedManifest, Manifest, load_manifest, project_root, read_bytes
 from kit.plan import Cell, LevelPlan, Plan, make_plan
-from kit.runtime import Runtime, Server, ServerSpec, secret_env_from
-from kit.signing import ManifestTrust, default_trust_files, signature_path, verify_manifest
+from kit.runtime import Runtime, Server, ServerSpec, http_get, secret_env_from
+from kit.signing import ManifestTrust, SigningKey, default_trust_files, signature_path, verify_manifest
 
 
 class Events(Protocol):
@@ -85,16 +98,17 @@ class RunResult:
 # --------------------------------------------------------------------------- trust
 
 
-def check_trust(path: Path, raw: bytes, sig: bytes | None, opts: RunOptions) -> ManifestTrust:
-    """Verify the manifest's signature; with --allow-unsigned, record why it was accepted anyway."""
-    trust_files = opts.trust or default_trust_files(path, project_root(path))
+def check_trust(path: Path, raw: bytes, sig: bytes | None, trust_files: list[Path],
+                allow_unsigned: bool) -> ManifestTrust:
+    """Verify the signature over exactly ``raw`` (with exactly ``sig``); with --allow-unsigned, record why
+    the manifest was accepted anyway."""
     try:
         if sig is None:
             raise SignatureError(f"{path}: not signed (no {signature_path(path).name} beside it)",
                                  hint=f"sign it with `kit sign {path} --key KEY`, or pass --allow-unsigned")
-        return verify_manifest(path, raw, trust_files)
+        return verify_manifest(path, raw, trust_files, sig)
     except SignatureError as e:
-        if not opts.allow_unsigned:
+        if not allow_unsigned:
             raise
         return ManifestTrust(signed=False, signers=(), allow_unsigned=True, note=e.message)
 
@@ -128,13 +142,17 @@ def server_spec(m: Manifest, cell: Cell, run_id: str, log_path: Path, *, image: 
     labels = {"kit.run": run_id, "kit.experiment": m.name, "kit.arm": arm.name,
               "kit.repeat": str(cell.repeat), "kit.cell": cell.id}
     gpu_req: list[str] | str | None = None
+    env = {**m.server.env, **arm.env}
     if docker and m.hardware.gpus:
         gpu_req = gpus if gpus else "all"
+    elif m.hardware.gpus and gpus:
+        # the process runtime: the server sees exactly the GPUs the gate checked, in PCI order
+        env = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": ",".join(gpus), **env}
     return ServerSpec(
         name=f"kit-{m.name}-{run_id}-{cell.id}"[:120],
         arm=arm.name,
         command=command,
-        env={**m.server.env, **arm.env},
+        env=env,
         secret_env=secret_env_from(m.server.pass_env),
         host=m.server.host,
         port=m.server.port,
@@ -157,21 +175,47 @@ def server_spec(m: Manifest, cell: Cell, run_id: str, log_path: Path, *, image: 
 
 def scrape_metrics(base_url: str) -> dict[str, float] | None:
     """Prometheus samples from /metrics as {"name{labels}": value}, or None if there is none."""
-    try:
-        with urllib.request.urlopen(base_url + "/metrics", timeout=5) as r:
-            text = r.read().decode("utf-8", "replace")
-    except (urllib.error.URLError, OSError, ValueError):
+    got = http_get(base_url + "/metrics")
+    if got is None or got[0] != 200:
         return None
     out: dict[str, float] = {}
-    for line in text.splitlines():
+    for line in got[1].decode("utf-8", "replace").splitlines():
         if not line or line.startswith("#"):
             continue
         name, _, value = line.rpartition(" ")
         try:
-            out[name.strip()] = float(value)
+            v = float(value)
         except ValueError:
             continue
+        if math.isfinite(v):  # NaN/Inf are legal Prometheus values but not JSON
+            out[name.strip()] = v
     return out
+
+
+@contextlib.contextmanager
+def deferred_interrupts() -> Iterator[list[int]]:
+    """Hold SIGINT/SIGTERM while a server is being stopped: a second Ctrl-C must not leave it running.
+    The signals that arrived are re-delivered (as KeyboardInterrupt) once the block is done."""
+    pending: list[int] = []
+    if threading_main():
+        old = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+        for sig in old:
+            signal.signal(sig, lambda n, _f: pending.append(n))
+        try:
+            yield pending
+        finally:
+            for sig, handler in old.items():
+                signal.signal(sig, handler)
+        if pending:
+            raise KeyboardInterrupt
+    else:
+        yield pending
+
+
+def threading_main() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
 
 
 # --------------------------------------------------------------------------- the loop
@@ -180,10 +224,13 @@ def scrape_metrics(base_url: str) -> dict[str, float] | None:
 class Experiment:
     """One run of a manifest into one bundle."""
 
-    def __init__(self, lm: LoadedManifest, trust: ManifestTrust, opts: RunOptions, events: Events) -> None:
+    def __init__(self, lm: LoadedManifest, trust: ManifestTrust, opts: RunOptions, events: Events,
+                 key: SigningKey) -> None:
         from kit.bundle import Bundle
 
         self.lm = lm
+        self.key = key
+        self.lock_fd: int | None = None
         self.m = lm.manifest
         self.trust = trust
         self.opts = opts
@@ -191,7 +238,7 @@ class Experiment:
         self.plan: Plan = make_plan(self.m)
         self.bundle: Bundle
         self.run_id = ""
-        self.failed: dict[str, str] = {}
+        self.failed: dict[str, tuple[int, str]] = {}
         self.notices: list[str] = []
         self.images: dict[str, Any] = {}
         self.gpu_ids: list[str] | None = None
@@ -215,14 +262,25 @@ class Experiment:
 
         if self.opts.resume is not None:
             self.bundle = Bundle.open(self.opts.resume)
+            self._lock()
             run = json.loads(self.bundle.path("run.json").read_text())
-            self.run_id = run["run_id"]
+            self.run_id = self.bundle.run_id
+            planned = json.loads(self.bundle.path("plan.json").read_text())
+            if planned != self.plan.as_dict():
+                raise BundleError(f"{self.bundle.root}: the plan this kit makes from the manifest differs from the "
+                                  "bundle's plan.json (another kit version?); resuming would mix two designs",
+                                  hint="start a new run")
+            n = len(run.get("resumed", [])) + 1
+            self.bundle.write_json(f"environment.resume-{n}.json", self._environment())
             self.bundle.remove_provenance()
-            run.update(status="running", resumed=[*run.get("resumed", []), _now()])
+            run.update(status="running", resumed=[*run.get("resumed", []), {
+                "at": _now(), "argv": self.opts.argv, "kit_version": __version__, "trust": self.trust.as_dict(),
+                "provenance_before": self.resume_note, "environment": f"environment.resume-{n}.json"}])
             self.bundle.write_json("run.json", run)
             return
         self.bundle = Bundle.create(self.opts.out_dir, self.m.name)
-        self.run_id = self.bundle.root.name.rsplit("-", 1)[-1]
+        self._lock()
+        self.run_id = self.bundle.run_id
         self.bundle.write_bytes("manifest.yaml", self.lm.raw)
         if sig is not None:
             self.bundle.write_bytes("manifest.yaml.sig", sig)
@@ -233,13 +291,32 @@ class Experiment:
             "status": "running",
             "started": _now(),
             "argv": self.opts.argv,
-            "manifest_source": str(self.lm.path),
+            "manifest_source": str(self.lm.path.resolve()),
             "trust": self.trust.as_dict(),
             "flags": {"allow_unsigned": self.opts.allow_unsigned, "allow_unpinned": self.opts.allow_unpinned},
             "unpinned_bases": self.m.unpinned_bases(),
+            "runner_key": self.key.fingerprint,
         })
         self.bundle.write_json("plan.json", self.plan.as_dict())
         self.bundle.write_json("environment.json", self._environment())
+
+    resume_note = "verified"
+
+    def _lock(self) -> None:
+        """One kit process per bundle: a second `kit run --resume` on a live bundle is refused."""
+        fd = os.open(self.bundle.root, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise UsageError(f"{self.bundle.root} is in use by another kit process",
+                             hint="wait for it to finish, or stop it (Ctrl-C) first") from None
+        self.lock_fd = fd
+
+    def unlock(self) -> None:
+        if self.lock_fd is not None:
+            os.close(self.lock_fd)
+            self.lock_fd = None
 
     def _environment(self) -> dict[str, Any]:
         from kit import envinfo
@@ -291,32 +368,37 @@ class Experiment:
             state.update(status="interrupted", reason="interrupted by the user")
             raise
         except (ServerError, LoadError) as e:
-            state.update(status="failed", reason=e.message, hint=e.hint, exit_code=int(e.exit_code))
-            self.failed[cell.id] = e.message
+            self._fail(cell, state, e)
         except KitError as e:
-            state.update(status="failed", reason=e.message, hint=e.hint, exit_code=int(e.exit_code))
-            self.failed[cell.id] = e.message
+            self._fail(cell, state, e)
             raise
         finally:
-            if server is not None:
-                try:
-                    stop = server.stop()
-                    state["stop"] = {"exit_code": stop.exit_code, "signal": stop.signal, "stop_s": stop.stop_s,
-                                     **stop.details}
-                    self.bundle.write_json(f"cells/{cell.id}/server.json", server.describe())
-                except KitError as e:
-                    state.setdefault("reason", e.message)
-                    state["status"] = "failed"
-            state["finished"] = _now()
-            state["gpu_temperature_end"] = self._temperatures()
-            self.bundle.write_json(f"cells/{cell.id}/cell.json", state)
-            self.events.cell_done(cell, state["status"], state.get("reason"))
+            with deferred_interrupts():
+                if server is not None:
+                    try:
+                        stop = server.stop()
+                        state["stop"] = {"exit_code": stop.exit_code, "signal": stop.signal,
+                                         "stop_s": stop.stop_s, **stop.details}
+                        self.bundle.write_json(f"cells/{cell.id}/server.json", server.describe())
+                    except KitError as e:
+                        self._fail(cell, state, e, prefix="stopping the server: ")
+                state["finished"] = _now()
+                state["gpu_temperature_end"] = self._temperatures()
+                self.bundle.write_json(f"cells/{cell.id}/cell.json", state)
+                self.events.cell_done(cell, state["status"], state.get("reason"))
         try:
             self.gates(cell, "after")
         except GateFailed as e:
             state.update(status="failed", reason=f"after-stop gate: {e.message}")
             self.bundle.write_json(f"cells/{cell.id}/cell.json", state)
             raise
+
+    def _fail(self, cell: Cell, state: dict[str, Any], e: KitError, prefix: str = "") -> None:
+        if state.get("status") == "failed":  # keep the first reason; a failed stop adds to it
+            state["reason"] = f"{state['reason']}\n{prefix}{e.message}"
+        else:
+            state.update(status="failed", reason=prefix + e.message, hint=e.hint, exit_code=int(e.exit_code))
+        self.failed.setdefault(cell.id, (int(e.exit_code), prefix + e.message))
 
     def _temperatures(self) -> dict[str, Any] | None:
         if not self.m.hardware.gpus or not self.gpu_indices:
@@ -382,7 +464,18 @@ class Experiment:
 
         self.images = build_images(self.lm, run_id=self.run_id, log_dir=self.bundle.path("images"),
                                    allow_unpinned=self.opts.allow_unpinned)
-        self.bundle.write_json("images.json", {a: _plain(i) for a, i in self.images.items()})
+        built = {a: _plain(i) for a, i in self.images.items()}
+        if self.opts.resume is not None and self.bundle.path("images.json").exists():
+            before = json.loads(self.bundle.path("images.json").read_text())
+            changed = [a for a in built if before.get(a, {}).get("image_id") != built[a].get("image_id")]
+            if changed:
+                raise BundleError(
+                    f"the image of arm(s) {', '.join(changed)} differs from the one this bundle started with "
+                    f"({', '.join(str(before.get(a, {}).get('image_id'))[:19] for a in changed)} then, "
+                    f"{', '.join(str(built[a].get('image_id'))[:19] for a in changed)} now); resuming would compare "
+                    "cells run on different images", hint="start a new run")
+            return
+        self.bundle.write_json("images.json", built)
 
     # ---- the whole run
 
@@ -427,11 +520,14 @@ class Experiment:
         return "complete" if not self.failed else "failed"
 
     def finalize(self, status: str) -> dict[str, Any]:
-        from kit.bundle import runner_key, sign_provenance
+        from kit.bundle import sign_provenance
         from kit.report import render_report
         from kit.stats import summarize_bundle
 
         summary: dict[str, Any] = {}
+        for stale in ("summary.json", "report.md"):
+            self.bundle.path(stale).unlink(missing_ok=True)
+        shutil.rmtree(self.bundle.path("plots"), ignore_errors=True)
         try:
             summary = summarize_bundle(self.bundle.root)
             self.bundle.write_json("summary.json", summary)
@@ -439,22 +535,15 @@ class Experiment:
         except Exception as e:  # noqa: BLE001 - a broken summary must not lose the bundle
             self.notices.append(f"summary/report failed: {type(e).__name__}: {e}")
         run = json.loads(self.bundle.path("run.json").read_text())
-        run.update(status=status, finished=_now(), failed_cells=self.failed)
+        run.update(status=status, finished=_now(),
+                   failed_cells={c: {"exit_code": code, "reason": r} for c, (code, r) in self.failed.items()})
         self.bundle.write_json("run.json", run)
-        key, notice = runner_key(self.opts.key)
-        if notice:
-            self.notices.append(notice)
-        sign_provenance(self.bundle, key, predicate=self._predicate(run))
+        sign_provenance(self.bundle, self.key, predicate=self._predicate(run))
         return summary
 
     def _predicate(self, run: dict[str, Any]) -> dict[str, Any]:
-        from kit.signing import sha256_hex
-
         return {
-            "externalParameters": {
-                "manifest": {"path": "manifest.yaml", "digest": {"sha256": sha256_hex(self.lm.raw)}},
-                "flags": run.get("flags", {}), "argv": run.get("argv", []),
-            },
+            "externalParameters": {"flags": run.get("flags", {}), "argv": run.get("argv", [])},
             "internalParameters": {"kit": __version__, "runtime": self.m.runtime,
                                    "hardware": self.m.hardware.model_dump(), "trust": self.trust.as_dict()},
             "resolvedDependencies": [
@@ -462,8 +551,7 @@ class Experiment:
                  "annotations": _plain(i)}
                 for a, i in self.images.items()
             ],
-            "metadata": {"invocationId": self.run_id, "startedOn": run.get("started"),
-                         "finishedOn": run.get("finished")},
+            "metadata": {"startedOn": run.get("started"), "finishedOn": run.get("finished")},
         }
 
 
@@ -483,87 +571,140 @@ def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def load_for_run(manifest: Path | None, opts: RunOptions) -> tuple[LoadedManifest, ManifestTrust, bytes | None]:
-    """Read the manifest (from the bundle when resuming), verify its signature, validate it."""
+def _resume_sources(root: Path, manifest: Path | None) -> tuple[bytes, bytes | None, dict[str, Any], Path]:
+    from kit.bundle import Bundle
+
+    bundle = Bundle.open(root)  # BundleError (exit 9) when it is not a kit bundle
+    try:
+        run = json.loads(bundle.path("run.json").read_text())
+        raw = bundle.path("manifest.yaml").read_bytes()
+    except (OSError, ValueError) as e:
+        raise BundleError(f"{root}: cannot read the bundle's run.json or manifest.yaml ({e})",
+                          hint=f"check it with `kit verify {root}`") from None
+    sig_file = bundle.path("manifest.yaml.sig")
+    sig = sig_file.read_bytes() if sig_file.exists() else None
+    if manifest is not None and read_bytes(manifest) != raw:
+        raise UsageError(f"{manifest} differs from the manifest the bundle {root} was started with",
+                         hint="resume without MANIFEST, or start a new run")
+    # trust as for the original: the project the manifest came from (its allowed_signers) or the user file
+    original = Path(str(run.get("manifest_source") or root / "manifest.yaml"))
+    return raw, sig, run, original
+
+
+def _verify_before_resume(root: Path) -> str:
+    """A resumed bundle is re-signed: first prove nobody changed what is already in it."""
+    from kit.bundle import verify_bundle
+
+    if not (root / "provenance.dsse.json").exists():
+        return "none: kit was killed before it could sign; earlier files are carried over unverified"
+    verify_bundle(root, [])  # raises BundleError (exit 9) naming any changed, added or missing file
+    return "verified"
+
+
+def load_for_run(manifest: Path | None, opts: RunOptions) -> tuple[LoadedManifest, ManifestTrust, bytes | None, str]:
+    """Read the manifest (the bundle's copy when resuming), verify its signature over exactly those
+    bytes, validate it. Returns the manifest, the trust decision, the signature bytes and, when resuming,
+    what was known of the bundle's integrity before."""
+    note = ""
     if opts.resume is not None:
-        root = opts.resume
-        if not (root / "run.json").exists():
-            raise UsageError(f"{root} is not a kit bundle (no run.json)")
-        raw = (root / "manifest.yaml").read_bytes()
-        sig_file = root / "manifest.yaml.sig"
-        if manifest is not None and read_bytes(manifest) != raw:
-            raise UsageError(f"{manifest} differs from the manifest the bundle {root} was started with",
-                             hint="resume without MANIFEST, or start a new run")
-        source = manifest or root / "manifest.yaml"
-        run = json.loads((root / "run.json").read_text())
-        opts.allow_unsigned = opts.allow_unsigned or run.get("flags", {}).get("allow_unsigned", False)
-        opts.allow_unpinned = opts.allow_unpinned or run.get("flags", {}).get("allow_unpinned", False)
+        raw, sig, run, original = _resume_sources(opts.resume, manifest)
+        flags = run.get("flags", {})
+        note = _verify_before_resume(opts.resume)
+        opts.allow_unsigned = opts.allow_unsigned or bool(flags.get("allow_unsigned"))
+        opts.allow_unpinned = opts.allow_unpinned or bool(flags.get("allow_unpinned"))
+        label = original
     else:
         if manifest is None:
             raise UsageError("give a MANIFEST to run, or --resume BUNDLE")
         raw = read_bytes(manifest)
         sig_file = signature_path(manifest)
-        source = manifest
-    sig = sig_file.read_bytes() if sig_file.exists() else None
-    if opts.resume is not None and sig is not None:
-        # verify the bundle's copy as if it lay beside the original manifest
-        trust = _check_copied(source, raw, sig, opts)
-    else:
-        trust = check_trust(source, raw, sig, opts)
-    lm = load_manifest(source, raw, allow_unpinned=opts.allow_unpinned)
-    return lm, trust, sig
-
-
-def _check_copied(source: Path, raw: bytes, sig: bytes, opts: RunOptions) -> ManifestTrust:
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as d:
-        p = Path(d) / "manifest.yaml"
-        p.write_bytes(raw)
-        (Path(d) / "manifest.yaml.sig").write_bytes(sig)
-        if not opts.trust:
-            opts = RunOptions(**{**opts.__dict__, "trust": default_trust_files(source, project_root(source))})
-        return check_trust(p, raw, sig, opts)
+        sig = sig_file.read_bytes() if sig_file.exists() else None
+        label = manifest
+    trust_files = opts.trust or default_trust_files(label, project_root(label))
+    trust = check_trust(label, raw, sig, trust_files, opts.allow_unsigned)
+    lm = load_manifest(label, raw, allow_unpinned=opts.allow_unpinned)
+    return lm, trust, sig, note
 
 
 def run_experiment(manifest: Path | None, opts: RunOptions, events: Events | None = None) -> RunResult:
-    """Run (or resume) an experiment; always leaves a signed, verifiable bundle behind."""
-    lm, trust, sig = load_for_run(manifest, opts)
+    """Run (or resume) an experiment; whatever ends it, leaves a signed, verifiable, resumable bundle and
+    no server behind."""
+    from kit.bundle import runner_key
+
+    lm, trust, sig, resume_note = load_for_run(manifest, opts)
     ev = events or QuietEvents()
-    exp = Experiment(lm, trust, opts, ev)
+    key, notice = runner_key(opts.key)  # before anything runs: a bad key must not surface after hours of load
+    if notice:
+        ev.message(notice)
+    exp = Experiment(lm, trust, opts, ev, key)
+    exp.resume_note = resume_note or exp.resume_note
     if opts.resume is None:
-        exp.preflight()
-    exp.open_bundle(sig)
-    if opts.resume is not None:
-        try:
-            exp.preflight()
-        except KitError as e:
-            exp.finalize("failed")
-            e.message += f"\nThe bundle is unchanged and resumable: kit run --resume {exp.bundle.root}"
-            raise
+        exp.preflight()  # a machine that cannot run it: exit 5, nothing built, started or written
+    try:
+        exp.open_bundle(sig)
+    except BaseException:
+        exp.unlock()
+        raise
     ev.message(f"bundle: {exp.bundle.root}")
     status = "failed"
-    error: BaseException | None = None
+    error_: BaseException | None = None
     try:
-        status = exp.execute()
+        with _signals_as_interrupts():
+            if opts.resume is not None:
+                exp.preflight()
+            status = exp.execute()
     except KeyboardInterrupt as e:
-        status, error = "interrupted", e
-    except KitError as e:
-        status, error = "failed", e
-    summary = exp.finalize(status)
+        status, error_ = "interrupted", e
+    except BaseException as e:  # noqa: BLE001 - anything: finalize first, then let it out
+        status, error_ = "failed", e
+    error = error_
+    try:
+        with deferred_interrupts():
+            summary = exp.finalize(status)
+    finally:
+        exp.unlock()
     from kit.report import verdict_lines
 
-    result = RunResult(bundle=exp.bundle.root, status=status, verdicts=_safe(verdict_lines, summary),
-                       failed_cells=exp.failed, notices=exp.notices, summary=summary)
+    verdicts = _safe(verdict_lines, summary)
+    where = f"The bundle is consistent and resumable: kit run --resume {exp.bundle.root}"
+    if error is not None or exp.failed:
+        for line in verdicts:
+            ev.message(line)
+    if isinstance(error, KeyboardInterrupt):
+        raise Interrupted(f"interrupted.\n{where}") from None
+    if isinstance(error, KitError):
+        error.message += f"\n{where}"
+        raise error
     if error is not None:
-        if isinstance(error, KitError):
-            error.message += f"\nThe bundle is consistent and resumable: kit run --resume {exp.bundle.root}"
         raise error
     if exp.failed:
-        cells = "; ".join(f"{c}: {r.splitlines()[0]}" for c, r in exp.failed.items())
-        raise ServerError(f"{len(exp.failed)} cell(s) failed ({cells})",
-                          hint=f"see the cells' server.log; finish the run with: kit run --resume {exp.bundle.root}")
-    return result
+        code, _ = next(iter(exp.failed.values()))
+        cells = "; ".join(f"{c}: {r.splitlines()[0]}" for c, (_, r) in exp.failed.items())
+        err: KitError = LoadError("") if code == int(LoadError.exit_code) else ServerError("")
+        err.message = f"{len(exp.failed)} cell(s) failed ({cells})"
+        err.hint = f"see the cells' server.log; then: kit run --resume {exp.bundle.root}"
+        raise err
+    return RunResult(bundle=exp.bundle.root, status=status, verdicts=verdicts,
+                     failed_cells={c: r for c, (_, r) in exp.failed.items()}, notices=exp.notices, summary=summary)
+
+
+@contextlib.contextmanager
+def _signals_as_interrupts() -> Iterator[None]:
+    """SIGTERM and SIGHUP (a closed terminal, `kill`, a batch system's cancel) end the run the way Ctrl-C
+    does: the server is stopped and the bundle signed."""
+    if not threading_main():
+        yield
+        return
+
+    def interrupt(signum: int, _frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    old = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
 
 
 def _safe(fn: Callable[[dict[str, Any]], list[str]], summary: dict[str, Any]) -> list[str]:

@@ -109,13 +109,23 @@ def generate_key(path: Path, comment: str, *, overwrite: bool = False) -> Signin
     data = key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()
     )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
     signing = SigningKey(key, comment, path)
-    Path(f"{path}.pub").write_text(signing.public_line() + "\n")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        Path(f"{path}.pub").write_text(signing.public_line() + "\n")
+    except OSError as e:
+        raise UsageError(f"cannot write the key to {path}: {e.strerror or e}",
+                         hint="choose a writable path with -o") from None
     return signing
+
+
+def _load_private(data: bytes, pw: bytes | None) -> object:
+    if b"OPENSSH PRIVATE KEY" in data:
+        return serialization.load_ssh_private_key(data, password=pw)
+    return serialization.load_pem_private_key(data, password=pw)
 
 
 def load_signing_key(path: Path, passphrase: str | None = None) -> SigningKey:
@@ -127,15 +137,17 @@ def load_signing_key(path: Path, passphrase: str | None = None) -> SigningKey:
     pw = passphrase.encode() if passphrase is not None else None
     key: object
     try:
-        if b"OPENSSH PRIVATE KEY" in data:
-            key = serialization.load_ssh_private_key(data, password=pw)
+        key = _load_private(data, pw)
+    except TypeError as e:
+        if pw is not None and "not encrypted" in str(e).lower():
+            key = _load_private(data, None)  # a passphrase was set for another key; this one has none
         else:
-            key = serialization.load_pem_private_key(data, password=pw)
-    except TypeError:
-        raise UsageError(
-            f"{path}: the key is protected by a passphrase", hint="set KIT_KEY_PASSPHRASE to unlock it"
-        ) from None
+            raise UsageError(
+                f"{path}: the key is protected by a passphrase", hint="set KIT_KEY_PASSPHRASE to unlock it"
+            ) from None
     except ValueError as e:
+        if pw is not None and ("checksum" in str(e).lower() or "decrypt" in str(e).lower()):
+            raise UsageError(f"{path}: wrong passphrase (KIT_KEY_PASSPHRASE)") from None
         raise UsageError(f"{path}: not a readable private key ({e})") from None
     if not isinstance(key, Ed25519PrivateKey):
         raise UsageError(
@@ -184,6 +196,7 @@ def _ssh_time(s: str) -> datetime:
     raise ValueError(f"bad time {s!r}")
 
 
+_KNOWN_OPTIONS = {"cert-authority", "namespaces", "valid-after", "valid-before"}
 _OPT_RE = re.compile(r'([A-Za-z-]+)(?:="([^"]*)"|=([^\s,]*))?')
 
 
@@ -205,7 +218,13 @@ def parse_allowed_signers(text: str, source: str) -> list[TrustedKey]:
             if not m:
                 raise SignatureError(f"{source}:{n}: cannot parse options")
             for om in _OPT_RE.finditer(m.group(1)):
-                options[om.group(1).lower()] = om.group(2) if om.group(2) is not None else om.group(3)
+                name = om.group(1).lower()
+                if name not in _KNOWN_OPTIONS:
+                    raise SignatureError(
+                        f"{source}:{n}: unknown option {om.group(1)!r} (allowed: {', '.join(sorted(_KNOWN_OPTIONS))})",
+                        hint="a misspelt option would otherwise widen the key's trust; fix the line",
+                    )
+                options[name] = om.group(2) if om.group(2) is not None else om.group(3)
             rest = m.group(2)
         if not rest.startswith("ssh-ed25519 "):
             continue
@@ -217,10 +236,14 @@ def parse_allowed_signers(text: str, source: str) -> list[TrustedKey]:
         except ValueError as e:
             raise SignatureError(f"{source}:{n}: {e}") from None
         ns = options.get("namespaces")
+        try:
+            key = parse_public_key(rest)
+        except SignatureError as e:
+            raise SignatureError(f"{source}:{n}: {e.message}") from None
         keys.append(
             TrustedKey(
                 principals=tuple(principals.split(",")),
-                key=parse_public_key(rest),
+                key=key,
                 namespaces=tuple(ns.split(",")) if ns else None,
                 valid_after=va,
                 valid_before=vb,
@@ -399,10 +422,19 @@ def default_trust_files(manifest: Path, project_root: Path | None) -> list[Path]
     return files
 
 
-def verify_manifest(manifest: Path, raw: bytes, trust_files: list[Path]) -> ManifestTrust:
-    """Verify the detached signature of ``raw``; raise SignatureError unless a trusted key signed it."""
+def verify_manifest(manifest: Path, raw: bytes, trust_files: list[Path], sig: bytes | None = None) -> ManifestTrust:
+    """Verify the detached signature of ``raw``; raise SignatureError unless a trusted key signed it.
+
+    ``sig`` is the envelope's bytes (read from ``MANIFEST.sig`` when not given), so that a caller that
+    keeps what it read (e.g. to copy into a bundle) verifies exactly those bytes.
+    """
     sig_path = signature_path(manifest)
-    if not sig_path.exists():
+    if sig is None:
+        try:
+            sig = sig_path.read_bytes()
+        except FileNotFoundError:
+            sig = None
+    if sig is None:
         raise SignatureError(
             f"{manifest}: not signed (no {sig_path.name} beside it)",
             hint=f"sign it with `kit sign {manifest} --key ~/.ssh/id_ed25519`, or run with --allow-unsigned",
@@ -412,7 +444,7 @@ def verify_manifest(manifest: Path, raw: bytes, trust_files: list[Path]) -> Mani
             f"{manifest}: no trust file to check the signature against",
             hint=f"list trusted keys in {user_trust_file()} or pass --trust FILE (allowed_signers format)",
         )
-    env, body = parse_envelope(sig_path.read_bytes(), str(sig_path))
+    env, body = parse_envelope(sig, str(sig_path))
     result = check_envelope(env, body, load_trust(trust_files), NS_MANIFEST)
     digests = subject_digests(result.statement)
     actual = sha256_hex(raw)

@@ -17,6 +17,11 @@ class VerifyResult:
 
 
 def verify_target(target: Path, trust: list[Path]) -> VerifyResult:
+    if not target.exists():
+        from kit.errors import UsageError
+
+        raise UsageError(f"{target}: no such file or directory",
+                         hint="give a signed manifest, a bundle directory or a bundle archive (.tar.gz)")
     if target.is_dir() or target.name.endswith((".tar.gz", ".tgz")):
         from kit.bundle import verify_bundle
 

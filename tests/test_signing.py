@@ -160,3 +160,14 @@ def test_keygen_cli_refuses_to_overwrite(tmp_path: Path) -> None:
     assert oct(p.stat().st_mode & 0o777) == "0o600"
     r = CliRunner().invoke(main, ["keygen", "-o", str(p)])
     assert r.exit_code == 2 and "already exists" in r.output
+
+
+def test_unknown_allowed_signers_option_is_an_error_not_wider_trust(tmp_path: Path) -> None:
+    key = generate_key(tmp_path / "k", "k@lab")
+    with pytest.raises(SignatureError, match="unknown option 'namespace'"):
+        parse_allowed_signers(f'k@lab namespace="kit-bundle" {key.public_line()}\n', "f")
+
+
+def test_a_passphrase_meant_for_another_key_does_not_break_an_unencrypted_one(tmp_path: Path) -> None:
+    key = generate_key(tmp_path / "k", "k@lab")
+    assert load_signing_key(key.path, "some-passphrase").fingerprint == key.fingerprint

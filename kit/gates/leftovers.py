@@ -99,7 +99,10 @@ def check_process_groups(*, run_id: str | None, phase: str, directory: Path | No
         if doc is None:
             unreadable.append(str(path))  # perhaps being written right now: leave it alone
             continue
-        members = procinfo.group_members(int(doc["pgid"]))
+        from kit.runtime.process import boot_id
+
+        same_boot = doc.get("boot_id") in (None, boot_id())
+        members = procinfo.group_members(int(doc["pgid"])) if same_boot else []
         if members:
             live.append({**doc, "file": str(path), "members": [procinfo.describe(p) for p in members]})
             continue

@@ -7,8 +7,11 @@ loop only sees ``Runtime`` and ``Server``.
 
 from __future__ import annotations
 
+import http.client
 import os
 import re
+import urllib.error
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -24,7 +27,7 @@ class ServerSpec:
     arm: str
     command: list[str]
     env: dict[str, str]  # non-secret environment (recorded in the bundle)
-    secret_env: dict[str, str]  # secret environment (passed through, never recorded or logged)
+    secret_env: dict[str, str] = field(repr=False)  # passed through, never recorded or logged
     host: str  # address the port is bound (process) or published (docker) on
     port: int
     readiness_path: str
@@ -50,8 +53,8 @@ class ServerSpec:
 
     def redact(self, text: str) -> str:
         """Replace every secret value in ``text`` with ***."""
-        for value in self.secret_env.values():
-            if len(value) >= 4:
+        for value in sorted(self.secret_env.values(), key=len, reverse=True):
+            if value:
                 text = text.replace(value, "***")
         return text
 
@@ -131,3 +134,23 @@ def state_dir() -> Path:
     """Where kit keeps live-server records (for the leftover gate and `kit clean`)."""
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return Path(base) / "kit" / "servers"
+
+
+_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def http_get(url: str, timeout: float = 5.0) -> tuple[int, bytes] | None:
+    """(status, body) of a GET to a local server, never through a proxy; None when it cannot be asked."""
+    try:
+        with _NO_PROXY.open(url, timeout=timeout) as r:
+            return int(r.status), r.read()
+    except urllib.error.HTTPError as e:
+        return int(e.code), b""
+    except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException):
+        return None
+
+
+def http_ok(url: str, timeout: float = 2.0) -> bool:
+    """True when ``url`` answers 2xx (no proxy: the server is local)."""
+    got = http_get(url, timeout)
+    return got is not None and 200 <= got[0] < 300

@@ -19,11 +19,8 @@ get their client from ``connect``.
 from __future__ import annotations
 
 import contextlib
-import http.client
 import threading
 import time
-import urllib.error
-import urllib.request
 from typing import Any
 
 import docker
@@ -32,15 +29,13 @@ from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 from docker.types import DeviceRequest, Mount, Ulimit
 
 from kit.errors import KitError, ServerError
-from kit.runtime import SECRET_NAME_RE, ServerSpec, StopInfo, tail_lines
+from kit.runtime import SECRET_NAME_RE, ServerSpec, StopInfo, http_ok, tail_lines
 
 MANAGED_LABEL = "kit.managed"
 MANAGED_FILTER = f"{MANAGED_LABEL}=1"
 DEFAULT_ULIMITS: dict[str, int] = {"memlock": -1, "stack": 64 * 1024 * 1024}
 EXTRA_KEYS = frozenset({"ulimits", "mem_limit"})
 LIVE_STATES = ("running", "paused", "restarting")
-
-_NO_PROXY_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 # --------------------------------------------------------------------------- the adapter
@@ -201,15 +196,6 @@ def failure_hint(message: str, spec: ServerSpec) -> str:
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def http_ok(url: str, timeout: float = 2.0) -> bool:
-    """True when ``url`` answers 2xx (no proxy: the server is local)."""
-    try:
-        with _NO_PROXY_OPENER.open(url, timeout=timeout) as r:
-            return 200 <= int(r.status) < 300
-    except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException):
-        return False
 
 
 def redact_inspect(value: Any, spec: ServerSpec) -> Any:
@@ -531,8 +517,12 @@ class DockerRuntime:
         except BaseException:
             remove_container(self.client, container)
             raise
-        container.reload()
-        return DockerServer(spec, container, self.client)
+        try:
+            container.reload()
+            return DockerServer(spec, container, self.client)
+        except BaseException:
+            remove_container(self.client, container)
+            raise
 
     def describe(self) -> dict[str, Any]:
         return engine_facts(self.client)

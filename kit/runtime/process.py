@@ -17,14 +17,12 @@ import socket
 import subprocess
 import threading
 import time
-import urllib.error
-import urllib.request
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
 from kit.errors import ServerError
-from kit.runtime import ServerSpec, StopInfo, redact_env, state_dir, tail_lines
+from kit.runtime import ServerSpec, StopInfo, http_ok, redact_env, state_dir, tail_lines
 
 
 def _group_alive(pgid: int) -> bool:
@@ -38,20 +36,18 @@ def _group_alive(pgid: int) -> bool:
 
 
 def _group_members(pgid: int) -> list[int]:
-    """Live (non-zombie) PIDs whose process group is ``pgid``, read from /proc."""
-    out = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", "rb") as f:
-                stat = f.read().decode(errors="replace")
-        except OSError:
-            continue
-        rest = stat[stat.rfind(")") + 2 :].split()
-        if len(rest) > 2 and rest[0] != "Z" and int(rest[2]) == pgid:
-            out.append(int(entry.name))
-    return out
+    """Live (non-zombie) PIDs whose process group is ``pgid``."""
+    from kit.gates.procinfo import group_members
+
+    return group_members(pgid)
+
+
+def boot_id() -> str | None:
+    """This boot's id: a record from an earlier boot names process groups that no longer exist."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return None
 
 
 def port_bindable(host: str, port: int) -> bool:
@@ -63,14 +59,6 @@ def port_bindable(host: str, port: int) -> bool:
         except OSError:
             return False
     return True
-
-
-def http_ok(url: str, timeout: float = 2.0) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as r:
-            return bool(200 <= r.status < 300)
-    except (urllib.error.URLError, OSError, ValueError):
-        return False
 
 
 class _LogPump(threading.Thread):
@@ -203,23 +191,23 @@ class ProcessRuntime:
                 f"cannot start server for {spec.arm}: {spec.command[0]}: {e.strerror or e}",
                 hint="check server.command (or the arm's command) in the manifest",
             ) from None
-        assert proc.stdout is not None
-        pump = _LogPump(proc.stdout, spec.log_path, spec)
-        pump.start()
-        record = state_dir() / f"{proc.pid}.json"
-        record.parent.mkdir(parents=True, exist_ok=True)
-        record.write_text(
-            json.dumps(
-                {
-                    "pgid": proc.pid,
-                    "pid": proc.pid,
-                    "run_id": spec.labels.get("kit.run"),
-                    "cell": spec.labels.get("kit.cell"),
-                    "command": spec.command,
-                    "started": datetime.now(UTC).isoformat(),
-                }
-            )
-        )
+        try:
+            assert proc.stdout is not None
+            pump = _LogPump(proc.stdout, spec.log_path, spec)
+            pump.start()
+            record = state_dir() / f"{proc.pid}.json"
+            record.parent.mkdir(parents=True, exist_ok=True)
+            record.write_text(json.dumps({
+                "pgid": proc.pid, "pid": proc.pid, "run_id": spec.labels.get("kit.run"),
+                "cell": spec.labels.get("kit.cell"), "command": spec.command,
+                "started": datetime.now(UTC).isoformat(), "boot_id": boot_id(),
+            }))
+        except BaseException:
+            # nothing may outlive a failed start, not even when the record cannot be written
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
         return ProcessServer(spec, proc, record, pump)
 
     def describe(self) -> dict[str, Any]:
@@ -238,7 +226,7 @@ def kill_leftover_groups(grace_s: float = 5.0) -> tuple[list[str], list[str]]:
             pgid = int(doc["pgid"])
         except (OSError, ValueError, KeyError, TypeError):
             continue
-        if not _group_alive(pgid):
+        if doc.get("boot_id") not in (None, boot_id()) or not _group_alive(pgid):
             path.unlink(missing_ok=True)
             stale.append(f"{path.name} (group {pgid} already gone)")
             continue

@@ -4,7 +4,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, bundle_of, kit, read_json, tiny_manifest
+from e2e_helpers import ROOT, bundle_of, kit, read_json, tiny_manifest
 
 
 @pytest.mark.slow

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import bundle_of, kit, read_json, tiny_manifest
+from e2e_helpers import bundle_of, kit, read_json, tiny_manifest
 
 pynvml = pytest.importorskip("pynvml")
 

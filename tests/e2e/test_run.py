@@ -8,7 +8,8 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import ROOT, bundle_of, kit, read_json, tiny_manifest
+import pytest
+from e2e_helpers import ROOT, bundle_of, kit, read_json, tiny_manifest
 
 from kit.signing import generate_key
 
@@ -160,8 +161,9 @@ def test_server_killed_mid_level_fails_the_cell_and_resume_completes(tmp_path: P
     assert not list((Path(isolated["XDG_STATE_HOME"]) / "kit" / "servers").glob("*.json"))
 
 
-def test_interrupt_leaves_a_resumable_bundle_and_no_server(tmp_path: Path, port: int,
-                                                           isolated: dict[str, str]) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupt_leaves_a_resumable_bundle_and_no_server(tmp_path: Path, port: int, isolated: dict[str, str],
+                                                           sig: signal.Signals) -> None:
     m = tiny_manifest(tmp_path / "t.yaml", port, levels=(2,), requests=80, output_tokens=24, repeats=1)
     out = tmp_path / "r"
     env = {**os.environ, **isolated}
@@ -170,11 +172,12 @@ def test_interrupt_leaves_a_resumable_bundle_and_no_server(tmp_path: Path, port:
     try:
         records = lambda: list(out.glob("*/cells/baseline-r1/level-2/records.jsonl"))  # noqa: E731
         _wait_for(lambda: bool(records()) and len(records()[0].read_text().splitlines()) >= 5)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         stdout, stderr = proc.communicate(timeout=60)
     finally:
         proc.kill()
     assert proc.returncode == 130, stdout + stderr
+    assert "--resume" in stderr and "Traceback" not in stderr
     b = bundle_of(out)
     assert read_json(b / "run.json")["status"] == "interrupted"
     assert read_json(b / "cells/baseline-r1/cell.json")["status"] == "interrupted"
@@ -186,3 +189,16 @@ def test_interrupt_leaves_a_resumable_bundle_and_no_server(tmp_path: Path, port:
     r = kit("run", "--resume", str(b), env=isolated)
     assert r.returncode == 0, r.stderr
     assert read_json(b / "run.json")["status"] == "complete"
+
+
+def test_resume_refuses_a_bundle_changed_since_it_was_signed(tmp_path: Path, port: int,
+                                                            isolated: dict[str, str]) -> None:
+    m = tiny_manifest(tmp_path / "t.yaml", port, levels=(1,), requests=4, repeats=1)
+    out = tmp_path / "r"
+    assert kit("run", str(m), "--out", str(out), "--allow-unsigned", env=isolated).returncode == 0
+    b = bundle_of(out)
+    rec = b / "cells/oea-r1/level-1/records.jsonl"
+    data = rec.read_bytes()
+    rec.write_bytes(data[:5] + bytes([data[5] ^ 1]) + data[6:])
+    r = kit("run", "--resume", str(b), env=isolated)
+    assert r.returncode == 9 and "cells/oea-r1/level-1/records.jsonl" in r.stderr
