@@ -593,11 +593,11 @@ def _resume_sources(root: Path, manifest: Path | None) -> tuple[bytes, bytes | N
 
 def _verify_before_resume(root: Path) -> str:
     """A resumed bundle is re-signed: first prove nobody changed what is already in it."""
-    from kit.bundle import verify_bundle
+    from kit.bundle import verify_integrity
 
     if not (root / "provenance.dsse.json").exists():
         return "none: kit was killed before it could sign; earlier files are carried over unverified"
-    verify_bundle(root, [])  # raises BundleError (exit 9) naming any changed, added or missing file
+    verify_integrity(root)  # raises BundleError (exit 9) naming any changed, added or missing file
     return "verified"
 
 

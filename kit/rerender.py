@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from kit.bundle import Bundle, runner_key, sign_provenance
+from kit.bundle import Bundle, runner_key, sign_provenance, verify_integrity
 from kit.report import render_report
 from kit.stats import summarize_bundle
 
 
 def rerender(root: Path, key: Path | None = None) -> list[str]:
     bundle = Bundle.open(root)
+    verify_integrity(bundle.root)  # never re-sign what somebody changed: exit 9 naming the file
     old = json.loads(bundle.path("provenance.dsse.json").read_text()) if bundle.path("provenance.dsse.json").exists() \
         else None
     summary = summarize_bundle(bundle.root)

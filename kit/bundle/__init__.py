@@ -16,7 +16,7 @@ from kit.bundle.provenance import (
     sign_provenance,
 )
 from kit.bundle.tarball import MAX_MEMBERS, MAX_TOTAL_BYTES, archive, archive_sha256, extracted, safe_extract
-from kit.bundle.verify import first_difference, verify_bundle
+from kit.bundle.verify import first_difference, verify_bundle, verify_integrity
 
 __all__ = [
     "BUILD_TYPE",
@@ -35,4 +35,5 @@ __all__ = [
     "safe_extract",
     "sign_provenance",
     "verify_bundle",
+    "verify_integrity",
 ]

@@ -83,7 +83,8 @@ def verify_directory(root: Path, trust: list[Path], *, label: str, trust_anchor:
         raise fail(label, [f"unreadable: {e}"]) from None
     if PROVENANCE not in on_disk:
         raise fail(label, [f"missing file: {PROVENANCE} (the bundle was never signed; an unfinished run?)"],
-                   hint="finish the run with `kit run --resume BUNDLE`, or re-sign it with `kit report BUNDLE`")
+                   hint="finish the run with `kit run --resume BUNDLE` (it records that the earlier files were "
+                        "never signed)")
     env, body, stmt = read_envelope(root / PROVENANCE, label)
     subjects = signed_subjects(stmt, label)
     check_signatures(env, body, stmt, label)
@@ -96,6 +97,25 @@ def verify_directory(root: Path, trust: list[Path], *, label: str, trust_anchor:
     details = {"bundle": label, "files": len(subjects), "bytes": nbytes, "signers": signer.signers,
                "trusted": signer.trusted, "summary": summary_note, "run": run}
     return VerifyResult(summary=text, details=details)
+
+
+def verify_integrity(root: Path) -> int:
+    """Only what must hold before kit re-signs a bundle (resume, `kit report`): every file matches the
+    signed provenance and every signature verifies; trust and summary.json are not judged. Returns the
+    number of files."""
+    label = str(root)
+    try:
+        _, on_disk = walk(root)
+    except BundleError as e:
+        raise fail(label, [e.message]) from None
+    if PROVENANCE not in on_disk:
+        raise fail(label, [f"missing file: {PROVENANCE} (the bundle was never signed)"],
+                   hint="finish the run with `kit run --resume BUNDLE`")
+    env, body, stmt = read_envelope(root / PROVENANCE, label)
+    subjects = signed_subjects(stmt, label)
+    check_signatures(env, body, stmt, label)
+    check_files(root, sorted(f for f in on_disk if f != PROVENANCE), subjects, label)
+    return len(subjects)
 
 
 # --------------------------------------------------------------------------- the envelope
