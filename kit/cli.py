@@ -56,6 +56,27 @@ def _echo_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
 
 
+def _for_each(paths: list[Path], one: Callable[[Path], tuple[str, dict[str, Any]]], as_json: bool) -> None:
+    """Run ``one`` on every path, report each, and exit with the first failure's code (all are checked)."""
+    results = []
+    first: KitError | None = None
+    for path in paths:
+        try:
+            text, details = one(path)
+            results.append({"target": str(path), "ok": True, **details})
+            if not as_json:
+                click.echo(f"ok: {path}: {text}")
+        except KitError as e:
+            results.append({"target": str(path), "ok": False, "error": str(e)})
+            first = first or e
+            if not as_json:
+                click.echo(f"Error: {e}", err=True)
+    if as_json:
+        _echo_json(results)
+    if first is not None:
+        raise click.exceptions.Exit(int(first.exit_code))
+
+
 def _paths(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> list[Path]:
     return [Path(v) for v in value]
 
@@ -89,23 +110,11 @@ def validate(manifests: list[Path], allow_unpinned: bool, as_json: bool) -> None
     """Check manifests against the schema and the models."""
     from kit.manifest import load_manifest
 
-    results = []
-    first_error: KitError | None = None
-    for path in manifests:
-        try:
-            lm = load_manifest(path, allow_unpinned=allow_unpinned)
-            results.append({"manifest": str(path), "ok": True, "name": lm.manifest.name})
-            if not as_json:
-                click.echo(f"ok: {path} ({lm.manifest.name}, {len(lm.manifest.arms)} arms)")
-        except KitError as e:
-            results.append({"manifest": str(path), "ok": False, "error": str(e)})
-            first_error = first_error or e
-            if not as_json:
-                click.echo(f"Error: {e}", err=True)
-    if as_json:
-        _echo_json(results)
-    if first_error is not None:
-        raise click.exceptions.Exit(int(first_error.exit_code))
+    def one(path: Path) -> tuple[str, dict[str, Any]]:
+        m = load_manifest(path, allow_unpinned=allow_unpinned).manifest
+        return f"{m.name}, {len(m.arms)} arms", {"name": m.name}
+
+    _for_each(manifests, one, as_json)
 
 
 @main.command()
@@ -162,23 +171,11 @@ def verify(targets: list[Path], trust: tuple[Path, ...], as_json: bool) -> None:
     """Verify manifests' signatures, or result bundles (directories or .tar.gz archives)."""
     from kit.verify import verify_target
 
-    results = []
-    worst: KitError | None = None
-    for t in targets:
-        try:
-            res = verify_target(t, list(trust))
-            results.append({"target": str(t), "ok": True, **res.details})
-            if not as_json:
-                click.echo(f"ok: {t}: {res.summary}")
-        except KitError as e:
-            results.append({"target": str(t), "ok": False, "error": str(e)})
-            worst = worst or e
-            if not as_json:
-                click.echo(f"Error: {e}", err=True)
-    if as_json:
-        _echo_json(results)
-    if worst is not None:
-        raise click.exceptions.Exit(int(worst.exit_code))
+    def one(target: Path) -> tuple[str, dict[str, Any]]:
+        res = verify_target(target, list(trust))
+        return res.summary, res.details
+
+    _for_each(targets, one, as_json)
 
 
 @main.command()
