@@ -52,6 +52,15 @@ def _write_text(path: Path, text: str) -> None:
         raise UsageError(f"cannot write {path}: {e.strerror or e}", hint="choose a writable path with -o") from None
 
 
+def _emit(text: str, output: Path | None) -> None:
+    """Generated text to stdout, or to FILE (with a note on stderr)."""
+    if output is None:
+        click.echo(text, nl=False)
+    else:
+        _write_text(output, text)
+        click.echo(f"wrote {output}", err=True)
+
+
 def _echo_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
 
@@ -123,12 +132,7 @@ def schema(output: Path | None) -> None:
     """Print (or write) the manifest JSON Schema generated from the models."""
     from kit.manifest import schema_text
 
-    text = schema_text()
-    if output is None:
-        click.echo(text, nl=False)
-    else:
-        _write_text(output, text)
-        click.echo(f"wrote {output}", err=True)
+    _emit(schema_text(), output)
 
 
 @main.command()
@@ -341,13 +345,8 @@ def compose(manifest: Path, output: Path | None) -> None:
     from kit.compose import render_compose
     from kit.manifest import load_manifest
 
-    text = render_compose(load_manifest(manifest, allow_unpinned=True),
-                          base_dir=output.resolve().parent if output is not None else None)
-    if output is None:
-        click.echo(text, nl=False)
-    else:
-        _write_text(output, text)
-        click.echo(f"wrote {output}", err=True)
+    _emit(render_compose(load_manifest(manifest, allow_unpinned=True),
+                         base_dir=output.resolve().parent if output is not None else None), output)
 
 
 @main.command()

@@ -167,6 +167,8 @@ class ProcessServer:
             "command": self.spec.command,
             "env": redact_env(self.spec.env),
             "secret_env_names": sorted(self.spec.secret_env),
+            # the server also inherits kit's environment: its names (values may be secrets) for the record
+            "inherited_env_names": sorted(set(os.environ) - set(self.spec.env) - set(self.spec.secret_env)),
             "cwd": os.getcwd(),
         }
 
