@@ -21,9 +21,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kit import __version__
+
+if TYPE_CHECKING:
+    from kit.images import ImageInfo
+
 from kit.errors import (
     BundleError,
     GateFailed,
@@ -240,7 +244,7 @@ class Experiment:
         self.run_id = ""
         self.failed: dict[str, tuple[int, str]] = {}
         self.notices: list[str] = []
-        self.images: dict[str, Any] = {}
+        self.images: dict[str, ImageInfo] = {}
         self.gpu_ids: list[str] | None = None
         self.preflight_report: dict[str, Any] = {}
         self.gpu_indices: list[int] = []
@@ -450,9 +454,7 @@ class Experiment:
 
     def _image_ref(self, arm: str) -> str | None:
         info = self.images.get(arm)
-        if info is None:
-            return None
-        return str(getattr(info, "image_id", None) or info["image_id"])
+        return info.image_id if info is not None else None
 
     # ---- images
 
@@ -464,7 +466,7 @@ class Experiment:
 
         self.images = build_images(self.lm, run_id=self.run_id, log_dir=self.bundle.path("images"),
                                    allow_unpinned=self.opts.allow_unpinned)
-        built = {a: _plain(i) for a, i in self.images.items()}
+        built = {a: i.as_dict() for a, i in self.images.items()}
         if self.opts.resume is not None and self.bundle.path("images.json").exists():
             before = json.loads(self.bundle.path("images.json").read_text())
             changed = [a for a in built if before.get(a, {}).get("image_id") != built[a].get("image_id")]
@@ -547,24 +549,12 @@ class Experiment:
             "internalParameters": {"kit": __version__, "runtime": self.m.runtime,
                                    "hardware": self.m.hardware.model_dump(), "trust": self.trust.as_dict()},
             "resolvedDependencies": [
-                {"uri": f"docker-image:{a}", "digest": {"sha256": str(_plain(i).get("image_id", "")).split(":")[-1]},
-                 "annotations": _plain(i)}
+                {"uri": f"docker-image:{a}", "digest": {"sha256": i.image_id.split(":")[-1]},
+                 "annotations": i.as_dict()}
                 for a, i in self.images.items()
             ],
             "metadata": {"startedOn": run.get("started"), "finishedOn": run.get("finished")},
         }
-
-
-def _plain(info: Any) -> dict[str, Any]:
-    if isinstance(info, dict):
-        return info
-    if hasattr(info, "as_dict"):
-        return dict(info.as_dict())
-    if hasattr(info, "__dataclass_fields__"):
-        from dataclasses import asdict
-
-        return asdict(info)
-    return dict(vars(info))
 
 
 def _now() -> str:

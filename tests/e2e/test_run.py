@@ -121,16 +121,28 @@ def _wait_for(pred, timeout: float = 60.0) -> None:  # type: ignore[no-untyped-d
         time.sleep(0.05)
 
 
+def _run_in_background(m: Path, out: Path, isolated: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "kit", "run", str(m), "--out", str(out), "--allow-unsigned"],
+                            cwd=ROOT, env={**os.environ, **isolated}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for_records(out: Path, n: int) -> None:
+    """Until the first cell's level-2 records file holds at least ``n`` requests."""
+    def enough() -> bool:
+        files = list(out.glob("*/cells/baseline-r1/level-2/records.jsonl"))
+        return bool(files) and len(files[0].read_text().splitlines()) >= n
+
+    _wait_for(enough)
+
+
 def test_server_killed_mid_level_fails_the_cell_and_resume_completes(tmp_path: Path, port: int,
                                                                      isolated: dict[str, str]) -> None:
     m = tiny_manifest(tmp_path / "t.yaml", port, levels=(2,), requests=60, output_tokens=24, repeats=1)
     out = tmp_path / "r"
-    env = {**os.environ, **isolated}
-    proc = subprocess.Popen([sys.executable, "-m", "kit", "run", str(m), "--out", str(out), "--allow-unsigned"],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = _run_in_background(m, out, isolated)
     try:
-        records = lambda: list(out.glob("*/cells/baseline-r1/level-2/records.jsonl"))  # noqa: E731
-        _wait_for(lambda: bool(records()) and len(records()[0].read_text().splitlines()) >= 10)
+        _wait_for_records(out, 10)
         state = Path(isolated["XDG_STATE_HOME"]) / "kit" / "servers"
         pgid = int(json.loads(next(state.glob("*.json")).read_text())["pgid"])
         os.killpg(pgid, signal.SIGKILL)
@@ -166,12 +178,9 @@ def test_interrupt_leaves_a_resumable_bundle_and_no_server(tmp_path: Path, port:
                                                            sig: signal.Signals) -> None:
     m = tiny_manifest(tmp_path / "t.yaml", port, levels=(2,), requests=80, output_tokens=24, repeats=1)
     out = tmp_path / "r"
-    env = {**os.environ, **isolated}
-    proc = subprocess.Popen([sys.executable, "-m", "kit", "run", str(m), "--out", str(out), "--allow-unsigned"],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = _run_in_background(m, out, isolated)
     try:
-        records = lambda: list(out.glob("*/cells/baseline-r1/level-2/records.jsonl"))  # noqa: E731
-        _wait_for(lambda: bool(records()) and len(records()[0].read_text().splitlines()) >= 5)
+        _wait_for_records(out, 5)
         proc.send_signal(sig)
         stdout, stderr = proc.communicate(timeout=60)
     finally:
