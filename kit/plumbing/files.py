@@ -1,0 +1,94 @@
+"""Hashing and writing files: one hasher, one atomic writer, bounded reads.
+
+Writes never follow a symlink at the target (the target is replaced, not written through), and a
+crash leaves either the old file or the new one, never half of either.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+import stat
+from pathlib import Path
+
+CHUNK = 1 << 20
+NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+TEMP_MARK = ".tmp-"  # temp files are ``.<name>.tmp-<pid>-<8 hex>`` beside their target
+
+
+def sha256_file(path: Path) -> tuple[str, int]:
+    """sha256 hex digest and size of a regular file, never following a symlink (ELOOP -> OSError)."""
+    h = hashlib.sha256()
+    size = 0
+    fd = os.open(path, os.O_RDONLY | NOFOLLOW)
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise OSError(f"{path}: not a regular file")
+        while chunk := f.read(CHUNK):
+            h.update(chunk)
+            size += len(chunk)
+    return h.hexdigest(), size
+
+
+def temp_name(dest: Path) -> Path:
+    return dest.with_name(f".{dest.name}{TEMP_MARK}{os.getpid()}-{secrets.token_hex(4)}")
+
+
+def atomic_write(dest: Path, data: bytes, mode: int = 0o644) -> Path:
+    """Write ``data`` to a new temp file beside ``dest`` (O_EXCL|O_NOFOLLOW), fsync it, rename it over
+    ``dest`` (a symlink at ``dest`` is replaced, never followed), fsync the directory."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temp_name(dest)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW, mode)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, dest)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(dest.parent)
+    return dest
+
+
+def append_line(dest: Path, line: bytes) -> Path:
+    """Append one line and flush it to disk (JSON Lines files written as things happen)."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_APPEND | NOFOLLOW, 0o644)
+    with os.fdopen(fd, "ab") as f:
+        f.write(line)
+        f.flush()
+        os.fsync(f.fileno())
+    return dest
+
+
+def fsync_dir(d: Path) -> None:
+    fd = os.open(d, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class TooLarge(ValueError):
+    """A bounded read found more than its limit."""
+
+
+def read_bounded(path: Path, limit: int) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes, reading at most ``limit + 1`` of them
+    (``/dev/zero`` or a huge file fails at once). OSError for missing files, directories, FIFOs and
+    other special files; TooLarge beyond the limit."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as f:
+        mode = os.fstat(f.fileno()).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(21, "is a directory", str(path))
+        if not stat.S_ISREG(mode):
+            raise OSError(f"{path}: not a regular file ({stat.filemode(mode)})")
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise TooLarge(f"{path}: larger than {limit} bytes")
+    return data

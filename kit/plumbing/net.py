@@ -1,0 +1,47 @@
+"""Ports and local HTTP: can a port be bound, and one no-proxy GET to a local server."""
+
+from __future__ import annotations
+
+import http.client
+import socket
+import urllib.error
+import urllib.request
+
+_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def port_bindable(host: str, port: int) -> bool:
+    """True when a listening socket could bind ``host:port`` now (SO_REUSEADDR, like a server)."""
+    fam = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(fam, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port the kernel says is free now (for tests and throw-away servers)."""
+    fam = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(fam, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def http_get(url: str, timeout: float = 5.0) -> tuple[int, bytes] | None:
+    """(status, body) of a GET to a local server, never through a proxy; None when it cannot be asked."""
+    try:
+        with _NO_PROXY.open(url, timeout=timeout) as r:
+            return int(r.status), r.read()
+    except urllib.error.HTTPError as e:
+        return int(e.code), b""
+    except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException):
+        return None
+
+
+def http_ok(url: str, timeout: float = 2.0) -> bool:
+    """True when ``url`` answers 2xx."""
+    got = http_get(url, timeout)
+    return got is not None and 200 <= got[0] < 300

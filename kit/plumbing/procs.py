@@ -1,0 +1,92 @@
+"""Process groups: who is in one, and stopping one completely (SIGTERM, grace, SIGKILL, proof).
+
+Servers, load drivers and leftovers are all stopped through ``stop_group``: one implementation of the
+signal sequence and of the proof that nothing of the group is left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+
+from kit.plumbing.poll import poll_until
+
+PROC = Path("/proc")
+
+
+def stat_fields(pid: int, proc: Path = PROC) -> list[str] | None:
+    """Fields of /proc/PID/stat after the command name: state, ppid, pgrp, ... (None when gone)."""
+    try:
+        text = (proc / str(pid) / "stat").read_text(errors="replace")
+    except OSError:
+        return None
+    if ")" not in text:
+        return None
+    return text.rsplit(")", 1)[1].split()
+
+
+def group_members(pgid: int, proc: Path = PROC) -> list[int]:
+    """Live (non-zombie) PIDs in process group ``pgid``."""
+    members = []
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        fields = stat_fields(int(entry.name), proc)
+        if fields and len(fields) > 2 and fields[0] != "Z" and int(fields[2]) == pgid:
+            members.append(int(entry.name))
+    return sorted(members)
+
+
+def group_alive(pgid: int) -> bool:
+    """True while any non-zombie process of the group lives (or we may not signal it)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return group_members(pgid) != []
+
+
+def signal_group(pgid: int, sig: signal.Signals) -> bool:
+    """Send ``sig`` to the group; False when it is already gone."""
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class GroupStop:
+    """How a group ended: the last signal sent (None when it was already gone) and who is left."""
+
+    signal: str | None
+    left: list[int]
+
+
+def stop_group(pgid: int, grace_s: float, *, kill_wait_s: float = 10.0, reap: object = None) -> GroupStop:
+    """SIGTERM to the whole group, up to ``grace_s`` for it to go, then SIGKILL and up to ``kill_wait_s``
+    for the kernel to reap it. ``reap`` is an optional zero-argument callable run on every poll (a
+    ``Popen.poll`` so that our own child does not linger as a zombie). Never signals anything outside
+    the group; returns who is left (empty when the group is gone)."""
+    poll_reap = reap if callable(reap) else (lambda: None)
+
+    def gone() -> bool:
+        poll_reap()
+        return not group_alive(pgid)
+
+    if gone():
+        return GroupStop(None, [])
+    sent = "SIGTERM"
+    signal_group(pgid, signal.SIGTERM)
+    if not poll_until(gone, grace_s):
+        sent = "SIGKILL"
+        signal_group(pgid, signal.SIGKILL)
+        poll_until(gone, kill_wait_s)
+    with contextlib.suppress(ChildProcessError):
+        poll_reap()
+    return GroupStop(sent, group_members(pgid))
