@@ -7,7 +7,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-SCHEMA_VERSION = 1
+from kit.files.summary import SUMMARY_SCHEMA_VERSION
+
+SCHEMA_VERSION = SUMMARY_SCHEMA_VERSION
 SIG_DIGITS = 6
 PERCENTILES = (50, 90, 99)
 LATENCIES = ("ttft", "tpot", "itl", "e2e")
