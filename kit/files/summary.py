@@ -68,6 +68,10 @@ class _Latencies(_Model):
     itl_ms: Distribution
     e2e_ms: Distribution
 
+    def latency(self, key: str) -> Distribution:
+        """One of the four distributions by its key ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")."""
+        return {"ttft_ms": self.ttft_ms, "tpot_ms": self.tpot_ms, "itl_ms": self.itl_ms, "e2e_ms": self.e2e_ms}[key]
+
 
 class CellLevel(_Latencies):
     """One cell at one level."""
