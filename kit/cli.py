@@ -264,9 +264,9 @@ def run(manifest: Path | None, out_dir: Path, resume: Path | None, allow_unsigne
 @click.option("--key", type=click.Path(dir_okay=False, path_type=Path), help="Runner key to re-sign with.")
 def report(bundle: Path, key: Path | None) -> None:
     """Recompute summary.json from the records, re-render report.md and plots, and re-sign."""
-    from kit.rerender import rerender
+    from kit.report.rebuild import rebuild
 
-    for line in rerender(bundle, key):
+    for line in rebuild(bundle, key):
         click.echo(line)
 
 

@@ -2,25 +2,32 @@
 
 This compares *runs* (the same experiment on two machines, two days, two kit versions); the A/B
 verdicts between *arms* inside one run are in each bundle's report. Figures come from each
-bundle's summary.json, which `kit verify` recomputes from the records.
+bundle's summary.json (read as a typed ``Summary``), which `kit verify` recomputes from the records.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
+
+from pydantic import ValidationError
 
 from kit.errors import BundleError
+from kit.files.summary import ArmLevel, Summary
+from kit.plumbing.files import sha256_file
 
-FIGURES: list[tuple[str, str, bool]] = [  # (label, path in an arm_levels entry, higher is better)
-    ("out tok/s", "throughput_tok_s", True),
-    ("req/s", "throughput_req_s", True),
-    ("TTFT p50 ms", "ttft_ms.p50", False),
-    ("TPOT p50 ms", "tpot_ms.p50", False),
-    ("ITL p50 ms", "itl_ms.p50", False),
-    ("E2E p50 ms", "e2e_ms.p50", False),
-    ("experts/step", "server.unique_experts_per_step", False),
+FigureGet = Callable[[ArmLevel], float | None]
+
+FIGURES: list[tuple[str, FigureGet, bool]] = [  # (label, figure of an arm_levels entry, higher is better)
+    ("out tok/s", lambda f: f.throughput_tok_s, True),
+    ("req/s", lambda f: f.throughput_req_s, True),
+    ("TTFT p50 ms", lambda f: f.ttft_ms.p50, False),
+    ("TPOT p50 ms", lambda f: f.tpot_ms.p50, False),
+    ("ITL p50 ms", lambda f: f.itl_ms.p50, False),
+    ("E2E p50 ms", lambda f: f.e2e_ms.p50, False),
+    ("experts/step", lambda f: f.server.unique_experts_per_step if f.server else None, False),
 ]
 
 SETUP: list[tuple[str, str, str]] = [  # (label, file, dotted path)
@@ -41,7 +48,32 @@ SETUP: list[tuple[str, str, str]] = [  # (label, file, dotted path)
 ]
 
 
-def _load(root: Path, name: str) -> Any:
+class SetupRow(TypedDict):
+    what: str
+    a: object
+    b: object
+    same: bool
+
+
+class FigureRow(TypedDict):
+    arm: str
+    level: int
+    figure: str
+    a: float | None
+    b: float | None
+    ratio_b_over_a: float | None
+    higher_is_better: bool
+    client_bound: bool
+
+
+class BundleComparison(TypedDict):
+    a: str
+    b: str
+    setup: list[SetupRow]
+    figures: list[FigureRow]
+
+
+def _load(root: Path, name: str) -> object:
     p = root / name
     if not p.exists():
         return None
@@ -51,7 +83,16 @@ def _load(root: Path, name: str) -> Any:
         raise BundleError(f"{p}: not valid JSON ({e})", hint=f"run `kit verify {root}`") from None
 
 
-def _get(obj: Any, dotted: str) -> Any:
+def _summary(root: Path) -> Summary:
+    doc = _load(root, "summary.json")
+    try:
+        return Summary.model_validate(doc)
+    except ValidationError as e:
+        raise BundleError(f"{root / 'summary.json'}: not a kit summary ({e.error_count()} problems: "
+                          f"{e.errors()[0]['loc']}: {e.errors()[0]['msg']})", hint=f"run `kit report {root}`") from None
+
+
+def _get(obj: object, dotted: str) -> object:
     for part in [p for p in dotted.split(".") if p]:
         if not isinstance(obj, dict):
             return None
@@ -60,57 +101,52 @@ def _get(obj: Any, dotted: str) -> Any:
 
 
 def _manifest_digest(root: Path) -> str | None:
-    import hashlib
-
     p = root / "manifest.yaml"
-    return hashlib.sha256(p.read_bytes()).hexdigest() if p.exists() else None
+    return sha256_file(p)[0] if p.exists() else None
 
 
-def _setup(root: Path) -> dict[str, Any]:
+def _setup(root: Path) -> dict[str, object]:
     files = {name: _load(root, name) for name in ("run.json", "environment.json", "images.json")}
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for label, name, dotted in SETUP:
         out[label] = _manifest_digest(root) if name == "provenance" else _get(files[name], dotted)
     return out
 
 
-def _figures(summary: dict[str, Any]) -> dict[tuple[str, int], dict[str, Any]]:
-    out: dict[tuple[str, int], dict[str, Any]] = {}
-    for entry in summary.get("arm_levels", []):
-        key = (str(entry.get("arm")), int(entry.get("level", 0)))
-        vals: dict[str, Any] = {path: _get(entry, path) for _, path, _ in FIGURES}
-        vals["client_bound"] = bool(entry.get("client_bound"))
-        out[key] = vals
-    return out
+def _figures(summary: Summary) -> dict[tuple[str, int], ArmLevel]:
+    return {(entry.arm, entry.level): entry for entry in summary.arm_levels}
 
 
-def compare_bundles(a: Path, b: Path) -> dict[str, Any]:
+def _ratio(x: float | None, y: float | None) -> float | None:
+    return y / x if isinstance(x, (int, float)) and isinstance(y, (int, float)) and x else None
+
+
+def compare_bundles(a: Path, b: Path) -> BundleComparison:
     for root in (a, b):
         if not (root / "run.json").exists():
             raise BundleError(f"{root} is not a kit bundle (no run.json)")
         if not (root / "summary.json").exists():
             raise BundleError(f"{root} has no summary.json", hint=f"run `kit report {root}`")
     sa, sb = _setup(a), _setup(b)
-    setup = [{"what": k, "a": sa[k], "b": sb[k], "same": sa[k] == sb[k]} for k in sa]
-    fa, fb = _figures(_load(a, "summary.json")), _figures(_load(b, "summary.json"))
-    rows = []
+    setup: list[SetupRow] = [{"what": k, "a": sa[k], "b": sb[k], "same": sa[k] == sb[k]} for k in sa]
+    fa, fb = _figures(_summary(a)), _figures(_summary(b))
+    rows: list[FigureRow] = []
     for key in sorted(set(fa) | set(fb)):
         va, vb = fa.get(key), fb.get(key)
-        for label, path, higher in FIGURES:
-            x = va.get(path) if va else None
-            y = vb.get(path) if vb else None
+        for label, get, higher in FIGURES:
+            x = get(va) if va else None
+            y = get(vb) if vb else None
             if x is None and y is None:
                 continue
-            ratio = y / x if isinstance(x, (int, float)) and isinstance(y, (int, float)) and x else None
             rows.append({
-                "arm": key[0], "level": key[1], "figure": label, "a": x, "b": y, "ratio_b_over_a": ratio,
+                "arm": key[0], "level": key[1], "figure": label, "a": x, "b": y, "ratio_b_over_a": _ratio(x, y),
                 "higher_is_better": higher,
-                "client_bound": bool((va or {}).get("client_bound") or (vb or {}).get("client_bound")),
+                "client_bound": bool((va is not None and va.client_bound) or (vb is not None and vb.client_bound)),
             })
     return {"a": str(a), "b": str(b), "setup": setup, "figures": rows}
 
 
-def _fmt(v: Any) -> str:
+def _fmt(v: object) -> str:
     if v is None:
         return "-"
     if isinstance(v, float):
@@ -119,7 +155,7 @@ def _fmt(v: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def render_comparison(result: dict[str, Any]) -> list[str]:
+def render_comparison(result: BundleComparison) -> list[str]:
     lines = [f"A: {result['a']}", f"B: {result['b']}", "", "setup:"]
     for s in result["setup"]:
         mark = "same" if s["same"] else "DIFFERS"

@@ -1,4 +1,5 @@
-"""A small, fake-but-real bundle for the bundle tests: real files, real keys, real signatures."""
+"""A small, fake-but-real bundle for the bundle tests: real files, real keys, real signatures, and records that
+the real ``kit.stats`` summarizes (so ``kit verify`` recomputes summary.json for real)."""
 
 from __future__ import annotations
 
@@ -8,29 +9,50 @@ from typing import Any
 
 from kit.bundle import Bundle, sign_provenance
 from kit.signing import SigningKey
+from kit.stats import summarize_bundle
+from tests.stats.synth import client_report
 
 ARMS = ("base", "oea")
 LEVELS = (1, 4)
+REQUESTS = 6
+MANIFEST = f"""manifest_version: 1
+name: demo
+runtime: process
+model:
+  served_name: kit-moe
+server:
+  command: ["{{python}}", "-m", "kit.engine", "--host", "{{host}}", "--port", "{{port}}"]
+  port: 18080
+arms:
+  - name: base
+  - name: oea
+    args: ["--oea-k0", "4"]
+load:
+  levels: {list(LEVELS)}
+  requests_per_level: {REQUESTS}
+  warmup_requests: 0
+  output_tokens: 4
+  seed: 7
+design:
+  repeats: 1
+analysis:
+  resamples: 200
+"""
 
 
-def summarize(root: Path) -> dict[str, Any]:
-    """Stand-in for kit.stats.summarize_bundle: counts and mean TTFT per cell and level, from the records."""
-    cells: dict[str, Any] = {}
-    for rec in sorted(root.glob("cells/*/level-*/records.jsonl")):
-        rows = [json.loads(line) for line in rec.read_text().splitlines() if line.strip()]
-        ok = [r for r in rows if r["ok"]]
-        cells.setdefault(rec.parent.parent.name, {})[rec.parent.name] = {
-            "requests": len(rows),
-            "ok": len(ok),
-            "mean_ttft_ms": sum(r["ttft_ms"] for r in ok) / len(ok) if ok else None,
-        }
-    return {"cells": cells, "version": 1}
-
-
-def _records(arm: str, level: int) -> str:
-    rows = [{"arm": arm, "level": level, "i": i, "ok": i % 5 != 4, "ttft_ms": 10.0 + i * 0.25 + level,
-             "tokens": 16} for i in range(6)]
-    return "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows)
+def _records(arm: str, level: int) -> list[dict[str, Any]]:
+    out = []
+    for i in range(REQUESTS):
+        ok = i % 5 != 4
+        ttft = (10_000 + 250 * i + 1000 * level + (500 if arm == "oea" else 0)) * 1000
+        chunks = [ttft + k * 4_000_000 for k in range(4)] if ok else []
+        out.append({"arm": arm, "repeat": 1, "level": level, "rid": f"w0-{i}", "worker": 0,
+                    "t_start_ns": 1_000_000 * i, "wall_start": 1_700_000_000.0 + 0.05 * i,
+                    "ttft_ns": ttft if ok else None, "chunk_ns": chunks, "e2e_ns": (chunks[-1] if ok else 0) + 300_000,
+                    "usage_completion_tokens": 4 if ok else None, "usage_prompt_tokens": 32 if ok else None,
+                    "client_tokens": len(chunks), "status": 200 if ok else 500,
+                    "error": None if ok else "http 500: boom"})
+    return out
 
 
 def fill_cell(b: Bundle, cell_id: str, arm: str) -> None:
@@ -41,26 +63,30 @@ def fill_cell(b: Bundle, cell_id: str, arm: str) -> None:
     b.append_jsonl(f"cells/{cell_id}/gates.jsonl", {"phase": "after", "ok": True})
     b.write_json(f"cells/{cell_id}/command.json", {"argv": ["python", "-m", "kit.engine", "--arm", arm]})
     for lv in LEVELS:
-        b.write_bytes(f"cells/{cell_id}/level-{lv}/records.jsonl", _records(arm, lv).encode())
-        b.write_json(f"cells/{cell_id}/level-{lv}/client.json", {"cpu": 0.1, "client_bound": False})
+        records = _records(arm, lv)
+        b.write_bytes(f"cells/{cell_id}/level-{lv}/records.jsonl",
+                      "".join(json.dumps(r, sort_keys=True) + "\n" for r in records).encode())
+        b.write_json(f"cells/{cell_id}/level-{lv}/client.json", client_report(records, lv, bound=False))
         b.write_json(f"cells/{cell_id}/level-{lv}/server_metrics.json", {"before": None, "after": None})
 
 
 def build_bundle(results: Path, key: SigningKey, *, experiment: str = "demo", sign: bool = True) -> Bundle:
     b = Bundle.create(results, experiment)
-    b.write_bytes("manifest.yaml", b"name: demo\narms: [base, oea]\n")
+    b.write_bytes("manifest.yaml", MANIFEST.encode())
     b.write_bytes("manifest.yaml.sig", b'{"payloadType": "application/vnd.in-toto+json"}\n')
     b.write_json("run.json", {"run_id": b.run_id, "experiment": experiment, "kit_version": "0.1.0",
                               "status": "complete", "started": "2025-01-01T00:00:00Z",
                               "finished": "2025-01-01T00:10:00Z", "argv": ["kit", "run", "m.yaml"],
                               "flags": {"allow_unsigned": False, "allow_unpinned": False}})
-    b.write_json("plan.json", {"cells": [f"{a}-r1" for a in ARMS], "levels": list(LEVELS)})
+    b.write_json("plan.json", {"order": "interleaved",
+                               "cells": [{"index": i, "arm": a, "repeat": 1, "id": f"{a}-r1"} for i, a in enumerate(ARMS)],
+                               "levels": [{"concurrency": c, "requests": REQUESTS, "warmup": 0} for c in LEVELS]})
     b.write_json("environment.json", {"host": {"name": "test"}, "gpus": []})
     fill_cell(b, "oea-r1", "oea")  # a first attempt that failed and was moved aside on resume
     b.move_failed_attempt("oea-r1")
     for arm in ARMS:
         fill_cell(b, f"{arm}-r1", arm)
-    b.write_json("summary.json", summarize(b.root))
+    b.write_json("summary.json", summarize_bundle(b.root))
     b.write_bytes("report.md", "# demo\n\nbase vs oea: µ-benchmark ✓\n".encode())
     b.write_bytes("plots/ttft.png", bytes(range(256)) * 2)
     b.write_bytes("notes/ünïcode name.txt", b"non-ASCII path\n")

@@ -1,26 +1,19 @@
 from __future__ import annotations
 
-import sys
-import types
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from bundle_factory import build_bundle, summarize
+from bundle_factory import build_bundle
 
-import kit
 from kit.bundle import Bundle
 from kit.signing import SigningKey, generate_key
 
 
 @pytest.fixture(autouse=True)
-def stats_standin(monkeypatch: pytest.MonkeyPatch, kit_home: Path) -> types.ModuleType:
-    """kit.stats is someone else's module; verification calls kit.stats.summarize_bundle, so stand one in."""
-    mod = types.ModuleType("kit.stats")
-    mod.summarize_bundle = summarize  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "kit.stats", mod)
-    monkeypatch.setattr(kit, "stats", mod, raising=False)
-    return mod
+def _home(kit_home: Path) -> Path:
+    """Every bundle test runs with its own KIT_HOME (verification reads the user's trust file from it)."""
+    return kit_home
 
 
 @pytest.fixture

@@ -74,7 +74,7 @@ def test_archive_verifies_and_tampering_is_caught(bundle: Bundle, tmp_path: Path
     copy = tmp_path / "copy" / bundle.root.name
     shutil.copytree(bundle.root, copy)
     rec = copy / "cells" / "oea-r1" / "level-4" / "records.jsonl"
-    rec.write_bytes(rec.read_bytes().replace(b'"ok": true', b'"ok": false', 1))
+    rec.write_bytes(rec.read_bytes().replace(b'"status": 200', b'"status": 500', 1))
     archive(copy, tmp_path / "bad.tar.gz")
     with pytest.raises(BundleError, match=re.escape("cells/oea-r1/level-4/records.jsonl: sha256 differs")) as e:
         verify_bundle(tmp_path / "bad.tar.gz", [trust_file])

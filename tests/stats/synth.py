@@ -101,6 +101,28 @@ def _server_metrics(rng: np.random.Generator, level: int, model: ArmModel, reque
     return {"before": before, "after": after}
 
 
+def client_report(records: list[dict[str, Any]], level: int, *, bound: bool) -> dict[str, Any]:
+    """A client.json shaped like the one kit.load writes (one driver process)."""
+    ok = [r for r in records if r["status"] == 200]
+    tokens = sum(r["client_tokens"] for r in ok)
+    wall = max(r["wall_start"] + r["e2e_ns"] / 1e9 for r in records) - min(r["wall_start"] for r in records)
+    cpu_share = 0.97 if bound else 0.2
+    worker = {"worker": 0, "pid": 4242, "users": level, "requests": len(records), "ok": len(ok),
+              "errors": len(records) - len(ok), "out_tokens": tokens, "wall_s": round(wall, 4),
+              "cpu_s": round(cpu_share * wall, 4), "cpu_share": cpu_share, "cpu_us_per_token": 50.0,
+              "tokens_per_s": round(tokens / wall, 1),
+              "lag": {"samples": 100, "p50_ms": 0.1, "p99_ms": 1.0, "max_ms": 2.0},
+              "itl": {"gaps": tokens - len(ok), "median_ms": 4.0, "p99_ms": 9.0, "near_zero_share": 0.0}}
+    return {
+        "schema": 1, "spec": {"concurrency": level, "requests": len(records), "tags": {"level": level}},
+        "processes": 1, "usable_cores": 2, "ok": len(ok), "errors": len(records) - len(ok), "out_tokens": tokens,
+        "wall_s": round(wall, 4), "tokens_per_s": round(tokens / wall, 1), "stopped": False,
+        "client_bound": bound,
+        "client_bound_reasons": ["process 0: CPU 97% of one core over the level (limit 85%)"] if bound else [],
+        "timing_warnings": [], "thresholds": {"cpu_share": 0.85}, "workers": [worker],
+    }
+
+
 def _write_json(path: Path, data: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
@@ -133,11 +155,7 @@ def make_bundle(root: Path, spec: BundleSpec | None = None) -> Path:
             d.mkdir(parents=True, exist_ok=True)
             (d / "records.jsonl").write_text(
                 "".join(json.dumps(rec, separators=(",", ":")) + "\n" for rec in records), encoding="utf-8")
-            bound = (cid, level) in spec.client_bound
-            _write_json(d / "client.json", {
-                "client_bound": bound,
-                "client_bound_reasons": ["process 0: CPU 97% of one core over the level (limit 85%)"] if bound else [],
-                "cpu_share": 0.97 if bound else 0.2})
+            _write_json(d / "client.json", client_report(records, level, bound=(cid, level) in spec.client_bound))
             if spec.server_metrics:
                 _write_json(d / "server_metrics.json",
                             _server_metrics(rng, level, model, spec.requests, spec.tokens))

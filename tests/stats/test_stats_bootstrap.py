@@ -92,7 +92,7 @@ def test_gather_batches_do_not_change_totals(monkeypatch: pytest.MonkeyPatch) ->
     """Splitting the request gathers into small batches gives the same per-replicate sums shape and means."""
     rng = np.random.default_rng(13)
     cells = arm_cells(rng, ArmModel(), 2, cell_sd=0.05)
-    monkeypatch.setattr(stats, "MAX_GATHER", 100)
+    monkeypatch.setattr(stats.bootstrap, "MAX_GATHER", 100)
     small = bootstrap_arm(cells, stats.TESTED, 300, np.random.default_rng(1), hierarchical=True)
     assert small.replicates.shape == (300, len(stats.TESTED))
     assert np.isfinite(small.replicates).all()

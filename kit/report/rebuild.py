@@ -1,27 +1,29 @@
-"""`kit report`: recompute a bundle's summary from its records, re-render the report, re-sign."""
+"""``kit report BUNDLE``: recompute a bundle's summary from its records, re-render the report, re-sign."""
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 
 from kit.bundle import Bundle, runner_key, sign_provenance, verify_integrity
+from kit.files.summary import Summary
 from kit.report import render_report
 from kit.stats import summarize_bundle
 
 
-def rerender(root: Path, key: Path | None = None) -> list[str]:
+def rebuild(root: Path, key: Path | None = None) -> list[str]:
+    """Recompute summary.json, rewrite report.md and plots, re-sign keeping the old provenance's parameters."""
     bundle = Bundle.open(root)
     verify_integrity(bundle.root)  # never re-sign what somebody changed: exit 9 naming the file
-    old = json.loads(bundle.path("provenance.dsse.json").read_text()) if bundle.path("provenance.dsse.json").exists() \
-        else None
+    prov = bundle.path("provenance.dsse.json")
+    old = json.loads(prov.read_text()) if prov.exists() else None
     summary = summarize_bundle(bundle.root)
     bundle.remove_provenance()
     bundle.write_json("summary.json", summary)
-    written = render_report(bundle.root, summary)
+    written = render_report(bundle.root, Summary.model_validate(summary))
     signer, notice = runner_key(key)
-    predicate = _old_predicate(old)
-    sign_provenance(bundle, signer, predicate=predicate)
+    sign_provenance(bundle, signer, predicate=_old_predicate(old))
     lines = [notice] if notice else []
     lines += [f"wrote {p.relative_to(bundle.root)}" for p in written]
     lines.append(f"re-signed provenance with {signer.fingerprint}")
@@ -31,8 +33,6 @@ def rerender(root: Path, key: Path | None = None) -> list[str]:
 def _old_predicate(envelope: dict[str, object] | None) -> dict[str, object]:
     if not envelope:
         return {}
-    import base64
-
     try:
         stmt = json.loads(base64.b64decode(str(envelope["payload"])))
         pred = stmt.get("predicate", {})

@@ -1,0 +1,76 @@
+"""``cells/<id>/level-<c>/client.json``: the load client's self-monitoring over one level.
+
+Written by ``kit.load`` when a level ends: per driver process its CPU time and share of one core, a 10 ms
+scheduling-lag probe, inter-chunk gap statistics and tokens/s; the verdict ``client_bound`` with its reasons
+(``kit.load.assess``: a level where the client could not keep up must never look clean) and timing warnings.
+``kit.stats`` reads ``client_bound``, ``client_bound_reasons`` and ``timing_warnings``.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Open(BaseModel):
+    """Fields named here are checked; others (added by newer drivers) are kept."""
+
+    model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True)
+
+
+class LagStats(_Open):
+    """The scheduling-lag probe of one driver process (ms); thirds only with enough samples."""
+
+    samples: int
+    p50_ms: float | None = None
+    p99_ms: float | None = None
+    max_ms: float | None = None
+
+
+class GapStats(_Open):
+    """Inter-chunk gaps seen by one driver process."""
+
+    gaps: int
+    median_ms: float | None = None
+    p99_ms: float | None = None
+    near_zero_share: float | None = None
+
+
+class WorkerStats(_Open):
+    """One driver process over the level (what its ``done`` event reported; partial if it died)."""
+
+    worker: int | None = None
+    pid: int | None = None
+    users: int | None = None
+    requests: int | None = None
+    ok: int | None = None
+    errors: int | None = None
+    out_tokens: int | None = None
+    wall_s: float | None = None
+    cpu_s: float | None = None
+    cpu_share: float | None = None
+    cpu_us_per_token: float | None = None
+    tokens_per_s: float | None = None
+    lag: LagStats | None = None
+    itl: GapStats | None = None
+
+
+class ClientReport(_Open):
+    """The whole ``client.json``."""
+
+    format_version: int = Field(1, alias="schema")
+    """The file's format version (written as ``schema``)."""
+    spec: dict[str, object]
+    """The level spec (``kit.load.LevelSpec`` as a dict: URL, endpoint, model, concurrency, budgets, tags)."""
+    processes: int
+    usable_cores: int
+    ok: int
+    errors: int
+    out_tokens: int
+    wall_s: float
+    tokens_per_s: float
+    stopped: bool
+    client_bound: bool
+    client_bound_reasons: list[str]
+    timing_warnings: list[str]
+    thresholds: dict[str, float]
+    workers: list[WorkerStats]

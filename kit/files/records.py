@@ -1,0 +1,49 @@
+"""``cells/<id>/level-<c>/records.jsonl``: one JSON object per recorded request, appended as each one ends.
+
+Written by the load driver (``kit.load``), read by ``kit.stats``. The hot paths on both sides keep plain dicts;
+this TypedDict is their contract. A request is ok when ``status == 200``, ``error`` is null and it got at least
+one content chunk; HTTP errors are records, not exceptions. Warm-up requests are not recorded. Lines are in
+order of completion (per driver process; merged line by line for several processes).
+"""
+
+from __future__ import annotations
+
+from typing import NotRequired
+
+from typing_extensions import TypedDict  # pydantic validates it only from typing_extensions on Python 3.11
+
+
+class Record(TypedDict):
+    """One request, as one line of ``records.jsonl``. Times are ns, relative to ``t_start_ns`` unless said."""
+
+    arm: NotRequired[str]
+    """The level spec's tags are copied into every record; kit's experiments tag arm, repeat and level."""
+    repeat: NotRequired[int]
+    level: NotRequired[int]
+    rid: str
+    """Unique within the level: ``"w<process>-<ticket>"``, e.g. ``"w0-17"``; also sent as the X-Request-Id header."""
+    worker: int
+    """Index of the driver process that sent it."""
+    t_start_ns: int
+    """``time.perf_counter_ns()`` just before the request's bytes were written (after any connection set-up);
+    compare only within one worker (on Linux it is CLOCK_MONOTONIC)."""
+    wall_start: float
+    """``time.time()`` at the same moment."""
+    ttft_ns: int | None
+    """First chunk carrying non-empty content; null if none."""
+    chunk_ns: list[int]
+    """Arrival of every content-carrying chunk (``chunk_ns[0] == ttft_ns``); chunks taken from the socket in one
+    read share one timestamp."""
+    e2e_ns: int
+    """End of the response (or of the failure)."""
+    usage_completion_tokens: int | None
+    """From the final usage chunk (``stream_options.include_usage`` is always sent); null when the server sent none."""
+    usage_prompt_tokens: int | None
+    """Likewise; null when the server sent none."""
+    client_tokens: int
+    """Content chunks counted by the client (``len(chunk_ns)``)."""
+    status: int
+    """HTTP status; 0 when no response arrived."""
+    error: str | None
+    """Null, or a short string ("http 500: ...", "connect: connection refused", "connection closed mid-stream",
+    "timeout after 600 s", ...)."""

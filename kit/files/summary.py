@@ -1,0 +1,218 @@
+"""``summary.json``: a bundle's figures and A/B verdicts, recomputed from its records by ``kit.stats``.
+
+These models are the readers' side (report, compare, verify); ``kit.stats.shapes`` is the producer's. Every
+float is rounded to 6 significant digits and NaN/inf are written as null, so numbers are ``float | None``.
+``Summary.model_validate(doc).model_dump(exclude_unset=True) == doc`` for every summary kit writes.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+SUMMARY_SCHEMA_VERSION = 1
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class ErrorReason(_Model):
+    reason: str
+    count: int
+
+
+class Distribution(_Model):
+    """A latency sample: count, mean and percentiles in ms (None when empty)."""
+
+    n: int
+    mean: float | None
+    p50: float | None
+    p90: float | None
+    p99: float | None
+    p50_ci: list[float | None] | None = None  # arm figures only: between-cell interval of the p50
+
+
+class Spread(_Model):
+    """Between-cell spread of per-cell figures."""
+
+    n: int
+    min: float | None
+    max: float | None
+    sd: float | None
+    cv_pct: float | None
+
+
+class ServerFigures(_Model):
+    """The embedded engine's counters over a level (deltas between scrapes)."""
+
+    unique_experts_per_step: float | None
+    unique_experts_by_layer: dict[str, float]
+    step_ms: float | None
+    steps: float | None
+    decode_batch: float | None
+
+
+class ArmServer(_Model):
+    """Engine figures of an arm at a level: means over its cells."""
+
+    unique_experts_per_step: float | None
+    step_ms: float | None
+    decode_batch: float | None
+    unique_experts_per_step_cells: list[float | None]
+    cells: int
+
+
+class _Latencies(_Model):
+    ttft_ms: Distribution
+    tpot_ms: Distribution
+    itl_ms: Distribution
+    e2e_ms: Distribution
+
+    def latency(self, key: str) -> Distribution:
+        """One of the four distributions by its key ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")."""
+        return {"ttft_ms": self.ttft_ms, "tpot_ms": self.tpot_ms, "itl_ms": self.itl_ms, "e2e_ms": self.e2e_ms}[key]
+
+
+class CellLevel(_Latencies):
+    """One cell at one level."""
+
+    requests: int
+    ok: int
+    errors: int
+    error_reasons: list[ErrorReason]
+    unparsable_lines: int
+    tokens_mismatch: int
+    output_tokens: float
+    wall_s: float | None
+    throughput_req_s: float | None
+    throughput_tok_s: float | None
+    client_bound: bool
+    client_bound_reasons: list[str]
+    client_checked: bool
+    timing_warnings: list[str]
+    server: ServerFigures | None
+
+
+class BetweenCells(_Model):
+    throughput_tok_s: Spread
+    throughput_req_s: Spread
+    ttft_mean_ms: Spread
+    tpot_mean_ms: Spread
+    itl_mean_ms: Spread
+    e2e_mean_ms: Spread
+
+
+class ArmLevel(_Latencies):
+    """One arm at one level, pooled over its included cells."""
+
+    arm: str
+    level: int
+    cells: int
+    cell_ids: list[str]
+    requests: int
+    ok: int
+    errors: int
+    output_tokens: float
+    throughput_tok_s: float | None
+    throughput_req_s: float | None
+    throughput_tok_s_ci: list[float | None] | None
+    client_bound: bool
+    client_bound_cells: list[str]
+    between_cells: BetweenCells
+    server: ArmServer | None
+
+
+class CellCounts(_Model):
+    arm: int
+    baseline: int
+
+
+class Comparison(_Model):
+    """An arm against the baseline at one level for one metric (tested, or descriptive)."""
+
+    arm: str
+    baseline: str
+    level: int
+    metric: str
+    label: str
+    unit: str
+    higher_is_better: bool
+    tested: bool
+    arm_value: float | None
+    baseline_value: float | None
+    ratio: float | None
+    ratio_ci: list[float | None] | None
+    diff: float | None
+    diff_ci: list[float | None] | None
+    change_pct: float | None
+    change_pct_ci: list[float | None] | None
+    cells: CellCounts
+    method: str
+    df: int | None
+    significant: bool | None
+    client_bound: bool
+    status: str  # significant | not_significant | client_bound | descriptive
+    verdict: str
+
+
+class Cell(_Model):
+    """A planned cell, how it ended, and its figures per level (keys: the concurrency as a string)."""
+
+    id: str
+    arm: str
+    repeat: int
+    index: int
+    status: str
+    reason: str | None
+    included: bool
+    levels: dict[str, CellLevel]
+
+
+class FailedCell(_Model):
+    id: str
+    arm: str
+    repeat: int
+    status: str
+    reason: str | None
+
+
+class Level(_Model):
+    concurrency: int
+    requests: int | None
+    warmup: int | None
+    client_bound: bool
+    client_bound_cells: list[str]
+
+
+class Analysis(_Model):
+    confidence: float
+    family_size: int
+    adjusted_confidence: float
+    correction: str
+    resamples: int
+    seed: int
+    method: str
+    tested_metrics: list[str]
+    descriptive_metrics: list[str]
+    output_tokens_requested: int
+
+
+class Summary(_Model):
+    """The whole ``summary.json``."""
+
+    schema_version: int = SUMMARY_SCHEMA_VERSION
+    experiment: str
+    arms: list[str]
+    baseline: str
+    levels: list[Level]
+    analysis: Analysis
+    cells: list[Cell]
+    failed_cells: list[FailedCell]
+    arm_levels: list[ArmLevel]
+    comparisons: list[Comparison]
+
+    def arm_level(self, arm: str, level: int) -> ArmLevel | None:
+        return next((a for a in self.arm_levels if a.arm == arm and a.level == level), None)
+
+    def client_bound_levels(self) -> list[Level]:
+        return [lv for lv in self.levels if lv.client_bound]

@@ -1,0 +1,37 @@
+"""The human side of a summary: ``report.md`` (verdicts first), PNG plots, and the CLI's verdict lines.
+
+Everything is drawn from a typed summary (``kit.files.summary.Summary``, what ``kit.stats`` computes); nothing
+is recomputed here. ``render`` writes the markdown and verdict lines, ``plots`` the PNGs (matplotlib, loaded
+only when plotting), ``rebuild`` is ``kit report BUNDLE`` (recompute, re-render, re-sign).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from kit.files.summary import Summary
+from kit.report import plots, render
+from kit.report.render import render_markdown
+
+__all__ = ["as_summary", "render_markdown", "render_report", "verdict_lines"]
+
+
+def as_summary(summary: Summary | Mapping[str, object]) -> Summary:
+    """The typed summary of a summary.json document (a Summary is returned as it is)."""
+    return summary if isinstance(summary, Summary) else Summary.model_validate(summary)
+
+
+def verdict_lines(summary: Summary | Mapping[str, object]) -> list[str]:
+    """Short lines for the end of a run: one per tested level x metric, plus warnings."""
+    return render.verdict_lines(as_summary(summary))
+
+
+def render_report(root: Path, summary: Summary | Mapping[str, object]) -> list[Path]:
+    """Write report.md and plots/*.png under the bundle root; return the paths written."""
+    root = Path(root)
+    typed = as_summary(summary)
+    written = plots.render_plots(root, typed)
+    md = root / "report.md"
+    md.write_text(render_markdown(typed, [p.relative_to(root).as_posix() for p in written]), encoding="utf-8")
+    return [md, *written]

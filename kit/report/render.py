@@ -1,0 +1,161 @@
+"""``report.md`` (verdicts first) and the CLI's verdict lines, drawn from a typed summary; nothing is recomputed."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from kit.files.summary import Distribution, Summary
+from kit.report.text import adjusted_pct, fmt, ratio_ci_text, ratio_text
+
+# --------------------------------------------------------------------------- verdicts
+
+
+def verdict_lines(summary: Summary) -> list[str]:
+    """Short lines for the end of a run: one per tested level x metric, plus warnings."""
+    lines = [f"verdicts vs {summary.baseline}: {summary.analysis.family_size} tests, each interval at "
+             f"{adjusted_pct(summary)} (Bonferroni over all levels and metrics)"]
+    for c in summary.comparisons:
+        if c.tested:
+            lines.append(f"  {c.arm} c={c.level:<4} {c.label:<12} {c.verdict}")
+    for lv in summary.client_bound_levels():
+        lines.append(f"  WARNING: c={lv.concurrency} is client-bound ({', '.join(lv.client_bound_cells)}): "
+                     "the client, not the server, may have set those numbers")
+    for f in summary.failed_cells:
+        lines.append(f"  excluded: cell {f.id} ({f.status}: {f.reason or 'no reason given'})")
+    return lines
+
+
+def _verdict_table(summary: Summary) -> list[str]:
+    base = summary.baseline
+    conf = adjusted_pct(summary)
+    rows = [f"| arm | concurrency | metric | {base} | arm | ratio arm/{base} [{conf} CI] | verdict |",
+            "|---|---:|---|---:|---:|---|---|"]
+    for c in summary.comparisons:
+        unit = f" {c.unit}" if c.unit else ""
+        verdict = c.verdict
+        if c.status == "significant":
+            verdict = f"**{verdict}**"
+        elif c.status == "client_bound":
+            verdict = f"⚠ {verdict}"
+        rows.append(f"| {c.arm} | {c.level} | {c.label} | {fmt(c.baseline_value, unit)} | "
+                    f"{fmt(c.arm_value, unit)} | {ratio_text(c.ratio)} {ratio_ci_text(c.ratio_ci)} | {verdict} |")
+    if len(rows) == 2:
+        rows.append(f"| – | – | – | – | – | – | nothing to compare with {base} |")
+    return rows
+
+
+# --------------------------------------------------------------------------- per level tables
+
+
+def _triple(fig: Distribution) -> str:
+    return " / ".join(fmt(v) for v in (fig.p50, fig.p90, fig.p99))
+
+
+def _level_table(summary: Summary, level: int) -> list[str]:
+    experts = any((f := summary.arm_level(arm, level)) is not None and f.server is not None for arm in summary.arms)
+    head = ("| arm | cells | ok | errors | req/s | tok/s (cell CV) | TTFT ms p50/p90/p99 | TPOT ms p50/p90/p99 | "
+            "ITL ms p50/p90/p99 | E2E ms p50/p90/p99 |")
+    sep = "|---|---:|---:|---:|---:|---:|---|---|---|---|"
+    if experts:
+        head += " unique experts/step | step ms | decode batch |"
+        sep += "---:|---:|---:|"
+    rows = [head, sep]
+    for arm in summary.arms:
+        f = summary.arm_level(arm, level)
+        if f is None:
+            rows.append(f"| {arm} | 0 | – | – | – | – | – | – | – | – |" + (" – | – | – |" if experts else ""))
+            continue
+        cv = f.between_cells.throughput_tok_s.cv_pct
+        tok = fmt(f.throughput_tok_s) + (f" ({cv:.1f} %)" if cv is not None else "")
+        bound = " ⚠" if f.client_bound else ""
+        row = (f"| {arm}{bound} | {f.cells} | {f.ok} | {f.errors} | {fmt(f.throughput_req_s)} | "
+               f"{tok} | {_triple(f.ttft_ms)} | {_triple(f.tpot_ms)} | {_triple(f.itl_ms)} | "
+               f"{_triple(f.e2e_ms)} |")
+        if experts:
+            s = f.server
+            if s is None:
+                row += " – | – | – |"
+            else:
+                row += f" {fmt(s.unique_experts_per_step)} | {fmt(s.step_ms)} | {fmt(s.decode_batch)} |"
+        rows.append(row)
+    return rows
+
+
+def _client_bound_section(summary: Summary) -> list[str]:
+    bound = summary.client_bound_levels()
+    if not bound:
+        return []
+    out = ["> **⚠ CLIENT-BOUND LEVELS: " + ", ".join(f"c={lv.concurrency}" for lv in bound)
+           + ".** The load generator could not keep up there, so the client, not the server, may have set the "
+             "numbers; those comparisons carry no clean verdict.", ""]
+    reasons = _bound_reasons(summary)
+    for lv in bound:
+        for cid in lv.client_bound_cells:
+            for r in reasons.get((cid, lv.concurrency), []):
+                out.append(f"> - c={lv.concurrency} {cid}: {r}")
+    return [*out, ""] if reasons else out
+
+
+def _timing_section(summary: Summary) -> list[str]:
+    rows = []
+    for cell in summary.cells:
+        for level, f in sorted(cell.levels.items(), key=lambda kv: int(kv[0])):
+            rows += [f"> - c={level} {cell.id}: {w}" for w in f.timing_warnings]
+    if not rows:
+        return []
+    return ["> **Timing warnings** (the client kept up, but its timestamps were sometimes late; p99 figures at "
+            "these levels may read high, means are not biased):", *rows, ""]
+
+
+def _bound_reasons(summary: Summary) -> dict[tuple[str, int], list[str]]:
+    out: dict[tuple[str, int], list[str]] = {}
+    for cell in summary.cells:
+        for level, f in cell.levels.items():
+            if f.client_bound:
+                out[(cell.id, int(level))] = list(f.client_bound_reasons or ["(no reason recorded)"])
+    return out
+
+
+def _failed_section(summary: Summary) -> list[str]:
+    if not summary.failed_cells:
+        return ["All cells completed; none was excluded."]
+    out = ["These cells did not complete. Their records (if any) appear in summary.json under `cells` but are "
+           "**excluded from every figure and comparison** above:", ""]
+    for f in summary.failed_cells:
+        out.append(f"- `{f.id}` ({f.status}): {f.reason or 'no reason given'}")
+    return out
+
+
+def _method_section(summary: Summary) -> list[str]:
+    a = summary.analysis
+    return [
+        f"Each interval comes from {a.resamples} replicates of a two-stage bootstrap that draws an arm's "
+        "repeats (cells) with replacement and then the requests within each drawn cell (throughput: the mean of "
+        "the drawn cells' throughputs), with arms resampled independently and the generator seeded from the "
+        "manifest; the replicates are rescaled to the between-repeat variance and the percentile interval is "
+        "widened by Student's t with K_a + K_b − 2 degrees of freedom, because a few repeats cannot pin down "
+        "their own spread.",
+        f"To keep the chance of any false alarm across all {a.family_size} tested levels × metrics "
+        f"at {100 * (1 - a.confidence):.0f} % (Bonferroni), each interval is a {adjusted_pct(summary)} interval, "
+        "and a difference is called only when the interval of the ratio arm/baseline excludes 1; percentages are "
+        "changes of the metric itself, and 'faster' means lower latency or higher throughput.",
+    ]
+
+
+def render_markdown(summary: Summary, plots: Sequence[str] = ()) -> str:
+    arms = [a for a in summary.arms if a != summary.baseline]
+    title = f"# {summary.experiment}: {', '.join(arms)} vs {summary.baseline}"
+    a = summary.analysis
+    lines = [title, "", "## Verdicts", "", *_verdict_table(summary), "",
+             f"{a.family_size} tests (arms × levels × metrics); each interval at {adjusted_pct(summary)} "
+             f"so that all hold together at {100 * a.confidence:.0f} %. Unique experts/step, when "
+             "shown, is descriptive and not tested.", "", *_client_bound_section(summary), *_timing_section(summary)]
+    lines += ["## Excluded cells", "", *_failed_section(summary), ""]
+    for lv in summary.levels:
+        flag = "  ⚠ CLIENT-BOUND: not a clean result" if lv.client_bound else ""
+        lines += [f"## Concurrency {lv.concurrency}{flag}", "", *_level_table(summary, lv.concurrency), ""]
+    if plots:
+        lines += ["## Plots", "", *[f"![{Path(p).stem}]({p})" for p in plots], ""]
+    lines += ["## How the intervals were computed", "", " ".join(_method_section(summary)), ""]
+    return "\n".join(lines)

@@ -1,0 +1,102 @@
+"""Reading a bundle for its summary: the one module of ``kit.stats`` that touches files.
+
+It reads ``plan.json``, ``manifest.yaml``, each cell's ``cell.json`` and, per level, ``records.jsonl``,
+``client.json`` and the optional ``server_metrics.json``; everything else is computed by the pure modules.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, cast
+
+from kit.errors import BundleError
+from kit.manifest import load_manifest
+from kit.stats.figures import cell_level_figures
+from kit.stats.requests import LevelRecords, RecordLike, reduce_records
+from kit.stats.shapes import CellLevelFigures, SummaryDoc
+from kit.stats.summary import CellInfo, LevelResult, cell_info, summarize_level, summary_doc
+
+
+def read_json(path: Path) -> Any:
+    """A JSON file's value, None when the file is missing; BundleError when it cannot be read."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as e:
+        raise BundleError(f"{path}: cannot read: {e}") from None
+
+
+def read_records(path: Path) -> tuple[list[RecordLike], int] | None:
+    """The records of a ``records.jsonl`` and the number of lines that are not JSON objects (None: no file)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    out: list[RecordLike] = []
+    bad = 0
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            bad += 1
+            continue
+        if isinstance(rec, dict):
+            out.append(rec)
+        else:
+            bad += 1
+    return out, bad
+
+
+def _cells(root: Path, plan: dict[str, Any]) -> list[CellInfo]:
+    out: list[CellInfo] = []
+    for c in plan.get("cells") or []:
+        out.append(cell_info(c, read_json(root / "cells" / str(c["id"]) / "cell.json"), len(out)))
+    return out
+
+
+def _level_dir(root: Path, cell: CellInfo, level: int) -> Path:
+    return root / "cells" / cell.id / f"level-{level}"
+
+
+def _measure(d: Path) -> tuple[LevelRecords, CellLevelFigures] | None:
+    """One cell x level: reduced records and figures (None when it has no records.jsonl)."""
+    got = read_records(d / "records.jsonl")
+    if got is None:
+        return None
+    try:
+        lr = reduce_records(got[0], got[1])
+    except (TypeError, ValueError, KeyError) as e:
+        raise BundleError(f"{d / 'records.jsonl'}: malformed record ({type(e).__name__}: {e})") from None
+    return lr, cell_level_figures(lr, read_json(d / "client.json"), read_json(d / "server_metrics.json"))
+
+
+def summarize_bundle(root: Path) -> dict[str, Any]:
+    """The whole summary of a bundle as a JSON document (what summary.json holds); see ``summary_of``."""
+    return cast("dict[str, Any]", summary_of(Path(root)))
+
+
+def summary_of(root: Path, *, calibrate: bool = True) -> SummaryDoc:
+    """The whole summary of a bundle, recomputed from its raw records (JSON-serialisable, rounded)."""
+    plan = read_json(root / "plan.json")
+    if not isinstance(plan, dict):
+        raise BundleError(f"{root}: no readable plan.json")
+    m = load_manifest(root / "manifest.yaml", allow_unpinned=True).manifest
+    arms = [a.name for a in m.arms]
+    cells = _cells(root, plan)
+    by_cell: dict[str, dict[str, CellLevelFigures]] = {c.id: {} for c in cells}
+    levels: list[LevelResult] = []
+    for lv in plan.get("levels") or []:
+        planned = dict(lv)
+        level = int(planned["concurrency"])
+        measured = []
+        for c in cells:
+            got = _measure(_level_dir(root, c, level))
+            if got is not None:
+                by_cell[c.id][str(level)] = got[1]
+                measured.append((c, got[0], got[1]))
+        levels.append(summarize_level(planned, arms, m.analysis.confidence, measured))
+    return summary_doc(m, [(c, by_cell[c.id]) for c in cells], levels, calibrate=calibrate)

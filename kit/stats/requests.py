@@ -1,0 +1,173 @@
+"""Per-request metrics from raw records, and one cell x level's records reduced to arrays (ms).
+
+Per request (ok = HTTP 200, no error, a first content chunk):
+
+- TTFT = ``ttft_ns``; E2E = ``e2e_ns``;
+- tokens = ``usage_completion_tokens`` when the server reported it, else ``client_tokens``;
+- TPOT = (E2E - TTFT) / (tokens - 1), only when tokens > 1;
+- ITL = every gap between consecutive content chunks (pooled over requests: the ITL mean is
+  sum(last chunk - first chunk) / sum(chunks - 1)).
+
+Records are plain dicts on this hot path (``kit.files.records.Record`` documents their fields); a record
+read from a file is not trusted to have them all.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from kit.stats.metrics import C_E2E, C_ITL_SUM, C_TOKENS, C_TPOT, C_TPOT_OK, C_TTFT, N_COLS, FArray
+from kit.stats.shapes import ErrorReason
+
+RecordLike = Mapping[str, object]
+
+
+@dataclass(frozen=True)
+class RequestMetrics:
+    ttft_ms: float
+    tpot_ms: float | None
+    itl_ms: list[float]
+    e2e_ms: float
+    tokens: int
+
+
+def is_ok(rec: RecordLike) -> bool:
+    return rec.get("status") == 200 and rec.get("error") is None and rec.get("ttft_ns") is not None
+
+
+def output_tokens(rec: RecordLike) -> int:
+    """The server's count (``usage_completion_tokens``) when present, else the client's chunk count."""
+    usage = rec.get("usage_completion_tokens")
+    if isinstance(usage, int) and not isinstance(usage, bool):
+        return usage
+    client = rec.get("client_tokens")
+    return client if isinstance(client, int) and not isinstance(client, bool) else len(_chunks(rec))
+
+
+def tpot_ns(ttft: float, e2e: float, tokens: int) -> float | None:
+    return (e2e - ttft) / (tokens - 1) if tokens > 1 else None
+
+
+def _chunks(rec: RecordLike) -> list[int]:
+    chunks = rec.get("chunk_ns") or []
+    return chunks if isinstance(chunks, list) else list(chunks)  # type: ignore[call-overload]
+
+
+def _float(rec: RecordLike, key: str) -> float:
+    return float(rec[key])  # type: ignore[arg-type]  # malformed values raise, and the caller names the file
+
+
+def request_metrics(rec: RecordLike) -> RequestMetrics | None:
+    """One ok request's metrics in ms (None for a request that is not ok)."""
+    if not is_ok(rec):
+        return None
+    ttft, e2e, tokens = _float(rec, "ttft_ns"), _float(rec, "e2e_ns"), output_tokens(rec)
+    chunks = [float(c) for c in _chunks(rec)]
+    tpot = tpot_ns(ttft, e2e, tokens)
+    return RequestMetrics(
+        ttft_ms=ttft / 1e6,
+        tpot_ms=None if tpot is None else tpot / 1e6,
+        itl_ms=[(b - a) / 1e6 for a, b in itertools.pairwise(chunks)],
+        e2e_ms=e2e / 1e6,
+        tokens=tokens,
+    )
+
+
+@dataclass(frozen=True)
+class LevelRecords:
+    """The records of one cell at one level, reduced to arrays (ms)."""
+
+    matrix: FArray  # (ok requests, N_COLS)
+    gaps: FArray  # every inter-chunk gap of the ok requests
+    requests: int
+    errors: int
+    error_reasons: list[ErrorReason]
+    wall_s: float | None
+    tokens_mismatch: int
+    unparsable_lines: int
+
+    @property
+    def ok(self) -> int:
+        return int(self.matrix.shape[0])
+
+    @property
+    def output_tokens(self) -> float:
+        return float(self.matrix[:, C_TOKENS].sum())
+
+    def column(self, col: int) -> FArray:
+        return self.matrix[:, col]
+
+    def tpot(self) -> FArray:
+        m = self.matrix
+        out: FArray = m[m[:, C_TPOT_OK] > 0, C_TPOT]
+        return out
+
+
+def reduce_records(records: Iterable[RecordLike], unparsable: int = 0) -> LevelRecords:
+    """Per-request metrics of many records, vectorised: chunk lists are flattened once for the ITL gaps."""
+    rows: list[tuple[float, ...]] = []
+    flat: list[int] = []
+    lengths: list[int] = []
+    errors: Counter[str] = Counter()
+    starts: list[float] = []
+    ends: list[float] = []
+    mismatch = total = 0
+    for rec in records:
+        total += 1
+        ws, e2e = rec.get("wall_start"), rec.get("e2e_ns")
+        if isinstance(ws, (int, float)):
+            starts.append(float(ws))
+            ends.append(float(ws) + (float(e2e) / 1e9 if isinstance(e2e, (int, float)) else 0.0))
+        if not is_ok(rec):
+            errors[_error_reason(rec)] += 1
+            continue
+        ttft, e2e_f, tokens = _float(rec, "ttft_ns"), _float(rec, "e2e_ns"), output_tokens(rec)
+        chunks = _chunks(rec)
+        client = rec.get("client_tokens")
+        if isinstance(rec.get("usage_completion_tokens"), int) and isinstance(client, int) and client != tokens:
+            mismatch += 1
+        tpot = tpot_ns(ttft, e2e_f, tokens)
+        n = len(chunks)
+        itl_sum = float(chunks[-1] - chunks[0]) if n > 1 else 0.0
+        rows.append((ttft, e2e_f, tpot or 0.0, 0.0 if tpot is None else 1.0, itl_sum, max(n - 1, 0), tokens, 1.0))
+        if n:
+            flat.extend(chunks)
+            lengths.append(n)
+    matrix = np.array(rows, dtype=np.float64).reshape(-1, N_COLS)
+    for col in (C_TTFT, C_E2E, C_TPOT, C_ITL_SUM):
+        matrix[:, col] /= 1e6
+    top = sorted(errors.items(), key=lambda x: (-x[1], x[0]))[:5]
+    return LevelRecords(
+        matrix=matrix,
+        gaps=_gaps_ms(flat, lengths),
+        requests=total,
+        errors=sum(errors.values()),
+        error_reasons=[{"reason": r, "count": c} for r, c in top],
+        wall_s=(max(ends) - min(starts)) if starts else None,
+        tokens_mismatch=mismatch,
+        unparsable_lines=unparsable,
+    )
+
+
+def _error_reason(rec: RecordLike) -> str:
+    if rec.get("error") is not None:
+        return str(rec["error"])[:160]
+    if rec.get("status") != 200:
+        return f"http {rec.get('status')}"
+    return "no content chunk"
+
+
+def _gaps_ms(flat: list[int], lengths: list[int]) -> FArray:
+    if not flat:
+        return np.zeros(0)
+    gaps = np.diff(np.fromiter(flat, dtype=np.int64, count=len(flat)))
+    boundaries = np.cumsum(np.asarray(lengths[:-1], dtype=np.int64)) - 1  # last chunk of j -> first of j+1
+    keep = np.ones(gaps.shape[0], dtype=bool)
+    keep[boundaries] = False
+    out: FArray = gaps[keep].astype(np.float64) / 1e6
+    return out

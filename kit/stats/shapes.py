@@ -1,0 +1,189 @@
+"""The shapes of the figures the compute modules return (they become summary.json as they are).
+
+These are the producer's side of ``kit.files.summary`` (the pydantic models readers use); a test checks that
+the models read back every summary these shapes make, unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import NotRequired, TypedDict
+
+
+class ErrorReason(TypedDict):
+    reason: str
+    count: int
+
+
+class Distribution(TypedDict):
+    n: int
+    mean: float | None
+    p50: float | None
+    p90: float | None
+    p99: float | None
+    p50_ci: NotRequired[list[float] | None]  # arm figures only: between-cell interval of the p50
+
+
+class Spread(TypedDict):
+    n: int
+    min: float | None
+    max: float | None
+    sd: float | None
+    cv_pct: float | None
+
+
+class ClientFigures(TypedDict):
+    client_bound: bool
+    client_bound_reasons: list[str]
+    client_checked: bool
+    timing_warnings: list[str]
+
+
+class ServerFigures(TypedDict):
+    unique_experts_per_step: float | None
+    unique_experts_by_layer: dict[str, float]
+    step_ms: float | None
+    steps: float | None
+    decode_batch: float | None
+
+
+class LatencyFigures(TypedDict):
+    ttft_ms: Distribution
+    tpot_ms: Distribution
+    itl_ms: Distribution
+    e2e_ms: Distribution
+
+
+class CellLevelFigures(LatencyFigures, ClientFigures):
+    requests: int
+    ok: int
+    errors: int
+    error_reasons: list[ErrorReason]
+    unparsable_lines: int
+    tokens_mismatch: int
+    output_tokens: float
+    wall_s: float | None
+    throughput_req_s: float | None
+    throughput_tok_s: float | None
+    server: ServerFigures | None
+
+
+class ArmServer(TypedDict):
+    unique_experts_per_step: float | None
+    step_ms: float | None
+    decode_batch: float | None
+    unique_experts_per_step_cells: list[float | None]
+    cells: int
+
+
+class BetweenCells(TypedDict):
+    throughput_tok_s: Spread
+    throughput_req_s: Spread
+    ttft_mean_ms: Spread
+    tpot_mean_ms: Spread
+    itl_mean_ms: Spread
+    e2e_mean_ms: Spread
+
+
+class ArmLevelFigures(LatencyFigures):
+    cells: int
+    cell_ids: list[str]
+    requests: int
+    ok: int
+    errors: int
+    output_tokens: float
+    throughput_tok_s: float | None
+    throughput_req_s: float | None
+    throughput_tok_s_ci: list[float] | None
+    client_bound: bool
+    client_bound_cells: list[str]
+    between_cells: BetweenCells
+    server: ArmServer | None
+
+
+class CellCounts(TypedDict):
+    arm: int
+    baseline: int
+
+
+class Comparison(TypedDict):
+    arm: str
+    baseline: str
+    level: int
+    metric: str
+    label: str
+    unit: str
+    higher_is_better: bool
+    tested: bool
+    arm_value: float
+    baseline_value: float
+    ratio: float
+    ratio_ci: list[float] | None
+    diff: float
+    diff_ci: list[float] | None
+    change_pct: float
+    change_pct_ci: list[float] | None
+    cells: CellCounts
+    method: str
+    df: int | None
+    significant: bool | None
+    client_bound: bool
+    status: str
+    verdict: str
+
+
+class ArmLevelEntry(ArmLevelFigures):
+    arm: str
+    level: int
+
+
+class CellEntry(TypedDict):
+    id: str
+    arm: str
+    repeat: int
+    index: int
+    status: str
+    reason: str | None
+    included: bool
+    levels: dict[str, CellLevelFigures]  # by concurrency, as a string
+
+
+class FailedCell(TypedDict):
+    id: str
+    arm: str
+    repeat: int
+    status: str
+    reason: str | None
+
+
+class LevelEntry(TypedDict):
+    concurrency: int
+    requests: int | None  # as planned
+    warmup: int | None
+    client_bound: bool
+    client_bound_cells: list[str]
+
+
+class Analysis(TypedDict):
+    confidence: float
+    family_size: int
+    adjusted_confidence: float
+    correction: str
+    resamples: int
+    seed: int
+    method: str
+    tested_metrics: list[str]
+    descriptive_metrics: list[str]
+    output_tokens_requested: int
+
+
+class SummaryDoc(TypedDict):
+    schema_version: int
+    experiment: str
+    arms: list[str]
+    baseline: str
+    levels: list[LevelEntry]
+    analysis: Analysis
+    cells: list[CellEntry]
+    failed_cells: list[FailedCell]
+    arm_levels: list[ArmLevelEntry]
+    comparisons: list[Comparison]

@@ -1,0 +1,124 @@
+"""Assembling ``summary.json`` from per-cell figures: levels, arms, failed cells and the A/B comparisons.
+
+Pure: the reader (``kit.stats.bundle``) hands in what it read; nothing here touches files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import cast
+
+from kit.manifest import Manifest
+from kit.stats.ab import LevelSamples, compare_levels
+from kit.stats.bootstrap import CellSample
+from kit.stats.figures import arm_level_figures
+from kit.stats.metrics import EXPERTS, SCHEMA_VERSION, TESTED
+from kit.stats.numbers import clean
+from kit.stats.requests import LevelRecords
+from kit.stats.shapes import ArmLevelEntry, CellEntry, CellLevelFigures, FailedCell, LevelEntry, SummaryDoc
+
+
+@dataclass(frozen=True)
+class CellInfo:
+    """A planned cell and how it ended (from its ``cell.json``)."""
+
+    id: str
+    arm: str
+    repeat: int
+    index: int
+    status: str
+    reason: str | None
+
+    @property
+    def included(self) -> bool:
+        return self.status == "ok"
+
+
+def cell_info(planned: Mapping[str, object], meta: Mapping[str, object] | None, position: int) -> CellInfo:
+    """One ``plan.json`` cell with its ``cell.json`` (None: the cell never ran)."""
+    reason: object
+    if meta is None:
+        status, reason = "missing", "no cell.json: the cell never ran"
+    else:
+        status, reason = str(meta.get("status", "unknown")), meta.get("reason")
+        if reason is None and status == "running":
+            reason = "the cell did not finish (interrupted or still running)"
+    return CellInfo(str(planned["id"]), str(planned["arm"]), int(cast(int, planned["repeat"])),
+                    int(cast(int, planned.get("index", position))), status, None if reason is None else str(reason))
+
+
+@dataclass
+class LevelResult:
+    """One level of the summary: its entry, its arms' figures and what the A/B comparison needs."""
+
+    entry: LevelEntry
+    arm_levels: list[ArmLevelEntry]
+    samples: LevelSamples
+
+
+def summarize_level(planned: Mapping[str, object], arms: Sequence[str], confidence: float,
+                    measured: Sequence[tuple[CellInfo, LevelRecords, CellLevelFigures]]) -> LevelResult:
+    """A level from the figures of every cell that has records there (excluded cells are left out here)."""
+    level = int(cast(int, planned["concurrency"]))
+    per_arm: dict[str, list[tuple[str, LevelRecords, CellLevelFigures]]] = {a: [] for a in arms}
+    for c, lr, figs in measured:
+        if c.included and c.arm in per_arm:
+            per_arm[c.arm].append((c.id, lr, figs))
+    arm_figs = {a: arm_level_figures(v, confidence) for a, v in per_arm.items() if v}
+    arm_levels: list[ArmLevelEntry] = [{"arm": a, "level": level, **f} for a, f in arm_figs.items()]
+    bound_cells = sorted(cid for v in per_arm.values() for cid, _, f in v if f["client_bound"])
+    entry: LevelEntry = {"concurrency": level, "requests": cast(int | None, planned.get("requests")),
+                         "warmup": cast(int | None, planned.get("warmup")),
+                         "client_bound": bool(bound_cells), "client_bound_cells": bound_cells}
+    samples = LevelSamples(
+        level=level,
+        arms={a: [CellSample(cid, lr.matrix, f["throughput_tok_s"] or 0.0) for cid, lr, f in v if lr.ok]
+              for a, v in per_arm.items()},
+        client_bound={a: f["client_bound"] for a, f in arm_figs.items()},
+        experts={a: f["server"]["unique_experts_per_step"] if f["server"] else None for a, f in arm_figs.items()},
+    )
+    return LevelResult(entry, arm_levels, samples)
+
+
+def cell_entry(c: CellInfo, levels: dict[str, CellLevelFigures]) -> CellEntry:
+    return {"id": c.id, "arm": c.arm, "repeat": c.repeat, "index": c.index, "status": c.status,
+            "reason": c.reason, "included": c.included, "levels": levels}
+
+
+def summary_doc(m: Manifest, cells: Sequence[tuple[CellInfo, dict[str, CellLevelFigures]]],
+                levels: Sequence[LevelResult], *, calibrate: bool) -> SummaryDoc:
+    """The whole summary (JSON-ready: floats rounded to significant digits, NaN/inf as None)."""
+    arms = [a.name for a in m.arms]
+    conf = m.analysis.confidence
+    comparisons, m_size = compare_levels([lv.samples for lv in levels], arms, m.baseline_arm, seed=m.load.seed,
+                                         resamples=m.analysis.resamples, confidence=conf, calibrate=calibrate)
+    alpha = 1 - conf
+    failed: list[FailedCell] = [{"id": c.id, "arm": c.arm, "repeat": c.repeat, "status": c.status,
+                                 "reason": c.reason} for c, _ in cells if not c.included]
+    summary: SummaryDoc = {
+        "schema_version": SCHEMA_VERSION,
+        "experiment": m.name,
+        "arms": arms,
+        "baseline": m.baseline_arm,
+        "levels": [lv.entry for lv in levels],
+        "analysis": {
+            "confidence": conf,
+            "family_size": m_size,
+            "adjusted_confidence": 1 - alpha / max(m_size, 1),
+            "correction": "bonferroni",
+            "resamples": m.analysis.resamples,
+            "seed": m.load.seed,
+            "method": "hierarchical bootstrap (cells, then requests within cells), percentile intervals "
+                      + ("calibrated to the between-cell variance with t(K_a+K_b-2)" if calibrate
+                         else "without small-sample calibration"),
+            "tested_metrics": [t.key for t in TESTED],
+            "descriptive_metrics": [EXPERTS.key],
+            "output_tokens_requested": m.load.output_tokens,
+        },
+        "cells": [cell_entry(c, figs) for c, figs in cells],
+        "failed_cells": failed,
+        "arm_levels": [a for lv in levels for a in lv.arm_levels],
+        "comparisons": comparisons,
+    }
+    return cast(SummaryDoc, clean(summary))
