@@ -13,12 +13,11 @@ The behaviours matched, each from the OpenSSH source it was read in (our own Pyt
   prefixes (``cert-authority`` flag, ``namespaces=``/``valid-after=``/``valid-before=`` which *must* be
   quoted), repeated clauses, unknown options, a trailing comma, time 0 and ``valid-before <= valid-after``
   all make the line invalid.
-- misc.c ``strdelimw`` (principals may be quoted), ``opt_dequote`` (``\\"`` inside quotes),
-  ``parse_absolute_time`` (YYYYMMDD[HHMM[SS]], a ``Z``/``UTC`` suffix means UTC, otherwise *local* time via
-  ``mktime`` with ``tm_isdst = 0``, fields read by glibc ``strptime``); authfile.c
-  ``sshkey_advance_past_options``; sshkey.c ``sshkey_read`` (type name, base64 blob whose type must agree);
-  openbsd-compat/base64.c ``b64_pton``; match.c ``match_pattern``/``match_pattern_list`` (``*``, ``?``,
-  ``!`` negation wins, subpatterns of 1023+ bytes never match).
+- misc.c ``strdelimw`` (principals may be quoted; the quote ends the token), ``opt_dequote`` (``\\"``
+  inside quotes); authfile.c ``sshkey_advance_past_options``; sshkey.c ``sshkey_read``/``sshkey_from_blob``
+  (type name, base64 blob whose type must agree, 32-byte key, no trailing data).
+- Times (misc.c ``parse_absolute_time``: YYYYMMDD[HHMM[SS]], ``Z``/``UTC`` = UTC, else *local* standard
+  time), patterns (match.c: ``*``, ``?``, ``!`` wins) and base64 (``b64_pton``) live in kit.plumbing.sshtext.
 
 Everything is handled as bytes (UTF-8 with surrogateescape), like the C code.
 """
@@ -34,6 +33,7 @@ from datetime import datetime
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from kit.errors import SignatureError
+from kit.plumbing.sshtext import ascii_lower, b64_pton, match_pattern_list, parse_time
 
 ED25519 = "ssh-ed25519"
 # key type names sshkey_read knows (OpenSSH 9.2 built with OpenSSL); only ssh-ed25519 is usable by kit
@@ -54,8 +54,6 @@ _KEY_TYPES = frozenset(
 )
 _DELIM = b" \t\r\n"  # misc.c WHITESPACE
 _BLANK = b" \t"
-_CSPACE = b" \t\n\v\f\r"  # C isspace()
-_B64 = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 _FORMAT = "principals [options] ssh-ed25519 KEY [comment]"
 
 
@@ -67,176 +65,7 @@ def _dec(b: bytes) -> str:
     return b.decode("utf-8", "surrogateescape")
 
 
-def _lower(b: bytes) -> bytes:
-    return bytes(c + 32 if 65 <= c <= 90 else c for c in b)  # strncasecmp folds ASCII only
-
-
-# --------------------------------------------------------------------------- patterns (match.c)
-
-
-def match_pattern(s: bytes, pattern: bytes) -> bool:
-    """``*`` any run, ``?`` any one byte, everything else literal; no escapes or classes."""
-    states = {0}
-    n = len(pattern)
-
-    def close(st: set[int]) -> set[int]:
-        out = set(st)
-        for i in sorted(st):
-            j = i
-            while j < n and pattern[j] == 42:  # '*' may match nothing
-                j += 1
-                out.add(j)
-        return out
-
-    states = close(states)
-    for ch in s:
-        nxt: set[int] = set()
-        for i in states:
-            if i < n and pattern[i] == 42:
-                nxt.add(i)
-            elif i < n and (pattern[i] == 63 or pattern[i] == ch):
-                nxt.add(i + 1)
-        states = close(nxt)
-        if not states:
-            return False
-    return n in states
-
-
-def match_pattern_list(s: bytes, patterns: bytes) -> int:
-    """1 if a positive subpattern matches and no negated one does, -1 if a negated one matches, else 0."""
-    got_positive = 0
-    i, n = 0, len(patterns)
-    while i < n:
-        negated = patterns[i] == 33  # '!'
-        if negated:
-            i += 1
-        end = patterns.find(b",", i)
-        end = n if end < 0 else end
-        if end - i >= 1023:  # too long for OpenSSH's buffer: the whole list fails
-            return 0
-        sub, i = patterns[i:end], end + 1 if end < n else end
-        if match_pattern(s, sub):
-            if negated:
-                return -1
-            got_positive = 1
-    return got_positive
-
-
-# --------------------------------------------------------------------------- times (misc.c)
-
-
-def _strptime(buf: bytes, fmt: str) -> list[int] | None:
-    """glibc strptime for the %Y %m %d %H %M %S formats parse_absolute_time builds: numbers skip leading
-    whitespace and read digits while the value can still grow within range; anything else is literal."""
-    limits = {"Y": (0, 9999, 4), "m": (1, 12, 2), "d": (1, 31, 2), "H": (0, 23, 2), "M": (0, 59, 2), "S": (0, 61, 2)}
-    out: list[int] = []
-    pos, fi = 0, 0
-    while fi < len(fmt):
-        if fmt[fi] != "%":
-            if pos >= len(buf) or buf[pos] != ord(fmt[fi]):
-                return None
-            pos, fi = pos + 1, fi + 1
-            continue
-        lo, hi, width = limits[fmt[fi + 1]]
-        fi += 2
-        while pos < len(buf) and buf[pos] in _CSPACE:
-            pos += 1
-        if pos >= len(buf) or not 48 <= buf[pos] <= 57:
-            return None
-        val = 0
-        while True:
-            val = val * 10 + buf[pos] - 48
-            pos += 1
-            width -= 1
-            if not (width > 0 and val * 10 <= hi and pos < len(buf) and 48 <= buf[pos] <= 57):
-                break
-        if not lo <= val <= hi:
-            return None
-        out.append(val)
-    return out if pos == len(buf) else None
-
-
-def _days_from_civil(y: int, m: int, d: int) -> int:
-    y -= m <= 2
-    era = y // 400
-    yoe = y - era * 400
-    doy = (153 * (m + (-3 if m > 2 else 9)) + 2) // 5 + d - 1
-    return era * 146097 + yoe * 365 + yoe // 4 - yoe // 100 + doy - 719468
-
-
-def parse_time(text: str | bytes) -> int | None:
-    """Seconds since the epoch as OpenSSH's parse_absolute_time gives them, or None where it fails.
-
-    Without a ``Z``/``UTC`` suffix the time is local (the process's ``TZ``), read as standard time."""
-    s = _enc(text) if isinstance(text, str) else text
-    n = len(s)
-    utc = False
-    if n > 1 and s[-1:] in (b"Z", b"z"):
-        utc, n = True, n - 1
-    elif n > 3 and _lower(s[-3:]) == b"utc":
-        utc, n = True, n - 3
-    if n == 8:
-        buf, fmt = b"%s-%s-%s" % (s[:4], s[4:6], s[6:8]), "%Y-%m-%d"
-    elif n == 12:
-        buf, fmt = b"%s-%s-%sT%s:%s" % (s[:4], s[4:6], s[6:8], s[8:10], s[10:12]), "%Y-%m-%dT%H:%M"
-    elif n == 14:
-        buf = b"%s-%s-%sT%s:%s:%s" % (s[:4], s[4:6], s[6:8], s[8:10], s[10:12], s[12:14])
-        fmt = "%Y-%m-%dT%H:%M:%S"
-    else:
-        return None
-    f = _strptime(buf, fmt)
-    if f is None:
-        return None
-    y, mo, d = f[0], f[1], f[2]
-    h, mi, sec = [*f, 0, 0, 0][3:6]
-    if utc:
-        t = ((_days_from_civil(y, mo, 1) + d - 1) * 24 + h) * 3600 + mi * 60 + sec
-    else:
-        try:
-            t = int(time.mktime((y, mo, d, h, mi, sec, 0, 1, 0)))  # tm_isdst = 0, as memset() leaves it
-        except (OverflowError, ValueError):
-            return None
-    return t if t >= 0 else None
-
-
-# --------------------------------------------------------------------------- keys (sshkey.c, base64.c)
-
-
-def _b64_pton(src: bytes) -> bytes | None:
-    """ISC b64_pton: whitespace anywhere is skipped; padding must be right and its spare bits zero."""
-    out = bytearray()
-    state, acc, i = 0, 0, 0
-    while i < len(src) and src[i] != 61:  # '='
-        ch = src[i]
-        i += 1
-        if ch in _CSPACE:
-            continue
-        v = _B64.find(bytes([ch]))
-        if v < 0:
-            return None
-        acc = (acc << 6) | v
-        state = (state + 1) % 4
-        if state == 0:
-            out += acc.to_bytes(3, "big")
-            acc = 0
-    if i >= len(src):  # ended without padding: no partial bytes allowed
-        return bytes(out) if state == 0 else None
-    if state < 2:
-        return None
-    i += 1
-    rest = src[i:]
-    if state == 2:  # one byte of data: a second '=' must follow (spaces allowed between)
-        rest = rest.lstrip(_CSPACE)
-        if not rest.startswith(b"="):
-            return None
-        rest = rest[1:]
-    if rest.strip(_CSPACE):
-        return None
-    spare = 4 if state == 2 else 2
-    if acc & ((1 << spare) - 1):
-        return None
-    out += (acc >> spare).to_bytes(state - 1, "big")
-    return bytes(out)
+# --------------------------------------------------------------------------- keys (sshkey.c)
 
 
 def _get_string(blob: bytes, pos: int) -> tuple[bytes, int] | None:
@@ -254,7 +83,7 @@ def _ed25519_blob(blob: bytes) -> bytes | None:
     if first is None or b"\0" in first[0]:
         return None
     ktype, pos = first
-    if ktype != b"ssh-ed25519" and _lower(ktype) != b"ed25519":  # sshkey_type_from_name allows the short name
+    if ktype != b"ssh-ed25519" and ascii_lower(ktype) != b"ed25519":  # sshkey_type_from_name allows the short name
         return None
     pk = _get_string(blob, pos)
     if pk is None or len(pk[0]) != 32 or pk[1] != len(blob):
@@ -276,7 +105,7 @@ def _read_key(s: bytes) -> tuple[str, bytes | None] | None:
     if ktype != ED25519:
         return ktype, None  # parsed no further: such a line can never allow an ssh-ed25519 signature
     end = min((i for i in (rest.find(b" "), rest.find(b"\t")) if i >= 0), default=len(rest))
-    blob = _b64_pton(rest[:end])
+    blob = b64_pton(rest[:end])
     pk = None if blob is None else _ed25519_blob(blob)
     return None if pk is None else (ktype, pk)
 
@@ -339,7 +168,7 @@ def _options(s: bytes) -> _Options:
     times: dict[str, int] = {}
     pos = 0
     while pos < len(s) and s[pos] not in _BLANK:
-        low = _lower(s[pos : pos + 16])
+        low = ascii_lower(s[pos : pos + 16])
         if low.startswith(b"cert-authority"):
             ca, pos = True, pos + 14
         elif low.startswith(b"namespaces="):
