@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypedDict
 
 MIB = 1024 * 1024
 
@@ -38,6 +38,17 @@ class UnsupportedError(NvmlError):
     """The query is not supported on this GPU, not permitted, or not present in this driver."""
 
 
+class MemoryMib(TypedDict):
+    """A GPU's memory in MiB, as the gates and environment.json record it."""
+
+    total_mib: int
+    free_mib: int
+    used_mib: int
+    reserved_mib: int | None
+    v1_used_mib: int
+    memory_info_version: int
+
+
 @dataclass(frozen=True)
 class Memory:
     """One GPU's memory in bytes. ``used`` is NVML v2 'used' (what nvidia-smi shows); ``v1_used`` is the
@@ -50,15 +61,15 @@ class Memory:
     v1_used: int
     version: int = 2  # 1 when the driver has no v2 call and ``used`` is v1's
 
-    def as_mib(self) -> dict[str, Any]:
-        return {
-            "total_mib": self.total // MIB,
-            "free_mib": self.free // MIB,
-            "used_mib": self.used // MIB,
-            "reserved_mib": None if self.reserved is None else self.reserved // MIB,
-            "v1_used_mib": self.v1_used // MIB,
-            "memory_info_version": self.version,
-        }
+    def as_mib(self) -> MemoryMib:
+        return MemoryMib(
+            total_mib=self.total // MIB,
+            free_mib=self.free // MIB,
+            used_mib=self.used // MIB,
+            reserved_mib=None if self.reserved is None else self.reserved // MIB,
+            v1_used_mib=self.v1_used // MIB,
+            memory_info_version=self.version,
+        )
 
 
 @dataclass(frozen=True)
