@@ -14,8 +14,9 @@ from typing import Any
 
 from docker.errors import APIError, NotFound
 
-from kit.errors import GateFailed
+from kit.errors import GateFailed, KitError
 from kit.runtime.docker import LIVE_STATES, MANAGED_FILTER, connect, explanation, remove_container
+from kit.runtime.process import kill_leftover_groups
 
 
 @dataclass(frozen=True)
@@ -157,9 +158,6 @@ def remove_images(client: Any, labels: list[str] | None = None) -> tuple[list[st
 
 def clean_all(images: bool = False, client: Any | None = None) -> dict[str, list[str]]:
     """`kit clean`: kit containers (and images) when Docker answers, and process-runtime server groups."""
-    from kit.errors import KitError
-    from kit.runtime.process import kill_leftover_groups
-
     try:
         out = clean(images=images, client=client)
     except KitError as e:

@@ -10,16 +10,32 @@ import importlib.metadata
 import os
 import platform
 import socket
+import subprocess
 import sys
 from collections import Counter
 from collections.abc import Callable
-from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import kit
+from kit.files.environment import (
+    Cpu,
+    GitInfo,
+    GpuFacts,
+    GpusFacts,
+    HostFacts,
+    Kernel,
+    Modes,
+    NvLink,
+    PowerLimits,
+    PythonFacts,
+    Temperatures,
+    Topology,
+    TopologyPair,
+)
 from kit.nvml import Domain, GpuProbe, NoDriverError, NvmlError, Which
+from kit.plumbing.clock import utc_now
 
 T = TypeVar("T")
 
@@ -31,10 +47,6 @@ PACKAGES = (
 DOMAINS: tuple[Domain, ...] = ("sm", "mem")
 WHICH: tuple[Which, ...] = ("current", "max")
 TOPOLOGY_LEVELS = {0: "INTERNAL", 10: "SINGLE", 20: "MULTIPLE", 30: "HOSTBRIDGE", 40: "NODE", 50: "SYSTEM"}
-
-
-def utc_now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _try(unavailable: dict[str, str], key: str, fn: Callable[[], T]) -> T | None:
@@ -113,30 +125,29 @@ def _packages() -> dict[str, str | None]:
     return out
 
 
-def capture_host() -> dict[str, Any]:
+def capture_host() -> HostFacts:
     """Host, kernel, OS, CPU, memory, Python and package versions, kit's version."""
     unavailable: dict[str, str] = {}
     uname = platform.uname()
-    return {
-        "captured": utc_now(),
-        "hostname": socket.gethostname(),
-        "kernel": {"system": uname.system, "release": uname.release, "version": uname.version,
-                   "machine": uname.machine},
-        "os": _try(unavailable, "os", _os_release),
-        "cpu": {
-            "model": _try(unavailable, "cpu.model", _cpu_model),
-            "logical_cores": os.cpu_count(),
-            "physical_cores": _try(unavailable, "cpu.physical_cores", _physical_cores),
-            "usable_cores": len(os.sched_getaffinity(0)),
-            "governors": _try(unavailable, "cpu.governors", _governors),
-        },
-        "memory_total_bytes": _try(unavailable, "memory_total_bytes", _memory_total_bytes),
-        "python": {"version": platform.python_version(), "implementation": platform.python_implementation(),
-                   "executable": sys.executable},
-        "packages": _packages(),
-        "kit_version": kit.__version__,
-        "unavailable": unavailable,
-    }
+    return HostFacts(
+        captured=utc_now(),
+        hostname=socket.gethostname(),
+        kernel=Kernel(system=uname.system, release=uname.release, version=uname.version, machine=uname.machine),
+        os=_try(unavailable, "os", _os_release),
+        cpu=Cpu(
+            model=_try(unavailable, "cpu.model", _cpu_model),
+            logical_cores=os.cpu_count(),
+            physical_cores=_try(unavailable, "cpu.physical_cores", _physical_cores),
+            usable_cores=len(os.sched_getaffinity(0)),
+            governors=_try(unavailable, "cpu.governors", _governors),
+        ),
+        memory_total_bytes=_try(unavailable, "memory_total_bytes", _memory_total_bytes),
+        python=PythonFacts(version=platform.python_version(), implementation=platform.python_implementation(),
+                           executable=sys.executable),
+        packages=_packages(),
+        kit_version=kit.__version__,
+        unavailable=unavailable,
+    )
 
 
 # --------------------------------------------------------------------------- GPUs
@@ -172,48 +183,48 @@ def _pcie(u: dict[str, str], probe: GpuProbe, i: int) -> dict[str, int | None]:
     return out
 
 
-def _gpu(probe: GpuProbe, i: int) -> dict[str, Any]:
+def _gpu(probe: GpuProbe, i: int) -> GpuFacts:
     u: dict[str, str] = {}
     mem = _try(u, "memory", partial(probe.memory, i))
     mig = _try(u, "mig_mode", partial(probe.mig_mode, i))
     ecc = _try(u, "ecc_mode", partial(probe.ecc_mode, i))
     links = _try(u, "nvlink", partial(probe.nvlink_links, i))
-    return {
-        "index": i,
-        "name": _try(u, "name", partial(probe.name, i)),
-        "uuid": _try(u, "uuid", partial(probe.uuid, i)),
-        "serial": _try(u, "serial", partial(probe.serial, i)),
-        "vbios": _try(u, "vbios", partial(probe.vbios, i)),
-        "pci_bus_id": _try(u, "pci_bus_id", partial(probe.pci_bus_id, i)),
-        "memory": None if mem is None else mem.as_mib(),
-        "persistence_mode": _try(u, "persistence_mode", partial(probe.persistence_mode, i)),
-        "mig_mode": None if mig is None else {"current": mig[0], "pending": mig[1]},
-        "ecc_mode": None if ecc is None else {"current": ecc[0], "pending": ecc[1]},
-        "ecc_errors": _ecc_errors(u, probe, i),
-        "power_limit_mw": {
-            "enforced": _try(u, "power_limit_mw.enforced", partial(probe.power_limit_mw, i, default=False)),
-            "default": _try(u, "power_limit_mw.default", partial(probe.power_limit_mw, i, default=True)),
-        },
-        "clocks_mhz": _clocks(u, probe, i),
-        "temperature_c": _try(u, "temperature_c", partial(probe.temperature_c, i)),
-        "pcie": _pcie(u, probe, i),
-        "nvlink": None if links is None else [{"link": n, "active": a} for n, a in enumerate(links)],
-        "unavailable": u,
-    }
+    return GpuFacts(
+        index=i,
+        name=_try(u, "name", partial(probe.name, i)),
+        uuid=_try(u, "uuid", partial(probe.uuid, i)),
+        serial=_try(u, "serial", partial(probe.serial, i)),
+        vbios=_try(u, "vbios", partial(probe.vbios, i)),
+        pci_bus_id=_try(u, "pci_bus_id", partial(probe.pci_bus_id, i)),
+        memory=None if mem is None else mem.as_mib(),
+        persistence_mode=_try(u, "persistence_mode", partial(probe.persistence_mode, i)),
+        mig_mode=None if mig is None else Modes(current=mig[0], pending=mig[1]),
+        ecc_mode=None if ecc is None else Modes(current=ecc[0], pending=ecc[1]),
+        ecc_errors=_ecc_errors(u, probe, i),
+        power_limit_mw=PowerLimits(
+            enforced=_try(u, "power_limit_mw.enforced", partial(probe.power_limit_mw, i, default=False)),
+            default=_try(u, "power_limit_mw.default", partial(probe.power_limit_mw, i, default=True)),
+        ),
+        clocks_mhz=_clocks(u, probe, i),
+        temperature_c=_try(u, "temperature_c", partial(probe.temperature_c, i)),
+        pcie=_pcie(u, probe, i),
+        nvlink=None if links is None else [NvLink(link=n, active=a) for n, a in enumerate(links)],
+        unavailable=u,
+    )
 
 
-def _topology(probe: GpuProbe, count: int) -> dict[str, Any]:
-    pairs = []
+def _topology(probe: GpuProbe, count: int) -> Topology:
+    pairs: list[TopologyPair] = []
     unavailable: dict[str, str] = {}
     for a in range(count):
         for b in range(a + 1, count):
             level = _try(unavailable, f"{a}-{b}", partial(probe.topology, a, b))
-            pairs.append({"a": a, "b": b, "level": None if level is None else TOPOLOGY_LEVELS.get(level, str(level)),
-                          "code": level})
-    return {"common_ancestor": pairs, "unavailable": unavailable}
+            pairs.append(TopologyPair(a=a, b=b, level=None if level is None else TOPOLOGY_LEVELS.get(level, str(level)),
+                                      code=level))
+    return Topology(common_ancestor=pairs, unavailable=unavailable)
 
 
-def capture_gpus(probe: GpuProbe) -> dict[str, Any]:
+def capture_gpus(probe: GpuProbe) -> GpusFacts:
     """Driver, CUDA driver and NVML versions, every GPU's identity and settings, and the topology.
 
     Without a driver: ``{"available": False, "reason": ...}``.
@@ -222,47 +233,51 @@ def capture_gpus(probe: GpuProbe) -> dict[str, Any]:
         probe.init()
     except NvmlError as e:
         reason = f"no NVIDIA driver found ({e.reason})" if isinstance(e, NoDriverError) else e.reason
-        return {"available": False, "reason": reason}
+        return GpusFacts(available=False, reason=reason)
     try:
         u: dict[str, str] = {}
         cuda = _try(u, "cuda_driver_version", probe.cuda_driver_version)
         count = probe.device_count()
-        return {
-            "available": True,
-            "captured": utc_now(),
-            "driver_version": _try(u, "driver_version", probe.driver_version),
-            "cuda_driver_version": None if cuda is None else _cuda_version(cuda),
-            "cuda_driver_version_raw": cuda,
-            "nvml_version": _try(u, "nvml_version", probe.nvml_version),
-            "count": count,
-            "gpus": [_gpu(probe, i) for i in range(count)],
-            "topology": _topology(probe, count),
-            "unavailable": u,
-        }
+        return GpusFacts(
+            available=True,
+            captured=utc_now(),
+            driver_version=_try(u, "driver_version", probe.driver_version),
+            cuda_driver_version=None if cuda is None else _cuda_version(cuda),
+            cuda_driver_version_raw=cuda,
+            nvml_version=_try(u, "nvml_version", probe.nvml_version),
+            count=count,
+            gpus=[_gpu(probe, i) for i in range(count)],
+            topology=_topology(probe, count),
+            unavailable=u,
+        )
     except NvmlError as e:
-        return {"available": False, "reason": f"NVML failed: {e.reason}"}
+        return GpusFacts(available=False, reason=f"NVML failed: {e.reason}")
     finally:
         probe.shutdown()
 
 
-def gpu_temperatures(probe: GpuProbe, indices: list[int]) -> dict[str, Any]:
-    """Temperatures (°C) of the given GPUs now, for the start and end of a cell."""
+def gpu_temperatures(probe: GpuProbe, indices: list[int]) -> dict[str, object]:
+    """Temperatures (°C) of the given GPUs now, for the start and end of a cell (a ``Temperatures``;
+    a plain dict while the experiment's cell state is one)."""
+    return {**_temperatures(probe, indices)}
+
+
+def _temperatures(probe: GpuProbe, indices: list[int]) -> Temperatures:
     try:
         probe.init()
     except NvmlError as e:
-        return {"available": False, "reason": e.reason, "time": utc_now()}
+        return Temperatures(available=False, reason=e.reason, time=utc_now())
     try:
         unavailable: dict[str, str] = {}
         temps = {str(i): _try(unavailable, str(i), partial(probe.temperature_c, i)) for i in indices}
-        return {"available": True, "time": utc_now(), "temperature_c": temps, "unavailable": unavailable}
+        return Temperatures(available=True, time=utc_now(), temperature_c=temps, unavailable=unavailable)
     finally:
         probe.shutdown()
 
 
 
-def git_info(directory: Path) -> dict[str, Any] | None:
+def git_info(directory: Path) -> GitInfo | None:
     """The git commit of the repository holding ``directory`` (the manifest's), or None outside git."""
-    import subprocess
 
     def git(*args: str) -> str | None:
         try:
@@ -276,10 +291,10 @@ def git_info(directory: Path) -> dict[str, Any] | None:
     if commit is None:
         return None
     status = git("status", "--porcelain", "--untracked-files=no")
-    return {
-        "commit": commit,
-        "dirty": bool(status),
-        "dirty_files": status.splitlines()[:50] if status else [],
-        "branch": git("rev-parse", "--abbrev-ref", "HEAD"),
-        "toplevel": git("rev-parse", "--show-toplevel"),
-    }
+    return GitInfo(
+        commit=commit,
+        dirty=bool(status),
+        dirty_files=status.splitlines()[:50] if status else [],
+        branch=git("rev-parse", "--abbrev-ref", "HEAD"),
+        toplevel=git("rev-parse", "--show-toplevel"),
+    )

@@ -38,6 +38,7 @@ from docker.utils.build import PatternMatcher
 from kit import safeyaml
 from kit.errors import ImageBuildError
 from kit.manifest import PINNED_RE, Arm, ImageSpec, LoadedManifest, load_manifest, read_bytes
+from kit.plumbing.files import sha256_file
 from kit.runtime.docker import MANAGED_LABEL, connect, explanation
 
 INCLUDE_FILE = "kit.include"
@@ -95,13 +96,10 @@ class Context:
 
 
 def _file_digest(path: Path) -> str:
+    """A context file's identity: ``link:<target>`` for a symlink, else its sha256 hex digest."""
     if path.is_symlink():
         return "link:" + os.readlink(path)
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    return sha256_file(path)[0]
 
 
 def _mode(path: Path) -> int:

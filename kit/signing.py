@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -271,7 +272,7 @@ def load_trust(files: list[Path]) -> list[TrustedKey]:
 # --------------------------------------------------------------------------- envelopes
 
 
-def statement(subjects: dict[str, str], predicate_type: str, predicate: dict[str, Any]) -> bytes:
+def statement(subjects: dict[str, str], predicate_type: str, predicate: Mapping[str, object]) -> bytes:
     """An in-toto Statement v1 (deterministic JSON bytes) over ``{name: sha256}``."""
     stmt = {
         "_type": STATEMENT_TYPE,
@@ -358,9 +359,11 @@ def check_envelope(env: dict[str, Any], body: bytes, trust: list[TrustedKey], na
     return out
 
 
-def subject_digests(stmt: dict[str, Any]) -> dict[str, str]:
+def subject_digests(stmt: Mapping[str, object]) -> dict[str, str]:
+    """``{name: sha256}`` of an in-toto Statement's subjects (malformed entries are skipped)."""
     out: dict[str, str] = {}
-    for s in stmt.get("subject", []):
+    subjects = stmt.get("subject", [])
+    for s in subjects if isinstance(subjects, list) else []:
         if isinstance(s, dict) and isinstance(s.get("digest"), dict) and "sha256" in s["digest"]:
             out[str(s.get("name"))] = str(s["digest"]["sha256"])
     return out

@@ -1,8 +1,9 @@
 """Gates: preconditions checked before every server start, after every stop, and by `kit gates` (doctor).
 
-Each check returns a ``Check`` (name, ok, message, hint, evidence, started, duration); ``run_gates``
-collects them into a ``GateReport`` for the phase, whose ``as_dict()`` is one line of gates.jsonl and
-whose ``raise_if_failed()`` raises ``GateFailed`` (exit 5) naming every failure and its fix.
+Each check returns a ``Check`` (name, ok, message, hint, evidence, started, duration; ``kit.gates.result``);
+``run_gates`` collects them into a ``GateReport`` for the phase, whose ``as_dict()`` is one line of
+gates.jsonl (``kit.files.gates.GatesLine``) and whose ``raise_if_failed()`` raises ``GateFailed`` (exit 5)
+naming every failure and its fix.
 
 - GPU (``gpu``): only when the manifest uses GPUs; see ``kit.gates.gpu``.
 - Container GPUs (``docker_gpu_runtime``): with the docker runtime and GPUs, the engine can pass them
@@ -15,19 +16,20 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from kit.gates.container_gpu import check_container_gpus
 from kit.gates.gpu import check_gpus
 from kit.gates.leftovers import check_containers, check_process_groups
 from kit.gates.ports import check_ports
-from kit.gates.report import Check, GateReport, utc_now
+from kit.gates.result import Check, GateReport, GpuIdentity, Phase
 from kit.manifest import Manifest, load_manifest
 from kit.nvml import GpuProbe, NvmlProbe
+from kit.plumbing.clock import utc_now
 
 PHASES = ("before", "after", "doctor")
 
-__all__ = ["PHASES", "Check", "GateReport", "doctor", "run_gates"]
+__all__ = ["PHASES", "Check", "GateReport", "Phase", "doctor", "run_gates"]
 
 
 def run_gates(
@@ -49,7 +51,7 @@ def run_gates(
         raise ValueError(f"phase must be one of {', '.join(PHASES)}, not {phase!r}")
     started, t0 = utc_now(), time.monotonic()
     checks: list[Check] = []
-    gpus: list[dict[str, Any]] = []
+    gpus: list[GpuIdentity] = []
     if check_gpu if check_gpu is not None else m.hardware.gpus != 0:
         check, gpus = check_gpus(m, probe if probe is not None else NvmlProbe())
         checks.append(check)
@@ -58,7 +60,7 @@ def run_gates(
     checks.append(check_ports(m))
     checks.append(check_containers(m, run_id=run_id, phase=phase, client=docker_client))
     checks.append(check_process_groups(run_id=run_id, phase=phase))
-    return GateReport(phase=phase, checks=checks, gpus=gpus, run_id=run_id, started=started,
+    return GateReport(phase=cast(Phase, phase), checks=checks, gpus=gpus, run_id=run_id, started=started,
                       duration_s=round(time.monotonic() - t0, 6))
 
 

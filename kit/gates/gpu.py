@@ -9,12 +9,14 @@ wait for once the holders are gone, and no fixed sleep could prove that they are
 from __future__ import annotations
 
 import time
-from typing import Any, Literal
+from typing import Literal, TypedDict
 
 from kit.gates import procinfo
-from kit.gates.report import Check, Timer
+from kit.gates.procinfo import ContainerRef
+from kit.gates.result import Check, GpuIdentity, Timer
 from kit.manifest import Manifest
 from kit.nvml import MIB, GpuProbe, NoDriverError, NvmlError, UnsupportedError
+from kit.plumbing.poll import poll_until
 
 NAME = "gpu"
 POLL_S = 0.010
@@ -22,6 +24,58 @@ NO_GPU_HINT = (
     "run on a machine whose NVIDIA GPUs and driver `nvidia-smi` lists, or set hardware.gpus: 0 "
     "for an experiment that needs no GPU"
 )
+
+
+class GpuHolder(TypedDict, total=False):
+    """A compute process on a GPU: NVML's pid and memory, then what ``procinfo.describe`` says of it."""
+
+    pid: int
+    used_mib: int | None
+    visible: bool
+    name: str | None
+    cmdline: str | None
+    user: str | None
+    pgid: int | None
+    container: ContainerRef | None
+
+
+class GpuSample(TypedDict):
+    """One GPU at one poll: which GPU, its memory (``MemoryMib``), and whether it is clean."""
+
+    index: int
+    uuid: str
+    name: str
+    total_mib: int
+    free_mib: int
+    used_mib: int
+    reserved_mib: int | None
+    v1_used_mib: int
+    memory_info_version: int
+    clean: bool
+    processes: list[GpuHolder]
+
+
+class MigState(TypedDict):
+    index: int
+    current: int
+    pending: int
+
+
+class GpuEvidence(TypedDict, total=False):
+    needs: int | Literal["all"]
+    threshold_mib: int
+    deadline_s: float
+    driver: None  # present (null) when no driver was found
+    reason: str
+    driver_version: str
+    available: int
+    selection: str
+    identified: list[GpuIdentity]
+    mig: list[MigState]
+    gpus: list[GpuSample]
+    polls: int
+    clean_after_s: float
+    waited_s: float
 
 
 def _needs(wanted: int | Literal["all"]) -> str:
@@ -34,29 +88,29 @@ def _size(mib: int) -> str:
     return f"{mib / 1024:.1f} GiB" if mib >= 1024 else f"{mib} MiB"
 
 
-def _label(gpu: dict[str, Any]) -> str:
+def _label(gpu: GpuIdentity) -> str:
     return f"GPU {gpu['index']} ({gpu['uuid'][:12]}…)"
 
 
-def check_gpus(m: Manifest, probe: GpuProbe) -> tuple[Check, list[dict[str, Any]]]:
+def check_gpus(m: Manifest, probe: GpuProbe) -> tuple[Check, list[GpuIdentity]]:
     """Run the GPU gate; return the check and the GPUs it identified ({index, uuid, name})."""
     timer = Timer()
     wanted: int | Literal["all"] = m.hardware.gpus or "all"  # 0 only arrives here when the caller forces it
-    evidence: dict[str, Any] = {"needs": wanted, "threshold_mib": m.gates.gpu_memory_threshold_mib,
-                                "deadline_s": m.gates.gpu_deadline_s}
+    evidence = GpuEvidence(needs=wanted, threshold_mib=m.gates.gpu_memory_threshold_mib,
+                           deadline_s=m.gates.gpu_deadline_s)
     try:
         probe.init()
     except NoDriverError as e:
-        evidence.update(driver=None, reason=e.reason)
+        evidence.update({"driver": None, "reason": e.reason})
         msg = f"no NVIDIA driver found ({e.reason}); the manifest needs {_needs(wanted)}"
         return timer.check(NAME, False, msg, NO_GPU_HINT, evidence), []
     except NvmlError as e:
-        evidence.update(reason=e.reason)
+        evidence.update({"reason": e.reason})
         return timer.check(NAME, False, f"NVML did not start: {e.reason}", NO_GPU_HINT, evidence), []
     try:
         return _check(timer, m, probe, wanted, evidence)
     except NvmlError as e:
-        evidence.update(reason=e.reason)
+        evidence.update({"reason": e.reason})
         return timer.check(NAME, False, f"NVML failed while checking GPUs: {e.reason}",
                            "check the GPUs with nvidia-smi (a GPU may have fallen off the bus)", evidence), []
     finally:
@@ -64,10 +118,10 @@ def check_gpus(m: Manifest, probe: GpuProbe) -> tuple[Check, list[dict[str, Any]
 
 
 def _check(
-    timer: Timer, m: Manifest, probe: GpuProbe, wanted: int | Literal["all"], evidence: dict[str, Any]
-) -> tuple[Check, list[dict[str, Any]]]:
+    timer: Timer, m: Manifest, probe: GpuProbe, wanted: int | Literal["all"], evidence: GpuEvidence
+) -> tuple[Check, list[GpuIdentity]]:
     count = probe.device_count()
-    evidence.update(driver_version=probe.driver_version(), available=count)
+    evidence.update({"driver_version": probe.driver_version(), "available": count})
     if count == 0 or (wanted != "all" and count < wanted):
         found = "no NVIDIA GPU found" if count == 0 else f"only {count} NVIDIA GPU(s) found"
         msg = f"{found} (driver {evidence['driver_version']}); the manifest needs {_needs(wanted)}"
@@ -76,7 +130,7 @@ def _check(
     evidence["selection"] = (
         f"all {count} GPUs" if len(indices) == count else f"the first {len(indices)} of {count} GPUs by index"
     )
-    gpus = [{"index": i, "uuid": probe.uuid(i), "name": probe.name(i)} for i in indices]
+    gpus = [GpuIdentity(index=i, uuid=probe.uuid(i), name=probe.name(i)) for i in indices]
     problems = _identity_problems(m, probe, gpus, evidence)
     if problems:
         hint = "use a machine with the GPUs the manifest names, or change hardware.gpu_name"
@@ -84,7 +138,7 @@ def _check(
             hint += "; turn MIG off with `nvidia-smi -i INDEX -mig 0` (takes effect after a GPU reset)"
         return timer.check(NAME, False, "; ".join(problems), hint, evidence), gpus
     clean, samples, polls, elapsed = _poll(probe, gpus, m.gates.gpu_memory_threshold_mib, m.gates.gpu_deadline_s)
-    evidence.update(gpus=samples, polls=polls)
+    evidence.update({"gpus": samples, "polls": polls})
     if clean:
         evidence["clean_after_s"] = round(elapsed, 6)
         return timer.check(NAME, True, _clean_message(samples, evidence, polls, elapsed), None, evidence), gpus
@@ -93,7 +147,7 @@ def _check(
 
 
 def _identity_problems(
-    m: Manifest, probe: GpuProbe, gpus: list[dict[str, Any]], evidence: dict[str, Any]
+    m: Manifest, probe: GpuProbe, gpus: list[GpuIdentity], evidence: GpuEvidence
 ) -> list[str]:
     problems = []
     for gpu in gpus:
@@ -104,44 +158,44 @@ def _identity_problems(
         except UnsupportedError:
             continue
         if current:
-            evidence.setdefault("mig", []).append({"index": gpu["index"], "current": current, "pending": pending})
+            evidence.setdefault("mig", []).append(MigState(index=gpu["index"], current=current, pending=pending))
             problems.append(f"{_label(gpu)} is in MIG mode; kit needs whole GPUs")
     evidence["identified"] = gpus
     return problems
 
 
-def _sample(probe: GpuProbe, gpu: dict[str, Any], threshold_mib: int) -> dict[str, Any]:
+def _sample(probe: GpuProbe, gpu: GpuIdentity, threshold_mib: int) -> GpuSample:
     mem = probe.memory(gpu["index"])
     procs = probe.processes(gpu["index"])
-    return {
+    return GpuSample(
         **gpu,
         **mem.as_mib(),
-        "clean": mem.used // MIB <= threshold_mib and not procs,
-        "processes": [{"pid": p.pid, "used_mib": None if p.used_bytes is None else p.used_bytes // MIB}
-                      for p in procs],
-    }
+        clean=mem.used // MIB <= threshold_mib and not procs,
+        processes=[GpuHolder(pid=p.pid, used_mib=None if p.used_bytes is None else p.used_bytes // MIB)
+                   for p in procs],
+    )
 
 
 def _poll(
-    probe: GpuProbe, gpus: list[dict[str, Any]], threshold_mib: int, deadline_s: float
-) -> tuple[bool, list[dict[str, Any]], int, float]:
-    """Poll every POLL_S until every GPU is clean at once or the deadline passes."""
+    probe: GpuProbe, gpus: list[GpuIdentity], threshold_mib: int, deadline_s: float
+) -> tuple[bool, list[GpuSample], int, float]:
+    """Poll every POLL_S until every GPU is clean at the same poll (all GPUs are sampled at each one) or
+    the deadline passes."""
     first = time.monotonic()
-    deadline = first + deadline_s
+    samples: list[GpuSample] = []
     polls = 0
-    while True:
-        tick = time.monotonic()
+
+    def all_clean() -> bool:
+        nonlocal samples, polls
         samples = [_sample(probe, g, threshold_mib) for g in gpus]
         polls += 1
-        now = time.monotonic()
-        if all(s["clean"] for s in samples):
-            return True, samples, polls, now - first
-        if now >= deadline:
-            return False, samples, polls, now - first
-        time.sleep(max(0.0, min(tick + POLL_S, deadline) - now))
+        return all(s["clean"] for s in samples)
+
+    clean = poll_until(all_clean, deadline_s, interval=POLL_S)
+    return clean, samples, polls, time.monotonic() - first
 
 
-def _clean_message(samples: list[dict[str, Any]], evidence: dict[str, Any], polls: int, elapsed: float) -> str:
+def _clean_message(samples: list[GpuSample], evidence: GpuEvidence, polls: int, elapsed: float) -> str:
     per_gpu = ", ".join(
         f"{_label(s)} {s['used_mib']} MiB used"
         + (f" (v1 says {s['v1_used_mib']} MiB)" if s["memory_info_version"] == 2 else " (v1 only)")
@@ -151,15 +205,17 @@ def _clean_message(samples: list[dict[str, Any]], evidence: dict[str, Any], poll
             f"{per_gpu}; clean {elapsed:.3f} s after the first poll ({polls} poll{'s' if polls != 1 else ''})")
 
 
-def _dirty(timer: Timer, samples: list[dict[str, Any]], evidence: dict[str, Any], polls: int) -> Check:
+def _dirty(timer: Timer, samples: list[GpuSample], evidence: GpuEvidence, polls: int) -> Check:
     parts: list[str] = []
-    every: list[dict[str, Any]] = []
+    every: list[procinfo.ProcInfo] = []
     for s in samples:
         if s["clean"]:
             continue
-        for p in s["processes"]:
-            p.update({k: v for k, v in procinfo.describe(p["pid"]).items() if k != "pid"})
-        holders = s["processes"]
+        described = [procinfo.describe(p["pid"]) for p in s["processes"]]
+        for p, info in zip(s["processes"], described, strict=True):
+            p.update({"visible": info["visible"], "name": info["name"], "cmdline": info["cmdline"],
+                      "user": info["user"], "pgid": info["pgid"], "container": info["container"]})
+        holders = described
         every += holders
         used = f"{_size(s['used_mib'])} used"
         if holders:

@@ -1,25 +1,67 @@
 """The leftover gates: no kit server of another run is still alive, as a container or as a process group.
 
 Containers are found by their ``kit.run`` label; process-runtime servers by the records the process
-runtime keeps in ``state_dir()`` (one JSON file per live server). A record whose process group is gone
-is stale: it is deleted, and the evidence says so. Before a start any live kit server
-blocks; after a stop only this run's own (the "after" gate proves the stop left nothing behind).
+runtime keeps in ``state_dir()`` (``kit.runtime.records``: one JSON file per live server). A record
+whose process group is gone is stale: it is deleted, and the evidence says so. Before a start any live
+kit server blocks; after a stop only this run's own (the "after" gate proves the stop left nothing behind).
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
+from kit.errors import GateFailed, KitError
 from kit.gates import procinfo
-from kit.gates.report import Check, Timer
+from kit.gates.procinfo import ProcInfo
+from kit.gates.result import Check, Timer
 from kit.manifest import Manifest
-from kit.runtime import state_dir
+from kit.plumbing.dockerconn import docker_client
+from kit.plumbing.procs import group_members
+from kit.runtime.records import ServerRecord, read_record, record_files, same_boot, state_dir
 
 CONTAINERS = "leftover_containers"
 PROCESSES = "leftover_processes"
 RUN_LABEL = "kit.run"
+
+
+class ContainerSeen(TypedDict):
+    id: str
+    name: str
+    status: str
+    run: str | None
+    cell: str | None
+    labels: dict[str, str]
+
+
+class ContainersEvidence(TypedDict, total=False):
+    docker: None  # present (null) when Docker could not be asked
+    reason: str | None
+    runtime: str
+    skipped: bool
+    found: list[ContainerSeen]
+    blocking: list[str]
+    run_id: str | None
+
+
+class LiveGroup(ServerRecord):
+    file: str
+    members: list[ProcInfo]
+
+
+class StaleRecord(ServerRecord):
+    file: str
+    removed: bool
+    error: str | None  # why it could not be removed
+
+
+class ProcessesEvidence(TypedDict):
+    state_dir: str
+    live: list[LiveGroup]
+    stale: list[StaleRecord]
+    unreadable: list[str]
+    blocking: list[int]
+    run_id: str | None
 
 
 def _counts(item_run: str | None, run_id: str | None, phase: str) -> bool:
@@ -34,15 +76,15 @@ def _counts(item_run: str | None, run_id: str | None, phase: str) -> bool:
     return True
 
 
-def _list_kit_containers(client: Any | None) -> tuple[list[dict[str, Any]] | None, str | None]:
+def _list_kit_containers(client: Any | None) -> tuple[list[ContainerSeen] | None, str | None]:
     """Running containers labelled kit.run, or None and the reason Docker could not be asked."""
     own = client is None
     try:
         if client is None:
-            import docker
-
-            client = docker.from_env(version="auto", timeout=10)
+            client = docker_client(error=GateFailed, timeout=10)
         return [_container(c) for c in client.containers.list(filters={"label": RUN_LABEL})], None
+    except KitError as e:
+        return None, e.message
     except Exception as e:  # noqa: BLE001 - any failure here means "Docker not reachable", reported in its words
         return None, f"{type(e).__name__}: {e}"
     finally:
@@ -54,7 +96,7 @@ def check_containers(m: Manifest, *, run_id: str | None, phase: str, client: Any
     timer = Timer()
     found, error = _list_kit_containers(client)
     if found is None:
-        evidence: dict[str, Any] = {"docker": None, "reason": error, "runtime": m.runtime}
+        evidence = ContainersEvidence(docker=None, reason=error, runtime=m.runtime)
         if m.runtime == "process":
             evidence["skipped"] = True
             return timer.check(CONTAINERS, True, f"skipped: Docker not reachable ({error})", None, evidence)
@@ -63,7 +105,7 @@ def check_containers(m: Manifest, *, run_id: str | None, phase: str, client: Any
             "start the Docker engine (e.g. `dockerd &` or `systemctl start docker`) or set DOCKER_HOST", evidence,
         )
     blocking = [c for c in found if _counts(c["run"], run_id, phase)]
-    evidence = {"found": found, "blocking": [c["id"] for c in blocking], "run_id": run_id}
+    evidence = ContainersEvidence(found=found, blocking=[c["id"] for c in blocking], run_id=run_id)
     if not blocking:
         note = f" ({len(found)} running, not blocking in phase {phase})" if found else ""
         return timer.check(CONTAINERS, True, f"no blocking kit container{note}", None, evidence)
@@ -73,51 +115,38 @@ def check_containers(m: Manifest, *, run_id: str | None, phase: str, client: Any
                        f"kit clean, or docker rm -f {ids}", evidence)
 
 
-def _container(c: Any) -> dict[str, Any]:
+def _container(c: Any) -> ContainerSeen:
     labels = dict(c.labels or {})
-    return {"id": c.id, "name": c.name, "status": c.status, "run": labels.get(RUN_LABEL),
-            "cell": labels.get("kit.cell"), "labels": labels}
-
-
-def _read_record(path: Path) -> dict[str, Any] | None:
-    try:
-        doc = json.loads(path.read_text())
-        int(doc["pgid"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    return doc if isinstance(doc, dict) else None
+    return ContainerSeen(id=c.id, name=c.name, status=c.status, run=labels.get(RUN_LABEL),
+                         cell=labels.get("kit.cell"), labels=labels)
 
 
 def check_process_groups(*, run_id: str | None, phase: str, directory: Path | None = None) -> Check:
     timer = Timer()
     directory = directory or state_dir()
-    live: list[dict[str, Any]] = []
-    stale: list[dict[str, Any]] = []
+    live: list[LiveGroup] = []
+    stale: list[StaleRecord] = []
     unreadable: list[str] = []
-    for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
-        doc = _read_record(path)
-        if doc is None:
+    for path in record_files(directory):
+        record = read_record(path)
+        if record is None:
             unreadable.append(str(path))  # perhaps being written right now: leave it alone
             continue
-        from kit.runtime.process import boot_id
-
-        same_boot = doc.get("boot_id") in (None, boot_id())
-        members = procinfo.group_members(int(doc["pgid"])) if same_boot else []
+        members = group_members(int(record["pgid"])) if same_boot(record) else []
         if members:
-            live.append({**doc, "file": str(path), "members": [procinfo.describe(p) for p in members]})
+            live.append(LiveGroup(**record, file=str(path), members=[procinfo.describe(p) for p in members]))
             continue
         try:
             path.unlink()
-            stale.append({**doc, "file": str(path), "removed": True})
+            stale.append(StaleRecord(**record, file=str(path), removed=True, error=None))
         except OSError as e:
-            stale.append({**doc, "file": str(path), "removed": False, "error": str(e)})
+            stale.append(StaleRecord(**record, file=str(path), removed=False, error=str(e)))
     blocking = [g for g in live if _counts(g.get("run_id"), run_id, phase)]
-    evidence = {"state_dir": str(directory), "live": live, "stale": stale, "unreadable": unreadable,
-                "blocking": [g["pgid"] for g in blocking], "run_id": run_id}
+    evidence = ProcessesEvidence(state_dir=str(directory), live=live, stale=stale, unreadable=unreadable,
+                                 blocking=[g["pgid"] for g in blocking], run_id=run_id)
     removed = f"; removed {len(stale)} stale record(s) of group(s) already gone" if stale else ""
     if not blocking:
-        return timer.check(PROCESSES, True, f"no blocking kit server process group{removed}",
-                           None, evidence)
+        return timer.check(PROCESSES, True, f"no blocking kit server process group{removed}", None, evidence)
     parts = [
         f"process group {g['pgid']} (run {g.get('run_id')}, cell {g.get('cell')}, started {g.get('started')}): "
         + ", ".join(procinfo.short(p) for p in g["members"])

@@ -2,7 +2,8 @@
 
 The test is a ``bind()`` with SO_REUSEADDR (so TIME_WAIT sockets don't read as busy), on ``server.host``;
 for 0.0.0.0 also on ``::`` when the host has IPv6, for ``::`` on both. A busy port is polled until
-``gates.port_deadline_s``; then the gate names the listener's owner where /proc (or ``ss``) can tell.
+``gates.port_deadline_s``; then the gate names the listener's owner where /proc (through psutil, or
+``ss``) can tell.
 """
 
 from __future__ import annotations
@@ -14,15 +15,45 @@ import socket
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
+from typing import NotRequired, TypedDict
+
+import psutil
 
 from kit.gates import procinfo
-from kit.gates.report import Check, Timer
+from kit.gates.procinfo import ProcInfo
+from kit.gates.result import Check, Timer
 from kit.manifest import Manifest
+from kit.plumbing.poll import poll_until
 
 NAME = "ports"
 POLL_S = 0.020
 _LISTEN = "0A"
+
+
+class Listener(TypedDict):
+    """A listening socket on a busy port and who holds it (``via: "ss"`` when only ``ss`` could tell)."""
+
+    address: str | None
+    inode: int | None
+    processes: NotRequired[list[ProcInfo]]
+    via: NotRequired[str]
+
+
+class BusyPort(TypedDict):
+    address: str
+    port: int
+    error: str  # errno name: EADDRINUSE, EACCES, EADDRNOTAVAIL, ...
+
+
+class PortsEvidence(TypedDict):
+    host: str
+    addresses: list[str]
+    ports: list[int]
+    deadline_s: float
+    polls: int
+    waited_s: float
+    busy: NotRequired[list[BusyPort]]
+    owners: NotRequired[dict[str, list[Listener]]]
 
 
 def has_ipv6() -> bool:
@@ -61,9 +92,9 @@ def _decode_address(hex_addr: str) -> str:
     return socket.inet_ntop(socket.AF_INET6, words)
 
 
-def listening_sockets(port: int, proc: Path = procinfo.PROC) -> list[dict[str, Any]]:
+def listening_sockets(port: int, proc: Path = procinfo.PROC) -> list[Listener]:
     """Listening TCP sockets on ``port`` in this network namespace: {address, inode}."""
-    found = []
+    found: list[Listener] = []
     for table in ("tcp", "tcp6"):
         try:
             lines = (proc / "net" / table).read_text().splitlines()[1:]
@@ -75,7 +106,7 @@ def listening_sockets(port: int, proc: Path = procinfo.PROC) -> list[dict[str, A
                 continue
             addr, port_hex = fields[1].rsplit(":", 1)
             if int(port_hex, 16) == port:
-                found.append({"address": _decode_address(addr), "inode": int(fields[9])})
+                found.append(Listener(address=_decode_address(addr), inode=int(fields[9])))
     return found
 
 
@@ -91,17 +122,30 @@ def _ss_owners(port: int) -> list[int]:
     return sorted({int(p) for p in re.findall(r"pid=(\d+)", out)})
 
 
-def owners(port: int) -> list[dict[str, Any]]:
+def _listener_pids(port: int) -> dict[str, list[int]]:
+    """Listening address -> PIDs holding a socket listening on it and ``port`` (psutil reads /proc/net
+    and every process's fds; processes we may not inspect are missing, as with ``ss``)."""
+    out: dict[str, list[int]] = {}
+    for conn in psutil.net_connections(kind="tcp"):
+        if conn.status != psutil.CONN_LISTEN or not conn.laddr or conn.laddr.port != port or conn.pid is None:
+            continue
+        pids = out.setdefault(conn.laddr.ip, [])
+        if conn.pid not in pids:
+            pids.append(conn.pid)
+    return out
+
+
+def owners(port: int) -> list[Listener]:
     """Who listens on ``port``: one entry per listening socket with the processes holding it."""
     sockets = listening_sockets(port)
-    by_inode = procinfo.socket_owners({s["inode"] for s in sockets if s["inode"]})
+    by_address = _listener_pids(port) if sockets else {}
     for s in sockets:
-        s["processes"] = [procinfo.describe(pid) for pid in by_inode.get(s["inode"], [])]
-    if not any(s["processes"] for s in sockets):
+        s["processes"] = [procinfo.describe(pid) for pid in by_address.get(s["address"] or "", [])]
+    if not any(s.get("processes") for s in sockets):
         pids = _ss_owners(port)
         if pids:
             procs = [procinfo.describe(p) for p in pids]
-            sockets.append({"address": None, "inode": None, "via": "ss", "processes": procs})
+            sockets.append(Listener(address=None, inode=None, via="ss", processes=procs))
     return sockets
 
 
@@ -119,43 +163,44 @@ def check_ports(m: Manifest) -> Check:
     ports = [m.server.port, *m.server.extra_ports, *m.gates.ports]
     addresses = bind_addresses(m.server.host)
     targets = [(a, p) for p in ports for a in addresses]
-    evidence: dict[str, Any] = {"host": m.server.host, "addresses": addresses, "ports": ports,
-                                "deadline_s": m.gates.port_deadline_s}
     first = time.monotonic()
+    busy: dict[tuple[str, int], str] = {}
     polls = 0
-    while True:
-        tick = time.monotonic()
+
+    def settled() -> bool:
+        nonlocal busy, polls
         busy = _busy(targets)
         polls += 1
-        now = time.monotonic()
         # an address this host does not have will not appear by waiting
-        if not busy or now - first >= m.gates.port_deadline_s or "EADDRNOTAVAIL" in busy.values():
-            break
-        time.sleep(max(0.0, min(tick + POLL_S, first + m.gates.port_deadline_s) - now))
-    evidence.update(polls=polls, waited_s=round(now - first, 6))
+        return not busy or "EADDRNOTAVAIL" in busy.values()
+
+    poll_until(settled, m.gates.port_deadline_s, interval=POLL_S)
+    evidence = PortsEvidence(host=m.server.host, addresses=addresses, ports=ports, deadline_s=m.gates.port_deadline_s,
+                             polls=polls, waited_s=round(time.monotonic() - first, 6))
     if not busy:
         msg = f"port{'s' if len(ports) != 1 else ''} {', '.join(map(str, ports))} free on {' and '.join(addresses)}"
         return timer.check(NAME, True, msg, None, evidence)
     return _failed(timer, busy, evidence)
 
 
-def _failed(timer: Timer, busy: dict[tuple[str, int], str], evidence: dict[str, Any]) -> Check:
-    evidence["busy"] = [{"address": a, "port": p, "error": e} for (a, p), e in busy.items()]
+def _failed(timer: Timer, busy: dict[tuple[str, int], str], evidence: PortsEvidence) -> Check:
+    evidence["busy"] = [BusyPort(address=a, port=p, error=e) for (a, p), e in busy.items()]
+    evidence["owners"] = {}
     parts: list[str] = []
-    holders: list[dict[str, Any]] = []
+    holders: list[ProcInfo] = []
     for port in sorted({p for _, p in busy}):
         where = " and ".join(f"{a} ({e})" for (a, p), e in busy.items() if p == port)
         listeners = owners(port)
-        evidence.setdefault("owners", {})[str(port)] = listeners
-        procs = [proc for s in listeners for proc in s["processes"]]
+        evidence["owners"][str(port)] = listeners
+        procs = [proc for s in listeners for proc in s.get("processes", [])]
         holders += procs
         if procs:
             who = "; ".join(
                 f"{procinfo.short(proc)} listening on {s['address'] or '?'}:{port}, command: {proc['cmdline']}"
-                for s in listeners for proc in s["processes"]
+                for s in listeners for proc in s.get("processes", [])
             )
         elif listeners:
-            who = f"listening on {', '.join(s['address'] for s in listeners)}, owner not visible (no permission)"
+            who = f"listening on {', '.join(s['address'] or '?' for s in listeners)}, owner not visible (no permission)"
         else:
             who = "no listener visible here (another network namespace, or a socket bound without listening)"
         errors = {e for (_, p), e in busy.items() if p == port}

@@ -2,19 +2,20 @@
 
 Two implementations share this interface: ``kit.runtime.process`` (a subprocess in its own
 process group) and ``kit.runtime.docker`` (a container through the Docker SDK). The experiment
-loop only sees ``Runtime`` and ``Server``.
+loop only sees ``Runtime`` and ``RunningServer``; live-server records are in ``kit.runtime.records``.
 """
 
 from __future__ import annotations
 
-import http.client
 import os
 import re
-import urllib.error
-import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol, TypedDict
+
+from kit.plumbing.jsontypes import JsonObject
+from kit.plumbing.net import http_get  # re-exported: the experiment asks servers for /metrics with it
 
 SECRET_NAME_RE = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIAL)", re.I)
 
@@ -42,7 +43,7 @@ class ServerSpec:
     shm_size: str | None = None
     ipc_host: bool = False
     model_mount: tuple[str, str] | None = None  # (host path, container path), read-only
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, object] = field(default_factory=dict)  # docker options: "ulimits", "mem_limit"
 
     @property
     def base_url(self) -> str:
@@ -59,6 +60,32 @@ class ServerSpec:
         return text
 
 
+class ProcessStopDetails(TypedDict):
+    """How a process-runtime server group ended (merged into the cell's stop record)."""
+
+    pgid: int
+    port_free_after_stop: bool
+    group_members_left: list[int]
+
+
+class ContainerStopDetails(TypedDict, total=False):
+    """How a container ended: its final state, and proof that it was removed."""
+
+    container_id: str
+    removed_before_stop: bool
+    status: str | None
+    oom_killed: bool
+    error: str | None
+    started_at: str | None
+    finished_at: str | None
+    log_bytes: int
+    log_error: str | None
+    removed: bool
+
+
+StopDetails = ProcessStopDetails | ContainerStopDetails
+
+
 @dataclass
 class StopInfo:
     """How a server ended: recorded in the bundle."""
@@ -66,10 +93,37 @@ class StopInfo:
     exit_code: int | None
     signal: str | None  # "SIGTERM", "SIGKILL" or None if it had already exited
     stop_s: float  # time from stop request to confirmed gone
-    details: dict[str, Any] = field(default_factory=dict)
+    details: StopDetails = field(default_factory=ContainerStopDetails)
 
 
-class Server(Protocol):
+class ProcessDescription(TypedDict):
+    """server.json of a process-runtime server."""
+
+    runtime: Literal["process"]
+    pid: int
+    pgid: int
+    command: list[str]
+    env: dict[str, str]
+    secret_env_names: list[str]
+    inherited_env_names: list[str]
+    cwd: str
+
+
+class ContainerDescription(TypedDict):
+    """server.json of a docker-runtime server (inspect output with secrets replaced by ***)."""
+
+    runtime: Literal["docker"]
+    container_id: str
+    name: str
+    image: str | None
+    secret_env_names: list[str]
+    inspect: JsonObject
+
+
+ServerDescription = ProcessDescription | ContainerDescription
+
+
+class RunningServer(Protocol):
     """A started server. ``stop`` is idempotent and always leaves nothing behind."""
 
     spec: ServerSpec
@@ -88,19 +142,22 @@ class Server(Protocol):
 
     def stop(self) -> StopInfo: ...
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> ServerDescription:
         """What to record about it (pid/pgid or container id and inspect output, secrets removed)."""
         ...
+
+
+Server = RunningServer  # the old name, kept while kit/experiment.py still imports it
 
 
 class Runtime(Protocol):
     name: str
 
-    def start(self, spec: ServerSpec) -> Server:
+    def start(self, spec: ServerSpec) -> RunningServer:
         """Start the server; on failure leave nothing behind and raise ServerError."""
         ...
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> Mapping[str, object]:
         """The runtime's own environment (e.g. Docker engine version) for the bundle."""
         ...
 
@@ -130,27 +187,21 @@ def tail_lines(path: Path, n: int = 40) -> list[str]:
     return data.decode("utf-8", "replace").splitlines()[-n:]
 
 
-def state_dir() -> Path:
-    """Where kit keeps live-server records (for the leftover gate and `kit clean`)."""
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "kit" / "servers"
-
-
-_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-
-def http_get(url: str, timeout: float = 5.0) -> tuple[int, bytes] | None:
-    """(status, body) of a GET to a local server, never through a proxy; None when it cannot be asked."""
-    try:
-        with _NO_PROXY.open(url, timeout=timeout) as r:
-            return int(r.status), r.read()
-    except urllib.error.HTTPError as e:
-        return int(e.code), b""
-    except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException):
-        return None
-
-
-def http_ok(url: str, timeout: float = 2.0) -> bool:
-    """True when ``url`` answers 2xx (no proxy: the server is local)."""
-    got = http_get(url, timeout)
-    return got is not None and 200 <= got[0] < 300
+__all__ = [
+    "SECRET_NAME_RE",
+    "ContainerDescription",
+    "ContainerStopDetails",
+    "ProcessDescription",
+    "ProcessStopDetails",
+    "RunningServer",
+    "Runtime",
+    "Server",
+    "ServerDescription",
+    "ServerSpec",
+    "StopDetails",
+    "StopInfo",
+    "http_get",
+    "redact_env",
+    "secret_env_from",
+    "tail_lines",
+]

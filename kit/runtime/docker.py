@@ -19,9 +19,9 @@ get their client from ``connect``.
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, TypedDict
 
 import docker
 import requests
@@ -29,31 +29,37 @@ from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 from docker.types import DeviceRequest, Mount, Ulimit
 
 from kit.errors import KitError, ServerError
-from kit.runtime import SECRET_NAME_RE, ServerSpec, StopInfo, http_ok, tail_lines
+from kit.plumbing.dockerconn import docker_client
+from kit.plumbing.jsontypes import Json, JsonObject
+from kit.plumbing.logpump import LogPump
+from kit.plumbing.net import http_ok
+from kit.plumbing.poll import Deadline, poll_until
+from kit.runtime import (
+    SECRET_NAME_RE,
+    ContainerDescription,
+    ContainerStopDetails,
+    ServerSpec,
+    StopInfo,
+    tail_lines,
+)
 
 MANAGED_LABEL = "kit.managed"
 MANAGED_FILTER = f"{MANAGED_LABEL}=1"
 DEFAULT_ULIMITS: dict[str, int] = {"memlock": -1, "stack": 64 * 1024 * 1024}
 EXTRA_KEYS = frozenset({"ulimits", "mem_limit"})
 LIVE_STATES = ("running", "paused", "restarting")
+STATE_POLL_S = 0.05  # container state and removal polls
+READY_FIRST_S = 0.05  # readiness polls: 50 ms, then x1.5 up to 2 s
+READY_BACKOFF = 1.5
+READY_MAX_S = 2.0
 
 
 # --------------------------------------------------------------------------- the adapter
 
 
 def connect(client: Any | None = None, *, error: type[KitError] = ServerError) -> Any:
-    """A Docker SDK client (API version negotiated with the engine); raise ``error`` if none answers."""
-    if client is not None:
-        return client
-    try:
-        c = docker.from_env(version="auto")
-        c.ping()
-    except (DockerException, requests.RequestException) as e:
-        raise error(
-            f"no Docker engine answers: {e}",
-            hint="start one (`./scripts/ensure-docker` installs and starts dockerd on Debian), or set DOCKER_HOST",
-        ) from None
-    return c
+    """``client``, or a new Docker SDK client (``kit.plumbing.dockerconn``); raise ``error`` if none answers."""
+    return client if client is not None else docker_client(error=error)
 
 
 def explanation(e: Exception) -> str:
@@ -63,32 +69,55 @@ def explanation(e: Exception) -> str:
     return str(e)
 
 
-def engine_facts(client: Any) -> dict[str, Any]:
+class EngineFacts(TypedDict):
+    """The docker runtime's environment, as environment.json records it."""
+
+    runtime: str
+    engine_version: str | None
+    api_version: str
+    engine_api_version: str | None
+    engine_min_api_version: str | None
+    sdk_version: str
+    base_url: str
+    runtimes: list[str]
+    default_runtime: str | None
+    storage_driver: str | None
+    image_store: str
+    cgroup_version: str | None
+    cgroup_driver: str | None
+    operating_system: str | None
+    kernel: str | None
+    architecture: str | None
+    cpus: int | None
+    memory_bytes: int | None
+
+
+def engine_facts(client: Any) -> EngineFacts:
     """Engine version, negotiated API version, runtimes, storage driver and where the client talks to."""
     version = client.version()
     info = client.info()
     driver_status = {str(k): str(v) for k, v in info.get("DriverStatus") or []}
     containerd_store = "io.containerd.snapshotter" in driver_status.get("driver-type", "")
-    return {
-        "runtime": "docker",
-        "engine_version": version.get("Version"),
-        "api_version": client.api.api_version,
-        "engine_api_version": version.get("ApiVersion"),
-        "engine_min_api_version": version.get("MinAPIVersion"),
-        "sdk_version": docker.__version__,
-        "base_url": client.api.base_url,
-        "runtimes": sorted(info.get("Runtimes") or {}),
-        "default_runtime": info.get("DefaultRuntime"),
-        "storage_driver": info.get("Driver"),
-        "image_store": "containerd" if containerd_store else "classic",
-        "cgroup_version": info.get("CgroupVersion"),
-        "cgroup_driver": info.get("CgroupDriver"),
-        "operating_system": info.get("OperatingSystem"),
-        "kernel": info.get("KernelVersion"),
-        "architecture": info.get("Architecture"),
-        "cpus": info.get("NCPU"),
-        "memory_bytes": info.get("MemTotal"),
-    }
+    return EngineFacts(
+        runtime="docker",
+        engine_version=version.get("Version"),
+        api_version=client.api.api_version,
+        engine_api_version=version.get("ApiVersion"),
+        engine_min_api_version=version.get("MinAPIVersion"),
+        sdk_version=docker.__version__,
+        base_url=client.api.base_url,
+        runtimes=sorted(info.get("Runtimes") or {}),
+        default_runtime=info.get("DefaultRuntime"),
+        storage_driver=info.get("Driver"),
+        image_store="containerd" if containerd_store else "classic",
+        cgroup_version=info.get("CgroupVersion"),
+        cgroup_driver=info.get("CgroupDriver"),
+        operating_system=info.get("OperatingSystem"),
+        kernel=info.get("KernelVersion"),
+        architecture=info.get("Architecture"),
+        cpus=info.get("NCPU"),
+        memory_bytes=info.get("MemTotal"),
+    )
 
 
 # --------------------------------------------------------------------------- spec -> container config
@@ -110,7 +139,7 @@ def gpu_config(gpus: list[str] | str | None) -> tuple[list[DeviceRequest], str]:
     return [DeviceRequest(device_ids=ids, capabilities=[["gpu"]])], ",".join(ids)
 
 
-def ulimit_config(extra: dict[str, Any], gpus: list[str] | str | None) -> list[Ulimit]:
+def ulimit_config(extra: dict[str, object], gpus: list[str] | str | None) -> list[Ulimit]:
     """The ulimits sglang's GPU workers want (memlock unlimited, stack 64 MiB).
 
     ``extra["ulimits"]``: True applies them, False none, a {name: value} map those; absent means
@@ -126,7 +155,27 @@ def ulimit_config(extra: dict[str, Any], gpus: list[str] | str | None) -> list[U
     return [Ulimit(name=str(k), soft=int(v), hard=int(v)) for k, v in limits.items()]
 
 
-def container_config(spec: ServerSpec) -> dict[str, Any]:
+class ContainerConfig(TypedDict, total=False):
+    """Keyword arguments for ``client.containers.create``."""
+
+    image: str
+    command: list[str]
+    name: str
+    detach: bool
+    labels: dict[str, str]
+    environment: dict[str, str]
+    ports: dict[str, tuple[str, int]]
+    init: bool
+    auto_remove: bool
+    device_requests: list[DeviceRequest]
+    ulimits: list[Ulimit]
+    ipc_mode: str
+    shm_size: str
+    mounts: list[Mount]
+    mem_limit: object
+
+
+def container_config(spec: ServerSpec) -> ContainerConfig:
     """Keyword arguments for ``client.containers.create`` (pure: no engine needed)."""
     if not spec.image:
         raise ServerError(f"{spec.name}: the docker runtime needs an image for arm {spec.arm!r}")
@@ -143,19 +192,19 @@ def container_config(spec: ServerSpec) -> dict[str, Any]:
             hint="leave NVIDIA_VISIBLE_DEVICES out of the manifest's env: kit sets it from the GPUs it assigns",
         )
     cport = spec.container_port or spec.port
-    kwargs: dict[str, Any] = {
-        "image": spec.image,
-        "command": list(spec.command),
-        "name": spec.name,
-        "detach": True,
-        "labels": {**spec.labels, MANAGED_LABEL: "1"},
-        "environment": {**spec.env, "NVIDIA_VISIBLE_DEVICES": visible, **spec.secret_env},
-        "ports": {f"{cport}/tcp": (spec.host, spec.port)},
-        "init": True,
-        "auto_remove": False,
-        "device_requests": device_requests,
-        "ulimits": ulimit_config(spec.extra, spec.gpus),
-    }
+    kwargs = ContainerConfig(
+        image=spec.image,
+        command=list(spec.command),
+        name=spec.name,
+        detach=True,
+        labels={**spec.labels, MANAGED_LABEL: "1"},
+        environment={**spec.env, "NVIDIA_VISIBLE_DEVICES": visible, **spec.secret_env},
+        ports={f"{cport}/tcp": (spec.host, spec.port)},
+        init=True,
+        auto_remove=False,
+        device_requests=device_requests,
+        ulimits=ulimit_config(spec.extra, spec.gpus),
+    )
     if spec.ipc_host:
         kwargs["ipc_mode"] = "host"  # the host's /dev/shm; shm_size would be ignored
     elif spec.shm_size:
@@ -198,7 +247,7 @@ def failure_hint(message: str, spec: ServerSpec) -> str:
 # --------------------------------------------------------------------------- helpers
 
 
-def redact_inspect(value: Any, spec: ServerSpec) -> Any:
+def redact_inspect(value: Json, spec: ServerSpec) -> Json:
     """A copy of inspect output with secret env values and any secret text replaced by ***."""
     names = set(spec.secret_env)
     if isinstance(value, dict):
@@ -214,59 +263,37 @@ def redact_inspect(value: Any, spec: ServerSpec) -> Any:
     return value
 
 
-def _redact_env_item(item: Any, names: set[str]) -> Any:
+def _redact_env_item(item: Json, names: set[str]) -> Json:
     if not isinstance(item, str) or "=" not in item:
         return item
     key, _, _ = item.partition("=")
     return f"{key}=***" if key in names or SECRET_NAME_RE.search(key) else item
 
 
-class _LogPump(threading.Thread):
-    """Follows the container's output into the log file, line by line, secrets redacted."""
+class _ContainerLogs:
+    """The container's output as a byte stream (for ``LogPump``), which ``close`` can cut."""
 
-    MAX_LINE = 1 << 20
-
-    def __init__(self, container: Any, spec: ServerSpec) -> None:
-        super().__init__(daemon=True, name=f"docker-log-{spec.name}")
+    def __init__(self, container: Any) -> None:
         self.container = container
-        self.spec = spec
         self.stream: Any = None
-        self.error: str | None = None
-        self.bytes_written = 0
 
-    def run(self) -> None:
-        self.spec.log_path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self.stream = self.container.logs(stream=True, follow=True, stdout=True, stderr=True)
-            with self.spec.log_path.open("ab") as out:
-                pending = b""
-                for chunk in self.stream:
-                    pending += chunk
-                    lines = pending.split(b"\n")
-                    pending = lines.pop()
-                    if len(pending) > self.MAX_LINE:
-                        lines.append(pending)
-                        pending = b""
-                    self._write(out, [line + b"\n" for line in lines])
-                if pending:
-                    self._write(out, [pending])
-        except (DockerException, requests.RequestException, OSError) as e:
-            self.error = f"{type(e).__name__}: {e}"
+    def __call__(self) -> Iterable[bytes]:
+        self.stream = self.container.logs(stream=True, follow=True, stdout=True, stderr=True)
+        stream: Iterable[bytes] = self.stream
+        return stream
 
-    def _write(self, out: Any, lines: list[bytes]) -> None:
-        for line in lines:
-            data = self.spec.redact(line.decode("utf-8", "replace")).encode()
-            out.write(data)
-            self.bytes_written += len(data)
-        out.flush()
-
-    def finish(self, timeout: float = 5.0) -> None:
-        """Wait for the stream to end (it does when the container stops); cut it if it does not."""
-        self.join(timeout)
-        if self.is_alive() and self.stream is not None:
+    def close(self) -> None:
+        if self.stream is not None:
             with contextlib.suppress(Exception):
                 self.stream.close()
-            self.join(2.0)
+
+
+def _finish(pump: LogPump, logs: _ContainerLogs, timeout: float = 5.0) -> None:
+    """Wait for the log stream to end (it does when the container stops); cut it if it does not."""
+    pump.join(timeout)
+    if pump.is_alive():
+        logs.close()
+        pump.join(2.0)
 
 
 class ContainerExited(ServerError):
@@ -298,8 +325,10 @@ class DockerServer:
         self.id: str = container.id
         self.started = time.monotonic()
         self._stopped: StopInfo | None = None
-        self._inspect: dict[str, Any] = dict(container.attrs)
-        self._pump = _LogPump(container, spec)
+        self._inspect: JsonObject = dict(container.attrs)
+        self._logs = _ContainerLogs(container)
+        self._pump = LogPump(self._logs, spec.log_path, spec.redact, name=f"docker-log-{spec.name}",
+                             errors=(DockerException, requests.RequestException, OSError))
         self._pump.start()
 
     # ---- state
@@ -314,17 +343,15 @@ class DockerServer:
             raise ServerError(f"lost the Docker engine while watching {self.spec.name}: {explanation(e)}",
                               hint=f"`docker info`; then `kit clean` removes {self.spec.name} if it is left") from None
         self._inspect = dict(self.container.attrs)
-        return dict(self._inspect.get("State") or {})
+        state = self._inspect.get("State")
+        return dict(state) if isinstance(state, dict) else {}
+
+    def _not_running(self) -> bool:
+        st = self._state()
+        return st is None or st.get("Status") not in LIVE_STATES
 
     def _wait_not_running(self, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while True:
-            st = self._state()
-            if st is None or st.get("Status") not in LIVE_STATES:
-                return True
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.05)
+        return poll_until(self._not_running, timeout, interval=STATE_POLL_S)
 
     def _kill(self, signal: str) -> None:
         try:
@@ -339,29 +366,25 @@ class DockerServer:
 
     def wait_ready(self) -> float:
         url = self.spec.base_url + self.spec.readiness_path
-        deadline = self.started + self.spec.ready_timeout_s
-        delay = 0.05
-        while True:
-            st = self._state()
-            if st is None or st.get("Status") not in LIVE_STATES:
+
+        def ready() -> bool:
+            if self._not_running():
                 raise self._died("exited during start-up")
-            if http_ok(url):
-                return time.monotonic() - self.started
-            now = time.monotonic()
-            if now > deadline:
-                self.stop()
-                tail = _indent(tail_lines(self.spec.log_path, 30))
-                raise ServerError(
-                    f"container {self.spec.name} for {self.spec.arm} not ready at {url} after "
-                    f"{self.spec.ready_timeout_s:g} s (stopped and removed); last log lines:\n{tail}",
-                    hint=f"raise server.ready_timeout_s if it is just slow, or read {self.spec.log_path}",
-                )
-            time.sleep(min(delay, max(deadline - now, 0.01)))
-            delay = min(delay * 1.5, 2.0)
+            return http_ok(url)
+
+        if poll_until(ready, Deadline(self.started + self.spec.ready_timeout_s), interval=READY_FIRST_S,
+                      backoff=READY_BACKOFF, max_interval=READY_MAX_S):
+            return time.monotonic() - self.started
+        self.stop()
+        tail = _indent(tail_lines(self.spec.log_path, 30))
+        raise ServerError(
+            f"container {self.spec.name} for {self.spec.arm} not ready at {url} after "
+            f"{self.spec.ready_timeout_s:g} s (stopped and removed); last log lines:\n{tail}",
+            hint=f"raise server.ready_timeout_s if it is just slow, or read {self.spec.log_path}",
+        )
 
     def check_alive(self) -> None:
-        st = self._state()
-        if st is None or st.get("Status") not in LIVE_STATES:
+        if self._not_running():
             raise self._died("died")
 
     def _died(self, what: str) -> ContainerExited:
@@ -390,9 +413,9 @@ class DockerServer:
         t0 = time.monotonic()
         st = self._state()
         if st is None:
-            self._pump.finish(2.0)
+            _finish(self._pump, self._logs, 2.0)
             self._stopped = StopInfo(None, None, round(time.monotonic() - t0, 4),
-                                     {"container_id": self.id, "removed_before_stop": True})
+                                     ContainerStopDetails(container_id=self.id, removed_before_stop=True))
             return self._stopped
         sent: str | None = None
         if st.get("Status") in LIVE_STATES:
@@ -405,23 +428,23 @@ class DockerServer:
                     raise ServerError(f"container {self.spec.name} still runs 30 s after SIGKILL",
                                       hint=f"docker rm -f {self.id[:12]}")
         final = self._state() or st
-        self._pump.finish(5.0)
+        _finish(self._pump, self._logs, 5.0)
         self._remove()
         self._stopped = StopInfo(
             exit_code=final.get("ExitCode"),
             signal=sent,
             stop_s=round(time.monotonic() - t0, 4),
-            details={
-                "container_id": self.id,
-                "status": final.get("Status"),
-                "oom_killed": bool(final.get("OOMKilled")),
-                "error": final.get("Error") or None,
-                "started_at": final.get("StartedAt"),
-                "finished_at": final.get("FinishedAt"),
-                "log_bytes": self._pump.bytes_written,
-                "log_error": self._pump.error,
-                "removed": True,
-            },
+            details=ContainerStopDetails(
+                container_id=self.id,
+                status=final.get("Status"),
+                oom_killed=bool(final.get("OOMKilled")),
+                error=final.get("Error") or None,
+                started_at=final.get("StartedAt"),
+                finished_at=final.get("FinishedAt"),
+                log_bytes=self._pump.bytes_written,
+                log_error=self._pump.error,
+                removed=True,
+            ),
         )
         return self._stopped
 
@@ -432,17 +455,19 @@ class DockerServer:
             raise ServerError(f"container {self.spec.name} ({self.id[:12]}) still exists after removal",
                               hint=f"docker rm -f {self.id[:12]}")
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> ContainerDescription:
         if self._stopped is None:
             self._state()
-        return {
-            "runtime": "docker",
-            "container_id": self.id,
-            "name": self.spec.name,
-            "image": self.spec.image,
-            "secret_env_names": sorted(self.spec.secret_env),
-            "inspect": redact_inspect(self._inspect, self.spec),
-        }
+        inspect = redact_inspect(self._inspect, self.spec)
+        assert isinstance(inspect, dict)
+        return ContainerDescription(
+            runtime="docker",
+            container_id=self.id,
+            name=self.spec.name,
+            image=self.spec.image,
+            secret_env_names=sorted(self.spec.secret_env),
+            inspect=inspect,
+        )
 
 
 def _indent(lines: list[str]) -> str:
@@ -451,15 +476,15 @@ def _indent(lines: list[str]) -> str:
 
 def wait_gone(client: Any, container_id: str, timeout: float) -> bool:
     """Poll until the engine no longer knows ``container_id``."""
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def gone() -> bool:
         try:
             client.containers.get(container_id)
         except NotFound:
             return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.05)
+        return False
+
+    return poll_until(gone, timeout, interval=STATE_POLL_S)
 
 
 def remove_container(client: Any, container: Any) -> bool:
@@ -524,6 +549,6 @@ class DockerRuntime:
             remove_container(self.client, container)
             raise
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> EngineFacts:
         return engine_facts(self.client)
 

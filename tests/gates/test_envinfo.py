@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 
+from fake_nvml import FakeGpu, FakeProbe
+
 from kit import __version__
 from kit.envinfo import capture_gpus, capture_host, gpu_temperatures
-from kit.nvml import FakeGpu, FakeProbe, NvmlError, UnsupportedError
+from kit.nvml import NvmlError, UnsupportedError
 
 
 def test_capture_host_has_the_basics() -> None:

@@ -8,12 +8,13 @@ import subprocess
 import time
 
 import pytest
+from fake_nvml import FakeGpu, FakeProbe
 from gate_helpers import FakeDocker, make_manifest
 
 from kit.errors import ExitCode, GateFailed
 from kit.gates import Check, doctor, run_gates
 from kit.gates.gpu import check_gpus
-from kit.nvml import FakeGpu, FakeProbe, GpuProcess
+from kit.nvml import GpuProcess
 
 GIB = 1024
 

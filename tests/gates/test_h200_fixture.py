@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_nvml import FakeGpu, FakeProbe
 from gate_helpers import make_manifest
 
 from kit.gates.gpu import check_gpus
-from kit.nvml import FakeGpu, FakeProbe
 
 FIXTURE = Path(__file__).resolve().parents[1] / "data" / "nvml" / "h200_env.json"
 

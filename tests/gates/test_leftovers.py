@@ -13,7 +13,7 @@ from gate_helpers import FakeContainer, FakeDocker, make_manifest, write_record
 
 from kit.gates import run_gates
 from kit.gates.leftovers import check_containers, check_process_groups
-from kit.runtime import state_dir
+from kit.runtime.records import state_dir
 
 
 def test_live_group_of_another_run_fails_then_passes_once_killed(state_home: Path) -> None:

@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 
 from kit.errors import ServerError
+from kit.plumbing.net import port_bindable
+from kit.plumbing.procs import group_members
 from kit.runtime import ServerSpec
-from kit.runtime.process import ProcessRuntime, _group_members, port_bindable
+from kit.runtime.process import ProcessRuntime
 
 
 def _spec(tmp_path: Path, port: int, command: list[str], **kw: object) -> ServerSpec:
@@ -41,10 +43,10 @@ def test_start_ready_stop_frees_port_and_group(tmp_path: Path, port: int) -> Non
     assert len(records) == 1
     pgid = server.pgid
     time.sleep(0.3)
-    assert len(_group_members(pgid)) == 2
+    assert len(group_members(pgid)) == 2
     info = server.stop()
     assert info.signal == "SIGKILL"  # the child ignored SIGTERM for the whole grace period
-    assert _group_members(pgid) == []
+    assert group_members(pgid) == []
     assert port_bindable("127.0.0.1", port)
     assert info.details["port_free_after_stop"] is True
     assert not records[0].exists()
