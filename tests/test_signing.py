@@ -10,14 +10,15 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from kit import allowed_signers
 from kit.cli import main
-from kit.errors import SignatureError
+from kit.errors import ExitCode, SignatureError
 from kit.signing import (
     fingerprint,
     generate_key,
     load_signing_key,
+    load_trust,
     pae,
-    parse_allowed_signers,
     sign_manifest,
     verify_manifest,
 )
@@ -141,7 +142,7 @@ def test_keys_interoperate_with_openssh(tmp_path: Path) -> None:
     assert out.stdout.split()[1] == ours.fingerprint
 
 
-def test_allowed_signers_parsing() -> None:
+def test_allowed_signers_parsing(tmp_path: Path) -> None:
     key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIE3lKu2Eaqir5Wi+R44pDwEuDfFJHlGGFKEXqIYwyP52"
     text = f"""# comment
 a@x,b@x namespaces="kit-manifest,git",valid-after="20200101" {key} c
@@ -149,9 +150,13 @@ a@x,b@x namespaces="kit-manifest,git",valid-after="20200101" {key} c
 rsa@x ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQ
 ca@x cert-authority {key}
 """
-    keys = parse_allowed_signers(text, "f")
-    assert [k.principals for k in keys] == [("a@x", "b@x"), ("*",)]
-    assert keys[0].namespaces == ("kit-manifest", "git") and keys[1].namespaces is None
+    (tmp_path / "f").write_text(text)
+    entries = load_trust([tmp_path / "f"])
+    assert [e.source for e in entries] == [f"{tmp_path / 'f'}:{n}" for n in (2, 3, 4, 5)]
+    assert not allowed_signers.problems(entries)  # other key types and cert-authority lines are not errors
+    usable = [e for e in entries if e.key is not None]  # ...but they can never allow a kit (plain ed25519) key
+    assert [e.principals for e in usable] == [b"a@x,b@x", b"*"]
+    assert usable[0].namespaces == b"kit-manifest,git" and usable[1].namespaces is None
 
 
 def test_keygen_cli_refuses_to_overwrite(tmp_path: Path) -> None:
@@ -162,10 +167,52 @@ def test_keygen_cli_refuses_to_overwrite(tmp_path: Path) -> None:
     assert r.exit_code == 2 and "already exists" in r.output
 
 
-def test_unknown_allowed_signers_option_is_an_error_not_wider_trust(tmp_path: Path) -> None:
+def test_unknown_allowed_signers_option_skips_the_line_and_is_named_not_wider_trust(tmp_path: Path) -> None:
+    """Issue 9: as in ssh-keygen, a line with an unknown option is skipped (it trusts nothing); kit names it."""
     key = generate_key(tmp_path / "k", "k@lab")
-    with pytest.raises(SignatureError, match="unknown option 'namespace'"):
-        parse_allowed_signers(f'k@lab namespace="kit-bundle" {key.public_line()}\n', "f")
+    m = tmp_path / "m.yaml"
+    shutil.copy(ROOT / "experiments/demo.yaml", m)
+    sign_manifest(m, m.read_bytes(), key)
+    trust = tmp_path / "t"
+    trust.write_text(f'k@lab namespace="kit-manifest" {key.public_line()}\n')
+    assert [e.key for e in load_trust([trust])] == [None]  # reading the file does not raise
+    with pytest.raises(SignatureError, match="no signature by a trusted key") as e:
+        verify_manifest(m, m.read_bytes(), [trust])
+    assert f"{trust}:1: " in e.value.message and "unknown key option" in e.value.message
+
+
+def test_a_malformed_line_beside_a_trusting_one_passes_with_a_note(tmp_path: Path) -> None:
+    key = generate_key(tmp_path / "k", "k@lab")
+    m = tmp_path / "m.yaml"
+    shutil.copy(ROOT / "experiments/demo.yaml", m)
+    sign_manifest(m, m.read_bytes(), key)
+    trust = tmp_path / "t"
+    trust.write_text(f'k@lab nope {key.public_line()}\nk@lab namespaces="kit-manifest" {key.public_line()}\n')
+    mt = verify_manifest(m, m.read_bytes(), [trust])
+    assert mt.signers == (("k@lab", key.fingerprint, f"{trust}:2"),)
+    assert f"{trust}:1: " in mt.note and "unknown key option" in mt.note
+
+
+@pytest.mark.parametrize("kind", ["not-utf8", "directory", "too-large", "device"])
+def test_unreadable_trust_files_are_signature_errors_naming_the_file(tmp_path: Path, kit_home: Path,
+                                                                     kind: str) -> None:
+    key, _, m = _setup(tmp_path)
+    sign_manifest(m, m.read_bytes(), load_signing_key(key))
+    trust = tmp_path / "bad"
+    if kind == "not-utf8":
+        trust.write_bytes(b"k@lab \xff\xfe ssh-ed25519 AAAA\n")
+    elif kind == "directory":
+        trust.mkdir()
+    elif kind == "too-large":
+        trust.write_bytes(b"#" * (1 << 20) + b"\n")
+    else:
+        trust = Path("/dev/zero")
+    with pytest.raises(SignatureError) as e:
+        verify_manifest(m, m.read_bytes(), [trust])
+    assert str(trust) in e.value.message and e.value.exit_code == ExitCode.SIGNATURE
+    r = CliRunner().invoke(main, ["verify", str(m), "--trust", str(trust)])
+    expected = 2 if kind == "directory" else 4  # click's --trust option refuses a directory itself (usage)
+    assert r.exit_code == expected and str(trust) in r.output and "Traceback" not in r.output, r.output
 
 
 def test_a_passphrase_meant_for_another_key_does_not_break_an_unencrypted_one(tmp_path: Path) -> None:

@@ -1,0 +1,117 @@
+"""OpenSSH Ed25519 keys: reading and writing key files, public key lines and fingerprints."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from kit.errors import SignatureError, UsageError
+
+
+def public_key_line(pub: Ed25519PublicKey, comment: str = "") -> str:
+    line = pub.public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode()
+    return f"{line} {comment}".strip()
+
+
+def fingerprint(pub: Ed25519PublicKey) -> str:
+    """The OpenSSH fingerprint, as `ssh-keygen -lf` prints it (SHA256:...)."""
+    blob = base64.b64decode(public_key_line(pub).split()[1])
+    return "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
+
+
+def parse_public_key(line: str) -> Ed25519PublicKey:
+    parts = line.strip().split()
+    if len(parts) < 2 or parts[0] != "ssh-ed25519":
+        raise SignatureError(f"not an ssh-ed25519 public key: {line.strip()[:60]!r}")
+    try:
+        key = serialization.load_ssh_public_key(f"{parts[0]} {parts[1]}".encode())
+    except (ValueError, binascii.Error) as e:
+        raise SignatureError(f"unreadable ssh-ed25519 public key: {e}") from None
+    assert isinstance(key, Ed25519PublicKey)
+    return key
+
+
+@dataclass(frozen=True)
+class SigningKey:
+    private: Ed25519PrivateKey
+    comment: str
+    path: Path
+
+    @property
+    def public(self) -> Ed25519PublicKey:
+        return self.private.public_key()
+
+    @property
+    def fingerprint(self) -> str:
+        return fingerprint(self.public)
+
+    def public_line(self) -> str:
+        return public_key_line(self.public, self.comment)
+
+
+def generate_key(path: Path, comment: str, *, overwrite: bool = False) -> SigningKey:
+    """Write a new OpenSSH Ed25519 key pair to ``path`` and ``path.pub`` (private key mode 0600)."""
+    if path.exists() and not overwrite:
+        raise UsageError(f"{path} already exists", hint="choose another path with -o, or remove the old key")
+    key = Ed25519PrivateKey.generate()
+    data = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()
+    )
+    signing = SigningKey(key, comment, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        Path(f"{path}.pub").write_text(signing.public_line() + "\n")
+    except OSError as e:
+        raise UsageError(f"cannot write the key to {path}: {e.strerror or e}",
+                         hint="choose a writable path with -o") from None
+    return signing
+
+
+def _load_private(data: bytes, pw: bytes | None) -> object:
+    if b"OPENSSH PRIVATE KEY" in data:
+        return serialization.load_ssh_private_key(data, password=pw)
+    return serialization.load_pem_private_key(data, password=pw)
+
+
+def load_signing_key(path: Path, passphrase: str | None = None) -> SigningKey:
+    """Load an OpenSSH (or PEM) Ed25519 private key, e.g. ~/.ssh/id_ed25519."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such key file", hint="make one with `kit keygen -o FILE`") from None
+    pw = passphrase.encode() if passphrase is not None else None
+    key: object
+    try:
+        key = _load_private(data, pw)
+    except TypeError as e:
+        if pw is not None and "not encrypted" in str(e).lower():
+            key = _load_private(data, None)  # a passphrase was set for another key; this one has none
+        else:
+            raise UsageError(
+                f"{path}: the key is protected by a passphrase", hint="set KIT_KEY_PASSPHRASE to unlock it"
+            ) from None
+    except ValueError as e:
+        if pw is not None and ("checksum" in str(e).lower() or "decrypt" in str(e).lower()):
+            raise UsageError(f"{path}: wrong passphrase (KIT_KEY_PASSPHRASE)") from None
+        raise UsageError(f"{path}: not a readable private key ({e})") from None
+    if not isinstance(key, Ed25519PrivateKey):
+        raise UsageError(
+            f"{path}: only ssh-ed25519 keys can sign (this is a {type(key).__name__})",
+            hint="make a dedicated key with `kit keygen` or `ssh-keygen -t ed25519`",
+        )
+    comment = ""
+    pub = Path(f"{path}.pub")
+    if pub.exists():
+        parts = pub.read_text().split(maxsplit=2)
+        comment = parts[2].strip() if len(parts) > 2 else ""
+    return SigningKey(key, comment, path)

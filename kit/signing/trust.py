@@ -1,0 +1,156 @@
+"""Trust: which keys may sign for which namespace, read from OpenSSH ``allowed_signers`` files.
+
+The files are read exactly as ``ssh-keygen -Y verify`` reads them (``kit.allowed_signers``): a malformed
+line is skipped and never trusts anything. Unlike ssh-keygen, kit says so: every skipped line is kept
+in ``Verified.problems`` and named in refusals and notices. A trust file that cannot be read (not UTF-8,
+over 1 MiB, a directory or special file) is a SignatureError naming it (exit 4); a missing one is a
+UsageError (exit 2).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from kit import allowed_signers
+from kit.allowed_signers import SignerEntry
+from kit.errors import SignatureError, UsageError
+from kit.plumbing.files import TooLarge, read_bounded
+from kit.signing.dsse import PAYLOAD_TYPE, STATEMENT_TYPE, b64decode, pae
+from kit.signing.keys import fingerprint, parse_public_key
+
+NS_MANIFEST = "kit-manifest"
+NS_BUNDLE = "kit-bundle"
+MAX_TRUST_BYTES = 1 << 20
+
+
+def user_trust_file() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "kit" / "allowed_signers"
+
+
+def default_trust_files(manifest: Path, project_root: Path | None) -> list[Path]:
+    files = []
+    user = user_trust_file()
+    if user.exists():
+        files.append(user)
+    if project_root is not None and (project_root / "allowed_signers").exists():
+        files.append(project_root / "allowed_signers")
+    return files
+
+
+def read_trust_file(path: Path) -> str:
+    """The text of one trust file: at most 1 MiB of UTF-8 in a regular file, else an error naming it."""
+    try:
+        data = read_bounded(path, MAX_TRUST_BYTES)
+    except FileNotFoundError:
+        raise UsageError(f"trust file {path} does not exist") from None
+    except TooLarge:
+        raise SignatureError(f"trust file {path} is larger than {MAX_TRUST_BYTES} bytes",
+                             hint="an allowed_signers file holds one short line per key") from None
+    except OSError as e:
+        raise SignatureError(f"trust file {path} cannot be read: {e.strerror or e}",
+                             hint="give a regular file in allowed_signers format") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise SignatureError(f"trust file {path} is not UTF-8 text (byte {e.start})",
+                             hint="an allowed_signers file is text: save it as UTF-8") from None
+
+
+def load_trust(files: Iterable[Path]) -> list[SignerEntry]:
+    """Every entry of every trust file, in order (malformed lines included, with their ``problem``)."""
+    entries: list[SignerEntry] = []
+    for f in files:
+        entries += allowed_signers.parse(read_trust_file(f), str(f))
+    return entries
+
+
+def trust_problems(trust: Iterable[SignerEntry]) -> list[str]:
+    """The skipped (malformed) lines, each as 'file:line: problem (fix)'."""
+    return [f"{e.message} ({e.hint})" if e.hint else e.message for e in allowed_signers.problems(trust)]
+
+
+@dataclass
+class Verified:
+    """Outcome of checking an envelope's signatures."""
+
+    body: bytes
+    statement: dict[str, Any]
+    trusted: list[tuple[str, str, str]] = field(default_factory=list)  # (principal, fingerprint, source)
+    untrusted: list[tuple[str, str]] = field(default_factory=list)  # (fingerprint, self-declared comment)
+    invalid: list[str] = field(default_factory=list)  # keyids whose signature did not verify
+    refusals: list[str] = field(default_factory=list)  # why each trust line did not allow an untrusted key
+    problems: list[str] = field(default_factory=list)  # trust lines skipped as malformed (they trust nothing)
+
+
+def _principal(entry: SignerEntry) -> str:
+    return entry.principals.split(b",", 1)[0].decode("utf-8", "surrogateescape")
+
+
+def _verifies(key: Ed25519PublicKey, sig: bytes, message: bytes) -> bool:
+    try:
+        key.verify(sig, message)
+    except InvalidSignature:
+        return False
+    return True
+
+
+def _hinted_key(hint: object) -> Ed25519PublicKey | None:
+    try:
+        return parse_public_key(hint) if isinstance(hint, str) else None
+    except SignatureError:
+        return None
+
+
+def _check_one(s: Mapping[str, Any], message: bytes, trust: Sequence[SignerEntry], namespace: str,
+               at: datetime, out: Verified) -> None:
+    """Any listed key counts, not just the one the entry names; the entry's own key makes it 'untrusted'."""
+    sig = b64decode(s["sig"])
+    hint = s.get("publicKey")
+    named = _hinted_key(hint)
+    candidates = [k for k in (named, *(e.key for e in trust)) if k is not None]
+    seen: set[bytes] = set()
+    for key in candidates:
+        raw = key.public_bytes_raw()
+        if raw in seen or not _verifies(key, sig, message):
+            continue
+        seen.add(raw)
+        allowed = allowed_signers.decide(trust, key, None, namespace, at)
+        if allowed:
+            out.trusted.append((_principal(allowed[0]), fingerprint(key), allowed[0].source))
+            return
+    if named is None or named.public_bytes_raw() not in seen:
+        out.invalid.append(str(s.get("keyid", "?")))
+        return
+    parts = str(hint).split(maxsplit=2)
+    out.untrusted.append((fingerprint(named), parts[2] if len(parts) > 2 else ""))
+    out.refusals += allowed_signers.explain(trust, named, None, namespace, at)
+
+
+def check_envelope(env: Mapping[str, Any], body: bytes, trust: Sequence[SignerEntry], namespace: str,
+                   at: datetime | None = None) -> Verified:
+    """Check every signature under the key it names, and whether ``trust`` allows that key for ``namespace``
+    at ``at`` (now by default), with OpenSSH's ``allowed_signers`` semantics."""
+    try:
+        stmt = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise SignatureError("signed payload is not JSON") from None
+    if not isinstance(stmt, dict) or stmt.get("_type") != STATEMENT_TYPE:
+        raise SignatureError(f"signed payload is not an in-toto Statement v1 ({STATEMENT_TYPE})")
+    out = Verified(body=body, statement=stmt, problems=trust_problems(trust))
+    message = pae(PAYLOAD_TYPE, body)
+    when = at or datetime.now(UTC)
+    for s in env["signatures"]:
+        if not isinstance(s, dict) or not isinstance(s.get("sig"), str):
+            raise SignatureError("malformed signature entry in envelope")
+        _check_one(s, message, trust, namespace, when, out)
+    return out
