@@ -1,34 +1,24 @@
-"""The experiment manifest: pydantic models, strict loading of exact bytes, schema generation.
+"""The experiment manifest's pydantic models: every field, its constraints and the cross-field rules.
 
-A manifest is untrusted input until verified. ``load_manifest`` parses the exact bytes that the
-signature covers (see ``kit.signing``), validates them against the JSON Schema generated from these
-models (for precise paths) and then against the models themselves (for cross-field rules), and
-reports every problem with the field path and the line it is on.
+The JSON Schema (``manifest.schema.json``) is generated from these models by ``kit.manifest.loading``;
+model names and field order determine it, so renaming or reordering here changes the schema.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import itertools
-import json
 import re
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
-import jsonschema
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
 )
-
-from kit import safeyaml
-from kit.errors import ManifestError
 
 SCHEMA_ID = "urn:kit:manifest:1"
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -287,160 +277,3 @@ class Manifest(_Model):
             for a in self.arms
             if a.image is not None and a.image.base is not None and not PINNED_RE.match(a.image.base)
         ]
-
-
-# --------------------------------------------------------------------------- schema
-
-
-def json_schema() -> dict[str, Any]:
-    """The manifest's JSON Schema, generated from the models."""
-    schema = Manifest.model_json_schema()
-    out: dict[str, Any] = {"$schema": SCHEMA_DIALECT, "$id": SCHEMA_ID}
-    out.update(schema)
-    out["description"] = (
-        "A kit experiment: two or more arms of an LLM server compared under the same load. "
-        "Generated from kit.manifest by `kit schema`; do not edit by hand."
-    )
-    return out
-
-
-def schema_text() -> str:
-    return json.dumps(json_schema(), indent=2, sort_keys=False, ensure_ascii=False) + "\n"
-
-
-# --------------------------------------------------------------------------- loading
-
-
-@dataclass(frozen=True)
-class LoadedManifest:
-    """A validated manifest with the exact bytes it was parsed from."""
-
-    path: Path
-    raw: bytes
-    manifest: Manifest
-
-    @property
-    def project_root(self) -> Path:
-        return project_root(self.path)
-
-
-def project_root(manifest_path: Path) -> Path:
-    """The nearest ancestor of the manifest that holds an images/ directory (else its directory)."""
-    start = manifest_path.resolve().parent
-    for d in (start, *start.parents):
-        if (d / "images").is_dir():
-            return d
-    return start
-
-
-def read_bytes(path: Path) -> bytes:
-    try:
-        if path.is_dir():
-            raise ManifestError(f"{path}: is a directory, not a manifest file")
-        size = path.stat().st_size
-        if size > safeyaml.MAX_BYTES:
-            raise ManifestError(
-                f"{path}: file is {size} bytes; manifests are limited to {safeyaml.MAX_BYTES} bytes",
-                hint="a manifest describes an experiment; data belongs elsewhere",
-            )
-        return path.read_bytes()
-    except FileNotFoundError:
-        raise ManifestError(f"{path}: no such file") from None
-    except PermissionError:
-        raise ManifestError(f"{path}: permission denied") from None
-
-
-def load_manifest(path: Path, raw: bytes | None = None, *, allow_unpinned: bool = False) -> LoadedManifest:
-    """Parse and validate ``raw`` (read from ``path`` if not given); raise ManifestError listing problems."""
-    if raw is None:
-        raw = read_bytes(path)
-    try:
-        doc = safeyaml.load(raw)
-    except safeyaml.YamlError as e:
-        where = f"{path}: line {e.line}" if e.line else str(path)
-        raise ManifestError(f"{where}: {e.message}") from None
-    if not isinstance(doc.data, dict):
-        raise ManifestError(f"{path}: line 1: the top level must be a mapping of fields (name, runtime, arms, ...)")
-    problems = _schema_problems(doc)
-    if not problems:
-        try:
-            manifest = Manifest.model_validate(doc.data)
-        except ValidationError as e:
-            problems = _pydantic_problems(e, doc)
-        else:
-            unpinned = manifest.unpinned_bases()
-            if unpinned and not allow_unpinned:
-                arm, base = unpinned[0]
-                idx = next(i for i, a in enumerate(manifest.arms) if a.name == arm)
-                line = doc.line_of(("arms", idx, "image", "base"))
-                raise ManifestError(
-                    f"{path}: line {line}: arms[{idx}].image.base: {base!r} is not pinned by digest",
-                    hint="pin it as name:tag@sha256:<digest> (`kit lock` resolves it when a registry is "
-                    "reachable), or pass --allow-unpinned, which is recorded in the bundle",
-                )
-            return LoadedManifest(path=path, raw=raw, manifest=manifest)
-    shown = problems[:20]
-    more = f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else ""
-    raise ManifestError(
-        f"{path}: {len(problems)} problem(s):\n" + "\n".join(f"  {p}" for p in shown) + more,
-        hint=f"see {SCHEMA_FILE} (`kit schema`) for every field",
-    )
-
-
-def _fmt_path(path: tuple[Any, ...]) -> str:
-    out = ""
-    for p in path:
-        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
-    return out or "(top level)"
-
-
-_VALIDATOR: jsonschema.protocols.Validator | None = None
-
-
-def _validator() -> jsonschema.protocols.Validator:
-    global _VALIDATOR
-    if _VALIDATOR is None:
-        schema = json_schema()
-        cls = jsonschema.validators.validator_for(schema)
-        _VALIDATOR = cls(schema)
-    return _VALIDATOR
-
-
-def _schema_problems(doc: safeyaml.Document) -> list[str]:
-    errors = sorted(_validator().iter_errors(doc.data), key=lambda e: [str(p) for p in e.absolute_path])
-    out = []
-    for err in errors:
-        err = _deepest(err)
-        path = tuple(err.absolute_path)
-        if err.validator == "additionalProperties" and isinstance(err.instance, dict):
-            known = err.schema.get("properties", {}) if isinstance(err.schema, dict) else {}
-            for extra in (k for k in err.instance if k not in known):
-                line = doc.line_of((*path, extra))
-                out.append(
-                    f"line {line}: {_fmt_path((*path, extra))}: unknown field {extra!r} "
-                    f"(allowed here: {', '.join(sorted(known))})"
-                )
-            continue
-        line = doc.line_of(path)
-        out.append(f"line {line}: {_fmt_path(path)}: {err.message}")
-    return list(dict.fromkeys(out))
-
-
-def _deepest(err: jsonschema.ValidationError) -> jsonschema.ValidationError:
-    """For anyOf/oneOf (e.g. 'X or null'), report the branch that got furthest, not 'is not null'."""
-    while err.context:
-        branches = [e for e in err.context if not (e.validator == "type" and e.validator_value == "null")]
-        if not branches:
-            break
-        err = max(branches, key=lambda e: (len(list(e.absolute_path)), e.validator != "type"))
-    return err
-
-
-def _pydantic_problems(e: ValidationError, doc: safeyaml.Document) -> list[str]:
-    out = []
-    for err in e.errors():
-        path = tuple(p for p in err["loc"] if isinstance(p, (str, int)))
-        line = doc.line_of(path)
-        msg = err["msg"].removeprefix("Value error, ")
-        out.append(f"line {line}: {_fmt_path(path)}: {msg}")
-    return out
