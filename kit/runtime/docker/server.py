@@ -11,263 +11,46 @@ secrets redacted, to the cell's log; an exit during start-up fails at once with 
 OOMKilled and the last log lines. Stop: SIGTERM, a grace period, SIGKILL, then the final state is
 read, the container removed, and its absence confirmed. Containers are never ``auto_remove``:
 their state is needed for the post-mortem.
-
-Everything that touches docker-py for containers lives here; ``kit.images`` and ``kit.cleanup``
-get their client from ``connect``.
 """
+
 
 from __future__ import annotations
 
 import contextlib
 import time
 from collections.abc import Iterable
-from typing import Any, TypedDict
+from typing import Any
 
-import docker
 import requests
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
-from docker.types import DeviceRequest, Mount, Ulimit
 
-from kit.errors import KitError, ServerError
-from kit.plumbing.dockerconn import docker_client
-from kit.plumbing.jsontypes import Json, JsonObject
+from kit.errors import ServerError
+from kit.plumbing.jsontypes import JsonObject
 from kit.plumbing.logpump import LogPump
 from kit.plumbing.net import http_ok
 from kit.plumbing.poll import Deadline, poll_until
 from kit.runtime import (
-    SECRET_NAME_RE,
     ContainerDescription,
     ContainerStopDetails,
     ServerSpec,
     StopInfo,
     tail_lines,
 )
+from kit.runtime.docker.config import container_config, failure_hint, redact_inspect
+from kit.runtime.docker.engine import (
+    LIVE_STATES,
+    STATE_POLL_S,
+    EngineFacts,
+    connect,
+    engine_facts,
+    explanation,
+    remove_container,
+    wait_gone,
+)
 
-MANAGED_LABEL = "kit.managed"
-MANAGED_FILTER = f"{MANAGED_LABEL}=1"
-DEFAULT_ULIMITS: dict[str, int] = {"memlock": -1, "stack": 64 * 1024 * 1024}
-EXTRA_KEYS = frozenset({"ulimits", "mem_limit"})
-LIVE_STATES = ("running", "paused", "restarting")
-STATE_POLL_S = 0.05  # container state and removal polls
 READY_FIRST_S = 0.05  # readiness polls: 50 ms, then x1.5 up to 2 s
 READY_BACKOFF = 1.5
 READY_MAX_S = 2.0
-
-
-# --------------------------------------------------------------------------- the adapter
-
-
-def connect(client: Any | None = None, *, error: type[KitError] = ServerError) -> Any:
-    """``client``, or a new Docker SDK client (``kit.plumbing.dockerconn``); raise ``error`` if none answers."""
-    return client if client is not None else docker_client(error=error)
-
-
-def explanation(e: Exception) -> str:
-    """The engine's own message for an SDK error (without docker-py's URL prefix)."""
-    if isinstance(e, APIError) and e.explanation:
-        return str(e.explanation)
-    return str(e)
-
-
-class EngineFacts(TypedDict):
-    """The docker runtime's environment, as environment.json records it."""
-
-    runtime: str
-    engine_version: str | None
-    api_version: str
-    engine_api_version: str | None
-    engine_min_api_version: str | None
-    sdk_version: str
-    base_url: str
-    runtimes: list[str]
-    default_runtime: str | None
-    storage_driver: str | None
-    image_store: str
-    cgroup_version: str | None
-    cgroup_driver: str | None
-    operating_system: str | None
-    kernel: str | None
-    architecture: str | None
-    cpus: int | None
-    memory_bytes: int | None
-
-
-def engine_facts(client: Any) -> EngineFacts:
-    """Engine version, negotiated API version, runtimes, storage driver and where the client talks to."""
-    version = client.version()
-    info = client.info()
-    driver_status = {str(k): str(v) for k, v in info.get("DriverStatus") or []}
-    containerd_store = "io.containerd.snapshotter" in driver_status.get("driver-type", "")
-    return EngineFacts(
-        runtime="docker",
-        engine_version=version.get("Version"),
-        api_version=client.api.api_version,
-        engine_api_version=version.get("ApiVersion"),
-        engine_min_api_version=version.get("MinAPIVersion"),
-        sdk_version=docker.__version__,
-        base_url=client.api.base_url,
-        runtimes=sorted(info.get("Runtimes") or {}),
-        default_runtime=info.get("DefaultRuntime"),
-        storage_driver=info.get("Driver"),
-        image_store="containerd" if containerd_store else "classic",
-        cgroup_version=info.get("CgroupVersion"),
-        cgroup_driver=info.get("CgroupDriver"),
-        operating_system=info.get("OperatingSystem"),
-        kernel=info.get("KernelVersion"),
-        architecture=info.get("Architecture"),
-        cpus=info.get("NCPU"),
-        memory_bytes=info.get("MemTotal"),
-    )
-
-
-# --------------------------------------------------------------------------- spec -> container config
-
-
-def gpu_config(gpus: list[str] | str | None) -> tuple[list[DeviceRequest], str]:
-    """Device requests and the matching NVIDIA_VISIBLE_DEVICES for ``spec.gpus``.
-
-    A list names GPUs (UUIDs or indices); "all" is ``--gpus all``; None asks for no GPU and sets
-    ``void``, so that an image's own NVIDIA_VISIBLE_DEVICES=all cannot expose GPUs anyway.
-    """
-    if gpus is None:
-        return [], "void"
-    if gpus == "all":
-        return [DeviceRequest(count=-1, capabilities=[["gpu"]])], "all"
-    ids = [str(g) for g in gpus]
-    if not ids or any(not g or "," in g for g in ids):
-        raise ServerError(f"invalid GPU list {gpus!r}: give GPU UUIDs or indices, 'all', or none")
-    return [DeviceRequest(device_ids=ids, capabilities=[["gpu"]])], ",".join(ids)
-
-
-def ulimit_config(extra: dict[str, object], gpus: list[str] | str | None) -> list[Ulimit]:
-    """The ulimits sglang's GPU workers want (memlock unlimited, stack 64 MiB).
-
-    ``extra["ulimits"]``: True applies them, False none, a {name: value} map those; absent means
-    "with GPUs only": a CPU-only server does not need pinned memory, and some engines (this sandbox's
-    dockerd among them) cannot raise RLIMIT_MEMLOCK at all.
-    """
-    setting = extra.get("ulimits", gpus is not None)
-    if setting is False:
-        return []
-    limits = DEFAULT_ULIMITS if setting is True else setting
-    if not isinstance(limits, dict):
-        raise ServerError(f"extra['ulimits'] must be True, False or a {{name: value}} map, got {setting!r}")
-    return [Ulimit(name=str(k), soft=int(v), hard=int(v)) for k, v in limits.items()]
-
-
-class ContainerConfig(TypedDict, total=False):
-    """Keyword arguments for ``client.containers.create``."""
-
-    image: str
-    command: list[str]
-    name: str
-    detach: bool
-    labels: dict[str, str]
-    environment: dict[str, str]
-    ports: dict[str, tuple[str, int]]
-    init: bool
-    auto_remove: bool
-    device_requests: list[DeviceRequest]
-    ulimits: list[Ulimit]
-    ipc_mode: str
-    shm_size: str
-    mounts: list[Mount]
-    mem_limit: object
-
-
-def container_config(spec: ServerSpec) -> ContainerConfig:
-    """Keyword arguments for ``client.containers.create`` (pure: no engine needed)."""
-    if not spec.image:
-        raise ServerError(f"{spec.name}: the docker runtime needs an image for arm {spec.arm!r}")
-    unknown = set(spec.extra) - EXTRA_KEYS
-    if unknown:
-        raise ServerError(f"{spec.name}: unknown docker options {sorted(unknown)} (known: {sorted(EXTRA_KEYS)})")
-    device_requests, visible = gpu_config(spec.gpus)
-    given = {**spec.env, **spec.secret_env}.get("NVIDIA_VISIBLE_DEVICES")
-    if given is not None and given != visible:
-        shown = "***" if "NVIDIA_VISIBLE_DEVICES" in spec.secret_env else given
-        raise ServerError(
-            f"{spec.name}: NVIDIA_VISIBLE_DEVICES={shown!r} in the environment contradicts the GPUs requested "
-            f"({spec.gpus!r} -> {visible!r})",
-            hint="leave NVIDIA_VISIBLE_DEVICES out of the manifest's env: kit sets it from the GPUs it assigns",
-        )
-    cport = spec.container_port or spec.port
-    kwargs = ContainerConfig(
-        image=spec.image,
-        command=list(spec.command),
-        name=spec.name,
-        detach=True,
-        labels={**spec.labels, MANAGED_LABEL: "1"},
-        environment={**spec.env, "NVIDIA_VISIBLE_DEVICES": visible, **spec.secret_env},
-        ports={f"{cport}/tcp": (spec.host, spec.port)},
-        init=True,
-        auto_remove=False,
-        device_requests=device_requests,
-        ulimits=ulimit_config(spec.extra, spec.gpus),
-    )
-    if spec.ipc_host:
-        kwargs["ipc_mode"] = "host"  # the host's /dev/shm; shm_size would be ignored
-    elif spec.shm_size:
-        kwargs["shm_size"] = spec.shm_size
-    if spec.model_mount is not None:
-        src, dst = spec.model_mount
-        kwargs["mounts"] = [Mount(target=dst, source=src, type="bind", read_only=True)]
-    if "mem_limit" in spec.extra:
-        kwargs["mem_limit"] = spec.extra["mem_limit"]
-    return kwargs
-
-
-def failure_hint(message: str, spec: ServerSpec) -> str:
-    """What to do about an engine error from create or start."""
-    m = message.lower()
-    if "could not select device driver" in m:
-        return (
-            f"the server asks for GPUs ({spec.gpus!r}) but this Docker engine has no NVIDIA runtime: install "
-            "the NVIDIA Container Toolkit, run `nvidia-ctk runtime configure --runtime=docker` and restart "
-            "dockerd, or run on a GPU host"
-        )
-    if "address already in use" in m or "port is already allocated" in m:
-        return (
-            f"host port {spec.host}:{spec.port} is taken by another process: find it with "
-            f"`ss -ltnp 'sport = :{spec.port}'`, run `kit clean` if a kit leftover holds it, or change server.port"
-        )
-    if "rlimit" in m:
-        return (
-            "the engine cannot apply the ulimits (memlock unlimited, stack 64 MiB) because its own hard limit is "
-            "lower: give dockerd LimitMEMLOCK=infinity (systemd) or start it from a shell with `ulimit -l unlimited`"
-            "; or turn them off with ServerSpec.extra['ulimits']=False (the default without GPUs)"
-        )
-    if "bind source path does not exist" in m or "no such file or directory" in m:
-        return f"check the model directory (model.path) and the command: mount {spec.model_mount!r}"
-    if "conflict" in m and "already in use" in m:
-        return "a container of that name is left over from an earlier run: `kit clean` removes it"
-    return "`kit clean` removes kit containers left over from earlier runs; `docker info` shows the engine's state"
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-def redact_inspect(value: Json, spec: ServerSpec) -> Json:
-    """A copy of inspect output with secret env values and any secret text replaced by ***."""
-    names = set(spec.secret_env)
-    if isinstance(value, dict):
-        out = {k: redact_inspect(v, spec) for k, v in value.items()}
-        env = out.get("Env")
-        if isinstance(env, list):
-            out["Env"] = [_redact_env_item(item, names) for item in env]
-        return out
-    if isinstance(value, list):
-        return [redact_inspect(v, spec) for v in value]
-    if isinstance(value, str):
-        return spec.redact(value)
-    return value
-
-
-def _redact_env_item(item: Json, names: set[str]) -> Json:
-    if not isinstance(item, str) or "=" not in item:
-        return item
-    key, _, _ = item.partition("=")
-    return f"{key}=***" if key in names or SECRET_NAME_RE.search(key) else item
 
 
 class _ContainerLogs:
@@ -305,7 +88,6 @@ class ContainerExited(ServerError):
         self.status = status
         self.oom_killed = oom_killed
         self.tail = tail
-
 
 # --------------------------------------------------------------------------- the server
 
@@ -473,25 +255,6 @@ class DockerServer:
 def _indent(lines: list[str]) -> str:
     return "\n".join(f"    {line}" for line in lines) or "    (no output)"
 
-
-def wait_gone(client: Any, container_id: str, timeout: float) -> bool:
-    """Poll until the engine no longer knows ``container_id``."""
-
-    def gone() -> bool:
-        try:
-            client.containers.get(container_id)
-        except NotFound:
-            return True
-        return False
-
-    return poll_until(gone, timeout, interval=STATE_POLL_S)
-
-
-def remove_container(client: Any, container: Any) -> bool:
-    """Force-remove (with anonymous volumes) and confirm; True when it is gone."""
-    with contextlib.suppress(NotFound):
-        container.remove(force=True, v=True)
-    return wait_gone(client, container.id, 10.0)
 
 
 # --------------------------------------------------------------------------- the runtime
