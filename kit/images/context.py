@@ -1,0 +1,184 @@
+"""The build context and source facts: exactly what the builder sees, and when and where it came from.
+
+The build context is sent as a tar that kit makes itself: the context directory (honouring its
+``.dockerignore``; ``__pycache__`` and ``*.pyc`` are always left out) plus the repository paths
+listed in its ``kit.include`` file, every entry owned by root with mode 0644/0755 and a fixed
+mtime (SOURCE_DATE_EPOCH, else 1980-01-01). So ``context_sha256`` is the hash of exactly what
+the builder saw, and COPY layers do not depend on checkout times.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import tarfile
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path, PurePosixPath
+from typing import IO
+
+from docker.utils.build import PatternMatcher
+
+from kit.errors import ImageBuildError
+from kit.plumbing.files import sha256_file
+
+INCLUDE_FILE = "kit.include"
+ALWAYS_EXCLUDE = ("**/__pycache__", "**/*.pyc", "**/.git")
+FALLBACK_EPOCH = 315532800  # 1980-01-01T00:00:00Z, when neither SOURCE_DATE_EPOCH nor git gives a time
+
+
+# --------------------------------------------------------------------------- the build context
+
+
+@dataclass(frozen=True)
+class Context:
+    """The files sent to the builder: (path in the context, file on disk), sorted."""
+
+    files: tuple[tuple[str, Path], ...]
+    sha256: str
+    dockerfile_sha256: str
+
+
+def file_digest(path: Path) -> str:
+    """A context file's identity: ``link:<target>`` for a symlink, else its sha256 hex digest."""
+    if path.is_symlink():
+        return "link:" + os.readlink(path)
+    return sha256_file(path)[0]
+
+
+def _mode(path: Path) -> int:
+    return 0o755 if path.stat().st_mode & 0o111 else 0o644
+
+
+def _dockerignore(context: Path) -> list[str]:
+    p = context / ".dockerignore"
+    if not p.is_file():
+        return []
+    lines = (line.strip() for line in p.read_text().splitlines())
+    return [line for line in lines if line and not line.startswith("#")]
+
+
+def _walk(base: Path, prefix: str, matcher: PatternMatcher) -> dict[str, Path]:
+    """Files (and symlinks) under ``base`` not excluded by ``matcher``, keyed by context path."""
+    out: dict[str, Path] = {}
+    paths = [base] if base.is_file() or base.is_symlink() else sorted(base.rglob("*"))
+    for p in paths:
+        if p.is_dir() and not p.is_symlink():
+            continue
+        rel = str(PurePosixPath(prefix) / p.relative_to(base).as_posix()) if p != base else prefix
+        rel = rel.removeprefix("./")
+        if not matcher.matches(rel):
+            out[rel] = p
+    return out
+
+
+def _includes(root: Path, context: Path) -> list[str]:
+    """Repository paths listed in the context's kit.include, checked to stay inside the repository."""
+    p = context / INCLUDE_FILE
+    if not p.is_file():
+        return []
+    out = []
+    for n, line in enumerate(p.read_text().splitlines(), 1):
+        item = line.split("#", 1)[0].strip().rstrip("/")
+        if not item:
+            continue
+        target = (root / item).resolve()
+        if PurePosixPath(item).is_absolute() or ".." in PurePosixPath(item).parts or not target.is_relative_to(root):
+            raise ImageBuildError(f"{p}: line {n}: {item!r} is not a path inside the repository")
+        if not target.exists():
+            raise ImageBuildError(f"{p}: line {n}: {item!r} does not exist under {root}")
+        out.append(item)
+    return out
+
+
+def collect_context(root: Path, context: Path, dockerfile: str) -> Context:
+    """Every file the build sees: the context directory plus kit.include paths, minus exclusions."""
+    root = root.resolve()
+    if not (context / dockerfile).is_file():
+        raise ImageBuildError(f"{context / dockerfile}: no such Dockerfile")
+    matcher = PatternMatcher([*_dockerignore(context), *ALWAYS_EXCLUDE, f"!{dockerfile}"])
+    files = _walk(context, ".", matcher)
+    for item in _includes(root, context):
+        extra = _walk(root / item, item, matcher)
+        clash = sorted(set(extra) & set(files))
+        if clash:
+            raise ImageBuildError(f"{context / INCLUDE_FILE}: {item!r} would overwrite {clash[:3]} in the context")
+        files.update(extra)
+    ordered = tuple(sorted(files.items()))
+    h = hashlib.sha256()
+    for rel, p in ordered:
+        h.update(f"{rel}\0{_mode(p) if not p.is_symlink() else 0o777:o}\0{file_digest(p)}\n".encode())
+    return Context(files=ordered, sha256=h.hexdigest(), dockerfile_sha256=file_digest(context / dockerfile))
+
+
+def write_context_tar(ctx: Context, out: IO[bytes], mtime: int) -> None:
+    """A deterministic tar of the context: sorted, root-owned, fixed modes and mtime."""
+    dirs = sorted({str(parent) for rel, _ in ctx.files for parent in PurePosixPath(rel).parents if str(parent) != "."})
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for d in dirs:
+            tar.addfile(_info(d, tarfile.DIRTYPE, 0o755, mtime))
+        for rel, p in ctx.files:
+            if p.is_symlink():
+                info = _info(rel, tarfile.SYMTYPE, 0o777, mtime)
+                info.linkname = os.readlink(p)
+                tar.addfile(info)
+                continue
+            info = _info(rel, tarfile.REGTYPE, _mode(p), mtime)
+            info.size = p.stat().st_size
+            with p.open("rb") as f:
+                tar.addfile(info, f)
+
+
+def _info(name: str, kind: bytes, mode: int, mtime: int) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type = kind
+    info.mode = mode
+    info.mtime = mtime
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    return info
+
+
+# --------------------------------------------------------------------------- provenance facts
+
+
+def _git(root: Path, *args: str) -> str | None:
+    try:
+        r = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if r.returncode != 0:
+        return None
+    return r.stdout.strip() or None
+
+
+@dataclass(frozen=True)
+class SourceFacts:
+    revision: str | None
+    source: str | None
+    epoch: int  # for org.opencontainers.image.created
+    epoch_from: str  # SOURCE_DATE_EPOCH | git | fixed
+
+
+def source_facts(root: Path) -> SourceFacts:
+    """Revision and repository URL from git; the creation time from SOURCE_DATE_EPOCH, else the
+    commit time of HEAD, else 1980-01-01 (never the wall clock, which would change every build)."""
+    revision = _git(root, "rev-parse", "HEAD")
+    source = _git(root, "remote", "get-url", "origin")
+    sde = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    if sde.isdigit():
+        return SourceFacts(revision, source, int(sde), "SOURCE_DATE_EPOCH")
+    ct = _git(root, "log", "-1", "--format=%ct")
+    if ct and ct.isdigit():
+        return SourceFacts(revision, source, int(ct), "git")
+    return SourceFacts(revision, source, FALLBACK_EPOCH, "fixed")
+
+
+def layer_mtime() -> int:
+    sde = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    return int(sde) if sde.isdigit() else FALLBACK_EPOCH
+
+
+def iso_utc(epoch: int) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
