@@ -17,6 +17,7 @@ import click
 
 from kit import __version__
 from kit.errors import ExitCode, KitError, UsageError
+from kit.files import JsonObject
 
 
 def _fail(message: str, code: int) -> NoReturn:
@@ -65,7 +66,7 @@ def _echo_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
 
 
-def _for_each(paths: list[Path], one: Callable[[Path], tuple[str, dict[str, Any]]], as_json: bool) -> None:
+def _for_each(paths: list[Path], one: Callable[[Path], tuple[str, JsonObject]], as_json: bool) -> None:
     """Run ``one`` on every path, report each, and exit with the first failure's code (all are checked)."""
     results = []
     first: KitError | None = None
@@ -119,7 +120,7 @@ def validate(manifests: list[Path], allow_unpinned: bool, as_json: bool) -> None
     """Check manifests against the schema and the models."""
     from kit.manifest import load_manifest
 
-    def one(path: Path) -> tuple[str, dict[str, Any]]:
+    def one(path: Path) -> tuple[str, JsonObject]:
         m = load_manifest(path, allow_unpinned=allow_unpinned).manifest
         return f"{m.name}, {len(m.arms)} arms", {"name": m.name}
 
@@ -128,11 +129,14 @@ def validate(manifests: list[Path], allow_unpinned: bool, as_json: bool) -> None
 
 @main.command()
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to FILE.")
-def schema(output: Path | None) -> None:
+@click.option("--bundle", "bundle_files", is_flag=True,
+              help="The bundle files' JSON Schema (bundle.schema.json) instead of the manifest's.")
+def schema(output: Path | None, bundle_files: bool) -> None:
     """Print (or write) the manifest JSON Schema generated from the models."""
+    from kit.files.schema import bundle_schema_text
     from kit.manifest import schema_text
 
-    _emit(schema_text(), output)
+    _emit(bundle_schema_text() if bundle_files else schema_text(), output)
 
 
 @main.command()
@@ -175,7 +179,7 @@ def verify(targets: list[Path], trust: tuple[Path, ...], as_json: bool) -> None:
     """Verify manifests' signatures, or result bundles (directories or .tar.gz archives)."""
     from kit.verify import verify_target
 
-    def one(target: Path) -> tuple[str, dict[str, Any]]:
+    def one(target: Path) -> tuple[str, JsonObject]:
         res = verify_target(target, list(trust))
         return res.summary, res.details
 

@@ -10,10 +10,9 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
-SCHEMA_VERSION = 1
+from kit.files import JsonObject
 
-JsonObject = dict[str, object]
-"""A JSON object kit writes or passes on but does not look inside (evidence, inspect output)."""
+SCHEMA_VERSION = 1
 
 
 class Loose(BaseModel):

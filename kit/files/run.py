@@ -6,7 +6,8 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from kit.files.base import BundleFile, JsonObject, Loose
+from kit.files import JsonObject
+from kit.files.base import BundleFile, Loose
 
 
 class RunFlags(Loose):

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
-from kit.files.base import JsonObject
+from kit.files import JsonObject
 from kit.files.cell import CellFile
 from kit.files.images import ImagesFile
 from kit.files.plan import PlanFile
