@@ -7,9 +7,12 @@ generated one by a test, like ``manifest.schema.json``.
 
 from __future__ import annotations
 
+import fnmatch
 import json
 from collections.abc import Mapping
+from pathlib import Path
 
+import jsonschema
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
@@ -54,3 +57,30 @@ def bundle_schema(registry: Mapping[str, type[BaseModel]] = REGISTRY) -> JsonObj
 
 def bundle_schema_text(registry: Mapping[str, type[BaseModel]] = REGISTRY) -> str:
     return json.dumps(bundle_schema(registry), indent=2, sort_keys=False, ensure_ascii=False) + "\n"
+
+
+def validate_bundle_files(root: Path, schema: JsonObject | None = None) -> list[str]:
+    """Check every file of the bundle at ``root`` that a pattern of ``x-kit-files`` names against its
+    definition (a ``.jsonl`` file line by line); returns the files checked. ``jsonschema.ValidationError``
+    names the first file that does not validate."""
+    full = schema if schema is not None else bundle_schema()
+    files = full["x-kit-files"]
+    assert isinstance(files, dict)
+    checked = []
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        rel = path.relative_to(root).as_posix()
+        for pattern, ref in files.items():
+            if not fnmatch.fnmatchcase(rel, pattern):
+                continue
+            one = {**full, "anyOf": [{"$ref": ref}]}
+            text = path.read_text()
+            lines = rel.endswith(".jsonl")
+            docs = [json.loads(x) for x in text.splitlines() if x.strip()] if lines else [json.loads(text)]
+            for doc in docs:
+                try:
+                    jsonschema.validate(doc, one)
+                except jsonschema.ValidationError as e:
+                    e.message = f"{rel}: {e.message}"
+                    raise
+            checked.append(rel)
+    return checked

@@ -3,7 +3,6 @@ generated from the models (checked in, like manifest.schema.json)."""
 
 from __future__ import annotations
 
-import fnmatch
 import json
 from pathlib import Path
 from typing import ClassVar
@@ -20,7 +19,7 @@ from kit.files.base import BundleFile
 from kit.files.cell import CellFile, LevelOutcome, ServerStopped
 from kit.files.plan import PlanFile
 from kit.files.run import RunFile
-from kit.files.schema import REGISTRY, bundle_schema, bundle_schema_text
+from kit.files.schema import REGISTRY, bundle_schema, bundle_schema_text, validate_bundle_files
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -55,19 +54,6 @@ def test_the_registry_takes_more_files() -> None:
     assert s["x-kit-files"]["cells/*/gates.jsonl"] == "#/$defs/GateLine"  # type: ignore[index]
 
 
-def _validate_bundle(root: Path) -> int:
-    schema = bundle_schema()
-    files: dict[str, str] = schema["x-kit-files"]  # type: ignore[assignment]
-    checked = 0
-    for path in sorted(root.rglob("*.json")):
-        rel = path.relative_to(root).as_posix()
-        for pattern, ref in files.items():
-            if fnmatch.fnmatchcase(rel, pattern):
-                jsonschema.validate(json.loads(path.read_text()), {**schema, "anyOf": [{"$ref": ref}]})
-                checked += 1
-    return checked
-
-
 def test_written_files_carry_schema_version_and_validate(tmp_path: Path) -> None:
     b = Bundle.create(tmp_path, "demo")
     b.write_json("run.json", RunFile(run_id=b.run_id, experiment="demo", started="2026-01-01T00:00:00.000000Z"))
@@ -82,7 +68,10 @@ def test_written_files_carry_schema_version_and_validate(tmp_path: Path) -> None
         assert json.loads(b.path(rel).read_text())["schema_version"] == 1
     assert json.loads(b.path("run.json").read_text()).keys() == {
         "run_id", "experiment", "started", "schema_version"}  # only what was given (the layout stays)
-    assert _validate_bundle(b.root) == 4
+    assert validate_bundle_files(b.root) == ["cells/a-r1/cell.json", "images.json", "plan.json", "run.json"]
+    b.write_json("plan.json", {"order": "blocked", "cells": "none", "levels": []})
+    with pytest.raises(jsonschema.ValidationError, match=r"plan\.json"):
+        validate_bundle_files(b.root)
     assert b.read("cells/a-r1/cell.json", CellFile).levels["1"].ok == 4
 
 
