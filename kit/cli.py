@@ -132,7 +132,7 @@ def validate(manifests: list[Path], allow_unpinned: bool, as_json: bool) -> None
 @click.option("--bundle", "bundle_files", is_flag=True,
               help="The bundle files' JSON Schema (bundle.schema.json) instead of the manifest's.")
 def schema(output: Path | None, bundle_files: bool) -> None:
-    """Print (or write) the manifest JSON Schema generated from the models."""
+    """Print (or write) the manifest JSON Schema, or with --bundle the bundle files', generated from the models."""
     from kit.files.schema import bundle_schema_text
     from kit.manifest import schema_text
 
