@@ -19,6 +19,7 @@ from typing import Any
 from kit import __version__
 from kit.bundle.layout import Bundle
 from kit.bundle.names import PROVENANCE
+from kit.files import JsonObject
 from kit.plumbing.files import sha256_file
 from kit.signing import SigningKey, generate_key, load_signing_key, sign_payload, statement, user_trust_file
 
@@ -55,7 +56,7 @@ def sign_provenance(bundle: Bundle, key: SigningKey, *, predicate: Mapping[str, 
 
 def build_predicate(
     bundle: Bundle, digests: Mapping[str, str], key: SigningKey, pieces: Mapping[str, Any]
-) -> dict[str, Any]:
+) -> JsonObject:
     external = dict(pieces.get("externalParameters") or {})
     if "manifest.yaml" in digests:
         external["manifest"] = {"path": "manifest.yaml", "digest": {"sha256": digests["manifest.yaml"]}}
