@@ -1,5 +1,8 @@
 """The `kit` command line: each command parses, calls one library function and renders.
 
+Commands whose room needs the Docker SDK (compose, clean, lock) or matplotlib (report) import it when
+they run, so that every other command starts without them.
+
 Errors are mapped to exit codes in exactly one place, ``KitGroup.invoke``.
 """
 
@@ -16,7 +19,18 @@ from typing import Any, NoReturn
 import click
 
 from kit import __version__
+from kit.bundle import archive as make_archive
+from kit.compare import compare_bundles, render_comparison
 from kit.errors import ExitCode, KitError, UsageError
+from kit.experiment import RunOptions, run_experiment
+from kit.files import JsonObject
+from kit.files.schema import bundle_schema_text
+from kit.gates import doctor
+from kit.manifest import load_manifest, schema_text
+from kit.plan import estimate, make_plan
+from kit.progress import RichEvents, render_result
+from kit.signing import generate_key, load_signing_key, sign_manifest, user_trust_file
+from kit.verify import verify_target
 
 
 def _fail(message: str, code: int) -> NoReturn:
@@ -26,7 +40,6 @@ def _fail(message: str, code: int) -> NoReturn:
 
 class KitGroup(click.Group):
     """Maps KitError to its exit code; shows a traceback only with --debug."""
-
     def invoke(self, ctx: click.Context) -> Any:
         debug = bool(ctx.params.get("debug")) or os.environ.get("KIT_DEBUG") == "1"
         try:
@@ -65,7 +78,7 @@ def _echo_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
 
 
-def _for_each(paths: list[Path], one: Callable[[Path], tuple[str, dict[str, Any]]], as_json: bool) -> None:
+def _for_each(paths: list[Path], one: Callable[[Path], tuple[str, JsonObject]], as_json: bool) -> None:
     """Run ``one`` on every path, report each, and exit with the first failure's code (all are checked)."""
     results = []
     first: KitError | None = None
@@ -117,9 +130,8 @@ def main(debug: bool) -> None:
 @json_option
 def validate(manifests: list[Path], allow_unpinned: bool, as_json: bool) -> None:
     """Check manifests against the schema and the models."""
-    from kit.manifest import load_manifest
 
-    def one(path: Path) -> tuple[str, dict[str, Any]]:
+    def one(path: Path) -> tuple[str, JsonObject]:
         m = load_manifest(path, allow_unpinned=allow_unpinned).manifest
         return f"{m.name}, {len(m.arms)} arms", {"name": m.name}
 
@@ -128,11 +140,11 @@ def validate(manifests: list[Path], allow_unpinned: bool, as_json: bool) -> None
 
 @main.command()
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to FILE.")
-def schema(output: Path | None) -> None:
-    """Print (or write) the manifest JSON Schema generated from the models."""
-    from kit.manifest import schema_text
-
-    _emit(schema_text(), output)
+@click.option("--bundle", "bundle_files", is_flag=True,
+              help="The bundle files' JSON Schema (bundle.schema.json) instead of the manifest's.")
+def schema(output: Path | None, bundle_files: bool) -> None:
+    """Print (or write) the manifest JSON Schema, or with --bundle the bundle files', generated from the models."""
+    _emit(bundle_schema_text() if bundle_files else schema_text(), output)
 
 
 @main.command()
@@ -141,8 +153,6 @@ def schema(output: Path | None) -> None:
 @click.option("-C", "--comment", default=None, help="Key comment, e.g. you@lab (default: user@host).")
 def keygen(output: Path | None, comment: str | None) -> None:
     """Make an ssh-ed25519 signing key (OpenSSH format, usable by ssh-keygen too)."""
-    from kit.signing import generate_key, user_trust_file
-
     path = output or user_trust_file().parent / "id_ed25519"
     who = comment or f"{os.environ.get('USER', 'user')}@{os.uname().nodename}"
     key = generate_key(path, who)
@@ -158,9 +168,6 @@ def keygen(output: Path | None, comment: str | None) -> None:
 @click.option("--allow-unpinned", is_flag=True, help="Sign even if an image base is not pinned.")
 def sign(manifest: Path, key_path: Path, allow_unpinned: bool) -> None:
     """Sign a manifest's exact bytes (detached DSSE envelope MANIFEST.sig); adds to existing signatures."""
-    from kit.manifest import load_manifest
-    from kit.signing import load_signing_key, sign_manifest
-
     lm = load_manifest(manifest, allow_unpinned=allow_unpinned)
     key = load_signing_key(key_path, os.environ.get("KIT_KEY_PASSPHRASE"))
     sig, n = sign_manifest(manifest, lm.raw, key)
@@ -173,9 +180,8 @@ def sign(manifest: Path, key_path: Path, allow_unpinned: bool) -> None:
 @json_option
 def verify(targets: list[Path], trust: tuple[Path, ...], as_json: bool) -> None:
     """Verify manifests' signatures, or result bundles (directories or .tar.gz archives)."""
-    from kit.verify import verify_target
 
-    def one(target: Path) -> tuple[str, dict[str, Any]]:
+    def one(target: Path) -> tuple[str, JsonObject]:
         res = verify_target(target, list(trust))
         return res.summary, res.details
 
@@ -190,9 +196,6 @@ def verify(targets: list[Path], trust: tuple[Path, ...], as_json: bool) -> None:
 @json_option
 def plan(manifest: Path, allow_unpinned: bool, itl_ms: float, as_json: bool) -> None:
     """Print the ordered cells, images, gates and an estimate; touches no Docker and no GPU."""
-    from kit.manifest import load_manifest
-    from kit.plan import estimate, make_plan
-
     lm = load_manifest(manifest, allow_unpinned=allow_unpinned)
     m = lm.manifest
     p = make_plan(m)
@@ -250,9 +253,6 @@ def _render_plan(lm: Any, p: Any, est: Any, out: Callable[[str], None]) -> None:
 def run(manifest: Path | None, out_dir: Path, resume: Path | None, allow_unsigned: bool, allow_unpinned: bool,
         trust: tuple[Path, ...], key: Path | None) -> None:
     """Run an experiment end to end into a signed result bundle."""
-    from kit.experiment import RunOptions, run_experiment
-    from kit.progress import RichEvents, render_result
-
     opts = RunOptions(out_dir=out_dir, resume=resume, allow_unsigned=allow_unsigned, allow_unpinned=allow_unpinned,
                       trust=list(trust), key=key, argv=["kit", *sys.argv[1:]])
     result = run_experiment(manifest, opts, RichEvents())
@@ -276,8 +276,6 @@ def report(bundle: Path, key: Path | None) -> None:
 @json_option
 def compare(bundle_a: Path, bundle_b: Path, as_json: bool) -> None:
     """Compare two bundles: what differs in setup, and each arm x level's figures (B / A)."""
-    from kit.compare import compare_bundles, render_comparison
-
     result = compare_bundles(bundle_a, bundle_b)
     if as_json:
         _echo_json(result)
@@ -292,8 +290,6 @@ def compare(bundle_a: Path, bundle_b: Path, as_json: bool) -> None:
               help="Archive to write (.tar.gz).")
 def archive(bundle: Path, output: Path) -> None:
     """Write a deterministic .tar.gz of a bundle (same bundle, same bytes)."""
-    from kit.bundle import archive as make_archive
-
     digest = make_archive(bundle, output)
     click.echo(f"wrote {output} (sha256 {digest})")
 
@@ -306,8 +302,6 @@ def archive(bundle: Path, output: Path) -> None:
 @json_option
 def gates(manifest: Path, as_json: bool) -> None:
     """Run the GPU, port and leftover gates now, like a doctor (exit 5 when one fails)."""
-    from kit.gates import doctor
-
     report_ = doctor(manifest)
     if as_json:
         _echo_json(report_.as_dict())
@@ -343,7 +337,6 @@ def clean(with_images: bool, as_json: bool) -> None:
 def compose(manifest: Path, output: Path | None) -> None:
     """Generate a compose file with the same servers, runnable by hand (docker compose --profile ARM up)."""
     from kit.compose import render_compose
-    from kit.manifest import load_manifest
 
     _emit(render_compose(load_manifest(manifest, allow_unpinned=True),
                          base_dir=output.resolve().parent if output is not None else None), output)

@@ -1,7 +1,7 @@
 """A compose file with the same servers as a docker manifest, to run one arm by hand.
 
 One service per arm, each in its own profile (``docker compose --profile baseline up``), with the
-command line kit itself runs (the placeholders resolved by ``kit.experiment.server_spec``), the same
+command line kit itself runs (the placeholders resolved by ``kit.server_spec``), the same
 environment (pass-through names listed without values), GPU reservations, shared memory or host
 IPC, ulimits, port, read-only model mount, init, stop grace, labels and a healthcheck on the
 readiness path. Paths are relative to the project root, where the file belongs.
@@ -17,14 +17,15 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-from typing import Any
 
 import yaml
 
 from kit.errors import UsageError
 from kit.images import INCLUDE_FILE, ZERO_DIGEST, repo_name
 from kit.manifest import Arm, LoadedManifest, Manifest
+from kit.plan import Cell
 from kit.runtime.docker import DEFAULT_ULIMITS, MANAGED_LABEL
+from kit.server_spec import server_spec
 
 COMPOSE_TAG = "compose"
 
@@ -37,12 +38,12 @@ def _image_name(m: Manifest, arm: str) -> str:
     return f"{repo_name(m.name, arm)}:{COMPOSE_TAG}"
 
 
-def _build(lm: LoadedManifest, arm: Arm, base_dir: Path) -> dict[str, Any]:
+def _build(lm: LoadedManifest, arm: Arm, base_dir: Path) -> dict[str, object]:
     m = lm.manifest
     assert arm.image is not None
     ctx = lm.project_root / arm.image.context
     base = arm.image.base if arm.image.base is not None else _image_name(m, str(arm.image.base_arm))
-    build: dict[str, Any] = {"context": _rel(ctx, base_dir), "dockerfile": arm.image.dockerfile}
+    build: dict[str, object] = {"context": _rel(ctx, base_dir), "dockerfile": arm.image.dockerfile}
     if (ctx / INCLUDE_FILE).is_file():
         build["context"] = _rel(lm.project_root, base_dir)
         build["dockerfile"] = f"{arm.image.context.rstrip('/')}/{arm.image.dockerfile}"
@@ -51,7 +52,7 @@ def _build(lm: LoadedManifest, arm: Arm, base_dir: Path) -> dict[str, Any]:
     return build
 
 
-def _gpus(m: Manifest) -> tuple[dict[str, Any] | None, str | None]:
+def _gpus(m: Manifest) -> tuple[dict[str, object] | None, str | None]:
     """(deploy section, NVIDIA_VISIBLE_DEVICES) for hardware.gpus, as kit asks for them."""
     gpus = m.hardware.gpus
     if gpus == 0:
@@ -61,7 +62,7 @@ def _gpus(m: Manifest) -> tuple[dict[str, Any] | None, str | None]:
     return {"resources": {"reservations": {"devices": [device]}}}, "all" if gpus == "all" else None
 
 
-def _healthcheck(port: int, path: str, start_s: float) -> dict[str, Any]:
+def _healthcheck(port: int, path: str, start_s: float) -> dict[str, object]:
     # urlopen raises on anything but 2xx, so the exit status is the answer.
     probe = f"import urllib.request as u; u.urlopen('http://127.0.0.1:{port}{path}', timeout=5)"
     return {
@@ -73,10 +74,7 @@ def _healthcheck(port: int, path: str, start_s: float) -> dict[str, Any]:
     }
 
 
-def _service(lm: LoadedManifest, arm: Arm, base_dir: Path) -> dict[str, Any]:
-    from kit.experiment import server_spec
-    from kit.plan import Cell
-
+def _service(lm: LoadedManifest, arm: Arm, base_dir: Path) -> dict[str, object]:
     m = lm.manifest
     spec = server_spec(m, Cell(0, arm.name, 1), COMPOSE_TAG, Path(os.devnull))
     cport = spec.container_port or spec.port
@@ -85,7 +83,7 @@ def _service(lm: LoadedManifest, arm: Arm, base_dir: Path) -> dict[str, Any]:
     if visible is not None:
         env.append(f"NVIDIA_VISIBLE_DEVICES={visible}")
     env += list(m.server.pass_env)  # passed through from the caller's environment, no value written
-    svc: dict[str, Any] = {
+    svc: dict[str, object] = {
         "profiles": [arm.name],
         "image": _image_name(m, arm.name),
         "build": _build(lm, arm, base_dir),

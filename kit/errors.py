@@ -22,7 +22,9 @@ class ExitCode(IntEnum):
 class KitError(Exception):
     """Base of every error kit reports to a user.
 
-    ``message`` says what is wrong and shows the evidence; ``hint`` says how to fix it.
+    ``message`` says what is wrong and shows the evidence; ``hint`` says how to fix it; ``notes`` are
+    what a caller that saw the error pass adds (where the bundle is, how to resume). A message is never
+    edited after the error is raised: callers add notes.
     """
 
     exit_code: ExitCode = ExitCode.INTERNAL
@@ -31,9 +33,15 @@ class KitError(Exception):
         super().__init__(message)
         self.message = message
         self.hint = hint
+        self.notes: list[str] = []
+
+    def note(self, text: str) -> KitError:
+        """Add a line shown after the message (and before the hint); returns the error, to re-raise it."""
+        self.notes.append(text)
+        return self
 
     def __str__(self) -> str:
-        return self.message if not self.hint else f"{self.message}\nHint: {self.hint}"
+        return "\n".join([self.message, *self.notes, *([f"Hint: {self.hint}"] if self.hint else [])])
 
 
 class UsageError(KitError):
@@ -66,6 +74,14 @@ class LoadError(KitError):
 
 class BundleError(KitError):
     exit_code = ExitCode.BUNDLE_INVALID
+
+
+class CellsFailed(KitError):
+    """One or more cells of a run failed; the exit code is the first failed cell's (7 server, 8 load)."""
+
+    def __init__(self, message: str, *, exit_code: int, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.exit_code = ExitCode(exit_code)
 
 
 class Interrupted(KitError):

@@ -5,8 +5,9 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import asdict, dataclass
-from typing import Any
 
+from kit.files import JsonObject
+from kit.files.plan import PlanFile
 from kit.manifest import Manifest
 
 
@@ -36,12 +37,16 @@ class Plan:
     levels: tuple[LevelPlan, ...]
     order: str
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
+        """The plan as `kit plan --json` prints it (plan.json is ``to_file``, with its schema_version)."""
         return {
             "order": self.order,
             "cells": [{**asdict(c), "id": c.id} for c in self.cells],
             "levels": [asdict(lv) for lv in self.levels],
         }
+
+    def to_file(self) -> PlanFile:
+        return PlanFile.model_validate(self.as_dict())
 
 
 def make_plan(m: Manifest) -> Plan:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TextIO
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
+from kit.experiment.options import RunResult
 from kit.plan import Cell, LevelPlan
 
 
@@ -62,7 +63,7 @@ class RichEvents:
         self.console.print(f"cell {cell.id}: {status}{tail}", markup=False, highlight=False)
 
 
-def render_result(result: Any, out: Any = sys.stdout) -> None:
+def render_result(result: RunResult, out: TextIO = sys.stdout) -> None:
     print(f"bundle: {result.bundle}", file=out)
     print(f"status: {result.status}", file=out)
     for n in result.notices:

@@ -8,6 +8,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from kit.cli import main
+from kit.errors import CellsFailed, ExitCode, LoadError
 from kit.manifest import load_manifest
 from kit.plan import make_plan
 
@@ -85,3 +86,11 @@ def test_cli_reference_is_up_to_date() -> None:
     from kit.cli_reference import reference
 
     assert (ROOT / "docs/cli.md").read_text() == reference(), "run `python -m kit.cli_reference > docs/cli.md`"
+
+
+def test_notes_are_shown_after_the_message_and_before_the_hint() -> None:
+    e = LoadError("all requests failed", hint="see server.log").note("The bundle is consistent")
+    assert str(e) == "all requests failed\nThe bundle is consistent\nHint: see server.log"
+    assert e.message == "all requests failed"  # the message itself is never edited
+    failed = CellsFailed("2 cell(s) failed", exit_code=8)
+    assert failed.exit_code == ExitCode.LOAD_FAILED and CellsFailed("x", exit_code=7).exit_code == 7

@@ -16,7 +16,7 @@ from kit.bundle.provenance import (
     sign_provenance,
 )
 from kit.bundle.tarball import MAX_MEMBERS, MAX_TOTAL_BYTES, archive, archive_sha256, extracted, safe_extract
-from kit.bundle.verify import first_difference, verify_bundle, verify_integrity
+from kit.bundle.verify import VerifyResult, first_difference, verify_bundle, verify_integrity
 
 __all__ = [
     "BUILD_TYPE",
@@ -25,6 +25,7 @@ __all__ = [
     "PROVENANCE",
     "SLSA_PROVENANCE_V1",
     "Bundle",
+    "VerifyResult",
     "archive",
     "archive_sha256",
     "default_runner_key_path",

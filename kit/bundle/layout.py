@@ -1,4 +1,5 @@
-"""The bundle directory: its name, and writing into it as things happen (atomically, never deleting)."""
+"""The bundle directory: its name, writing into it as things happen (atomically, never deleting), and
+reading its typed files back with one error policy."""
 
 from __future__ import annotations
 
@@ -7,12 +8,19 @@ import os
 import re
 import secrets
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
+
+from pydantic import BaseModel, ValidationError
 
 from kit.bundle.names import PROVENANCE, check_component, check_rel, json_bytes, json_line, walk
 from kit.errors import BundleError
+from kit.files.base import BundleFile
+from kit.files.run import RunFile
+from kit.plumbing.clock import utc_compact
+from kit.plumbing.files import append_line, atomic_write, fsync_dir
+
+M = TypeVar("M", bound=BaseModel)
 
 _TMP_RE = re.compile(r"^\..+\.tmp-\d+-[0-9a-f]{8}$")
 
@@ -32,7 +40,7 @@ class Bundle:
         check_component(experiment, "experiment name")
         if run_id is not None:
             check_component(run_id, "run id")
-        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        stamp = utc_compact()
         results_dir.mkdir(parents=True, exist_ok=True)
         for _ in range(8):
             rid = run_id or secrets.token_hex(3)
@@ -51,16 +59,8 @@ class Bundle:
         """Open an existing bundle (to resume it); refuses anything that is not a kit bundle."""
         if not path.is_dir():
             raise BundleError(f"{path}: not a directory, so not a kit bundle")
-        run_json = path / "run.json"
-        try:
-            run = json.loads(run_json.read_bytes())
-        except FileNotFoundError:
-            raise BundleError(f"{path}: not a kit bundle (no run.json)") from None
-        except (OSError, ValueError) as e:
-            raise BundleError(f"{run_json}: unreadable ({e}); not a kit bundle") from None
-        if not isinstance(run, dict) or not isinstance(run.get("run_id"), str):
-            raise BundleError(f"{run_json}: has no run_id; not a kit bundle")
-        bundle = cls(path, run["run_id"])
+        run = read_file(path, "run.json", RunFile)
+        bundle = cls(path, run.run_id)
         bundle._remove_stale_temp_files()
         return bundle
 
@@ -88,36 +88,17 @@ class Bundle:
 
     def write_bytes(self, rel: str | os.PathLike[str], data: bytes) -> Path:
         """Write atomically: a temp file beside the target, fsync, rename, fsync the directory."""
-        dest = self.path(rel)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, dest)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-        _fsync_dir(dest.parent)
-        return dest
+        return atomic_write(self.path(rel), data)
 
-    def write_json(self, rel: str | os.PathLike[str], obj: Any) -> Path:
-        """Atomic JSON: sorted keys, indent 2, trailing newline; NaN/Infinity are refused (ValueError)."""
-        return self.write_bytes(rel, json_bytes(obj))
+    def write_json(self, rel: str | os.PathLike[str], obj: object) -> Path:
+        """Atomic JSON: sorted keys, indent 2, trailing newline; NaN/Infinity are refused (ValueError).
+        A typed bundle file is written with its ``schema_version``."""
+        data = obj.to_json() if isinstance(obj, BundleFile) else obj
+        return self.write_bytes(rel, json_bytes(data))
 
-    def append_jsonl(self, rel: str | os.PathLike[str], obj: Any) -> Path:
+    def append_jsonl(self, rel: str | os.PathLike[str], obj: object) -> Path:
         """Append one compact JSON line and flush it to disk (gates.jsonl and the like)."""
-        dest = self.path(rel)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        line = json_line(obj)
-        with open(dest, "ab") as f:
-            f.write(line)
-            f.flush()
-            os.fsync(f.fileno())
-        return dest
+        return append_line(self.path(rel), json_line(obj))
 
     def move_failed_attempt(self, cell_id: str) -> Path:
         """Move ``cells/<id>`` to ``failed/<id>-a<n>`` (n = 1, 2, ...); records are never deleted."""
@@ -131,8 +112,8 @@ class Bundle:
             n += 1
         dst = failed / f"{cell_id}-a{n}"
         os.rename(src, dst)
-        _fsync_dir(failed)
-        _fsync_dir(src.parent)
+        fsync_dir(failed)
+        fsync_dir(src.parent)
         return dst
 
     def remove_provenance(self) -> None:
@@ -140,6 +121,14 @@ class Bundle:
         self.path(PROVENANCE).unlink(missing_ok=True)
 
     # ---- reading
+
+    def read(self, rel: str, model: type[M]) -> M:
+        """A typed bundle file; BundleError (exit 9) naming the file, and the field, when it is missing,
+        unreadable or invalid."""
+        return read_file(self.root, check_rel(rel, "bundle path"), model)
+
+    def exists(self, rel: str) -> bool:
+        return self.path(rel).exists()
 
     def files(self) -> list[str]:
         """Sorted relative POSIX paths of every regular file except provenance.dsse.json.
@@ -150,9 +139,27 @@ class Bundle:
         return sorted(f for f in files if f != PROVENANCE)
 
 
-def _fsync_dir(d: Path) -> None:
-    fd = os.open(d, os.O_RDONLY)
+def read_file(root: Path, rel: str, model: type[M]) -> M:
+    """The one reading policy of bundle files (``Bundle.read``, and ``Bundle.open`` before the bundle is
+    known): missing, unreadable or invalid -> BundleError naming the file and the field."""
+    path = root / rel
     try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        data = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        raise BundleError(f"{root}: no {rel}, so not a (complete) kit bundle",
+                          hint=f"check it with `kit verify {root}`") from None
+    except (OSError, ValueError) as e:
+        raise BundleError(f"{path}: unreadable ({e})", hint=f"check it with `kit verify {root}`") from None
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        raise BundleError(f"{path}: {_first_problem(e, model)}", hint=f"check it with `kit verify {root}`") from None
+
+
+def _first_problem(e: ValidationError, model: type[BaseModel]) -> str:
+    err = e.errors()[0]
+    where = ".".join(str(x) for x in err["loc"])
+    if not where:
+        need = ", ".join(n for n, f in model.model_fields.items() if f.is_required())
+        return f"not what kit writes ({err['msg']}; expected an object with {need or 'its fields'})"
+    return f"field {where}: {err['msg']}" + (f" ({e.error_count() - 1} more problem(s))" if e.error_count() > 1 else "")

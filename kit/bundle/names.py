@@ -7,19 +7,16 @@ signing, archiving and extracting, so whatever kit writes it can also archive an
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
 import stat
 from pathlib import Path
-from typing import Any
 
 from kit.errors import BundleError
 
 PROVENANCE = "provenance.dsse.json"
 _BAD_CHARS = re.compile(r"[\x00-\x1f\x7f\\]")
-_CHUNK = 1 << 20
 
 
 def check_rel(rel: str, what: str = "path") -> str:
@@ -88,24 +85,12 @@ def _walk(base: Path, prefix: str, dirs: list[str], files: list[str]) -> None:
                               "a bundle holds only regular files and directories")
 
 
-def file_sha256(path: Path) -> tuple[str, int]:
-    """sha256 hex digest and size of a regular file (never following a symlink)."""
-    h = hashlib.sha256()
-    size = 0
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-    with os.fdopen(fd, "rb") as f:
-        while chunk := f.read(_CHUNK):
-            h.update(chunk)
-            size += len(chunk)
-    return h.hexdigest(), size
-
-
-def json_bytes(obj: Any) -> bytes:
+def json_bytes(obj: object) -> bytes:
     """The one JSON layout of bundle files: sorted keys, indent 2, trailing newline, strict JSON."""
     return (json.dumps(obj, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False) + "\n").encode()
 
 
-def json_line(obj: Any) -> bytes:
+def json_line(obj: object) -> bytes:
     """One JSON Lines record: sorted keys, compact, strict JSON."""
     return (json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
             + "\n").encode()

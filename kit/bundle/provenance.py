@@ -18,7 +18,9 @@ from typing import Any
 
 from kit import __version__
 from kit.bundle.layout import Bundle
-from kit.bundle.names import PROVENANCE, file_sha256
+from kit.bundle.names import PROVENANCE
+from kit.files import JsonObject
+from kit.plumbing.files import sha256_file
 from kit.signing import SigningKey, generate_key, load_signing_key, sign_payload, statement, user_trust_file
 
 SLSA_PROVENANCE_V1 = "https://slsa.dev/provenance/v1"
@@ -47,14 +49,14 @@ def sign_provenance(bundle: Bundle, key: SigningKey, *, predicate: Mapping[str, 
     unknown = set(predicate) - PREDICATE_PIECES
     if unknown:
         raise ValueError(f"unknown provenance pieces {sorted(unknown)}; known: {sorted(PREDICATE_PIECES)}")
-    digests = {rel: file_sha256(bundle.root / rel)[0] for rel in bundle.files()}
+    digests = {rel: sha256_file(bundle.root / rel)[0] for rel in bundle.files()}
     body = statement(digests, SLSA_PROVENANCE_V1, build_predicate(bundle, digests, key, predicate))
     return bundle.write_bytes(PROVENANCE, envelope_bytes(sign_payload(body, key)))
 
 
 def build_predicate(
     bundle: Bundle, digests: Mapping[str, str], key: SigningKey, pieces: Mapping[str, Any]
-) -> dict[str, Any]:
+) -> JsonObject:
     external = dict(pieces.get("externalParameters") or {})
     if "manifest.yaml" in digests:
         external["manifest"] = {"path": "manifest.yaml", "digest": {"sha256": digests["manifest.yaml"]}}

@@ -15,10 +15,8 @@ with ``open(dest, "xb")`` into a new, empty directory.
 from __future__ import annotations
 
 import gzip
-import hashlib
 import io
 import os
-import secrets
 import shutil
 import stat
 import tarfile
@@ -31,13 +29,14 @@ from typing import IO, Any, Protocol
 
 from kit.bundle.names import check_component, rel_problem, walk
 from kit.errors import BundleError, UsageError
+from kit.plumbing.files import CHUNK, NOFOLLOW, fsync_dir, sha256_file, temp_name
+from kit.plumbing.tarinfo import normal_tarinfo
 
 MTIME = 0
 COMPRESSLEVEL = 9
 MAX_MEMBERS = 100_000
 MAX_TOTAL_BYTES = 16 << 30
 MAX_HEADER_BYTES = 1 << 20  # pax / GNU long-name header blocks are read into memory by tarfile
-_CHUNK = 1 << 20
 _TYPE_NAMES = {
     tarfile.SYMTYPE: "symbolic link", tarfile.LNKTYPE: "hard link", tarfile.CHRTYPE: "character device",
     tarfile.BLKTYPE: "block device", tarfile.FIFOTYPE: "FIFO", tarfile.CONTTYPE: "contiguous file",
@@ -62,7 +61,7 @@ def archive(bundle_dir: Path, out: Path) -> str:
     dirs, files = walk(root)
     entries = sorted([(d, True) for d in dirs] + [(f, False) for f in files], key=lambda e: e[0].encode())
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
+    tmp = temp_name(out)  # streamed (an archive can be large), then renamed like plumbing's atomic_write
     try:
         with open(tmp, "xb") as raw:
             _write_tar_gz(raw, root, top, entries)
@@ -72,6 +71,7 @@ def archive(bundle_dir: Path, out: Path) -> str:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+    fsync_dir(out.parent)
     return archive_sha256(out)
 
 
@@ -83,7 +83,7 @@ def _write_tar_gz(raw: IO[bytes], root: Path, top: str, entries: list[tuple[str,
             if is_dir:
                 tf.addfile(_info(f"{top}/{rel}", is_dir=True, size=0))
                 continue
-            fd = os.open(root / rel, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+            fd = os.open(root / rel, os.O_RDONLY | NOFOLLOW)
             with os.fdopen(fd, "rb") as f:
                 st = os.fstat(f.fileno())
                 if not stat.S_ISREG(st.st_mode):
@@ -92,23 +92,13 @@ def _write_tar_gz(raw: IO[bytes], root: Path, top: str, entries: list[tuple[str,
 
 
 def _info(name: str, *, is_dir: bool, size: int) -> tarfile.TarInfo:
-    ti = tarfile.TarInfo(name)
-    ti.type = tarfile.DIRTYPE if is_dir else tarfile.REGTYPE
-    ti.mode = 0o755 if is_dir else 0o644
-    ti.size = size
-    ti.mtime = MTIME
-    ti.uid = ti.gid = 0
-    ti.uname = ti.gname = ""
-    ti.pax_headers = {}
-    return ti
+    if is_dir:
+        return normal_tarinfo(name, tarfile.DIRTYPE, 0o755, mtime=MTIME)
+    return normal_tarinfo(name, tarfile.REGTYPE, 0o644, mtime=MTIME, size=size)
 
 
 def archive_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(_CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
+    return sha256_file(path.resolve())[0]  # the archive may be reached through a link
 
 
 # --------------------------------------------------------------------------- reading untrusted archives
@@ -235,7 +225,7 @@ class _Extractor:
         dest.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
         written = 0
         with open(dest, "xb") as out:
-            while written < size and (chunk := src.read(min(_CHUNK, size - written))):
+            while written < size and (chunk := src.read(min(CHUNK, size - written))):
                 out.write(chunk)
                 written += len(chunk)
         if written != size:

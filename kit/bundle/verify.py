@@ -14,15 +14,21 @@ import importlib
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from cryptography.exceptions import InvalidSignature
 
-from kit.bundle.names import PROVENANCE, file_sha256, rel_problem, walk
+from kit.bundle.layout import read_file
+from kit.bundle.names import PROVENANCE, rel_problem, walk
 from kit.bundle.provenance import BUILD_TYPE, SLSA_PROVENANCE_V1, envelope_bytes
+from kit.bundle.tarball import archive_sha256, extracted
 from kit.errors import BundleError, KitError, SignatureError, UsageError
+from kit.files import JsonObject
+from kit.files.run import RunFile
+from kit.manifest import project_root
+from kit.plumbing.files import sha256_file
 from kit.signing import (
     NS_BUNDLE,
     PAYLOAD_TYPE,
@@ -37,12 +43,19 @@ from kit.signing import (
     parse_public_key,
     subject_digests,
 )
-from kit.verify import VerifyResult
 
 MAX_PROVENANCE_BYTES = 256 << 20
 MAX_LISTED_PROBLEMS = 50
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _UNTRUSTED_HINT = "pass --trust FILE to require a trusted signer"
+
+
+@dataclass
+class VerifyResult:
+    """What `kit verify` prints: one line, and the details --json shows."""
+
+    summary: str
+    details: JsonObject = field(default_factory=dict)
 
 
 def fail(label: str, problems: list[str], hint: str | None = None) -> BundleError:
@@ -65,8 +78,6 @@ def verify_bundle(target: Path, trust: list[Path]) -> VerifyResult:
     if target.name.endswith((".tar.gz", ".tgz")):
         if not target.is_file():
             raise UsageError(f"{target}: no such archive")
-        from kit.bundle.tarball import archive_sha256, extracted
-
         with extracted(target) as root:
             res = verify_directory(root, trust, label=str(target), trust_anchor=target)
         res.details["archive"] = {"path": str(target), "sha256": archive_sha256(target), "top": root.name}
@@ -94,7 +105,7 @@ def verify_directory(root: Path, trust: list[Path], *, label: str, trust_anchor:
     run = _run_info(root)
     text = (f"{len(subjects)} files checked against the signed provenance; {signer.text}; {summary_note}"
             + (f"; run {run['status']}" if run.get("status") else ""))
-    details = {"bundle": label, "files": len(subjects), "bytes": nbytes, "signers": signer.signers,
+    details: JsonObject = {"bundle": label, "files": len(subjects), "bytes": nbytes, "signers": signer.signers,
                "trusted": signer.trusted, "summary": summary_note, "run": run}
     return VerifyResult(summary=text, details=details)
 
@@ -229,7 +240,7 @@ def check_files(root: Path, on_disk: list[str], subjects: Mapping[str, str], lab
         if rel not in subjects:
             problems.append(f"extra file not in provenance: {rel}")
             continue
-        digest, size = file_sha256(root / rel)
+        digest, size = sha256_file(root / rel)
         nbytes += size
         if digest != subjects[rel]:
             problems.append(f"{rel}: sha256 differs from the signed provenance")
@@ -247,13 +258,11 @@ def check_files(root: Path, on_disk: list[str], subjects: Mapping[str, str], lab
 class SignerDecision:
     text: str
     trusted: bool
-    signers: list[dict[str, Any]]
+    signers: list[JsonObject]
 
 
 def decide_trust(env: dict[str, Any], body: bytes, trust: list[Path], anchor: Path, label: str) -> SignerDecision:
     """Trusted signer: say who. Untrusted: pass with a notice, unless trust files were given explicitly."""
-    from kit.manifest import project_root
-
     files = list(trust) or default_trust_files(anchor, project_root(anchor))
     keys = load_trust(files)  # a broken trust file is the caller's problem (exit 2 or 4), not the bundle's
     try:
@@ -278,8 +287,8 @@ def decide_trust(env: dict[str, Any], body: bytes, trust: list[Path], anchor: Pa
     return SignerDecision(f"signed by {names}, not in a trust file; {_UNTRUSTED_HINT}", False, signers)
 
 
-def _signers(v: Verified) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = [{"principal": p, "fingerprint": fp, "trusted_by": src} for p, fp, src in v.trusted]
+def _signers(v: Verified) -> list[JsonObject]:
+    out: list[JsonObject] = [{"principal": p, "fingerprint": fp, "trusted_by": src} for p, fp, src in v.trusted]
     out += [{"fingerprint": fp, "comment": c, "trusted_by": None} for fp, c in v.untrusted]
     return out
 
@@ -352,11 +361,11 @@ def _get(obj: Any, *keys: str) -> Any:
     return obj
 
 
-def _run_info(root: Path) -> dict[str, Any]:
+def _run_info(root: Path) -> JsonObject:
+    """run id, status and experiment as run.json states them ({} when it cannot be read: the signature,
+    not run.json, decides whether a bundle verifies)."""
     try:
-        run = json.loads((root / "run.json").read_bytes())
-    except (OSError, ValueError):
+        run = read_file(root, "run.json", RunFile)
+    except BundleError:
         return {}
-    if not isinstance(run, dict):
-        return {}
-    return {k: run[k] for k in ("run_id", "status", "experiment") if isinstance(run.get(k), str)}
+    return {k: getattr(run, k) for k in ("run_id", "status", "experiment") if k in run.model_fields_set}

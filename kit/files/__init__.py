@@ -1,3 +1,6 @@
 """Typed models of every file kit writes into a bundle (the bundle's format, shared by the rooms that
 write a file and the rooms that read it). Each module holds the models of one kind of file; the
 generated ``bundle.schema.json`` is made from them."""
+
+JsonObject = dict[str, object]
+"""A JSON object kit writes or passes on but does not look inside (evidence, inspect output)."""

@@ -1,0 +1,131 @@
+"""One cell's lifecycle: gate -> start -> ready -> levels -> stop -> gate, its state (``CellFile``) written
+before, during and after, and kit's own overhead in it recorded."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from kit.bundle import Bundle
+from kit.envinfo import gpu_temperatures
+from kit.errors import GateFailed, KitError, LoadError, ServerError
+from kit.experiment.levels import LevelRunner
+from kit.experiment.options import Events
+from kit.experiment.signals import deferred_interrupts
+from kit.files import JsonObject
+from kit.files.cell import CellFile, OverheadParts, ServerStopped
+from kit.files.run import FailedCell
+from kit.files.server import ServerFile
+from kit.gates import run_gates
+from kit.manifest import Manifest
+from kit.nvml import NvmlProbe
+from kit.plan import Cell, Plan
+from kit.plumbing.clock import utc_now
+from kit.runtime import Runtime, Server
+from kit.server_spec import server_spec
+
+
+@dataclass
+class CellRunner:
+    """Runs cells one after another; ``failed`` collects the cells that failed (first reason kept)."""
+
+    m: Manifest
+    plan: Plan
+    bundle: Bundle
+    runtime: Runtime
+    events: Events
+    image_ids: dict[str, str] = field(default_factory=dict)  # arm -> image id (docker runtime)
+    failed: dict[str, FailedCell] = field(default_factory=dict)
+    gpu_ids: list[str] | None = None
+    gpu_indices: list[int] = field(default_factory=list)
+
+    def gates(self, cell: Cell, phase: str) -> None:
+        report = run_gates(self.m, phase=phase, run_id=self.bundle.run_id)
+        self.bundle.append_jsonl(f"cells/{cell.id}/gates.jsonl", report.as_dict())
+        if report.gpus:
+            self.gpu_ids = [g["uuid"] for g in report.gpus]
+            self.gpu_indices = [int(g["index"]) for g in report.gpus]
+        report.raise_if_failed()
+
+    def write(self, state: CellFile) -> None:
+        self.bundle.write_json(f"cells/{state.id}/cell.json", state)
+
+    def run(self, cell: Cell) -> None:
+        cdir = self.bundle.cell_dir(cell.id)
+        state = CellFile(id=cell.id, arm=cell.arm, repeat=cell.repeat, index=cell.index, status="running",
+                         started=utc_now())
+        self.write(state)
+        t_cell = time.monotonic()
+        server: Server | None = None
+        try:
+            self.gates(cell, "before")
+            state.gpu_temperature_start = self.temperatures()
+            spec = server_spec(self.m, cell, self.bundle.run_id, cdir / "server.log",
+                               image=self.image_ids.get(cell.arm), gpus=self.gpu_ids)
+            t0 = time.monotonic()
+            server = self.runtime.start(spec)
+            self.bundle.write_json(f"cells/{cell.id}/server.json", ServerFile.model_validate(server.describe()))
+            state.ready_s = round(server.wait_ready(), 3)
+            state.levels = {}
+            levels = LevelRunner(self.m, self.bundle, self.events)
+            for lv in self.plan.levels:
+                state.levels[str(lv.concurrency)] = levels.run(cell, lv, server, spec)
+                self.write(state)
+            state.serve_s = round(time.monotonic() - t0, 3)
+            state.status = "ok"
+        except KeyboardInterrupt:
+            state.status, state.reason = "interrupted", "interrupted by the user"
+            raise
+        except (ServerError, LoadError) as e:
+            self.fail(state, e)
+        except KitError as e:
+            self.fail(state, e)
+            raise
+        finally:
+            with deferred_interrupts():
+                if server is not None:
+                    self.stop(state, server)
+                state.finished = utc_now()
+                state.gpu_temperature_end = self.temperatures()
+                record_overhead(state, time.monotonic() - t_cell)
+                self.write(state)
+                self.events.cell_done(cell, state.status, state.reason)
+        try:
+            self.gates(cell, "after")
+        except GateFailed as e:
+            state.status, state.reason = "failed", f"after-stop gate: {e.message}"
+            self.write(state)
+            raise
+
+    def stop(self, state: CellFile, server: Server) -> None:
+        try:
+            stop = server.stop()
+            state.stop = ServerStopped.model_validate(
+                {"exit_code": stop.exit_code, "signal": stop.signal, "stop_s": stop.stop_s, **stop.details})
+            self.bundle.write_json(f"cells/{state.id}/server.json", ServerFile.model_validate(server.describe()))
+        except KitError as e:
+            self.fail(state, e, prefix="stopping the server: ")
+
+    def fail(self, state: CellFile, e: KitError, prefix: str = "") -> None:
+        if state.status == "failed":  # keep the first reason; a failed stop adds to it
+            state.reason = f"{state.reason}\n{prefix}{e.message}"
+        else:
+            state.status, state.reason = "failed", prefix + e.message
+            state.hint, state.exit_code = e.hint, int(e.exit_code)
+        self.failed.setdefault(state.id, FailedCell(exit_code=int(e.exit_code), reason=prefix + e.message))
+
+    def temperatures(self) -> JsonObject | None:
+        if not self.m.hardware.gpus or not self.gpu_indices:
+            return None
+        return gpu_temperatures(NvmlProbe(), self.gpu_indices)
+
+
+def record_overhead(state: CellFile, wall_s: float) -> None:
+    """kit's own time in a cell that served: its wall time less readiness, the levels and the stop."""
+    if state.ready_s is None or state.stop is None or state.stop.stop_s is None:
+        return
+    levels = sum(lv.wall_s for lv in state.levels.values())
+    parts = OverheadParts(cell_wall_s=round(wall_s, 3), ready_s=state.ready_s, levels_wall_s=round(levels, 3),
+                          stop_s=round(state.stop.stop_s, 3))
+    state.overhead_parts = parts
+    state.kit_overhead_s = round(wall_s - parts.ready_s - levels - parts.stop_s, 3)

@@ -1,0 +1,83 @@
+"""The end of every run, however it ended: summary and report recomputed, run.json closed, the bundle
+signed, so that it verifies and can be resumed."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from kit import __version__
+from kit.bundle import sign_provenance
+from kit.experiment.session import BundleSession
+from kit.files import JsonObject
+from kit.files.run import FailedCell, RunFile
+from kit.manifest import Manifest
+from kit.plumbing.clock import utc_now
+from kit.signing import ManifestTrust, SigningKey
+
+if TYPE_CHECKING:
+    from kit.images import ImageInfo
+
+
+@dataclass
+class Closing:
+    """What the finish needs to know of the run."""
+
+    m: Manifest
+    trust: ManifestTrust
+    key: SigningKey
+    images: Mapping[str, ImageInfo]
+    failed: Mapping[str, FailedCell]
+    notices: list[str] = field(default_factory=list)
+
+
+def finalize(session: BundleSession, c: Closing, status: str) -> JsonObject:
+    """Summarise and report (a failure there is a notice, never a lost bundle), close run.json, sign."""
+    from kit.report import render_report  # matplotlib and numpy: loaded once the cells are done
+    from kit.stats import summarize_bundle
+
+    bundle = session.bundle
+    summary: JsonObject = {}
+    for stale in ("summary.json", "report.md"):
+        bundle.path(stale).unlink(missing_ok=True)
+    shutil.rmtree(bundle.path("plots"), ignore_errors=True)
+    try:
+        summary = summarize_bundle(bundle.root)
+        bundle.write_json("summary.json", summary)
+        render_report(bundle.root, summary)
+    except Exception as e:  # noqa: BLE001 - a broken summary must not lose the bundle
+        c.notices.append(f"summary/report failed: {type(e).__name__}: {e}")
+    run = bundle.read("run.json", RunFile)
+    run.status, run.finished, run.failed_cells = status, utc_now(), dict(c.failed)
+    bundle.write_json("run.json", run)
+    sign_provenance(bundle, c.key, predicate=predicate(run, c))
+    return summary
+
+
+def predicate(run: RunFile, c: Closing) -> JsonObject:
+    """The caller's pieces of the SLSA provenance predicate."""
+    return {
+        "externalParameters": {"flags": run.flags.model_dump(mode="json") if "flags" in run.model_fields_set else {},
+                               "argv": run.argv},
+        "internalParameters": {"kit": __version__, "runtime": c.m.runtime,
+                               "hardware": c.m.hardware.model_dump(), "trust": c.trust.as_dict()},
+        "resolvedDependencies": [
+            {"uri": f"docker-image:{a}", "digest": {"sha256": i.image_id.split(":")[-1]}, "annotations": i.as_dict()}
+            for a, i in c.images.items()
+        ],
+        "metadata": {"startedOn": run.started, "finishedOn": run.finished},
+    }
+
+
+def verdicts(summary: JsonObject) -> list[str]:
+    """The report's verdict lines, or none when there is no summary (or it cannot be judged)."""
+    if not summary:
+        return []
+    from kit.report import verdict_lines  # already loaded by finalize
+
+    try:
+        return verdict_lines(summary)
+    except Exception:  # noqa: BLE001 - verdicts are a courtesy on the terminal
+        return []

@@ -1,0 +1,85 @@
+"""One level of one cell: scrape the server's metrics, drive the load, scrape again, judge the result."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from kit.bundle import Bundle
+from kit.errors import LoadError, ServerError
+from kit.experiment.options import Events
+from kit.files.cell import LevelOutcome
+from kit.load import LevelSpec, Progress, run_level
+from kit.manifest import Manifest
+from kit.plan import Cell, LevelPlan
+from kit.plumbing.net import http_get
+from kit.runtime import Server, ServerSpec
+
+
+def scrape_metrics(base_url: str) -> dict[str, float] | None:
+    """Prometheus samples from /metrics as {"name{labels}": value}, or None if there is none."""
+    got = http_get(base_url + "/metrics")
+    if got is None or got[0] != 200:
+        return None
+    out: dict[str, float] = {}
+    for line in got[1].decode("utf-8", "replace").splitlines():
+        if not line or line.startswith("#"):
+            continue
+        name, _, value = line.rpartition(" ")
+        try:
+            v = float(value)
+        except ValueError:
+            continue
+        if math.isfinite(v):  # NaN/Inf are legal Prometheus values but not JSON
+            out[name.strip()] = v
+    return out
+
+
+def level_spec(m: Manifest, cell: Cell, lv: LevelPlan, base_url: str) -> LevelSpec:
+    return LevelSpec(
+        base_url=base_url, endpoint=m.load.endpoint, model=m.model.served_name,
+        concurrency=lv.concurrency, requests=lv.requests, warmup_requests=lv.warmup,
+        prompt_tokens=m.load.prompt_tokens, output_tokens=m.load.output_tokens,
+        seed=m.load.seed + lv.concurrency, request_timeout_s=m.load.request_timeout_s,
+        processes=0 if m.load.processes == "auto" else m.load.processes,
+        tags={"arm": cell.arm, "repeat": cell.repeat, "level": lv.concurrency},
+    )
+
+
+@dataclass
+class LevelRunner:
+    """Runs the levels of the cells of one run against a live server."""
+
+    m: Manifest
+    bundle: Bundle
+    events: Events
+
+    def run(self, cell: Cell, lv: LevelPlan, server: Server, spec: ServerSpec) -> LevelOutcome:
+        rel = f"cells/{cell.id}/level-{lv.concurrency}"
+        self.events.level_started(cell, lv)
+        before = scrape_metrics(spec.base_url)
+
+        def progress(p: Progress) -> None:
+            rate = p.out_tokens / p.elapsed_s if p.elapsed_s > 0 else 0.0
+            eta = (p.total - p.done) * p.elapsed_s / p.done if p.done else None
+            self.events.level_progress(cell, lv, p.done, p.total, rate, eta)
+
+        def server_gone() -> bool:
+            try:
+                server.check_alive()
+            except ServerError:
+                return True
+            return False
+
+        res = run_level(level_spec(self.m, cell, lv, spec.base_url), self.bundle.path(rel),
+                        on_progress=progress, should_stop=server_gone)
+        after = scrape_metrics(spec.base_url)
+        if before is not None or after is not None:
+            self.bundle.write_json(f"{rel}/server_metrics.json", {"before": before, "after": after})
+        self.events.level_done(cell, lv, res.ok, res.errors, res.client_bound)
+        server.check_alive()  # a server that died mid-level fails the cell with its exit code and log tail
+        if res.ok == 0:
+            raise LoadError(f"level {lv.concurrency} of {cell.id}: all {res.errors} requests failed",
+                            hint=f"see {rel}/records.jsonl and cells/{cell.id}/server.log")
+        return LevelOutcome(ok=res.ok, errors=res.errors, wall_s=round(res.wall_s, 3),
+                            client_bound=res.client_bound, client_bound_reasons=res.client_bound_reasons)

@@ -1,0 +1,151 @@
+"""The run as a pipeline: inputs -> preflight -> bundle -> images -> cells -> finish -> outcome."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kit.bundle import Bundle, runner_key
+from kit.errors import CellsFailed, Interrupted, KitError
+from kit.experiment.cells import CellRunner
+from kit.experiment.finish import Closing, finalize, verdicts
+from kit.experiment.images import prepare_images
+from kit.experiment.inputs import RunInputs, load_for_run
+from kit.experiment.options import Events, QuietEvents, RunOptions, RunResult
+from kit.experiment.session import BundleSession
+from kit.experiment.signals import deferred_interrupts, signals_as_interrupts
+from kit.files import JsonObject
+from kit.files.cell import CellFile
+from kit.files.run import FailedCell
+from kit.gates import run_gates
+from kit.manifest import Manifest
+from kit.plan import Cell, make_plan
+from kit.runtime import Runtime
+from kit.runtime.process import ProcessRuntime
+
+if TYPE_CHECKING:
+    from kit.images import ImageInfo
+
+
+def default_runtime(m: Manifest) -> Runtime:
+    if m.runtime == "docker":
+        from kit.runtime.docker import DockerRuntime  # the Docker SDK: only docker runs import it
+
+        return DockerRuntime()
+    return ProcessRuntime()
+
+
+class Experiment:
+    """One run of a manifest into one bundle: the gates before anything, then every cell still to run."""
+
+    def __init__(self, inputs: RunInputs, opts: RunOptions, events: Events) -> None:
+        self.inputs, self.opts, self.events = inputs, opts, events
+        self.m = inputs.lm.manifest
+        self.plan = make_plan(self.m)
+        self.runtime: Runtime = opts.runtime or default_runtime(self.m)
+        self.preflight_report: JsonObject = {}
+        self.images: dict[str, ImageInfo] = {}
+        self.cells: CellRunner | None = None
+
+    @property
+    def failed(self) -> dict[str, FailedCell]:
+        return self.cells.failed if self.cells is not None else {}
+
+    def preflight(self, session: BundleSession | None) -> None:
+        """Every gate once before anything is built, created or even written: a machine that cannot run
+        the experiment stops it with exit 5 and no bundle (when resuming, the report lands in the bundle)."""
+        report = run_gates(self.m, phase="before", run_id=session.run_id if session is not None else None)
+        self.preflight_report = report.as_dict()
+        if session is not None:
+            session.bundle.append_jsonl("gates.jsonl", self.preflight_report)
+        report.raise_if_failed()
+
+    def execute(self, session: BundleSession) -> str:
+        if session.resumed:
+            self.preflight(session)
+        else:
+            session.bundle.append_jsonl("gates.jsonl", self.preflight_report)
+        if self.m.runtime == "docker":
+            from kit.cleanup import refuse_live_runs  # the Docker SDK: only docker runs import it
+
+            ports = [self.m.server.port, *self.m.server.extra_ports, *self.m.gates.ports]
+            refuse_live_runs(ports=ports, gpus="all" if self.m.hardware.gpus else None, own_run=session.run_id)
+        self.images = prepare_images(self.inputs.lm, session, allow_unpinned=self.opts.allow_unpinned)
+        self.cells = CellRunner(self.m, self.plan, session.bundle, self.runtime, self.events,
+                                image_ids={a: i.image_id for a, i in self.images.items()})
+        todo = cells_to_run(session.bundle, self.plan.cells)
+        done = len(self.plan.cells) - len(todo)
+        if done:
+            self.events.message(f"resuming: {done} cell(s) already complete, {len(todo)} to run")
+        for i, cell in enumerate(todo):
+            self.events.cell_started(cell, done + i + 1, len(self.plan.cells))
+            self.cells.run(cell)
+        return "complete" if not self.failed else "failed"
+
+
+def cells_to_run(bundle: Bundle, cells: tuple[Cell, ...]) -> list[Cell]:
+    """The cells not yet ``ok``; an earlier attempt of one is moved aside (never deleted)."""
+    todo = []
+    for cell in cells:
+        rel = f"cells/{cell.id}/cell.json"
+        if bundle.exists(rel) and bundle.read(rel, CellFile).status == "ok":
+            continue
+        if bundle.exists(f"cells/{cell.id}"):
+            bundle.move_failed_attempt(cell.id)
+        todo.append(cell)
+    return todo
+
+
+def run_experiment(manifest: Path | None, opts: RunOptions, events: Events | None = None) -> RunResult:
+    """Run (or resume) an experiment; whatever ends it, leaves a signed, verifiable, resumable bundle and
+    no server behind."""
+    inputs = load_for_run(manifest, opts)
+    ev = events or QuietEvents()
+    key, notice = runner_key(opts.key)  # before anything runs: a bad key must not surface after hours of load
+    if notice:
+        ev.message(notice)
+    exp = Experiment(inputs, opts, ev)
+    if opts.resume is None:
+        exp.preflight(None)  # a machine that cannot run it: exit 5, nothing built, started or written
+    session = BundleSession.start(inputs, opts, exp.plan, key, exp.runtime)
+    ev.message(f"bundle: {session.bundle.root}")
+    status: str = "failed"
+    error: BaseException | None = None
+    try:
+        with signals_as_interrupts():
+            status = exp.execute(session)
+    except KeyboardInterrupt as e:
+        status, error = "interrupted", e
+    except BaseException as e:  # noqa: BLE001 - anything: finalize first, then let it out
+        status, error = "failed", e
+    closing = Closing(exp.m, inputs.trust, key, exp.images, exp.failed)
+    try:
+        with deferred_interrupts():
+            summary = finalize(session, closing, status)
+    finally:
+        session.unlock()
+    return outcome(session, closing, status, error, summary, ev)
+
+
+def outcome(session: BundleSession, c: Closing, status: str, error: BaseException | None, summary: JsonObject,
+            ev: Events) -> RunResult:
+    """The result of a run, or the one error that ended it, with where the bundle is as a note."""
+    lines = verdicts(summary)
+    root = session.bundle.root
+    where = f"The bundle is consistent and resumable: kit run --resume {root}"
+    if error is not None or c.failed:
+        for line in lines:
+            ev.message(line)
+    if isinstance(error, KeyboardInterrupt):
+        raise Interrupted("interrupted.").note(where) from None
+    if isinstance(error, KitError):
+        raise error.note(where)
+    if error is not None:
+        raise error
+    if c.failed:
+        first = next(iter(c.failed.values()))
+        cells = "; ".join(f"{cid}: {(f.reason.splitlines() or [''])[0]}" for cid, f in c.failed.items())
+        raise CellsFailed(f"{len(c.failed)} cell(s) failed ({cells})", exit_code=first.exit_code,
+                          hint=f"see the cells' server.log; then: kit run --resume {root}")
+    return RunResult(bundle=root, status=status, verdicts=lines,
+                     failed_cells={cid: f.reason for cid, f in c.failed.items()}, notices=c.notices, summary=summary)

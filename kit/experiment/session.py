@@ -1,0 +1,111 @@
+"""The bundle of one run: created (or opened to resume) and locked, with run.json, plan.json and the
+environment written up front; unlocked whatever way the run ends."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from dataclasses import dataclass
+
+from kit import __version__, envinfo
+from kit.bundle import Bundle
+from kit.errors import BundleError, UsageError
+from kit.experiment.inputs import RunInputs
+from kit.experiment.options import RunOptions
+from kit.files import JsonObject
+from kit.files.plan import PlanFile
+from kit.files.run import Resumption, RunFile, RunFlags
+from kit.manifest import project_root
+from kit.nvml import NvmlProbe
+from kit.plan import Plan
+from kit.plumbing.clock import utc_now
+from kit.runtime import Runtime
+from kit.signing import SigningKey
+
+
+@dataclass
+class BundleSession:
+    """An open, locked bundle. ``resumed`` says whether it was opened to finish an earlier run."""
+
+    bundle: Bundle
+    resumed: bool
+    lock_fd: int | None = None
+
+    @property
+    def run_id(self) -> str:
+        return self.bundle.run_id
+
+    @classmethod
+    def start(cls, inputs: RunInputs, opts: RunOptions, plan: Plan, key: SigningKey,
+              runtime: Runtime) -> BundleSession:
+        """Create the bundle, or open the one to resume; lock it; write what is known before any cell."""
+        if opts.resume is not None:
+            session = cls(Bundle.open(opts.resume), resumed=True)
+        else:
+            session = cls(Bundle.create(opts.out_dir, inputs.lm.manifest.name), resumed=False)
+        try:
+            session.lock()
+            if session.resumed:
+                session.reopen(inputs, opts, plan, runtime)
+            else:
+                session.write_start(inputs, opts, plan, key, runtime)
+        except BaseException:
+            session.unlock()
+            raise
+        return session
+
+    def lock(self) -> None:
+        """One kit process per bundle: a second `kit run --resume` on a live bundle is refused."""
+        fd = os.open(self.bundle.root, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise UsageError(f"{self.bundle.root} is in use by another kit process",
+                             hint="wait for it to finish, or stop it (Ctrl-C) first") from None
+        self.lock_fd = fd
+
+    def unlock(self) -> None:
+        if self.lock_fd is not None:
+            os.close(self.lock_fd)
+            self.lock_fd = None
+
+    def write_start(self, inputs: RunInputs, opts: RunOptions, plan: Plan, key: SigningKey,
+                    runtime: Runtime) -> None:
+        m = inputs.lm.manifest
+        self.bundle.write_bytes("manifest.yaml", inputs.lm.raw)
+        if inputs.sig is not None:
+            self.bundle.write_bytes("manifest.yaml.sig", inputs.sig)
+        self.bundle.write_json("run.json", RunFile(
+            run_id=self.run_id, experiment=m.name, kit_version=__version__, status="running", started=utc_now(),
+            argv=opts.argv, manifest_source=str(inputs.lm.path.resolve()), trust=inputs.trust.as_dict(),
+            flags=RunFlags(allow_unsigned=opts.allow_unsigned, allow_unpinned=opts.allow_unpinned),
+            unpinned_bases=m.unpinned_bases(), runner_key=key.fingerprint))
+        self.bundle.write_json("plan.json", plan.to_file())
+        self.bundle.write_json("environment.json", environment(inputs, runtime))
+
+    def reopen(self, inputs: RunInputs, opts: RunOptions, plan: Plan, runtime: Runtime) -> None:
+        """A resume: the plan must be the bundle's; the environment is captured again beside the first."""
+        run = self.bundle.read("run.json", RunFile)
+        if not self.bundle.read("plan.json", PlanFile).same_design(plan.to_file()):
+            raise BundleError(f"{self.bundle.root}: the plan this kit makes from the manifest differs from the "
+                              "bundle's plan.json (another kit version?); resuming would mix two designs",
+                              hint="start a new run")
+        n = len(run.resumed) + 1
+        self.bundle.write_json(f"environment.resume-{n}.json", environment(inputs, runtime))
+        self.bundle.remove_provenance()
+        run.status = "running"
+        run.resumed = [*run.resumed, Resumption(
+            at=utc_now(), argv=opts.argv, kit_version=__version__, trust=inputs.trust.as_dict(),
+            provenance_before=inputs.resume_note or "verified", environment=f"environment.resume-{n}.json")]
+        self.bundle.write_json("run.json", run)
+
+
+def environment(inputs: RunInputs, runtime: Runtime) -> JsonObject:
+    """Host, runtime, GPUs (when the manifest uses them) and the project's git state."""
+    m = inputs.lm.manifest
+    env: JsonObject = {"host": envinfo.capture_host(), "runtime": runtime.describe()}
+    if m.hardware.gpus:
+        env["gpus"] = envinfo.capture_gpus(NvmlProbe())
+    env["git"] = envinfo.git_info(project_root(inputs.lm.path))
+    return env

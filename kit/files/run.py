@@ -1,0 +1,52 @@
+"""``run.json``: who ran what, with which flags and trust, how it ended, and every resume."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import Field
+
+from kit.files import JsonObject
+from kit.files.base import BundleFile, Loose
+
+
+class RunFlags(Loose):
+    allow_unsigned: bool = False
+    allow_unpinned: bool = False
+
+
+class Resumption(Loose):
+    """One ``kit run --resume``: when, how, and what was known of the bundle before."""
+
+    at: str
+    argv: list[str] = Field(default_factory=list)
+    kit_version: str = ""
+    trust: JsonObject = Field(default_factory=dict)
+    provenance_before: str = ""
+    environment: str = ""
+
+
+class FailedCell(Loose):
+    exit_code: int
+    reason: str
+
+
+class RunFile(BundleFile):
+    """Only ``run_id`` is required: it is what makes a directory a kit bundle."""
+
+    file_pattern: ClassVar[str] = "run.json"
+
+    run_id: str
+    experiment: str = ""
+    kit_version: str = ""
+    status: str = "running"  # running | complete | failed | interrupted
+    started: str | None = None
+    finished: str | None = None
+    argv: list[str] = Field(default_factory=list)
+    manifest_source: str | None = None
+    trust: JsonObject = Field(default_factory=dict)
+    flags: RunFlags = Field(default_factory=RunFlags)
+    unpinned_bases: list[str] = Field(default_factory=list)
+    runner_key: str | None = None
+    resumed: list[Resumption] = Field(default_factory=list)
+    failed_cells: dict[str, FailedCell] = Field(default_factory=dict)
