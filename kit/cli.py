@@ -29,6 +29,7 @@ from kit.gates import doctor
 from kit.manifest import load_manifest, schema_text
 from kit.plan import estimate, make_plan
 from kit.progress import RichEvents, render_result
+from kit.report.rebuild import rebuild
 from kit.signing import generate_key, load_signing_key, sign_manifest, user_trust_file
 from kit.verify import verify_target
 
@@ -264,8 +265,6 @@ def run(manifest: Path | None, out_dir: Path, resume: Path | None, allow_unsigne
 @click.option("--key", type=click.Path(dir_okay=False, path_type=Path), help="Runner key to re-sign with.")
 def report(bundle: Path, key: Path | None) -> None:
     """Recompute summary.json from the records, re-render report.md and plots, and re-sign."""
-    from kit.report.rebuild import rebuild
-
     for line in rebuild(bundle, key):
         click.echo(line)
 

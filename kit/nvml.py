@@ -11,7 +11,9 @@ Indices are NVML indices (PCI order), which can differ from ``CUDA_VISIBLE_DEVIC
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, TypedDict
+from typing import Any, Literal, Protocol
+
+from typing_extensions import TypedDict  # pydantic reads it (environment.json) only from typing_extensions on 3.11
 
 MIB = 1024 * 1024
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import importlib
 import json
 import re
 from collections.abc import Mapping
@@ -43,6 +42,7 @@ from kit.signing import (
     parse_public_key,
     subject_digests,
 )
+from kit.stats import summarize_bundle
 
 MAX_PROVENANCE_BYTES = 256 << 20
 MAX_LISTED_PROBLEMS = 50
@@ -306,10 +306,7 @@ def check_summary(root: Path, label: str) -> str:
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise fail(label, [f"summary.json: not JSON ({e})"]) from None
     try:
-        stats = importlib.import_module("kit.stats")
-        fresh = json.loads(json.dumps(stats.summarize_bundle(root)))
-    except ImportError as e:
-        raise fail(label, [f"summary.json: cannot be recomputed, kit.stats is unavailable ({e})"]) from None
+        fresh = json.loads(json.dumps(summarize_bundle(root)))
     except KitError as e:
         raise fail(label, [f"summary.json: recomputing it from the records failed: {e.message}"]) from None
     except Exception as e:  # noqa: BLE001 - records of a signed bundle can still make stats fail; name it

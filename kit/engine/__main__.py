@@ -7,6 +7,8 @@ command line first and imports the numpy-based modules afterwards.
 from __future__ import annotations
 
 import argparse
+import asyncio
+import logging
 import os
 import sys
 
@@ -83,9 +85,6 @@ def main(argv: list[str] | None = None) -> int:
     threads = set_blas_threads(args.threads)
 
     # numpy (through the server) only now, after the BLAS thread count is pinned
-    import asyncio
-    import logging
-
     from kit.engine.server import configure_logging, serve
 
     configure_logging()

@@ -8,9 +8,12 @@ and reports the median step time and the mean number of distinct experts per lay
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
+
+from kit.engine.config import ModelConfig
 
 DEFAULT_BATCHES = "1,4,16,64"
 
@@ -37,11 +40,8 @@ def main(argv: list[str] | None = None) -> int:
         for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS"):
             os.environ[var] = str(args.threads)
 
-    import dataclasses
-
     import numpy as np
 
-    from kit.engine.config import ModelConfig
     from kit.engine.model import MoEModel
 
     sizes = {name: getattr(args, name) for name in ("experts", "expert_ffn", "layers", "router_skew")}

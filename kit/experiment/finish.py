@@ -15,7 +15,9 @@ from kit.files import JsonObject
 from kit.files.run import FailedCell, RunFile
 from kit.manifest import Manifest
 from kit.plumbing.clock import utc_now
+from kit.report import render_report, verdict_lines
 from kit.signing import ManifestTrust, SigningKey
+from kit.stats import summarize_bundle
 
 if TYPE_CHECKING:
     from kit.images import ImageInfo
@@ -35,9 +37,6 @@ class Closing:
 
 def finalize(session: BundleSession, c: Closing, status: str) -> JsonObject:
     """Summarise and report (a failure there is a notice, never a lost bundle), close run.json, sign."""
-    from kit.report import render_report  # matplotlib and numpy: loaded once the cells are done
-    from kit.stats import summarize_bundle
-
     bundle = session.bundle
     summary: JsonObject = {}
     for stale in ("summary.json", "report.md"):
@@ -75,8 +74,6 @@ def verdicts(summary: JsonObject) -> list[str]:
     """The report's verdict lines, or none when there is no summary (or it cannot be judged)."""
     if not summary:
         return []
-    from kit.report import verdict_lines  # already loaded by finalize
-
     try:
         return verdict_lines(summary)
     except Exception:  # noqa: BLE001 - verdicts are a courtesy on the terminal

@@ -2,5 +2,6 @@
 write a file and the rooms that read it). Each module holds the models of one kind of file; the
 generated ``bundle.schema.json`` is made from them."""
 
-JsonObject = dict[str, object]
-"""A JSON object kit writes or passes on but does not look inside (evidence, inspect output)."""
+from kit.plumbing.jsontypes import Json, JsonObject
+
+__all__ = ["Json", "JsonObject"]

@@ -3,7 +3,8 @@ cannot tell, with the reason under ``unavailable``), temperatures around a cell,
 
 from __future__ import annotations
 
-from typing import TypedDict
+from pydantic import RootModel
+from typing_extensions import TypedDict  # pydantic validates it only from typing_extensions on Python 3.11
 
 from kit.nvml import MemoryMib
 
@@ -125,3 +126,16 @@ class GitInfo(TypedDict):
     dirty_files: list[str]
     branch: str | None
     toplevel: str | None
+
+
+class EnvironmentDoc(TypedDict, total=False):
+    """``environment.json`` (and ``environment.resume-<n>.json``): the machine a run (or resume) ran on."""
+
+    host: HostFacts
+    runtime: dict[str, object]
+    gpus: GpusFacts
+    git: GitInfo | None
+
+
+class EnvironmentFile(RootModel[EnvironmentDoc]):
+    """``environment.json`` as a model, for ``bundle.schema.json``."""

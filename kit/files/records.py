@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import NotRequired
 
+from pydantic import RootModel
 from typing_extensions import TypedDict  # pydantic validates it only from typing_extensions on Python 3.11
 
 
@@ -47,3 +48,7 @@ class Record(TypedDict):
     error: str | None
     """Null, or a short string ("http 500: ...", "connect: connection refused", "connection closed mid-stream",
     "timeout after 600 s", ...)."""
+
+
+class RecordLine(RootModel[Record]):
+    """One line of ``records.jsonl`` as a model, for ``bundle.schema.json`` and for checking a file."""

@@ -18,10 +18,15 @@ from pydantic.json_schema import models_json_schema
 
 from kit.files import JsonObject
 from kit.files.cell import CellFile
+from kit.files.client import ClientReport
+from kit.files.environment import EnvironmentFile
+from kit.files.gates import GatesLine
 from kit.files.images import ImagesFile
 from kit.files.plan import PlanFile
+from kit.files.records import RecordLine
 from kit.files.run import RunFile
 from kit.files.server import ServerFile
+from kit.files.summary import Summary
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 SCHEMA_ID = "https://kit.invalid/bundle.schema.json"
@@ -32,6 +37,13 @@ REGISTRY: dict[str, type[BaseModel]] = {
     ImagesFile.file_pattern: ImagesFile,
     CellFile.file_pattern: CellFile,
     ServerFile.file_pattern: ServerFile,
+    "environment.json": EnvironmentFile,
+    "environment.resume-*.json": EnvironmentFile,
+    "gates.jsonl": GatesLine,
+    "*/gates.jsonl": GatesLine,  # cells/<id>/ and failed/<id>-a<n>/ (fnmatch's * also matches /)
+    "*/level-*/records.jsonl": RecordLine,
+    "*/level-*/client.json": ClientReport,
+    "summary.json": Summary,
 }
 
 

@@ -200,12 +200,10 @@ def test_summary_type_and_key_differences_are_named(bundle: Bundle, runner: Sign
 
 def test_summary_recompute_failure_is_a_bundle_error(bundle: Bundle, trust_file: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    import kit.stats
-
     def broken(root: Path) -> dict[str, object]:
         raise ZeroDivisionError("no records")
 
-    monkeypatch.setattr(kit.stats, "summarize_bundle", broken)
+    monkeypatch.setattr("kit.bundle.verify.summarize_bundle", broken)
     _fails(bundle.root, [trust_file], "summary.json: recomputing it from the records failed: ZeroDivisionError")
 
 
