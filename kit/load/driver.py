@@ -151,8 +151,11 @@ class Driver:
         ph = Phase("level", f"w{cfg.worker}-", cfg.index_offset, sink, dict(cfg.tags))
         self.streamer.phase = ph
         monitor = Monitor(cfg)
+        # keep the long-lived objects out of the collector's way during the level. What is frozen stays
+        # frozen in a session (a level's runner, users and connections, a few hundred kB), so that this
+        # collect only walks what the previous level of the process left, not the whole heap again
         gc.collect()
-        gc.freeze()  # keep the long-lived objects out of the collector's way during the level
+        gc.freeze()
         start_wall, cpu0 = time.time(), cpu_seconds()
         ph.t0 = perf_ns()
         monitor.start()
@@ -163,7 +166,6 @@ class Driver:
         finally:
             monitor.stop()
             sink.close()
-            gc.unfreeze()  # the next level of this process collects this one's garbage
         return self._stats(ph, monitor, sink, wall, cpu, start_wall, end_wall)
 
     def _stats(self, ph: Phase, mon: Monitor, sink: RecordWriter, wall: float, cpu: float, start_wall: float,
@@ -214,10 +216,13 @@ def run_level(cfg: DriverConfig, nofile: int) -> None:
         stats = driver.level()
         stats["rlimit_nofile"] = nofile
         stats["warmup"] = warm
-    finally:
+    except BaseException:
         beat.kill()
         driver.close()
+        raise
+    beat.kill()
     emit("done", worker=cfg.worker, stats=stats)
+    driver.close()  # after "done": the parent writes the level's files meanwhile
 
 
 def serve(nofile: int) -> int:
