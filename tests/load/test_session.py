@@ -16,7 +16,7 @@ from kit.errors import LoadError
 from kit.load import LoadSession, Progress
 
 from ._support import FakeServer, make_spec, read_records
-from .test_run_level import driver_children
+from .test_run_level import driver_children, wait_for
 
 
 def test_levels_reuse_the_drivers(sse_server: Callable[..., FakeServer], tmp_path: Path) -> None:
@@ -83,10 +83,7 @@ def test_idle_driver_that_died_is_replaced(sse_server: Callable[..., FakeServer]
         load.run_level(make_spec(srv.base_url), tmp_path / "a")
         (pid,) = load.pids
         os.kill(pid, signal.SIGKILL)
-        deadline = time.monotonic() + 10
-        while psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+        wait_for(lambda: psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, 10, "the killed driver")
         res = load.run_level(make_spec(srv.base_url), tmp_path / "b")
         assert res.ok == 12 and load.pids != [pid]
     assert not driver_children()
