@@ -9,7 +9,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import psutil
 import pytest
 
 from kit.errors import LoadError
@@ -83,7 +82,9 @@ def test_idle_driver_that_died_is_replaced(sse_server: Callable[..., FakeServer]
         load.run_level(make_spec(srv.base_url), tmp_path / "a")
         (pid,) = load.pids
         os.kill(pid, signal.SIGKILL)
-        wait_for(lambda: psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, 10, "the killed driver")
+        # exited, not yet reaped (a zombie leader whose threads are still exiting does not count yet)
+        exited = lambda: os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None  # noqa: E731
+        wait_for(exited, 10, "the killed driver")
         res = load.run_level(make_spec(srv.base_url), tmp_path / "b")
         assert res.ok == 12 and load.pids != [pid]
     assert not driver_children()
