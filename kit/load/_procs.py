@@ -43,10 +43,14 @@ class DriverProcess:
     def __init__(self, stderr_path: Path) -> None:
         self.stderr_path = stderr_path
         self.stderr: IO[bytes] | None = open(stderr_path, "ab")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", DRIVER_MODULE, "--session"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, env=driver_env(),
-            start_new_session=True, close_fds=True)
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", DRIVER_MODULE, "--session"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, env=driver_env(),
+                start_new_session=True, close_fds=True)
+        except BaseException:
+            self.stderr.close()
+            raise
         assert self.proc.stdout is not None
         self.stdout_fd = self.proc.stdout.fileno()
         os.set_blocking(self.stdout_fd, False)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -13,6 +15,7 @@ import pytest
 
 from kit.errors import LoadError
 from kit.load import LoadSession, Progress
+from kit.load._config import DriverConfig
 
 from ._support import FakeServer, make_spec, read_records
 from .test_run_level import driver_children, wait_for
@@ -107,3 +110,20 @@ def test_errors_and_interrupts_leave_no_driver(sse_server: Callable[..., FakeSer
         load.run_level(make_spec(good.base_url, requests=500, warmup_requests=0), tmp_path / "c",
                        on_progress=interrupt)
     assert not driver_children()
+
+
+def test_driver_runs_one_level_from_a_config_file(sse_server: Callable[..., FakeServer], tmp_path: Path) -> None:
+    """``python -m kit.load.driver CONFIG.json``: one level without a parent session, then exit 0."""
+    srv = sse_server(5.0, 2.0)
+    records = tmp_path / "records.jsonl"
+    cfg = DriverConfig(worker=0, base_url=srv.base_url, endpoint="chat", model="m", users=2, requests=4,
+                       warmup_requests=1, index_offset=0, warmup_index_offset=4, prompt_tokens=8, output_tokens=4,
+                       seed=1, request_timeout_s=30.0, records_path=str(records), tags={"arm": "x"})
+    cfg.write(tmp_path / "driver.json")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    out = subprocess.run([sys.executable, "-m", "kit.load.driver", str(tmp_path / "driver.json")], env=env,
+                         capture_output=True, text=True, timeout=60, check=False, stdin=subprocess.DEVNULL)
+    assert out.returncode == 0, out.stderr
+    events = [json.loads(line)["event"] for line in out.stdout.splitlines()]
+    assert events[-1] == "done" and "warm" in events and "start" in events
+    assert len(read_records(records)) == 4
