@@ -23,6 +23,13 @@ other processes on the machine used meanwhile ("others' CPU", in cores) and the 
 shared box they, not the client, can set the tails; ``--priority realtime`` (root) takes them out.
 Results land in ``--out`` (``results/loadgen-bench`` by default): ``results.json`` plus, per level, the
 records, ``client.json`` and the server's log.
+
+``--overhead`` measures instead kit's own time around the load: the levels (default 1,4,16,64, with
+``--waves`` recorded requests per user and one warm-up request per user) run against one server, first
+each through ``run_level`` (drivers started per level), then through one ``LoadSession``, then through
+a session whose drivers started during a (simulated, 2 s) server start-up. It prints, per path, the time
+outside the levels' load walls, split into the warm-ups and the rest (driver start, Locust import,
+teardown, files).
 """
 
 from __future__ import annotations
@@ -42,7 +49,7 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kit.load import LevelSpec, run_level  # noqa: E402
+from kit.load import LevelResult, LevelSpec, LoadSession, run_level  # noqa: E402
 
 SERVER = ROOT / "benchmarks" / "sse_server.py"
 
@@ -209,6 +216,50 @@ def set_priority(mode: str) -> None:
         os.setpriority(os.PRIO_PROCESS, 0, -15)
 
 
+def overhead_specs(port: int, levels: list[int], waves: int) -> list[LevelSpec]:
+    return [LevelSpec(base_url=f"http://127.0.0.1:{port}", endpoint="chat", model="fake", concurrency=c,
+                      requests=waves * c, warmup_requests=c, prompt_tokens=32, output_tokens=16, seed=1,
+                      request_timeout_s=60.0, processes=1, tags={"arm": "overhead", "repeat": 0, "level": c})
+            for c in levels]
+
+
+def overhead_row(path: str, total_s: float, results: list[LevelResult]) -> dict[str, Any]:
+    walls = sum(r.wall_s for r in results)
+    warm = sum(w["warmup"]["wall_s"] for r in results for w in json.loads(r.client_path.read_text())["workers"])
+    return {"path": path, "total_s": total_s, "level_walls_s": walls, "outside_s": total_s - walls,
+            "warmup_s": warm, "kit_s": total_s - walls - warm}
+
+
+def measure_overhead(args: argparse.Namespace, out: Path) -> list[dict[str, Any]]:
+    levels = [int(x) for x in args.levels.split(",")]
+    proc, port = start_server(out / "overhead-server.jsonl", 5.0, 2.0, -1)
+    rows = []
+    try:
+        for rep in range(args.repeats):
+            specs = overhead_specs(port, levels, args.waves)
+            t0 = time.monotonic()
+            res = [run_level(s, out / f"per-level-{rep}" / f"c{s.concurrency}") for s in specs]
+            rows.append(overhead_row("run_level per level", time.monotonic() - t0, res))
+            t0 = time.monotonic()
+            with LoadSession(processes=1) as load:
+                res = [load.run_level(s, out / f"session-{rep}" / f"c{s.concurrency}") for s in specs]
+            rows.append(overhead_row("LoadSession", time.monotonic() - t0, res))
+            with LoadSession(processes=1) as load:
+                time.sleep(2.0)  # the server starting: the drivers import Locust meanwhile
+                t0 = time.monotonic()
+                res = [load.run_level(s, out / f"prestarted-{rep}" / f"c{s.concurrency}") for s in specs]
+                load.close()
+            rows.append(overhead_row("LoadSession started during server start-up", time.monotonic() - t0, res))
+    finally:
+        stop_server(proc)
+    print(f"levels {levels}, {args.waves} recorded requests per user, 16 tokens; times per cell in s")
+    print("path | total | level walls | outside walls | of which warm-ups | kit's own (outside - warm-ups)")
+    for r in rows:
+        print(f"{r['path']} | {r['total_s']:.2f} | {r['level_walls_s']:.2f} | {r['outside_s']:.2f} | "
+              f"{r['warmup_s']:.2f} | {r['kit_s']:.2f}")
+    return rows
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--levels", default="64,256,512,1024")
@@ -222,10 +273,20 @@ def main() -> None:
                    help="scheduling of the server and the client (inherited by every process started here): "
                         "on a shared box, 'realtime' (SCHED_FIFO 10, needs root; the kernel's RT throttling "
                         "still leaves 5%% to others) keeps other people's processes from setting the numbers")
+    p.add_argument("--overhead", action="store_true",
+                   help="measure kit's time outside the load walls: per-level drivers vs LoadSession "
+                        "(levels default to 1,4,16,64)")
+    p.add_argument("--repeats", type=int, default=3, help="with --overhead: rounds of the three paths")
     args = p.parse_args()
     set_priority(args.priority)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.overhead:
+        if args.levels == p.get_default("levels"):
+            args.levels = "1,4,16,64"
+        rows = measure_overhead(args, out)
+        (out / "overhead.json").write_text(json.dumps(rows, indent=1))
+        return
     server_cpu = -1
     if len(os.sched_getaffinity(0)) >= 2:
         server_cpu = min(os.sched_getaffinity(0))

@@ -1,6 +1,7 @@
-"""Parent side of the process split: start driver processes, relay their JSON lines, stop them cleanly.
+"""Parent side of the process split: one driver process, kept alive across the levels of a session.
 
-Standard library only; never imports locust or gevent (see ``kit.load``).
+Standard library only; never imports locust or gevent (see ``kit.load``). Each process runs in its own
+process group and is stopped through ``kit.plumbing.procs.stop_group``.
 """
 
 from __future__ import annotations
@@ -8,211 +9,144 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import selectors
-import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 import kit
-from kit.errors import LoadError
+from kit.load.messages import LevelCommand
+from kit.plumbing.procs import stop_group
 
 KIT_ROOT = str(Path(kit.__file__).resolve().parent.parent)
 DRIVER_MODULE = "kit.load.driver"
-HEARTBEAT_TIMEOUT_S = 60.0
 KILL_GRACE_S = 3.0
+EXIT_WAIT_S = 2.0    # for an idle driver to leave on its own once its stdin is closed
 
 
-@dataclass
-class Worker:
-    index: int
-    config_path: Path
-    stderr_path: Path
-    part_path: Path | None             # a records part to merge, or None when it writes records.jsonl
-    proc: subprocess.Popen[bytes] | None = None
-    stderr: IO[bytes] | None = None
-    buf: bytes = b""
-    last_seen: float = field(default_factory=time.monotonic)
-    state: str = "starting"            # starting -> warm -> running -> done
-    warm: dict[str, Any] = field(default_factory=dict)
-    progress: dict[str, Any] = field(default_factory=dict)
-    stats: dict[str, Any] | None = None
-    part_offset: int = 0
-    eof: bool = False
+def driver_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = KIT_ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
 
 
-def stderr_tail(path: Path, lines: int = 15) -> str:
-    try:
-        text = path.read_bytes()[-8000:].decode("utf-8", "replace")
-    except OSError:
-        return "(no stderr captured)"
-    tail = text.strip().splitlines()[-lines:]
+def stderr_tail(data: bytes, lines: int = 15) -> str:
+    tail = data[-8000:].decode("utf-8", "replace").strip().splitlines()[-lines:]
     return "\n".join(tail) if tail else "(stderr empty)"
 
 
-class DriverGroup:
-    """Runs the driver processes of one level and tears them down whatever happens."""
+class DriverProcess:
+    """``python -m kit.load.driver --session``: runs one level per ``send_level``, exits at end of input."""
 
-    def __init__(self, workers: list[Worker], records_path: Path) -> None:
-        self.workers = workers
-        self.records_path = records_path
-        self.sel = selectors.DefaultSelector()
-        self.go_sent_at: float | None = None
-
-    # --- lifecycle -------------------------------------------------------------------------------
-    def start(self) -> None:
-        env = dict(os.environ)
-        env["PYTHONPATH"] = KIT_ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        env["PYTHONUNBUFFERED"] = "1"
-        for w in self.workers:
-            w.stderr = open(w.stderr_path, "wb")  # noqa: SIM115 - closed in kill()
-            w.proc = subprocess.Popen(
-                [sys.executable, "-m", DRIVER_MODULE, str(w.config_path)],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=w.stderr, env=env,
+    def __init__(self, stderr_path: Path) -> None:
+        self.stderr_path = stderr_path
+        self.stderr: IO[bytes] | None = open(stderr_path, "ab")  # noqa: SIM115 - closed in stop()
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", DRIVER_MODULE, "--session"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, env=driver_env(),
                 start_new_session=True, close_fds=True)
-            assert w.proc.stdout is not None
-            os.set_blocking(w.proc.stdout.fileno(), False)
-            self.sel.register(w.proc.stdout, selectors.EVENT_READ, w)
-            w.last_seen = time.monotonic()
+        except BaseException:
+            self.stderr.close()
+            raise
+        assert self.proc.stdout is not None
+        self.stdout_fd = self.proc.stdout.fileno()
+        os.set_blocking(self.stdout_fd, False)
+        self.levels = 0          # levels sent to it
+        self.buf = b""
+        self.eof = False
+        self.last_seen = time.monotonic()
+        self.stopped = False
 
-    def kill(self) -> None:
-        """Stop every driver still alive (SIGTERM to its process group, then SIGKILL); idempotent."""
-        alive = [w for w in self.workers if w.proc is not None and w.proc.poll() is None]
-        for w in alive:
-            _signal_group(w, signal.SIGTERM)
-        deadline = time.monotonic() + KILL_GRACE_S
-        for w in alive:
-            assert w.proc is not None
-            try:
-                w.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                _signal_group(w, signal.SIGKILL)
-                w.proc.wait()
-        for w in self.workers:
-            if w.proc is not None:
-                for stream in (w.proc.stdin, w.proc.stdout):
-                    with contextlib.suppress(OSError):
-                        if stream is not None:
-                            stream.close()
-            if w.stderr is not None:
-                w.stderr.close()
-                w.stderr = None
-        self.sel.close()
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
 
-    # --- the loop ----------------------------------------------------------------------------------
-    def run(self, on_warm: Callable[[list[Worker]], None], on_tick: Callable[[], None],
-            should_stop: Callable[[], bool] | None) -> bool:
-        """Drive the level to the end; return False when ``should_stop`` ended it early."""
-        while any(w.state != "done" for w in self.workers):
-            if should_stop is not None and should_stop():
-                return False
-            for key, _ in self.sel.select(timeout=0.1):
-                self._read(key.data)
-            if self.go_sent_at is None and all(w.state == "warm" for w in self.workers):
-                on_warm(self.workers)
-                self._send_go()
-            self._check_alive()
-            self.merge_parts()
-            on_tick()
-        self.merge_parts()
-        return True
+    def alive(self) -> bool:
+        return self.proc.poll() is None
 
-    def _send_go(self) -> None:
-        self.go_sent_at = time.monotonic()
-        for w in self.workers:
-            assert w.proc is not None and w.proc.stdin is not None
-            w.proc.stdin.write(b"go\n")
-            w.proc.stdin.flush()
-            w.state = "running"
-            w.last_seen = time.monotonic()
+    def returncode(self) -> int | None:
+        return self.proc.poll()
 
-    def _read(self, w: Worker) -> bool:
-        """Read what the pipe holds; False when it held nothing (or is at its end)."""
-        assert w.proc is not None and w.proc.stdout is not None
-        if w.eof:
-            return False
+    # --- talking to it ------------------------------------------------------------------------------
+    def send_level(self, config: dict[str, object]) -> None:
+        cmd: LevelCommand = {"cmd": "level", "config": config}
+        self.levels += 1
+        self.last_seen = time.monotonic()
+        self._write(json.dumps(cmd).encode() + b"\n")
+
+    def send_go(self) -> None:
+        self.last_seen = time.monotonic()
+        self._write(b"go\n")
+
+    def _write(self, data: bytes) -> None:
+        assert self.proc.stdin is not None
         try:
-            data = os.read(w.proc.stdout.fileno(), 65536)
+            self.proc.stdin.write(data)
+            self.proc.stdin.flush()
+        except (BrokenPipeError, ValueError):
+            pass  # it died: the level's liveness check names the exit code and quotes its stderr
+
+    def read_lines(self) -> list[bytes]:
+        """The complete lines its stdout holds now (none at its end, after which ``eof`` is set)."""
+        if self.eof:
+            return []
+        try:
+            data = os.read(self.stdout_fd, 65536)
         except BlockingIOError:
-            return False
+            return []
         if not data:
-            w.eof = True
-            self.sel.unregister(w.proc.stdout)
-            return False
-        w.last_seen = time.monotonic()
-        w.buf += data
-        *lines, w.buf = w.buf.split(b"\n")
-        for line in lines:
-            if line.strip():
-                self._handle(w, line)
-        return True
+            self.eof = True
+            return []
+        self.last_seen = time.monotonic()
+        self.buf += data
+        *lines, self.buf = self.buf.split(b"\n")
+        return [line for line in lines if line.strip()]
 
-    def _handle(self, w: Worker, line: bytes) -> None:
+    def drop_pending(self) -> None:
+        """Forget unread output (between levels a clean driver has said all it had to say)."""
+        while self.read_lines():
+            pass
+        self.buf = b""
+
+    # --- its stderr, kept for the whole session ------------------------------------------------------
+    def stderr_size(self) -> int:
+        if self.stderr is not None:
+            self.stderr.flush()
         try:
-            msg = json.loads(line)
-        except ValueError:
-            return  # not ours (a library printing to stdout); stderr has the diagnostics
-        event = msg.get("event")
-        if event == "warm":
-            w.state, w.warm = "warm", msg
-        elif event == "progress" and msg.get("phase") == "level":
-            w.progress = msg
-        elif event == "done":
-            w.stats, w.state = msg.get("stats") or {}, "done"
+            return self.stderr_path.stat().st_size
+        except OSError:
+            return 0
 
-    def _check_alive(self) -> None:
-        now = time.monotonic()
-        for w in self.workers:
-            assert w.proc is not None
-            rc = w.proc.poll()
-            if rc is not None and w.state != "done":
-                # give the pipe a last read: "done" may sit in it
-                while self._read(w):
-                    pass
-                if w.state != "done":
-                    raise self.crash(w, f"exited with code {rc}")
-            if w.state in ("starting", "running") and now - w.last_seen > HEARTBEAT_TIMEOUT_S:
-                raise self.crash(w, f"sent nothing for {HEARTBEAT_TIMEOUT_S:g} s")
+    def stderr_since(self, offset: int) -> bytes:
+        try:
+            with open(self.stderr_path, "rb") as f:
+                f.seek(offset)
+                return f.read()
+        except OSError:
+            return b""
 
-    def crash(self, w: Worker, what: str) -> LoadError:
-        pid = w.proc.pid if w.proc is not None else "?"
-        if w.stderr is not None:
-            w.stderr.flush()
-        return LoadError(
-            f"load driver process {w.index} (pid {pid}) {what} while {w.state}; "
-            f"last stderr lines ({w.stderr_path}):\n{stderr_tail(w.stderr_path)}",
-            hint="the driver's full stderr is in the file named above; a traceback there usually names "
-                 "the cause (bad base_url, missing package, out of file descriptors)")
+    # --- the end -----------------------------------------------------------------------------------
+    def close_input(self) -> None:
+        """End of input: an idle driver exits on its own."""
+        if self.proc.stdin is not None:
+            with contextlib.suppress(OSError, ValueError):
+                self.proc.stdin.close()
 
-    # --- records -----------------------------------------------------------------------------------
-    def merge_parts(self) -> None:
-        """Append the complete lines that the parts gained since the last call to records.jsonl."""
-        parts = [w for w in self.workers if w.part_path is not None]
-        if not parts:
+    def stop(self, grace_s: float = KILL_GRACE_S) -> None:
+        """Stop the whole process group (SIGTERM, grace, SIGKILL), reap it, close the pipes; idempotent."""
+        if self.stopped:
             return
-        with open(self.records_path, "ab") as out:
-            for w in parts:
-                assert w.part_path is not None
-                try:
-                    with open(w.part_path, "rb") as f:
-                        f.seek(w.part_offset)
-                        chunk = f.read()
-                except FileNotFoundError:
-                    continue
-                end = chunk.rfind(b"\n") + 1
-                if end:
-                    out.write(chunk[:end])
-                    w.part_offset += end
-
-
-def _signal_group(w: Worker, sig: int) -> None:
-    assert w.proc is not None
-    try:
-        os.killpg(w.proc.pid, sig)
-    except (ProcessLookupError, PermissionError):
-        with contextlib.suppress(ProcessLookupError):
-            w.proc.send_signal(sig)
+        self.close_input()
+        stop_group(self.proc.pid, grace_s, reap=self.proc.poll)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=KILL_GRACE_S)
+        if self.proc.stdout is not None:
+            with contextlib.suppress(OSError):
+                self.proc.stdout.close()
+        if self.stderr is not None:
+            self.stderr.close()
+            self.stderr = None
+        self.stopped = True

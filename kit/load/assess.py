@@ -23,7 +23,7 @@ its median ITL collapses to ~0 while throughput still looks fine.
 
 from __future__ import annotations
 
-from typing import Any
+from kit.load.messages import GapStats, LagStats, WorkerStats
 
 CPU_SHARE_LIMIT = 0.85
 LAG_P99_LIMIT_MS = 5.0
@@ -41,35 +41,37 @@ def thresholds() -> dict[str, float]:
             "min_gaps": MIN_GAPS}
 
 
-def assess_worker(stats: dict[str, Any]) -> list[str]:
+def assess_worker(stats: WorkerStats) -> list[str]:
     """Reasons (possibly none) why this process's measurements cannot be trusted."""
     who = f"process {stats.get('worker', '?')}"
     reasons: list[str] = []
     cpu = stats.get("cpu_share") or 0.0
     if cpu >= CPU_SHARE_LIMIT:
         reasons.append(f"{who}: CPU {cpu:.0%} of one core over the level (limit {CPU_SHARE_LIMIT:.0%})")
-    reasons += _lag_reasons(who, stats.get("lag") or {})
-    reasons += _gap_reasons(who, stats.get("itl") or {})
+    lag, itl = stats.get("lag"), stats.get("itl")
+    reasons += _lag_reasons(who, lag) if lag else []
+    reasons += _gap_reasons(who, itl) if itl else []
     return reasons
 
 
-def timing_warnings_worker(stats: dict[str, Any]) -> list[str]:
+def timing_warnings_worker(stats: WorkerStats) -> list[str]:
     """Soft findings: timestamps in this process may be late by up to the lag p99 (tails affected)."""
-    p99 = (stats.get("lag") or {}).get("p99_ms") or 0.0
+    lag = stats.get("lag")
+    p99 = (lag.get("p99_ms") if lag else None) or 0.0
     if p99 <= LAG_P99_LIMIT_MS:
         return []
     return [f"process {stats.get('worker', '?')}: scheduling lag p99 {p99:.1f} ms (above {LAG_P99_LIMIT_MS:g} ms): "
             f"p99 latencies may read up to {p99:.0f} ms high; means are unaffected"]
 
 
-def timing_warnings(workers: list[dict[str, Any]]) -> list[str]:
+def timing_warnings(workers: list[WorkerStats]) -> list[str]:
     out: list[str] = []
     for stats in workers:
         out += timing_warnings_worker(stats)
     return out
 
 
-def _lag_reasons(who: str, lag: dict[str, Any]) -> list[str]:
+def _lag_reasons(who: str, lag: LagStats) -> list[str]:
     out: list[str] = []
     first, last = lag.get("first_third"), lag.get("last_third")
     if first and last:
@@ -80,7 +82,7 @@ def _lag_reasons(who: str, lag: dict[str, Any]) -> list[str]:
     return out
 
 
-def _gap_reasons(who: str, itl: dict[str, Any]) -> list[str]:
+def _gap_reasons(who: str, itl: GapStats) -> list[str]:
     n = itl.get("gaps") or 0
     if n < MIN_GAPS:
         return []
@@ -96,7 +98,7 @@ def _gap_reasons(who: str, itl: dict[str, Any]) -> list[str]:
     return out
 
 
-def assess(workers: list[dict[str, Any]]) -> list[str]:
+def assess(workers: list[WorkerStats]) -> list[str]:
     reasons: list[str] = []
     for stats in workers:
         reasons += assess_worker(stats)

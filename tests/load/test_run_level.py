@@ -26,6 +26,7 @@ import pytest
 
 from kit.errors import LoadError
 from kit.load import LevelResult, Progress, _procs, run_level
+from kit.plumbing.poll import poll_until
 
 from ._support import FakeServer, make_spec, read_records
 
@@ -60,11 +61,7 @@ def run_in_thread(fn: Callable[[], LevelResult]) -> tuple[threading.Thread, dict
 
 
 def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> None:
-    end = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
+    assert poll_until(cond, timeout, interval=0.05), f"timed out waiting for {what}"
 
 
 def test_level_records_timing_and_client_json(sse_server: Callable[..., FakeServer], tmp_path: Path) -> None:

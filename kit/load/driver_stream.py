@@ -1,0 +1,389 @@
+"""Driver-process side (imported only inside ``python -m kit.load.driver``): sending one request and
+reading its SSE stream, every stream of the process read by one demultiplexing greenlet.
+
+A stream is read straight from the socket: one ``recv`` per wake-up, one ``time.perf_counter_ns()`` right
+after it, before any parsing; every SSE event that came in that read is stamped with it (several events in
+one read really did arrive together, which is what the near-zero-gap share in the stats watches). Content
+chunks are recognised on bytes (``kit.load.sse``); only the usage chunk is parsed as JSON. This is the
+line-by-line reading that Locust's ``iter_lines()`` does not do: that one waits for 1 KiB.
+"""
+
+from __future__ import annotations
+
+import locust  # noqa: F401  (first: gevent monkey-patching, see kit.load.driver)
+
+# isort: split
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import gevent
+from gevent._hub_primitives import wait_on_watcher
+from gevent.event import Event
+from gevent.monkey import get_original
+from geventhttpclient._parser import HTTPResponseParser
+from geventhttpclient.connectionpool import ConnectionPool
+from geventhttpclient.response import HTTPConnectionClosed, HTTPSocketPoolResponse
+from geventhttpclient.url import URL
+
+from kit.load import sse
+from kit.load._config import DriverConfig
+from kit.load.driver_monitor import RecordWriter
+from kit.load.prompts import ENDPOINT_PATHS, BodyBuilder, PromptSource
+
+RECV_SIZE = 65536
+perf_ns = time.perf_counter_ns
+
+log = logging.getLogger("kit.load.driver")
+_native_epoll = get_original("select", "epoll")  # gevent's monkey-patching hides the blocking epoll
+_EPOLLIN = 1
+_feed = HTTPResponseParser.feed  # geventhttpclient's C parser, without its Python wrapper
+
+
+class Budget:
+    """Shared tickets of one phase; gevent runs in one thread, so no lock."""
+
+    def __init__(self) -> None:
+        self.left = 0
+        self.next = 0
+        self.inflight = 0
+        self.finished = Event()
+
+    def reset(self, n: int) -> None:
+        self.left, self.next, self.inflight = n, 0, 0
+        self.finished.clear()
+        if n == 0:
+            self.finished.set()
+
+    def take(self) -> int | None:
+        if self.left <= 0:
+            return None
+        self.left -= 1
+        self.inflight += 1
+        ticket = self.next
+        self.next += 1
+        return ticket
+
+    def release(self) -> None:
+        self.inflight -= 1
+        if self.left <= 0 and self.inflight == 0:
+            self.finished.set()
+
+
+class Phase:
+    """Counters of the current phase (warm-up or level) and where its records go."""
+
+    def __init__(self, name: str, rid_prefix: str, index_offset: int, sink: RecordWriter | None,
+                 tags: dict[str, str | int]) -> None:
+        self.name = name
+        self.t0 = perf_ns()
+        self.rid_prefix = rid_prefix
+        self.index_offset = index_offset
+        self.sink = sink
+        self.tags = tags
+        self.ok = 0
+        self.errors = 0
+        self.out_tokens = 0
+        self.usage_tokens = 0
+        self.first_error: str | None = None
+
+
+class Request:
+    """One request: its outcome, and while its body streams, the state the demultiplexer needs."""
+
+    __slots__ = ("buf", "chunk_ns", "done", "e2e_ns", "error", "exc", "fd", "finished", "raw_recv", "resp",
+                 "status", "t0", "usage_completion", "usage_prompt")
+
+    def __init__(self) -> None:
+        self.done = False
+        self.status = 0
+        self.error: str | None = None
+        self.chunk_ns: list[int] = []
+        self.usage_completion: int | None = None
+        self.usage_prompt: int | None = None
+        self.e2e_ns = 0
+        self.t0 = 0
+        self.fd = -1
+        self.resp: HTTPSocketPoolResponse | None = None
+        self.buf = bytearray()
+        self.raw_recv: Callable[[int], bytes] | None = None
+        self.finished: Event | None = None
+        self.exc: BaseException | None = None
+
+
+class Demux:
+    """Reads every streaming body of the process from one greenlet.
+
+    The body sockets of all streams in flight sit in one (non-gevent) ``epoll`` set, whose file descriptor
+    is watched by a single gevent watcher. When it fires, the reader takes all ready sockets from one
+    ``epoll.poll`` and, for each, does one ``recv``, takes ``perf_counter_ns()`` at once, feeds the bytes to
+    geventhttpclient's C parser and scans the SSE events. Compared with one greenlet waiting per socket,
+    this saves a greenlet switch, a watcher start/stop and gevent's failed first ``recv`` per token (about
+    a quarter of the CPU per token). Users still send their requests and read headers themselves, and
+    wait on an ``Event`` for their body to end.
+    """
+
+    MAX_EVENTS = 256
+
+    def __init__(self, on_readable: Callable[[Request], None]) -> None:
+        self.epoll = _native_epoll()
+        self.streams: dict[int, Request] = {}
+        self.on_readable = on_readable
+        self.greenlet = gevent.spawn(self._run)
+        self.greenlet.link_exception(_die)
+
+    def add(self, fd: int, req: Request) -> None:
+        self.streams[fd] = req
+        self.epoll.register(fd, _EPOLLIN)
+
+    def remove(self, fd: int) -> None:
+        if self.streams.pop(fd, None) is not None:
+            self.epoll.unregister(fd)
+
+    def close(self) -> None:
+        """Stop the reader and close the epoll set (the end of a level; the process may run another)."""
+        self.greenlet.unlink_all()
+        self.greenlet.kill()
+        self.epoll.close()
+
+    def _run(self) -> None:
+        watcher = gevent.get_hub().loop.io(self.epoll.fileno(), 1)
+        poll, streams, on_readable = self.epoll.poll, self.streams, self.on_readable
+        try:
+            while True:
+                wait_on_watcher(watcher)
+                for fd, _ in poll(0, self.MAX_EVENTS):
+                    req = streams.get(fd)
+                    if req is not None:
+                        on_readable(req)
+        finally:
+            watcher.close()
+
+
+def _die(greenlet: gevent.Greenlet) -> None:
+    log.critical("the stream reader died: %r", greenlet.exception)
+    sys.stderr.flush()
+    os._exit(4)
+
+
+class Streamer:
+    """Sends one request and reads its SSE stream; shared by all users of the process.
+
+    Requests go out through geventhttpclient's ``ConnectionPool`` (one keep-alive connection per user)
+    with a request head built from a template, and come back through its ``HTTPSocketPoolResponse``
+    (the C HTTP parser); ``HTTPClient.request`` is skipped because its generic header handling costs
+    more than the rest of a request's setup together.
+    """
+
+    def __init__(self, cfg: DriverConfig) -> None:
+        self.cfg = cfg
+        self.url = URL(cfg.base_url.rstrip("/") + ENDPOINT_PATHS[cfg.endpoint])
+        self.key = sse.content_key(cfg.endpoint)
+        self.bodies = BodyBuilder(cfg.endpoint, cfg.model, cfg.output_tokens,
+                                  PromptSource(cfg.seed, cfg.prompt_tokens))
+        host = self.url.host if self.url.port in (None, 80) else f"{self.url.host}:{self.url.port}"
+        self.head = (f"POST {self.url.request_uri} HTTP/1.1\r\nHost: {host}\r\n"
+                     "Content-Type: application/json\r\nAccept: text/event-stream\r\n"
+                     "Accept-Encoding: identity\r\nUser-Agent: kit-load\r\n"
+                     "X-Request-Id: %s\r\nContent-Length: %d\r\n\r\n").encode("latin-1")
+        self.budget = Budget()
+        self.phase = Phase("setup", "", 0, None, {})
+        self.pools: list[ConnectionPool] = []
+        self.demux = Demux(self._on_readable)
+
+    def new_pool(self) -> ConnectionPool:
+        host, port = self.url.host, self.url.port or 80
+        # network_timeout=None: no timer per socket wait; run_one's gevent.Timeout bounds the request
+        return ConnectionPool(host, port, host, port, size=1, network_timeout=None,  # type: ignore[arg-type]
+                              connection_timeout=min(self.cfg.request_timeout_s, 30.0))
+
+    def close(self) -> None:
+        """Stop the stream reader and close the kept-alive connections (the end of a level)."""
+        self.demux.close()
+        for pool in self.pools:
+            pool.close()
+        self.pools.clear()
+
+    def run_one(self, pool: ConnectionPool, ticket: int) -> None:
+        ph = self.phase
+        rid = f"{ph.rid_prefix}{ticket}"
+        body = self.bodies.body(ph.index_offset + ticket)
+        payload = self.head % (rid.encode(), len(body)) + body
+        req = Request()
+        timer = gevent.Timeout(self.cfg.request_timeout_s)
+        timer.start()
+        resp: HTTPSocketPoolResponse | None = None
+        wall, t0 = time.time(), perf_ns()
+        try:
+            sock = pool.get_socket()  # connects if needed; its liveness check yields to other greenlets
+            wall, t0 = time.time(), perf_ns()  # so the clock starts here, as the bytes go out
+            resp = self._send(pool, sock, payload)
+            req.status = resp.status_code
+            if req.status == 200:
+                self._read_stream(resp, t0, req)
+            else:
+                req.error = f"http {req.status}: {_short(resp.read())}"
+        except gevent.Timeout as exc:
+            if exc is not timer:
+                raise
+            req.error = f"timeout after {self.cfg.request_timeout_s:g} s"
+        except Exception as exc:  # noqa: BLE001 - every failure of one request is data, not a crash
+            req.error = _describe(exc, req.status)
+        finally:
+            req.e2e_ns = perf_ns() - t0
+            timer.close()
+            if resp is not None:
+                resp.release()  # back to the pool when complete, closed otherwise
+        self._account(rid, wall, t0, req)
+
+    @staticmethod
+    def _send(pool: ConnectionPool, sock: Any, payload: bytes) -> HTTPSocketPoolResponse:
+        try:
+            sock.sendall(payload)
+        except BaseException:
+            pool.release_socket(sock)
+            raise
+        # reads the status line and headers; on failure it releases the socket itself
+        return _StreamResponse(sock, pool, block_size=RECV_SIZE, method="POST")
+
+    def _read_stream(self, resp: HTTPSocketPoolResponse, t0: int, req: Request) -> None:
+        """Hand the body to the demultiplexer and wait for its end (or for the request's timeout)."""
+        req.resp, req.t0, req.buf = resp, t0, resp._body_buffer
+        self._scan(req, perf_ns())  # bytes that came with the headers arrived with them
+        gsock = resp._sock
+        if gsock is not None and not resp.message_complete:
+            req.fd = fd = gsock.fileno()
+            req.raw_recv = gsock._sock.recv  # the raw non-blocking socket under gevent's
+            req.finished = Event()
+            self.demux.add(fd, req)
+            try:
+                req.finished.wait()
+            finally:
+                self.demux.remove(fd)  # before the socket can be closed or reused
+            if req.exc is not None:
+                raise req.exc
+        elif not resp.message_complete:
+            raise ConnectionError("connection closed mid-stream")
+        if req.error is None:
+            if not req.done:
+                req.error = "stream ended without [DONE]"
+            elif not req.chunk_ns:
+                req.error = "no content chunk"
+
+    def _on_readable(self, req: Request) -> None:
+        """Called by the demultiplexer for a ready socket: one read, one timestamp, then parse."""
+        try:
+            assert req.raw_recv is not None and req.resp is not None
+            data = req.raw_recv(RECV_SIZE)
+            now = perf_ns()
+            if data:
+                _feed(req.resp, data)  # may complete the message (and hand the socket back to its pool)
+                self._scan(req, now)
+                if not req.resp.message_complete:
+                    return
+            elif req.done:  # a close-delimited body ends like this, after its [DONE]
+                req.resp.message_complete = True
+            else:
+                raise ConnectionError("connection closed mid-stream")
+        except BlockingIOError:  # a spurious wake-up
+            return
+        except Exception as exc:  # noqa: BLE001 - the stream fails, the reader goes on
+            req.exc = exc
+        self.demux.remove(req.fd)
+        assert req.finished is not None
+        req.finished.set()
+
+    def _scan(self, req: Request, now: int) -> None:
+        """Stamp every content chunk complete in the buffer with ``now``; handle the rare other events."""
+        buf = req.buf
+        find = buf.find
+        key = self.key
+        klen = len(key)
+        t = now - req.t0
+        pos = 0
+        # jump from one `data:` field to the next; blank lines and other fields are skipped
+        start = find(b"data:")
+        while start >= 0:
+            nl = find(b"\n", start)
+            if nl < 0:
+                break  # the rest of this line has not arrived yet
+            if start == 0 or buf[start - 1] == 10:  # at a line start (10 is \n)
+                # fast path for the usual token chunk: `...content":"<non-empty>...`; 34 is `"`
+                i = find(key, start, nl)
+                if (i >= 0 and buf[i + klen] == 34 and buf[i + klen + 1] != 34) or \
+                        self._other_event(bytes(buf[start + 5:nl]), req):
+                    req.chunk_ns.append(t)
+            pos = nl + 1
+            start = find(b"data:", pos)
+        if start < 0:  # no `data:` left: keep only a possibly incomplete last line
+            pos = max(pos, buf.rfind(b"\n") + 1)
+        if pos:
+            del buf[:pos]
+
+    def _other_event(self, payload: bytes, req: Request) -> bool:
+        """The slow path: spacing variants, empty content, [DONE], usage, errors. True for content."""
+        if sse.has_content(payload, self.key):
+            return True
+        if len(payload) < 16 and payload.strip() == sse.DONE:
+            req.done = True
+        elif sse.has_usage(payload):
+            req.usage_completion, req.usage_prompt = sse.parse_usage(payload)
+        else:
+            msg = sse.error_message(payload)
+            if msg is not None and req.error is None:
+                req.error = f"error event: {msg}"
+        return False
+
+    def _account(self, rid: str, wall: float, t0: int, req: Request) -> None:
+        ph = self.phase
+        chunks = req.chunk_ns
+        n = len(chunks)
+        if req.status == 200 and req.error is None and n > 0:
+            ph.ok += 1
+        else:
+            ph.errors += 1
+            if ph.first_error is None:
+                ph.first_error = req.error or f"http {req.status}"
+        ph.out_tokens += n
+        ph.usage_tokens += req.usage_completion or 0
+        if ph.sink is not None:
+            ph.sink.put({**ph.tags, "rid": rid, "worker": self.cfg.worker, "t_start_ns": t0,
+                         "wall_start": wall, "ttft_ns": chunks[0] if n else None, "chunk_ns": chunks,
+                         "e2e_ns": req.e2e_ns, "usage_completion_tokens": req.usage_completion,
+                         "usage_prompt_tokens": req.usage_prompt, "client_tokens": n,
+                         "status": req.status, "error": req.error}, chunks)
+
+
+class _StreamResponse(HTTPSocketPoolResponse):
+    """geventhttpclient's response whose body callback is the buffer's own ``extend``.
+
+    The C parser calls ``_on_body`` once per HTTP chunk, i.e. once per token; binding it to
+    ``bytearray.extend`` saves a Python frame per token. The buffer is only ever changed in place.
+    """
+
+    def _read_headers(self, pre_buffered: bytes = b"") -> None:
+        self._on_body = self._body_buffer.extend  # type: ignore[method-assign,assignment]
+        super()._read_headers(pre_buffered)
+
+
+def _short(body: bytes) -> str:
+    text = body[:300].decode("utf-8", "replace").strip().replace("\n", " ")
+    return text[:160] or "(empty body)"
+
+
+def _describe(exc: BaseException, status: int) -> str:
+    where = "mid-stream" if status else "before response"
+    if isinstance(exc, ConnectionRefusedError):
+        return "connect: connection refused"
+    if isinstance(exc, ConnectionError) and str(exc) == "connection closed mid-stream":
+        return str(exc)
+    if isinstance(exc, ConnectionResetError):
+        return f"connection reset {where}"
+    if isinstance(exc, HTTPConnectionClosed):
+        return f"connection closed {where}"
+    return f"{type(exc).__name__} {where}: {exc}"[:200]
+
+

@@ -1,0 +1,107 @@
+"""The JSON lines a driver process prints on stdout, and the stats that end up in ``client.json``.
+
+Pure typing (standard library only): both sides of the process split import it. A driver prints one
+JSON object per line with an ``event`` key:
+
+``warm``      after the warm-up of a level (``WarmEvent``)
+``progress``  every ``progress_interval_s`` while a phase runs (``ProgressEvent``)
+``start``     when the level starts (after ``go`` when the parent asked to wait for it)
+``done``      at the end of the level, with the process's self-monitoring (``DoneEvent``)
+
+The parent writes commands on the driver's stdin, one JSON object per line (``LevelCommand``), or
+``go`` once every process of the level is warm. End of input tells the driver to exit.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, NotRequired, TypedDict
+
+
+class LagThird(TypedDict):
+    p50_ms: float
+    p99_ms: float
+
+
+class LagStats(TypedDict):
+    """The 10 ms scheduling-lag probe over one level (``first_third``/``last_third`` need 15 samples)."""
+
+    samples: int
+    p50_ms: float
+    p99_ms: float
+    max_ms: float
+    first_third: NotRequired[LagThird]
+    last_third: NotRequired[LagThird]
+
+
+class GapStats(TypedDict):
+    """Inter-chunk gaps of one level; the ms fields are None when there were no gaps."""
+
+    gaps: int
+    median_ms: float | None
+    p99_ms: float | None
+    near_zero_share: float | None
+    near_zero_threshold_ms: NotRequired[float]
+
+
+class WarmupInfo(TypedDict):
+    requests: int
+    ok: int
+    errors: int
+    wall_s: float
+    first_error: str | None
+
+
+class WorkerStats(TypedDict):
+    """One driver process's self-monitoring over one level: an entry of ``client.json``'s ``workers``."""
+
+    worker: int
+    pid: int
+    users: int
+    requests: int
+    ok: int
+    errors: int
+    first_error: str | None
+    out_tokens: int
+    usage_completion_tokens: int
+    wall_s: float
+    start_wall: float
+    end_wall: float
+    cpu_s: float
+    cpu_share: float
+    cpu_window_s: float
+    cpu_window_share_max: float | None
+    cpu_window_share_p50: float | None
+    cpu_us_per_token: float | None
+    tokens_per_s: float
+    lag: LagStats
+    itl: GapStats
+    rlimit_nofile: NotRequired[int]
+    warmup: NotRequired[WarmupInfo]
+
+
+class WarmEvent(WarmupInfo):
+    event: Literal["warm"]
+    worker: int
+
+
+class ProgressEvent(TypedDict):
+    event: Literal["progress"]
+    worker: int
+    phase: str                  # "warmup" | "level"
+    done: int
+    errors: int
+    out_tokens: int
+    elapsed_s: float
+
+
+class DoneEvent(TypedDict):
+    event: Literal["done"]
+    worker: int
+    stats: WorkerStats
+
+
+class LevelCommand(TypedDict):
+    """Parent -> driver: run one level with this ``DriverConfig`` (as a dict)."""
+
+    cmd: Literal["level"]
+    config: dict[str, object]

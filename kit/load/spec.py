@@ -1,0 +1,107 @@
+"""What one level asks for (``LevelSpec``), what it gives back (``LevelResult``, ``Progress``), and the
+checks and arithmetic made before any driver runs. Standard library only (parent side)."""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from kit.errors import LoadError
+
+ENDPOINTS = ("chat", "completions")
+STREAMS_PER_PROCESS = 256
+
+
+@dataclass(frozen=True)
+class LevelSpec:
+    base_url: str            # e.g. "http://127.0.0.1:30000"
+    endpoint: str            # "chat" -> POST /v1/chat/completions, "completions" -> POST /v1/completions
+    model: str               # served model name
+    concurrency: int         # exactly this many users, all spawned at once
+    requests: int            # budget of recorded requests for this level (shared by all users)
+    warmup_requests: int     # sent first at the same concurrency, NOT recorded
+    prompt_tokens: int       # prompt length (words; deterministic text from seed)
+    output_tokens: int       # max_tokens with ignore_eos: true
+    seed: int
+    request_timeout_s: float
+    processes: int           # 0 = auto: one process per ~256 streams, capped by free cores
+    tags: dict[str, str | int] = field(default_factory=dict)  # copied into every record
+
+
+@dataclass(frozen=True)
+class LevelResult:
+    records_path: Path
+    client_path: Path
+    ok: int
+    errors: int
+    wall_s: float
+    client_bound: bool
+    client_bound_reasons: list[str]
+    processes: int = 1           # driver processes used
+    out_tokens: int = 0          # content chunks received over the level
+    stopped: bool = False        # should_stop ended the level early: the records are partial
+
+
+@dataclass(frozen=True)
+class Progress:
+    done: int
+    total: int
+    errors: int
+    out_tokens: int
+    elapsed_s: float
+
+
+def usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def auto_processes(concurrency: int, cores: int | None = None) -> int:
+    cores = usable_cores() if cores is None else cores
+    return max(1, min(math.ceil(concurrency / STREAMS_PER_PROCESS), max(1, cores - 1)))
+
+
+def process_count(spec: LevelSpec) -> int:
+    """How many driver processes the level uses."""
+    n = spec.processes or auto_processes(spec.concurrency)
+    return max(1, min(n, spec.concurrency, spec.requests))
+
+
+def split(total: int, n: int) -> list[int]:
+    return [total // n + (1 if i < total % n else 0) for i in range(n)]
+
+
+def validate(spec: LevelSpec) -> None:
+    problems = []
+    if spec.endpoint not in ENDPOINTS:
+        problems.append(f"endpoint {spec.endpoint!r} is not one of {', '.join(ENDPOINTS)}")
+    for name in ("concurrency", "requests", "prompt_tokens", "output_tokens"):
+        if getattr(spec, name) < 1:
+            problems.append(f"{name} must be >= 1 (got {getattr(spec, name)})")
+    if spec.warmup_requests < 0 or spec.processes < 0:
+        problems.append("warmup_requests and processes must be >= 0")
+    if spec.request_timeout_s <= 0:
+        problems.append(f"request_timeout_s must be > 0 (got {spec.request_timeout_s})")
+    url = urlsplit(spec.base_url)
+    if url.scheme != "http" or not url.hostname:
+        problems.append(f"base_url {spec.base_url!r} is not an http:// URL (https is not supported)")
+    if problems:
+        raise LoadError("cannot run load level: " + "; ".join(problems),
+                        hint="fix the level's settings in the experiment manifest")
+
+
+def preflight(base_url: str) -> None:
+    url = urlsplit(base_url)
+    port = url.port or 80
+    try:
+        with socket.create_connection((url.hostname or "", port), timeout=5.0):
+            pass
+    except OSError as exc:
+        raise LoadError(f"cannot run load level: cannot connect to {base_url} ({exc})",
+                        hint="is the server up and listening on that address?") from exc
