@@ -3,7 +3,6 @@ reading its typed files back with one error policy."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import secrets
@@ -11,11 +10,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from kit.bundle.names import PROVENANCE, check_component, check_rel, json_bytes, json_line, walk
 from kit.errors import BundleError
 from kit.files.base import BundleFile
+from kit.files.read import read_file
 from kit.files.run import RunFile
 from kit.plumbing.clock import utc_compact
 from kit.plumbing.files import append_line, atomic_write, fsync_dir
@@ -137,29 +137,3 @@ class Bundle:
         """
         _, files = walk(self.root)
         return sorted(f for f in files if f != PROVENANCE)
-
-
-def read_file(root: Path, rel: str, model: type[M]) -> M:
-    """The one reading policy of bundle files (``Bundle.read``, and ``Bundle.open`` before the bundle is
-    known): missing, unreadable or invalid -> BundleError naming the file and the field."""
-    path = root / rel
-    try:
-        data = json.loads(path.read_bytes())
-    except FileNotFoundError:
-        raise BundleError(f"{root}: no {rel}, so not a (complete) kit bundle",
-                          hint=f"check it with `kit verify {root}`") from None
-    except (OSError, ValueError) as e:
-        raise BundleError(f"{path}: unreadable ({e})", hint=f"check it with `kit verify {root}`") from None
-    try:
-        return model.model_validate(data)
-    except ValidationError as e:
-        raise BundleError(f"{path}: {_first_problem(e, model)}", hint=f"check it with `kit verify {root}`") from None
-
-
-def _first_problem(e: ValidationError, model: type[BaseModel]) -> str:
-    err = e.errors()[0]
-    where = ".".join(str(x) for x in err["loc"])
-    if not where:
-        need = ", ".join(n for n, f in model.model_fields.items() if f.is_required())
-        return f"not what kit writes ({err['msg']}; expected an object with {need or 'its fields'})"
-    return f"field {where}: {err['msg']}" + (f" ({e.error_count() - 1} more problem(s))" if e.error_count() > 1 else "")

@@ -19,12 +19,12 @@ from typing import Any
 
 from cryptography.exceptions import InvalidSignature
 
-from kit.bundle.layout import read_file
 from kit.bundle.names import PROVENANCE, rel_problem, walk
 from kit.bundle.provenance import BUILD_TYPE, SLSA_PROVENANCE_V1, envelope_bytes
 from kit.bundle.tarball import archive_sha256, extracted
 from kit.errors import BundleError, KitError, SignatureError, UsageError
 from kit.files import JsonObject
+from kit.files.read import read_file
 from kit.files.run import RunFile
 from kit.manifest import project_root
 from kit.plumbing.files import sha256_file

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from kit.bundle import Bundle
 from kit.envinfo import gpu_temperatures
 from kit.errors import GateFailed, KitError, LoadError, ServerError
-from kit.experiment.levels import LevelRunner
+from kit.experiment.levels import LevelRunner, level_spec
 from kit.experiment.options import Events
 from kit.experiment.signals import deferred_interrupts
 from kit.files import JsonObject
@@ -17,11 +17,12 @@ from kit.files.cell import CellFile, OverheadParts, ServerStopped
 from kit.files.run import FailedCell
 from kit.files.server import ServerFile
 from kit.gates import run_gates
+from kit.load import LoadSession, process_count
 from kit.manifest import Manifest
 from kit.nvml import NvmlProbe
 from kit.plan import Cell, Plan
 from kit.plumbing.clock import utc_now
-from kit.runtime import Runtime, Server
+from kit.runtime import RunningServer, Runtime
 from kit.server_spec import server_spec
 
 
@@ -56,22 +57,25 @@ class CellRunner:
                          started=utc_now())
         self.write(state)
         t_cell = time.monotonic()
-        server: Server | None = None
+        server: RunningServer | None = None
         try:
             self.gates(cell, "before")
             state.gpu_temperature_start = self.temperatures()
             spec = server_spec(self.m, cell, self.bundle.run_id, cdir / "server.log",
                                image=self.image_ids.get(cell.arm), gpus=self.gpu_ids)
-            t0 = time.monotonic()
-            server = self.runtime.start(spec)
-            self.bundle.write_json(f"cells/{cell.id}/server.json", ServerFile.model_validate(server.describe()))
-            state.ready_s = round(server.wait_ready(), 3)
-            state.levels = {}
-            levels = LevelRunner(self.m, self.bundle, self.events)
-            for lv in self.plan.levels:
-                state.levels[str(lv.concurrency)] = levels.run(cell, lv, server, spec)
-                self.write(state)
-            state.serve_s = round(time.monotonic() - t0, 3)
+            drivers = max(process_count(level_spec(self.m, cell, lv, spec.base_url)) for lv in self.plan.levels)
+            # one set of load drivers per cell: they import Locust while the server starts, and run every level
+            with LoadSession(processes=drivers) as load:
+                t0 = time.monotonic()
+                server = self.runtime.start(spec)
+                self.bundle.write_json(f"cells/{cell.id}/server.json", ServerFile.model_validate(server.describe()))
+                state.ready_s = round(server.wait_ready(), 3)
+                state.levels = {}
+                levels = LevelRunner(self.m, self.bundle, self.events)
+                for lv in self.plan.levels:
+                    state.levels[str(lv.concurrency)] = levels.run(cell, lv, server, spec, load)
+                    self.write(state)
+                state.serve_s = round(time.monotonic() - t0, 3)
             state.status = "ok"
         except KeyboardInterrupt:
             state.status, state.reason = "interrupted", "interrupted by the user"
@@ -97,7 +101,7 @@ class CellRunner:
             self.write(state)
             raise
 
-    def stop(self, state: CellFile, server: Server) -> None:
+    def stop(self, state: CellFile, server: RunningServer) -> None:
         try:
             stop = server.stop()
             state.stop = ServerStopped.model_validate(

@@ -9,11 +9,11 @@ from kit.bundle import Bundle
 from kit.errors import LoadError, ServerError
 from kit.experiment.options import Events
 from kit.files.cell import LevelOutcome
-from kit.load import LevelSpec, Progress, run_level
+from kit.load import LevelSpec, LoadSession, Progress
 from kit.manifest import Manifest
 from kit.plan import Cell, LevelPlan
 from kit.plumbing.net import http_get
-from kit.runtime import Server, ServerSpec
+from kit.runtime import RunningServer, ServerSpec
 
 
 def scrape_metrics(base_url: str) -> dict[str, float] | None:
@@ -54,7 +54,8 @@ class LevelRunner:
     bundle: Bundle
     events: Events
 
-    def run(self, cell: Cell, lv: LevelPlan, server: Server, spec: ServerSpec) -> LevelOutcome:
+    def run(self, cell: Cell, lv: LevelPlan, server: RunningServer, spec: ServerSpec,
+            load: LoadSession) -> LevelOutcome:
         rel = f"cells/{cell.id}/level-{lv.concurrency}"
         self.events.level_started(cell, lv)
         before = scrape_metrics(spec.base_url)
@@ -71,8 +72,8 @@ class LevelRunner:
                 return True
             return False
 
-        res = run_level(level_spec(self.m, cell, lv, spec.base_url), self.bundle.path(rel),
-                        on_progress=progress, should_stop=server_gone)
+        res = load.run_level(level_spec(self.m, cell, lv, spec.base_url), self.bundle.path(rel),
+                             on_progress=progress, should_stop=server_gone)
         after = scrape_metrics(spec.base_url)
         if before is not None or after is not None:
             self.bundle.write_json(f"{rel}/server_metrics.json", {"before": before, "after": after})

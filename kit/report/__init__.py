@@ -12,6 +12,7 @@ from pathlib import Path
 
 from kit.files.summary import Summary
 from kit.report import plots, render
+from kit.report.overhead import cell_overheads, overhead_section
 from kit.report.render import render_markdown
 
 __all__ = ["as_summary", "render_markdown", "render_report", "verdict_lines"]
@@ -33,5 +34,6 @@ def render_report(root: Path, summary: Summary | Mapping[str, object]) -> list[P
     typed = as_summary(summary)
     written = plots.render_plots(root, typed)
     md = root / "report.md"
-    md.write_text(render_markdown(typed, [p.relative_to(root).as_posix() for p in written]), encoding="utf-8")
+    text = render_markdown(typed, [p.relative_to(root).as_posix() for p in written])
+    md.write_text(text + "\n".join(overhead_section(cell_overheads(root, typed))), encoding="utf-8")
     return [md, *written]

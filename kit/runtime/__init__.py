@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Literal, Protocol, TypedDict
 
 from kit.plumbing.jsontypes import JsonObject
-from kit.plumbing.net import http_get  # re-exported: the experiment asks servers for /metrics with it
 
 SECRET_NAME_RE = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIAL)", re.I)
 
@@ -147,7 +146,6 @@ class RunningServer(Protocol):
         ...
 
 
-Server = RunningServer  # the old name, kept while kit/experiment.py still imports it
 
 
 class Runtime(Protocol):
@@ -195,12 +193,10 @@ __all__ = [
     "ProcessStopDetails",
     "RunningServer",
     "Runtime",
-    "Server",
     "ServerDescription",
     "ServerSpec",
     "StopDetails",
     "StopInfo",
-    "http_get",
     "redact_env",
     "secret_env_from",
     "tail_lines",
