@@ -129,7 +129,8 @@ def record_overhead(state: CellFile, wall_s: float) -> None:
     if state.ready_s is None or state.stop is None or state.stop.stop_s is None:
         return
     levels = sum(lv.wall_s for lv in state.levels.values())
+    warmups = sum(lv.warmup_s or 0.0 for lv in state.levels.values())
     parts = OverheadParts(cell_wall_s=round(wall_s, 3), ready_s=state.ready_s, levels_wall_s=round(levels, 3),
-                          stop_s=round(state.stop.stop_s, 3))
+                          warmup_s=round(warmups, 3), stop_s=round(state.stop.stop_s, 3))
     state.overhead_parts = parts
-    state.kit_overhead_s = round(wall_s - parts.ready_s - levels - parts.stop_s, 3)
+    state.kit_overhead_s = round(wall_s - parts.ready_s - levels - warmups - parts.stop_s, 3)

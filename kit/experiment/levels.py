@@ -82,5 +82,5 @@ class LevelRunner:
         if res.ok == 0:
             raise LoadError(f"level {lv.concurrency} of {cell.id}: all {res.errors} requests failed",
                             hint=f"see {rel}/records.jsonl and cells/{cell.id}/server.log")
-        return LevelOutcome(ok=res.ok, errors=res.errors, wall_s=round(res.wall_s, 3),
+        return LevelOutcome(ok=res.ok, errors=res.errors, wall_s=round(res.wall_s, 3), warmup_s=round(res.warmup_s, 3),
                             client_bound=res.client_bound, client_bound_reasons=res.client_bound_reasons)

@@ -18,6 +18,7 @@ class LevelOutcome(Loose):
     ok: int
     errors: int
     wall_s: float
+    warmup_s: float | None = None  # the level's warm-up requests' wall time (absent in older bundles)
     client_bound: bool
     client_bound_reasons: list[str] = Field(default_factory=list)
 
@@ -34,6 +35,7 @@ class OverheadParts(Loose):
     cell_wall_s: float
     ready_s: float
     levels_wall_s: float
+    warmup_s: float = 0.0  # the manifest's warm-up requests: load the server serves, not recorded
     stop_s: float
 
 

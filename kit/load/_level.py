@@ -235,8 +235,10 @@ def finish(spec: LevelSpec, slots: list[Slot], records_path: Path, client_path: 
             errors += int(p.get("errors") or 0)
             out_tokens += int(p.get("out_tokens") or 0)
             wall = max(wall, float(p.get("elapsed_s") or 0.0))
+    warm = [float(w["wall_s"]) for s in stats if (w := s.get("warmup")) is not None]
     result = LevelResult(records_path, client_path, ok, errors, round(wall, 4), bool(reasons), reasons,
-                         processes=len(slots), out_tokens=out_tokens, stopped=not finished)
+                         processes=len(slots), out_tokens=out_tokens, stopped=not finished,
+                         warmup_s=round(max(warm, default=0.0), 4))
     write_client_json(spec, result, stats, client_path)
     return result
 

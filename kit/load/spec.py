@@ -44,6 +44,7 @@ class LevelResult:
     processes: int = 1           # driver processes used
     out_tokens: int = 0          # content chunks received over the level
     stopped: bool = False        # should_stop ended the level early: the records are partial
+    warmup_s: float = 0.0        # the warm-up requests' wall time (the slowest driver's), not recorded
 
 
 @dataclass(frozen=True)

@@ -106,3 +106,6 @@ def test_kit_overhead_is_the_cell_wall_less_ready_levels_and_stop() -> None:
     record_overhead(cell, 10.0)
     assert cell.kit_overhead_s == 0.5
     assert cell.overhead_parts is not None and cell.overhead_parts.levels_wall_s == 7.0
+    cell.levels["2"].warmup_s = 0.25  # the manifest's warm-up requests are load, not kit's own time
+    record_overhead(cell, 10.0)
+    assert cell.kit_overhead_s == 0.25 and cell.overhead_parts is not None and cell.overhead_parts.warmup_s == 0.25
