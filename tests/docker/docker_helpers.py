@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import os
-import socket
 import subprocess
 import sys
 import tarfile
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.ports import free_port
 
 from kit.runtime import ServerSpec
 
@@ -136,12 +136,6 @@ def run_once(client: Any, image: str, command: list[str]) -> tuple[int, str]:
         return code, c.logs().decode("utf-8", "replace")
     finally:
         c.remove(force=True)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def make_spec(tmp_path: Path, image: str, name: str, **kw: Any) -> ServerSpec:

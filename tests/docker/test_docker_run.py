@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from docker_helpers import ROOT, free_port
+from docker_helpers import ROOT
+from support.ports import free_port
 
 pytestmark = pytest.mark.docker
 

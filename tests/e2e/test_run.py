@@ -13,6 +13,10 @@ from e2e_helpers import ROOT, bundle_of, kit, read_json, tiny_manifest
 
 from kit.signing import generate_key
 
+# Every test here runs `kit run` end to end with the real engine and load generator (5-15 s each on an idle
+# 2-core machine, 70-120 s for the file): the slow tier.
+pytestmark = pytest.mark.slow
+
 
 def test_run_verify_report_compare_archive(tmp_path: Path, port: int, isolated: dict[str, str]) -> None:
     # a signed manifest, trusted through --trust
@@ -122,9 +126,19 @@ def _wait_for(pred, timeout: float = 60.0) -> None:  # type: ignore[no-untyped-d
 
 
 def _run_in_background(m: Path, out: Path, isolated: dict[str, str]) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "kit", "run", str(m), "--out", str(out), "--allow-unsigned"],
-                            cwd=ROOT, env={**os.environ, **isolated}, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    """`kit run` started as from a terminal: SIGINT at its default disposition (Ctrl-C raises KeyboardInterrupt).
+
+    A process started from a background job (`nohup make test &`, some CI runners) inherits SIGINT *ignored*,
+    and an ignored signal stays ignored across exec: Python then installs no KeyboardInterrupt handler and the
+    SIGINT sent below would be lost. Our own handler (not SIG_IGN) is reset to SIG_DFL in the child by exec."""
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return subprocess.Popen([sys.executable, "-m", "kit", "run", str(m), "--out", str(out), "--allow-unsigned"],
+                                cwd=ROOT, env={**os.environ, **isolated}, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+    finally:
+        if old is not None:
+            signal.signal(signal.SIGINT, old)
 
 
 def _wait_for_records(out: Path, n: int) -> None:
