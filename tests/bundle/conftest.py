@@ -6,7 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from bundle_factory import build_bundle, summarize
+from support.bundles import build_bundle, summarize
 
 import kit
 from kit.bundle import Bundle

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from bundle_factory import summarize
+from support.bundles import summarize
 
 from kit.bundle import Bundle, envelope_bytes, sign_provenance, verify_bundle
 from kit.errors import BundleError, ExitCode

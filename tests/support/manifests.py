@@ -57,8 +57,16 @@ def manifest_data(name: str = "tiny", *, runtime: str = "process", port: int = 1
     return data
 
 
+class _NoAliases(yaml.SafeDumper):
+    """Shared objects are written out again: manifests refuse YAML anchors and aliases."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
 def manifest_yaml(data: Mapping[str, Any]) -> bytes:
-    return (SCHEMA_COMMENT + yaml.safe_dump(dict(data), sort_keys=False, default_flow_style=None, width=120)).encode()
+    text = yaml.dump(dict(data), Dumper=_NoAliases, sort_keys=False, default_flow_style=None, width=120)
+    return (SCHEMA_COMMENT + text).encode()
 
 
 def write_manifest(path: Path, data: Mapping[str, Any]) -> Path:
