@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -28,9 +29,31 @@ def tiny_manifest(path: Path, port: int, *, name: str = "tiny", levels: tuple[in
     ))
 
 
-def kit(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kit", *args], capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})}, cwd=ROOT, check=False)
+def kit(*args: str, env: dict[str, str] | None = None, timeout: float = 300,
+        prefix: list[str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*(prefix or []), sys.executable, "-m", "kit", *args], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **(env or {})}, cwd=ROOT, check=False)
+
+
+_LOOPBACK_UP = ["sh", "-c", 'ip link set lo up && exec "$@"', "sh"]
+
+
+@functools.cache
+def own_network() -> list[str]:
+    """A command prefix that runs a command in a network namespace of its own (loopback up), or [] where the
+    kernel or the permissions do not allow one.
+
+    For runs of a manifest with a fixed port (the shipped demo's 18080): in their own namespace no other
+    process on the machine (another `make demo`, another test session) can hold that port."""
+    for unshare in (["unshare", "--net", "--"], ["unshare", "--user", "--map-root-user", "--net", "--"]):
+        try:
+            ok = subprocess.run([*unshare, *_LOOPBACK_UP, "true"], capture_output=True, timeout=30,
+                                check=False).returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            ok = False
+        if ok:
+            return [*unshare, *_LOOPBACK_UP]
+    return []
 
 
 def bundle_of(out: Path) -> Path:
