@@ -1,11 +1,11 @@
 from __future__ import annotations
 
-import socket
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.ports import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -16,14 +16,9 @@ def root() -> Path:
     return ROOT
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def port() -> int:
+    """A port outside the ephemeral range, free now (see support.ports)."""
     return free_port()
 
 

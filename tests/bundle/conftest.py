@@ -4,7 +4,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from bundle_factory import build_bundle
+from support.bundles import build_bundle
 
 from kit.bundle import Bundle
 from kit.signing import SigningKey, generate_key

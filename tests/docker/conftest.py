@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from docker_helpers import (
     BASE_IMAGE,
+    DOCKER,
     ROOT,
     SESSION_RUN,
     SGLANG_VERSION,
@@ -25,12 +26,12 @@ from docker_helpers import (
     dockerfile_only,
     existing_image,
     load_virtual,
-    manifest_text,
     run_cmd,
     sglang_wheel,
     standin_files,
     unavailable,
 )
+from support.manifests import manifest_data, manifest_yaml
 
 
 @pytest.fixture(scope="session")
@@ -72,9 +73,8 @@ def engine_image(client: Any, base_image: str, build_dir: Path) -> Any:
     """images/engine built by kit.images.build_images FROM the local base (pinned by image ID)."""
     from kit.images import build_images
 
-    arms = f'  - name: engine\n    image: {{context: images/engine, base: "{base_image}"}}\n' \
-           f'  - name: engine2\n    image: {{context: images/engine, base: "{base_image}"}}\n'
-    lm = load_virtual(manifest_text("pytest-docker", arms))
+    arms = [{"name": n, "image": {"context": "images/engine", "base": base_image}} for n in ("engine", "engine2")]
+    lm = load_virtual(manifest_yaml(manifest_data("pytest-docker", arms=arms, **DOCKER)))
     infos = build_images(lm, run_id=SESSION_RUN, log_dir=build_dir / "engine", allow_unpinned=False, client=client)
     return infos["engine"]
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import os
-import socket
 import subprocess
 import sys
 import tarfile
@@ -16,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.manifests import engine_command
+from support.ports import free_port
 
 from kit.runtime import ServerSpec
 
@@ -27,6 +28,8 @@ WHEEL_CACHE = Path(os.environ.get("KIT_TEST_CACHE", Path.home() / ".cache" / "ki
 STANDIN_REPO = "kit-test/sglang-standin"
 SITE = "/usr/local/lib/python3.11/dist-packages"
 # Small engine: starts in well under a second.
+# The manifest of the image tests: the docker runtime, the engine's command without the small-model args.
+DOCKER = {"runtime": "docker", "served_name": "kit-moe", "command": engine_command("python3", ())}
 ENGINE_ARGS = ["--experts", "8", "--top-k", "2", "--layers", "1", "--hidden", "32", "--expert-ffn", "32",
                "--vocab", "64", "--served-name", "kit-moe"]
 
@@ -39,17 +42,6 @@ def unavailable(why: str) -> None:
     if os.environ.get("CI"):
         pytest.fail(f"docker tier: {why}")
     pytest.skip(f"docker tier: {why}")
-
-
-def manifest_text(name: str, arms: str, *, port: int = 18080, command: str | None = None) -> bytes:
-    cmd = command or (
-        '["python3", "-m", "kit.engine", "--host", "{host}", "--port", "{port}", "--served-name", "{served_name}"]'
-    )
-    return (
-        f"manifest_version: 1\nname: {name}\nruntime: docker\nmodel: {{served_name: kit-moe}}\n"
-        f"server:\n  command: {cmd}\n  port: {port}\n"
-        f"arms:\n{arms}load: {{levels: [1]}}\n"
-    ).encode()
 
 
 def load_virtual(raw: bytes, *, root: Path = ROOT, allow_unpinned: bool = False) -> Any:
@@ -136,12 +128,6 @@ def run_once(client: Any, image: str, command: list[str]) -> tuple[int, str]:
         return code, c.logs().decode("utf-8", "replace")
     finally:
         c.remove(force=True)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def make_spec(tmp_path: Path, image: str, name: str, **kw: Any) -> ServerSpec:

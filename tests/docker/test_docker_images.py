@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from docker_helpers import ROOT, SESSION_RUN, load_virtual, manifest_text, run_once
+from docker_helpers import DOCKER, ROOT, SESSION_RUN, load_virtual, run_once
+from support.manifests import manifest_data, manifest_yaml
 
 from kit.errors import ExitCode, ImageBuildError
 from kit.images import build_images, collect_context
@@ -29,9 +30,9 @@ def wait_for_oea_image() -> None:
 
 
 def oea_manifest(base: str) -> Any:
-    arms = (f'  - name: baseline\n    image: {{context: images/sglang, base: "{base}"}}\n'
-            "  - name: oea\n    image: {context: images/oea, base_arm: baseline}\n    env: {SGLANG_OEA_K0: '4'}\n")
-    return load_virtual(manifest_text("pytest-oea", arms))
+    arms = [{"name": "baseline", "image": {"context": "images/sglang", "base": base}},
+            {"name": "oea", "image": {"context": "images/oea", "base_arm": "baseline"}, "env": {"SGLANG_OEA_K0": "4"}}]
+    return load_virtual(manifest_yaml(manifest_data("pytest-oea", arms=arms, **DOCKER)))
 
 
 def test_engine_image_is_identified_and_runs_help(client: Any, engine_image: Any, base_image: str) -> None:
@@ -69,9 +70,8 @@ def test_engine_context_holds_the_included_package() -> None:
 
 def test_same_recipe_rebuilds_to_the_same_image(client: Any, engine_image: Any, base_image: str,
                                                 build_dir: Path) -> None:
-    arms = f'  - name: engine\n    image: {{context: images/engine, base: "{base_image}"}}\n' \
-           f'  - name: engine2\n    image: {{context: images/engine, base: "{base_image}"}}\n'
-    lm = load_virtual(manifest_text("pytest-docker", arms))
+    arms = [{"name": n, "image": {"context": "images/engine", "base": base_image}} for n in ("engine", "engine2")]
+    lm = load_virtual(manifest_yaml(manifest_data("pytest-docker", arms=arms, **DOCKER)))
     again = build_images(lm, run_id="another-run", log_dir=build_dir / "again", allow_unpinned=False, client=client)
     assert again["engine"].image_id == engine_image.image_id and again["engine"].tag == engine_image.tag
     assert again["engine"].cached_steps >= 3
@@ -119,9 +119,9 @@ def test_placeholder_digest_is_refused_before_any_build(tmp_path: Path) -> None:
 
 
 def test_unpinned_base_is_refused_unless_allowed(client: Any, base_image: str, build_dir: Path) -> None:
-    arms = ('  - name: a\n    image: {context: images/engine, base: "kit-local/python:bookworm"}\n'
-            "  - name: b\n    image: {context: images/sglang, base_arm: a}\n")
-    lm = load_virtual(manifest_text("pytest-unpinned", arms), allow_unpinned=True)
+    arms = [{"name": "a", "image": {"context": "images/engine", "base": "kit-local/python:bookworm"}},
+            {"name": "b", "image": {"context": "images/sglang", "base_arm": "a"}}]
+    lm = load_virtual(manifest_yaml(manifest_data("pytest-unpinned", arms=arms, **DOCKER)), allow_unpinned=True)
     with pytest.raises(ImageBuildError, match="not pinned by digest") as err:
         build_images(lm, run_id="x", log_dir=build_dir / "unpinned", allow_unpinned=False, client=client)
     assert "--allow-unpinned" in str(err.value.hint)
@@ -134,10 +134,9 @@ def test_unpinned_base_is_refused_unless_allowed(client: Any, base_image: str, b
 
 def test_missing_base_names_the_reference(client: Any, build_dir: Path) -> None:
     ref = "kit-test/absent:1@sha256:" + "1" * 64
-    arms = f'  - name: a\n    image: {{context: images/engine, base: "{ref}"}}\n' \
-           f'  - name: b\n    image: {{context: images/engine, base: "{ref}"}}\n'
+    arms = [{"name": n, "image": {"context": "images/engine", "base": ref}} for n in ("a", "b")]
     with pytest.raises(ImageBuildError) as err:
-        build_images(load_virtual(manifest_text("pytest-missing", arms)), run_id="x", log_dir=build_dir / "m",
+        build_images(load_virtual(manifest_yaml(manifest_data("pytest-missing", arms=arms, **DOCKER))), run_id="x", log_dir=build_dir / "m",
                      allow_unpinned=False, client=client)
     assert ref in err.value.message and "not on this machine" in err.value.message
     assert "docker pull" in str(err.value.hint) and "docker load" in str(err.value.hint)
@@ -147,10 +146,10 @@ def test_failing_step_is_an_image_build_error(client: Any, base_image: str, tmp_
     (tmp_path / "images/broken").mkdir(parents=True)
     (tmp_path / "images/broken/Dockerfile").write_text(
         "ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\nRUN echo about to fail && exit 3\n")
-    arms = f'  - name: a\n    image: {{context: images/broken, base: "{base_image}"}}\n' \
-           f'  - name: b\n    image: {{context: images/broken, base_arm: a}}\n'
+    arms = [{"name": "a", "image": {"context": "images/broken", "base": base_image}},
+            {"name": "b", "image": {"context": "images/broken", "base_arm": "a"}}]
     with pytest.raises(ImageBuildError) as err:
-        build_images(load_virtual(manifest_text("pytest-broken", arms), root=tmp_path), run_id="x",
+        build_images(load_virtual(manifest_yaml(manifest_data("pytest-broken", arms=arms, **DOCKER)), root=tmp_path), run_id="x",
                      log_dir=tmp_path / "logs", allow_unpinned=False, client=client)
     assert "returned a non-zero code: 3" in err.value.message and "about to fail" in err.value.message
     assert (tmp_path / "logs/a.build.log").is_file() and not (tmp_path / "logs/b.build.log").exists()

@@ -17,54 +17,30 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from docker_helpers import ROOT, free_port
+from docker_helpers import ROOT
+from support.manifests import engine_command, manifest_data, write_manifest
+from support.ports import free_port
 
 pytestmark = pytest.mark.docker
 
 MANIFEST_DIR = ROOT / ".cache" / "test-manifests"  # inside the project (images/ is found), ignored by git
 
 
-def _manifest(name: str, base: str, port: int, *, levels: str = "[1, 4]", requests: int = 12,
-              output_tokens: int = 8, repeats: int = 1, command: str | None = None) -> Path:
+def _manifest(name: str, base: str, port: int, *, levels: tuple[int, ...] = (1, 4), requests: int = 12,
+              output_tokens: int = 8, repeats: int = 1, command: list[str] | None = None) -> Path:
     """experiments/demo.yaml's experiment, smaller, in Docker: the engine image FROM the local base."""
-    cmd = command or ('["python3", "-m", "kit.engine", "--host", "{host}", "--port", "{port}", '
-                      '"--served-name", "{served_name}", "--experts", "16", "--top-k", "4", "--layers", "2", '
-                      '"--hidden", "64", "--expert-ffn", "128", "--vocab", "256"]')
-    text = f"""# yaml-language-server: $schema=../../manifest.schema.json
-manifest_version: 1
-name: {name}
-runtime: docker
-model:
-  served_name: kit-moe
-server:
-  command: {cmd}
-  port: {port}
-  container_port: 8000
-  ready_timeout_s: 60
-  stop_grace_s: 5
-arms:
-  - name: baseline
-    image: {{context: images/engine, base: "{base}"}}
-  - name: oea
-    image: {{context: images/engine, base: "{base}"}}
-    args: ["--oea-k0", "2"]
-load:
-  levels: {levels}
-  requests_per_level: {requests}
-  warmup_requests: 2
-  prompt_tokens: 8
-  output_tokens: {output_tokens}
-  seed: 5
-  request_timeout_s: 60
-design:
-  repeats: {repeats}
-gates:
-  port_deadline_s: 2
-"""
-    MANIFEST_DIR.mkdir(parents=True, exist_ok=True)
-    path = MANIFEST_DIR / f"{name}-{uuid.uuid4().hex[:6]}.yaml"
-    path.write_text(text)
-    return path
+    image = {"context": "images/engine", "base": base}
+    data = manifest_data(
+        name, runtime="docker", port=port, served_name="kit-moe",
+        command=command or engine_command("python3"),
+        arms=[{"name": "baseline", "image": image}, {"name": "oea", "image": image, "args": ["--oea-k0", "2"]}],
+        server={"container_port": 8000, "ready_timeout_s": 60, "stop_grace_s": 5},
+        load={"levels": list(levels), "requests_per_level": requests, "warmup_requests": 2, "prompt_tokens": 8,
+              "output_tokens": output_tokens, "seed": 5, "request_timeout_s": 60},
+        design={"repeats": repeats},
+        gates={"port_deadline_s": 2},
+    )
+    return write_manifest(MANIFEST_DIR / f"{name}-{uuid.uuid4().hex[:6]}.yaml", data)
 
 
 @pytest.fixture
@@ -113,8 +89,8 @@ def test_demo_in_docker_end_to_end(client: Any, base_image: str, tmp_path: Path,
 def test_container_exiting_at_start_fails_the_cell_with_exit_code_and_log(client: Any, base_image: str,
                                                                           tmp_path: Path, env: dict[str, str]) -> None:
     before = _kit_containers(client)
-    cmd = '["python3", "-c", "import sys; print(\'loading weights\'); print(\'boom: out of memory\'); sys.exit(3)"]'
-    m = _manifest("exits", base_image, free_port(), command=cmd, levels="[1]")
+    cmd = ["python3", "-c", "import sys; print('loading weights'); print('boom: out of memory'); sys.exit(3)"]
+    m = _manifest("exits", base_image, free_port(), command=cmd, levels=(1,))
     r = _kit("run", str(m), "--out", str(tmp_path / "r"), "--allow-unsigned", env=env)
     assert r.returncode == 7, r.stdout + r.stderr
     b = _bundle(tmp_path / "r")
@@ -128,7 +104,7 @@ def test_container_exiting_at_start_fails_the_cell_with_exit_code_and_log(client
 def test_container_killed_mid_level_fails_the_cell(client: Any, base_image: str, tmp_path: Path,
                                                    env: dict[str, str]) -> None:
     before = _kit_containers(client)
-    m = _manifest("killed", base_image, free_port(), levels="[2]", requests=80, output_tokens=24)
+    m = _manifest("killed", base_image, free_port(), levels=(2,), requests=80, output_tokens=24)
     out = tmp_path / "r"
     proc = subprocess.Popen([sys.executable, "-m", "kit", "run", str(m), "--out", str(out), "--allow-unsigned"],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -158,7 +134,7 @@ def test_port_published_by_another_process_stops_before_the_container(client: An
                                                                       tmp_path: Path, env: dict[str, str]) -> None:
     before = _kit_containers(client)
     port = free_port()
-    m = _manifest("busy", base_image, port, levels="[1]")
+    m = _manifest("busy", base_image, port, levels=(1,))
     with socket.socket() as s:
         s.bind(("127.0.0.1", port))
         s.listen()

@@ -10,8 +10,17 @@ import pytest
 
 @pytest.fixture
 def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
-    """Own config (runner key) and state (server records) directories for every run."""
-    env = {"XDG_CONFIG_HOME": str(tmp_path / "config"), "XDG_STATE_HOME": str(tmp_path / "state")}
+    """Own config (runner key) and state (server records) directories for every run, and no Docker engine.
+
+    These runs use the process runtime, whose leftover-container gate asks Docker for *any* running container
+    labelled ``kit.run`` and refuses to start a cell while one is up. On a machine where the docker tier (of
+    this session, still removing its containers, or of another one) runs at the same time, every cell here
+    would then fail its "before" gate. Pointing DOCKER_HOST at a socket that does not exist makes the gate
+    report "skipped: Docker not reachable", as on a machine without Docker; the gate itself is tested with a
+    fake Docker in tests/gates and against the real engine in tests/docker.
+    """
+    env = {"XDG_CONFIG_HOME": str(tmp_path / "config"), "XDG_STATE_HOME": str(tmp_path / "state"),
+           "DOCKER_HOST": f"unix://{tmp_path}/no-docker.sock"}
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     yield env

@@ -4,7 +4,7 @@ import time
 from pathlib import Path
 
 import pytest
-from e2e_helpers import ROOT, bundle_of, kit, read_json, tiny_manifest
+from e2e_helpers import ROOT, bundle_of, kit, own_network, read_json, tiny_manifest
 
 
 @pytest.mark.slow
@@ -30,9 +30,13 @@ def test_aa_experiment_reports_no_significant_difference(tmp_path: Path, port: i
 
 @pytest.mark.slow
 def test_the_shipped_demo_end_to_end(tmp_path: Path, isolated: dict[str, str]) -> None:
-    """What `make demo` runs: the signed demo manifest, trusted through the repo's allowed_signers."""
+    """What `make demo` runs: the signed demo manifest, trusted through the repo's allowed_signers.
+
+    Its port is fixed (18080, in the signed manifest): the run gets a network namespace of its own where the
+    machine allows one, so that a demo running elsewhere on the machine cannot hold that port."""
     t = time.monotonic()
-    r = kit("run", str(ROOT / "experiments/demo.yaml"), "--out", str(tmp_path / "r"), env=isolated, timeout=900)
+    r = kit("run", str(ROOT / "experiments/demo.yaml"), "--out", str(tmp_path / "r"), env=isolated, timeout=900,
+            prefix=own_network())
     elapsed = time.monotonic() - t
     assert r.returncode == 0, r.stdout + r.stderr
     b = bundle_of(tmp_path / "r")

@@ -3,15 +3,21 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from e2e_helpers import ROOT, bundle_of, kit, read_json, tiny_manifest
 
+from kit.plumbing.net import port_bindable
+from kit.plumbing.poll import poll_until
 from kit.signing import generate_key
+
+# Every test here runs `kit run` end to end with the real engine and load generator (5-15 s each on an idle
+# 2-core machine, 70-120 s for the file): the slow tier.
+pytestmark = pytest.mark.slow
 
 
 def test_run_verify_report_compare_archive(tmp_path: Path, port: int, isolated: dict[str, str]) -> None:
@@ -103,8 +109,6 @@ def test_unsigned_manifest_is_refused_unless_allowed_and_recorded(tmp_path: Path
 
 
 def test_busy_port_stops_the_run_naming_the_owner(tmp_path: Path, port: int, isolated: dict[str, str]) -> None:
-    import socket
-
     m = tiny_manifest(tmp_path / "t.yaml", port, levels=(1,), requests=4, repeats=1)
     with socket.socket() as s:
         s.bind(("127.0.0.1", port))
@@ -114,26 +118,33 @@ def test_busy_port_stops_the_run_naming_the_owner(tmp_path: Path, port: int, iso
     assert str(port) in r.stderr and str(os.getpid()) in r.stderr
 
 
-def _wait_for(pred, timeout: float = 60.0) -> None:  # type: ignore[no-untyped-def]
-    t = time.monotonic()
-    while not pred():
-        assert time.monotonic() - t < timeout, "timed out"
-        time.sleep(0.05)
-
-
 def _run_in_background(m: Path, out: Path, isolated: dict[str, str]) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "kit", "run", str(m), "--out", str(out), "--allow-unsigned"],
-                            cwd=ROOT, env={**os.environ, **isolated}, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    """`kit run` started as from a terminal: SIGINT at its default disposition (Ctrl-C raises KeyboardInterrupt).
+
+    A process started from a background job (`nohup make test &`, some CI runners) inherits SIGINT *ignored*,
+    and an ignored signal stays ignored across exec: Python then installs no KeyboardInterrupt handler and the
+    SIGINT sent below would be lost. Our own handler (not SIG_IGN) is reset to SIG_DFL in the child by exec."""
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return subprocess.Popen([sys.executable, "-m", "kit", "run", str(m), "--out", str(out), "--allow-unsigned"],
+                                cwd=ROOT, env={**os.environ, **isolated}, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+    finally:
+        if old is not None:
+            signal.signal(signal.SIGINT, old)
 
 
-def _wait_for_records(out: Path, n: int) -> None:
-    """Until the first cell's level-2 records file holds at least ``n`` requests."""
+def _wait_for_records(proc: subprocess.Popen[str], out: Path, n: int, timeout: float = 180.0) -> None:
+    """Until the first cell's level-2 records file holds at least ``n`` requests; a run that ends first
+    fails the test at once, with its output."""
     def enough() -> bool:
+        if proc.poll() is not None:
+            stdout, stderr = proc.communicate()
+            raise AssertionError(f"kit run exited ({proc.returncode}) before {n} records:\n{stdout}{stderr}")
         files = list(out.glob("*/cells/baseline-r1/level-2/records.jsonl"))
         return bool(files) and len(files[0].read_text().splitlines()) >= n
 
-    _wait_for(enough)
+    assert poll_until(enough, timeout, interval=0.05), f"no {n} records of baseline-r1 level 2 in {timeout:g} s"
 
 
 def test_server_killed_mid_level_fails_the_cell_and_resume_completes(tmp_path: Path, port: int,
@@ -142,7 +153,7 @@ def test_server_killed_mid_level_fails_the_cell_and_resume_completes(tmp_path: P
     out = tmp_path / "r"
     proc = _run_in_background(m, out, isolated)
     try:
-        _wait_for_records(out, 10)
+        _wait_for_records(proc, out, 10)
         state = Path(isolated["XDG_STATE_HOME"]) / "kit" / "servers"
         pgid = int(json.loads(next(state.glob("*.json")).read_text())["pgid"])
         os.killpg(pgid, signal.SIGKILL)
@@ -180,7 +191,7 @@ def test_interrupt_leaves_a_resumable_bundle_and_no_server(tmp_path: Path, port:
     out = tmp_path / "r"
     proc = _run_in_background(m, out, isolated)
     try:
-        _wait_for_records(out, 5)
+        _wait_for_records(proc, out, 5)
         proc.send_signal(sig)
         stdout, stderr = proc.communicate(timeout=60)
     finally:
@@ -191,8 +202,6 @@ def test_interrupt_leaves_a_resumable_bundle_and_no_server(tmp_path: Path, port:
     assert read_json(b / "run.json")["status"] == "interrupted"
     assert read_json(b / "cells/baseline-r1/cell.json")["status"] == "interrupted"
     assert not list((Path(isolated["XDG_STATE_HOME"]) / "kit" / "servers").glob("*.json"))
-    from kit.runtime.process import port_bindable
-
     assert port_bindable("127.0.0.1", port)
     assert kit("verify", str(b), env=isolated).returncode == 0
     r = kit("run", "--resume", str(b), env=isolated)

@@ -8,6 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from support.manifests import manifest_data, manifest_model
+from support.ports import free_port
+
 from kit.manifest import Manifest
 
 
@@ -17,7 +20,7 @@ def make_manifest(
     gpu_name: str | None = None,
     threshold_mib: int = 256,
     gpu_deadline_s: float = 0.3,
-    port: int = 18080,
+    port: int | None = None,
     extra_ports: list[int] | None = None,
     gate_ports: list[int] | None = None,
     host: str = "127.0.0.1",
@@ -31,23 +34,12 @@ def make_manifest(
     if runtime == "docker":
         base = "example/base:1@sha256:" + "0" * 64
         arms = [{"name": n, "image": {"context": "images/x", "base": base}} for n in ("a", "b")]
-    return Manifest.model_validate(
-        {
-            "name": "gate-test",
-            "runtime": runtime,
-            "hardware": hardware,
-            "model": {"served_name": "m"},
-            "server": {"command": ["true"], "host": host, "port": port, "extra_ports": extra_ports or []},
-            "arms": arms,
-            "load": {"levels": [1]},
-            "gates": {
-                "gpu_memory_threshold_mib": threshold_mib,
-                "gpu_deadline_s": gpu_deadline_s,
-                "port_deadline_s": port_deadline_s,
-                "ports": gate_ports or [],
-            },
-        }
-    )
+    return manifest_model(manifest_data(
+        "gate-test", runtime=runtime, port=free_port() if port is None else port, command=["true"], served_name="m", arms=arms, hardware=hardware,
+        server={"host": host, "extra_ports": extra_ports or []},
+        gates={"gpu_memory_threshold_mib": threshold_mib, "gpu_deadline_s": gpu_deadline_s,
+               "port_deadline_s": port_deadline_s, "ports": gate_ports or []},
+    ))
 
 
 @dataclass

@@ -10,15 +10,10 @@ from collections.abc import Iterator
 
 import pytest
 from gate_helpers import make_manifest
+from support.ports import free_port
 
 from kit.gates import ports
 from kit.gates.ports import bind_addresses, check_ports, listening_sockets, try_bind
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def listen(address: str, port: int) -> socket.socket:

@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
+from support.bundles import ArmModel, BundleSpec, make_bundle
 
 from kit.compare import compare_bundles, render_comparison
 from kit.errors import BundleError
 from kit.stats import summarize_bundle
-from tests.stats.synth import ArmModel, BundleSpec, make_bundle
 
 
 def _bundle(root: Path, spec: BundleSpec, version: str) -> Path:

@@ -8,13 +8,14 @@ from pathlib import Path
 
 import pytest
 from pydantic import TypeAdapter
+from support.bundles import ArmModel, BundleSpec, make_bundle
 
 from kit.files.client import ClientReport
 from kit.files.records import Record
 from kit.files.summary import SUMMARY_SCHEMA_VERSION, Summary
-from kit.load import LevelResult, LevelSpec, _write_client_json
+from kit.load import LevelResult, LevelSpec
+from kit.load._level import write_client_json
 from kit.stats import SCHEMA_VERSION, summarize_bundle
-from tests.stats.synth import ArmModel, BundleSpec, make_bundle
 
 SPECS = {
     "plain": BundleSpec(repeats=2, levels=(1, 4), requests=16),
@@ -70,7 +71,7 @@ def test_client_report_reads_what_kit_load_writes(tmp_path: Path) -> None:
               "itl": {"gaps": 27, "median_ms": 4.0, "p99_ms": 8.0, "near_zero_share": 0.0},
               "rlimit_nofile": 1024, "warmup": {"requests": 2, "ok": 2, "errors": 0, "wall_s": 0.1,
                                                 "first_error": None}}
-    _write_client_json(spec, result, [worker], path)
+    write_client_json(spec, result, [worker], path)  # type: ignore[list-item]
     report = ClientReport.model_validate_json(path.read_bytes())
     assert report.ok == 9 and report.timing_warnings and report.workers[0].lag is not None
     assert report.spec["concurrency"] == 4

@@ -6,10 +6,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+from support.bundles import ArmModel, BundleSpec, _level_records
 
 from kit import stats
 from kit.stats import CellSample, LevelSamples, bootstrap_arm, compare_levels, reduce_records
-from tests.stats.synth import ArmModel, BundleSpec, _level_records
 
 LEVEL = 16
 

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.bundles import LEVELS, ArmModel, BundleSpec, make_bundle
 
 from kit.stats import SCHEMA_VERSION, summarize_bundle
-from tests.stats.synth import LEVELS, ArmModel, BundleSpec, make_bundle
 
 METRICS = {"throughput_tok_s", "ttft_mean_ms", "tpot_mean_ms", "itl_mean_ms", "e2e_mean_ms"}
 

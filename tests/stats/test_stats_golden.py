@@ -10,9 +10,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from support.bundles import ArmModel, BundleSpec, make_bundle
+
 from kit.report import render_report, verdict_lines
 from kit.stats import summarize_bundle
-from tests.stats.synth import ArmModel, BundleSpec, make_bundle
 
 DATA = Path(__file__).parent / "data"
 SPEC = BundleSpec(arms={"baseline": ArmModel(), "oea": ArmModel(ttft_factor=0.8, experts_factor=0.7),

@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.bundles import ArmModel, BundleSpec, make_bundle
 
 from kit.report import render_report, verdict_lines
 from kit.stats import summarize_bundle
-from tests.stats.synth import ArmModel, BundleSpec, make_bundle
 
 
 @pytest.fixture(scope="module")
