@@ -19,6 +19,7 @@ from pydantic.json_schema import models_json_schema
 from kit.files import JsonObject
 from kit.files.cell import CellFile
 from kit.files.client import ClientReport
+from kit.files.envelope import EnvelopeFile, ServerMetricsFile
 from kit.files.environment import EnvironmentFile
 from kit.files.gates import GatesLine
 from kit.files.images import ImagesFile
@@ -44,6 +45,9 @@ REGISTRY: dict[str, type[BaseModel]] = {
     "*/level-*/records.jsonl": RecordLine,
     "*/level-*/client.json": ClientReport,
     "summary.json": Summary,
+    "*/level-*/server_metrics.json": ServerMetricsFile,
+    "provenance.dsse.json": EnvelopeFile,
+    "manifest.yaml.sig": EnvelopeFile,
 }
 
 

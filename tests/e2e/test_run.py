@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from e2e_helpers import ROOT, bundle_of, kit, read_json, tiny_manifest
 
+from kit.files.schema import validate_bundle_files
 from kit.plumbing.net import port_bindable
 from kit.plumbing.poll import poll_until
 from kit.signing import generate_key
@@ -36,6 +37,14 @@ def test_run_verify_report_compare_archive(tmp_path: Path, port: int, isolated: 
     assert run["status"] == "complete" and run["trust"]["signed"] is True
     assert run["trust"]["signers"][0]["principal"] == "researcher@lab"
     assert (b / "manifest.yaml").read_bytes() == m.read_bytes()
+    # every JSON file of a fresh bundle validates against bundle.schema.json (jsonschema, not our models)
+    schema = json.loads((ROOT / "bundle.schema.json").read_text())
+    checked = set(validate_bundle_files(b, schema))
+    every_json = {p.relative_to(b).as_posix() for p in b.rglob("*") if p.suffix in (".json", ".jsonl", ".sig")}
+    assert every_json - checked == set() and len(checked) > 20
+    for cell in read_json(b / "plan.json")["cells"]:
+        state = read_json(b / "cells" / cell["id"] / "cell.json")
+        assert state["kit_overhead_s"] is not None and state["overhead_parts"]["levels_wall_s"] > 0
     assert (b / "manifest.yaml.sig").read_bytes() == (tmp_path / "tiny.yaml.sig").read_bytes()
     plan = read_json(b / "plan.json")
     assert [c["id"] for c in plan["cells"]] == ["baseline-r1", "oea-r1", "baseline-r2", "oea-r2"]
