@@ -9,13 +9,15 @@ wait for once the holders are gone, and no fixed sleep could prove that they are
 from __future__ import annotations
 
 import time
-from typing import Literal, TypedDict
+from typing import Literal
+
+from typing_extensions import TypedDict
 
 from kit.gates import procinfo
 from kit.gates.procinfo import ContainerRef
 from kit.gates.result import Check, GpuIdentity, Timer
 from kit.manifest import Manifest
-from kit.nvml import MIB, GpuProbe, NoDriverError, NvmlError, UnsupportedError
+from kit.nvml import MIB, GpuProbe, MemoryMib, NoDriverError, NvmlError, UnsupportedError
 from kit.plumbing.poll import poll_until
 
 NAME = "gpu"
@@ -39,18 +41,9 @@ class GpuHolder(TypedDict, total=False):
     container: ContainerRef | None
 
 
-class GpuSample(TypedDict):
-    """One GPU at one poll: which GPU, its memory (``MemoryMib``), and whether it is clean."""
+class GpuSample(GpuIdentity, MemoryMib):
+    """One GPU at one poll: which GPU, its memory, whether it is clean and who holds it."""
 
-    index: int
-    uuid: str
-    name: str
-    total_mib: int
-    free_mib: int
-    used_mib: int
-    reserved_mib: int | None
-    v1_used_mib: int
-    memory_info_version: int
     clean: bool
     processes: list[GpuHolder]
 
