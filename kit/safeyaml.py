@@ -60,8 +60,20 @@ class Document:
 class _Loader(yaml.SafeLoader):
     """A SafeLoader whose composer refuses anchors and aliases outright."""
 
+    depth = 0
+
     def compose_node(self, parent: Node | None, index: Any) -> Node | None:  # type: ignore[override]
         event: Any = self.peek_event()  # type: ignore[no-untyped-call]
+        line = event.start_mark.line + 1 if event.start_mark is not None else None
+        if self.depth >= MAX_DEPTH + 1:  # PyYAML composes recursively: stop before Python's recursion limit
+            raise YamlError(f"document is nested deeper than {MAX_DEPTH} levels (the nesting limit)", line)
+        self.depth += 1
+        try:
+            return self._compose(parent, index, event)
+        finally:
+            self.depth -= 1
+
+    def _compose(self, parent: Node | None, index: Any, event: Any) -> Node | None:
         line = event.start_mark.line + 1 if event.start_mark is not None else None
         if isinstance(event, yaml.AliasEvent):
             raise YamlError(
@@ -97,6 +109,8 @@ def load(raw: bytes) -> Document:
         raise YamlError(f"not valid YAML: {e.problem or e}", mark.line + 1 if mark is not None else None) from None
     except yaml.YAMLError as e:
         raise YamlError(f"not valid YAML: {e}") from None
+    except RecursionError:  # defence in depth: the composer's depth limit stops long before this
+        raise YamlError(f"document is nested deeper than {MAX_DEPTH} levels (the nesting limit)") from None
     finally:
         loader.dispose()
     if node is None:

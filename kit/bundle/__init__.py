@@ -5,6 +5,7 @@ happen and sealed by ``provenance.dsse.json``: a DSSE-signed in-toto Statement w
 every other file with its sha256. ``verify_bundle`` checks a directory or a ``.tar.gz`` of one.
 """
 
+from kit.bundle.extract import MAX_MEMBERS, MAX_TOTAL_BYTES, extracted, safe_extract
 from kit.bundle.layout import Bundle
 from kit.bundle.names import PROVENANCE
 from kit.bundle.provenance import (
@@ -15,7 +16,7 @@ from kit.bundle.provenance import (
     runner_key,
     sign_provenance,
 )
-from kit.bundle.tarball import MAX_MEMBERS, MAX_TOTAL_BYTES, archive, archive_sha256, extracted, safe_extract
+from kit.bundle.tarball import archive, archive_sha256
 from kit.bundle.verify import VerifyResult, first_difference, verify_bundle, verify_integrity
 
 __all__ = [

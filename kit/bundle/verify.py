@@ -78,8 +78,19 @@ def verify_bundle(target: Path, trust: list[Path]) -> VerifyResult:
     if target.name.endswith((".tar.gz", ".tgz")):
         if not target.is_file():
             raise UsageError(f"{target}: no such archive")
-        with extracted(target) as root:
-            res = verify_directory(root, trust, label=str(target), trust_anchor=target)
+        label = str(target)
+
+        def signed_statement(provenance: Path) -> dict[str, Any]:
+            """The archive's provenance, verified (signatures, subjects, trust) before any other member is
+            written; extraction then refuses unlisted, oversized and altered members as they stream."""
+            env, body, stmt = read_envelope(provenance, label)
+            signed_subjects(stmt, label)
+            check_signatures(env, body, stmt, label)
+            decide_trust(env, body, trust, target, label)
+            return stmt
+
+        with extracted(target, signed_statement) as root:
+            res = verify_directory(root, trust, label=label, trust_anchor=target)
         res.details["archive"] = {"path": str(target), "sha256": archive_sha256(target), "top": root.name}
         return res
     raise BundleError(f"{target}: neither a bundle directory nor a .tar.gz/.tgz archive")

@@ -17,8 +17,9 @@ import jsonschema
 from pydantic import ValidationError
 
 from kit import safeyaml
-from kit.errors import ManifestError
+from kit.errors import ManifestError, UsageError
 from kit.manifest.models import SCHEMA_DIALECT, SCHEMA_FILE, SCHEMA_ID, Manifest
+from kit.plumbing.files import TooLarge, read_bounded
 
 # --------------------------------------------------------------------------- schema
 
@@ -65,20 +66,35 @@ def project_root(manifest_path: Path) -> Path:
 
 
 def read_bytes(path: Path) -> bytes:
+    """The manifest's exact bytes, reading at most the size limit + 1 byte (``/dev/zero`` fails at once).
+
+    A missing file is a usage error (exit 2, the same in every command: the path given does not exist);
+    a directory, FIFO, device or unreadable file (``/proc/self/mem``) and an oversized file are invalid
+    manifests (exit 3)."""
     try:
-        if path.is_dir():
-            raise ManifestError(f"{path}: is a directory, not a manifest file")
-        size = path.stat().st_size
-        if size > safeyaml.MAX_BYTES:
-            raise ManifestError(
-                f"{path}: file is {size} bytes; manifests are limited to {safeyaml.MAX_BYTES} bytes",
-                hint="a manifest describes an experiment; data belongs elsewhere",
-            )
-        return path.read_bytes()
+        return read_bounded(path, safeyaml.MAX_BYTES)
     except FileNotFoundError:
-        raise ManifestError(f"{path}: no such file") from None
+        raise UsageError(f"{path}: no such file", hint="give the path of a manifest (.yaml)") from None
+    except IsADirectoryError:
+        raise ManifestError(f"{path}: is a directory, not a manifest file") from None
     except PermissionError:
         raise ManifestError(f"{path}: permission denied") from None
+    except TooLarge:
+        raise ManifestError(
+            f"{path}: file is {_size(path)} bytes; manifests are limited to {safeyaml.MAX_BYTES} bytes",
+            hint="a manifest describes an experiment; data belongs elsewhere",
+        ) from None
+    except OSError as e:
+        why = e.strerror or str(e).removeprefix(f"{path}: ")
+        raise ManifestError(f"{path}: cannot be read as a manifest file ({why})",
+                            hint="give a regular YAML file") from None
+
+
+def _size(path: Path) -> str:
+    try:
+        return str(path.stat().st_size)
+    except OSError:
+        return f"more than {safeyaml.MAX_BYTES}"
 
 
 def load_manifest(path: Path, raw: bytes | None = None, *, allow_unpinned: bool = False) -> LoadedManifest:

@@ -7,48 +7,74 @@ It reads ``plan.json``, ``manifest.yaml``, each cell's ``cell.json`` and, per le
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
 from kit.errors import BundleError
 from kit.manifest import load_manifest
+from kit.plumbing.files import read_bounded
 from kit.stats.figures import cell_level_figures
 from kit.stats.requests import LevelRecords, RecordLike, reduce_records
 from kit.stats.shapes import CellLevelFigures, SummaryDoc
 from kit.stats.summary import CellInfo, LevelResult, cell_info, summarize_level, summary_doc
 
+MAX_JSON_BYTES = 64 << 20  # plan.json, cell.json, client.json, server_metrics.json: small files
+
 
 def read_json(path: Path) -> Any:
-    """A JSON file's value, None when the file is missing; BundleError when it cannot be read."""
+    """A JSON file's value, None when the file is missing; BundleError when it cannot be read, is larger
+    than MAX_JSON_BYTES (at most that + 1 byte is read) or nests deeper than Python's JSON parser allows."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(read_bounded(path, MAX_JSON_BYTES).decode("utf-8"))
     except FileNotFoundError:
         return None
+    except RecursionError:
+        raise BundleError(f"{path}: JSON nested too deeply; refused") from None
     except (OSError, ValueError) as e:
         raise BundleError(f"{path}: cannot read: {e}") from None
 
 
-def read_records(path: Path) -> tuple[list[RecordLike], int] | None:
-    """The records of a ``records.jsonl`` and the number of lines that are not JSON objects (None: no file)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
-    out: list[RecordLike] = []
-    bad = 0
-    for line in text.splitlines():
+class RecordStream:
+    """The records of a ``records.jsonl``, one line at a time (memory bounded by the longest line, not the
+    file); ``unparsable`` counts lines that are not JSON objects, complete once iterated."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.unparsable = 0
+
+    def __iter__(self) -> Iterator[RecordLike]:
+        try:
+            with open(self.path, "rb") as f:
+                for raw in f:
+                    rec = self._parse(raw)
+                    if rec is not None:
+                        yield rec
+        except OSError as e:
+            raise BundleError(f"{self.path}: cannot read: {e}") from None
+
+    def _parse(self, raw: bytes) -> RecordLike | None:
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise BundleError(f"{self.path}: not UTF-8 ({e})") from None
         if not line.strip():
-            continue
+            return None
         try:
             rec = json.loads(line)
-        except ValueError:
-            bad += 1
-            continue
+        except (ValueError, RecursionError):
+            self.unparsable += 1
+            return None
         if isinstance(rec, dict):
-            out.append(rec)
-        else:
-            bad += 1
-    return out, bad
+            return rec
+        self.unparsable += 1
+        return None
+
+
+def read_records(path: Path) -> RecordStream | None:
+    """The records of a ``records.jsonl`` as a stream (None: no file)."""
+    return RecordStream(path) if path.is_file() else None
 
 
 def _cells(root: Path, plan: dict[str, Any]) -> list[CellInfo]:
@@ -64,11 +90,11 @@ def _level_dir(root: Path, cell: CellInfo, level: int) -> Path:
 
 def _measure(d: Path) -> tuple[LevelRecords, CellLevelFigures] | None:
     """One cell x level: reduced records and figures (None when it has no records.jsonl)."""
-    got = read_records(d / "records.jsonl")
-    if got is None:
+    stream = read_records(d / "records.jsonl")
+    if stream is None:
         return None
     try:
-        lr = reduce_records(got[0], got[1])
+        lr = replace(reduce_records(stream), unparsable_lines=stream.unparsable)
     except (TypeError, ValueError, KeyError) as e:
         raise BundleError(f"{d / 'records.jsonl'}: malformed record ({type(e).__name__}: {e})") from None
     return lr, cell_level_figures(lr, read_json(d / "client.json"), read_json(d / "server_metrics.json"))

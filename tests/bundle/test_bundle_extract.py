@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import io
 import re
+import shutil
 import tarfile
 import tempfile
 from collections.abc import Iterator
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-import kit.bundle.tarball as archive_mod
+import kit.bundle.extract as archive_mod
 from kit.bundle import Bundle, archive, safe_extract, verify_bundle
 from kit.errors import BundleError, ExitCode
 
@@ -50,11 +51,17 @@ def _tgz(path: Path, members: list[tuple[tarfile.TarInfo, bytes | None]], fmt: i
 
 
 def _refused(archive_path: Path, *words: str) -> None:
+    """``kit verify`` refuses it (exit 9), and so does the structural extraction alone, naming ``words``."""
     with pytest.raises(BundleError) as e:
         verify_bundle(archive_path, [])
     assert e.value.exit_code == ExitCode.BUNDLE_INVALID
+    dest = Path(tempfile.mkdtemp())
+    with pytest.raises(BundleError) as e2:
+        safe_extract(archive_path, dest)
+    assert e2.value.exit_code == ExitCode.BUNDLE_INVALID
     for w in words:
-        assert w in e.value.message, e.value.message
+        assert w in e2.value.message, e2.value.message
+    shutil.rmtree(dest)
 
 
 def _d(name: str) -> tuple[tarfile.TarInfo, bytes | None]:
