@@ -11,8 +11,10 @@ from typing import TypeVar
 from pydantic import BaseModel, ValidationError
 
 from kit.errors import BundleError
+from kit.plumbing.files import read_bounded
 
 M = TypeVar("M", bound=BaseModel)
+MAX_FILE_BYTES = 64 << 20  # the largest typed bundle file kit reads whole (summaries of big runs are a few MB)
 
 
 def read_file(root: Path, rel: str, model: type[M]) -> M:
@@ -20,11 +22,14 @@ def read_file(root: Path, rel: str, model: type[M]) -> M:
     known): missing, unreadable or invalid -> BundleError naming the file and the field."""
     path = root / rel
     try:
-        data = json.loads(path.read_bytes())
+        data = json.loads(read_bounded(path, MAX_FILE_BYTES))
     except FileNotFoundError:
         raise BundleError(f"{root}: no {rel}, so not a (complete) kit bundle",
                           hint=f"check it with `kit verify {root}`") from None
-    except (OSError, ValueError) as e:
+    except RecursionError:
+        raise BundleError(f"{path}: JSON nested too deeply; kit never writes such a file",
+                          hint=f"check it with `kit verify {root}`") from None
+    except (OSError, ValueError) as e:  # TooLarge is a ValueError
         raise BundleError(f"{path}: unreadable ({e})", hint=f"check it with `kit verify {root}`") from None
     try:
         return model.model_validate(data)

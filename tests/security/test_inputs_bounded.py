@@ -14,6 +14,8 @@ from click.testing import CliRunner
 
 from kit.cli import main
 from kit.errors import BundleError, ExitCode
+from kit.files import read as reader
+from kit.files.run import RunFile
 from kit.signing import generate_key
 from kit.stats.bundle import read_json, read_records
 from kit.stats.requests import reduce_records
@@ -99,3 +101,14 @@ def test_records_stream_with_bounded_memory(tmp_path: Path) -> None:
     print(f"\nrecords: {path.stat().st_size / 1e6:.1f} MB reduced with a peak of {peak / 1e6:.2f} MB")
     assert lr.requests == 2000 and lr.errors == 2000 and stream.unparsable == 2
     assert peak < 4 << 20
+
+
+def test_typed_bundle_file_reads_are_bounded_and_depth_safe(tmp_path: Path) -> None:
+    """kit.files.read.read_file (Bundle.read): deep nesting and oversize files are BundleErrors (exit 9)."""
+    (tmp_path / "run.json").write_text("[" * 100_000)
+    with pytest.raises(BundleError, match="nested too deeply") as deep:
+        reader.read_file(tmp_path, "run.json", RunFile)
+    assert deep.value.exit_code == ExitCode.BUNDLE_INVALID
+    (tmp_path / "run.json").write_bytes(b" " * (reader.MAX_FILE_BYTES + 1))
+    with pytest.raises(BundleError, match="larger than"):
+        reader.read_file(tmp_path, "run.json", RunFile)
