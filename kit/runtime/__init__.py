@@ -14,9 +14,9 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from urllib.parse import quote, quote_plus
 from pathlib import Path
 from typing import Literal, Protocol, TypedDict
+from urllib.parse import quote, quote_plus
 
 from kit.plumbing.jsontypes import JsonObject
 
