@@ -85,11 +85,11 @@ def host_path_problem(value: str) -> str | None:
         top = next((t for t in SYSTEM_TREES if _within(p, Path(t))), None)
         if top is not None or str(p) in SYSTEM_DIRS:
             return f"{shown} is {'inside ' if top and str(p) != top else ''}the host's system directory {top or p}"
+        if p in homes:
+            return f"{shown} is the whole home directory (it holds kit's keys, ssh keys, tokens)"
         key = next((k for k in keys if _within(p, k) or _within(k, p)), None)
         if key is not None:
             return f"{shown} is or contains kit's runner key and trust directory {key}"
-        if p in homes:
-            return f"{shown} is the whole home directory"
     return None
 
 
