@@ -30,6 +30,7 @@ from kit.manifest import load_manifest, schema_text
 from kit.plan import estimate, make_plan
 from kit.progress import RichEvents, render_result
 from kit.report.rebuild import rebuild
+from kit.server_spec import exposure_lines, host_exposure
 from kit.signing import generate_key, load_signing_key, sign_manifest, user_trust_file
 from kit.verify import verify_target
 
@@ -196,14 +197,18 @@ def verify(targets: list[Path], trust: tuple[Path, ...], as_json: bool) -> None:
               help="Assumed inter-token latency for the time estimate.")
 @json_option
 def plan(manifest: Path, allow_unpinned: bool, itl_ms: float, as_json: bool) -> None:
-    """Print the ordered cells, images, gates and an estimate; touches no Docker and no GPU."""
+    """Print what each arm's server touches on the host (command, image, mounts, IPC, network, published
+    ports, env, pass_env names, GPUs, privileges), the ordered cells, gates and an estimate; touches no
+    Docker and no GPU."""
     lm = load_manifest(manifest, allow_unpinned=allow_unpinned)
     m = lm.manifest
     p = make_plan(m)
     est = estimate(m, p, itl_ms=itl_ms)
     if as_json:
         _echo_json({"manifest": str(manifest), "plan": p.as_dict(), "estimate": est.__dict__,
-                    "runtime": m.runtime, "arms": [a.model_dump() for a in m.arms], "gates": m.gates.model_dump()})
+                    "runtime": m.runtime, "host": host_exposure(m), "server": m.server.model_dump(),
+                    "model": m.model.model_dump(), "hardware": m.hardware.model_dump(),
+                    "arms": [a.model_dump() for a in m.arms], "gates": m.gates.model_dump()})
         return
     _render_plan(lm, p, est, click.echo)
 
@@ -212,14 +217,9 @@ def _render_plan(lm: Any, p: Any, est: Any, out: Callable[[str], None]) -> None:
     m = lm.manifest
     out(f"experiment {m.name}: {len(m.arms)} arms x {m.design.repeats} repeats = {len(p.cells)} cells "
         f"({p.order}), runtime {m.runtime}")
-    for a in m.arms:
-        if m.runtime == "docker" and a.image is not None:
-            base = a.image.base or f"image of arm {a.image.base_arm}"
-            src = f"image {a.image.context} FROM {base}"
-        else:
-            src = "command " + " ".join(a.command or m.server.command) + (" " + " ".join(a.args) if a.args else "")
-        env = " ".join(f"{k}={v}" for k, v in a.env.items())
-        out(f"  arm {a.name}: {src}{'  env ' + env if env else ''}")
+    for view in host_exposure(m):
+        for line in exposure_lines(view):
+            out(line)
     gpus = m.hardware.gpus
     gates = [f"ports {', '.join(str(x) for x in [m.server.port, *m.server.extra_ports, *m.gates.ports])} free on "
              f"{m.server.host}", "no leftover kit containers or servers"]

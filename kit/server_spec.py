@@ -1,16 +1,28 @@
 """From a manifest and a cell to the ``ServerSpec`` a runtime starts: the command line with its
 placeholders resolved, environment, GPUs, labels, mounts. The orchestrator runs it, ``kit compose``
-writes it into a compose file; both import it from here."""
+writes it into a compose file; both import it from here.
+
+``host_exposure`` is what `kit plan` shows of it: per arm, everything that touches the host (command,
+image, mounts, IPC and network, published addresses, environment with pass_env as names only, GPUs,
+privileges), computed from the same ``ServerSpec`` and the same container settings a run uses.
+"""
 
 from __future__ import annotations
 
+import os
+import shlex
 import sys
+from dataclasses import replace
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypedDict
 
 from kit.manifest import Manifest
+from kit.manifest.models import LOADER_ENV
 from kit.plan import Cell
-from kit.runtime import ServerSpec, secret_env_from
+from kit.runtime import BASE_ENV_NAMES, BASE_ENV_PREFIXES, ServerSpec, secret_env_from
+from kit.runtime.docker.config import container_config
+
+ALL_INTERFACES = ("0.0.0.0", "::")
 
 
 def substitute(args: list[str], values: dict[str, str]) -> list[str]:
@@ -44,8 +56,11 @@ def server_spec(m: Manifest, cell: Cell, run_id: str, log_path: Path, *, image: 
     if docker and m.hardware.gpus:
         gpu_req = gpus if gpus else "all"
     elif m.hardware.gpus and gpus:
-        # the process runtime: the server sees exactly the GPUs the gate checked, in PCI order
-        env = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": ",".join(gpus), **env}
+        # the process runtime: the server sees exactly the GPUs the gate checked, in PCI order (the manifest
+        # cannot override them: CUDA_* GPU variables are refused in its env)
+        env = {**env, "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": ",".join(gpus)}
+    elif not docker and not m.hardware.gpus:
+        env = {**env, "CUDA_VISIBLE_DEVICES": ""}  # no GPU asked for: none visible (as docker's "void")
     return ServerSpec(
         name=f"kit-{m.name}-{run_id}-{cell.id}"[:120],
         arm=arm.name,
@@ -66,3 +81,138 @@ def server_spec(m: Manifest, cell: Cell, run_id: str, log_path: Path, *, image: 
         ipc_host=m.server.ipc_host,
         model_mount=(m.model.path, m.model.mount_at) if docker and m.model.path else None,
     )
+
+
+# --------------------------------------------------------------------------- what `kit plan` shows
+
+
+class ImageView(TypedDict):
+    context: str
+    dockerfile: str
+    base: str | None
+    base_arm: str | None
+    build_args: dict[str, str]
+
+
+class MountView(TypedDict):
+    source: str
+    target: str
+    mode: str  # "ro" or "rw"
+
+
+class PublishedView(TypedDict):
+    host: str
+    port: int
+    container_port: int | None  # None: the process runtime listens on the host itself
+
+
+class ArmExposure(TypedDict):
+    """Everything one arm's server touches on the host (`kit plan --json`, under "host")."""
+
+    arm: str
+    runtime: str
+    warnings: list[str]
+    command: list[str]
+    image: ImageView | None
+    mounts: list[MountView]
+    ipc: str
+    shm_size: str | None
+    network: str
+    published: list[PublishedView]
+    env: dict[str, str]
+    inherited_env: list[str]  # names taken from your environment when set (process runtime)
+    pass_env: list[str]  # names only: the values are secrets
+    gpus: str
+    privileges: dict[str, str | bool | dict[str, int]]
+
+
+def _gpu_text(m: Manifest) -> str:
+    n = m.hardware.gpus
+    if not n:
+        return ("none (NVIDIA_VISIBLE_DEVICES=void)" if m.runtime == "docker"
+                else "none (CUDA_VISIBLE_DEVICES is set empty)")
+    name = f" {m.hardware.gpu_name}" if m.hardware.gpu_name else ""
+    var = "NVIDIA_VISIBLE_DEVICES" if m.runtime == "docker" else "CUDA_VISIBLE_DEVICES (CUDA_DEVICE_ORDER=PCI_BUS_ID)"
+    return f"{n}{name} GPU(s) that pass the GPU gate; {var} is set to exactly their UUIDs"
+
+
+def _warnings(m: Manifest, spec: ServerSpec, env: dict[str, str]) -> list[str]:
+    out = [f"{k}={env[k]!r} in env changes what code the server loads" for k in sorted(LOADER_ENV & set(env))]
+    out += [f"{k} is passed through from your environment and changes what code the server loads"
+            for k in sorted(LOADER_ENV & set(m.server.pass_env))]
+    if spec.ipc_host:
+        out.append("ipc_host: the server shares the host's IPC namespace and /dev/shm")
+    if spec.host in ALL_INTERFACES:
+        out.append(f"port {spec.port} is reachable from other machines (bound to {spec.host}, all interfaces)")
+    if m.runtime == "process":
+        out.append("process runtime: the server runs as you, with your files, network and IPC (no isolation)")
+    return out
+
+
+def arm_exposure(m: Manifest, arm: str) -> ArmExposure:
+    """Everything one arm's server touches on the host, from the same spec and container settings a run uses."""
+    spec = server_spec(m, Cell(0, arm, 1), "plan", Path(os.devnull))
+    a = m.arm(arm)
+    if m.runtime != "docker" or a.image is None:
+        env = {**spec.env, "PYTHONUNBUFFERED": "1"}
+        return ArmExposure(
+            arm=arm, runtime=m.runtime, warnings=_warnings(m, spec, env), command=list(spec.command), image=None,
+            mounts=[], ipc="host (a process on this machine)", shm_size=None,
+            network="host (a process on this machine)",
+            published=[PublishedView(host=spec.host, port=spec.port, container_port=None)],
+            env=env, inherited_env=[*BASE_ENV_NAMES, *(f"{p}*" for p in BASE_ENV_PREFIXES)],
+            pass_env=list(m.server.pass_env), gpus=_gpu_text(m),
+            privileges={"user": "you (the user running kit)", "privileged": False, "cwd": os.getcwd()},
+        )
+    gpus: Literal["all"] | None = "all" if m.hardware.gpus else None
+    cfg = container_config(replace(spec, image="(built per run)", gpus=gpus, secret_env={}))
+    env = dict(cfg.get("environment", {}))
+    if gpus:
+        env["NVIDIA_VISIBLE_DEVICES"] = "<UUIDs of the gated GPUs>"
+    ulimits = {str(u["Name"]): int(u["Soft"]) for u in cfg.get("ulimits", [])}
+    return ArmExposure(
+        arm=arm, runtime=m.runtime, warnings=_warnings(m, spec, env), command=list(spec.command),
+        image=ImageView(context=a.image.context, dockerfile=a.image.dockerfile, base=a.image.base,
+                        base_arm=a.image.base_arm, build_args=dict(a.image.build_args)),
+        mounts=[MountView(source=str(mt["Source"]), target=str(mt["Target"]), mode="ro" if mt.get("ReadOnly") else "rw")
+                for mt in cfg.get("mounts", [])],
+        ipc="host" if cfg.get("ipc_mode") == "host" else "private", shm_size=cfg.get("shm_size"),
+        network="bridge (Docker's default)",
+        published=[PublishedView(host=h, port=p, container_port=int(c.split("/")[0]))
+                   for c, (h, p) in cfg.get("ports", {}).items()],
+        env=env, inherited_env=[], pass_env=list(m.server.pass_env), gpus=_gpu_text(m),
+        privileges={"user": "the image's USER (root unless the image sets one)", "privileged": False,
+                    "capabilities": "Docker's default set (none added)", "init": True, "ulimits": ulimits},
+    )
+
+
+def host_exposure(m: Manifest) -> list[ArmExposure]:
+    """``arm_exposure`` for every arm, in manifest order."""
+    return [arm_exposure(m, a.name) for a in m.arms]
+
+
+def exposure_lines(view: ArmExposure) -> list[str]:
+    """One arm's exposure as `kit plan` prints it (warnings first, marked with !)."""
+    out = [f"  arm {view['arm']} ({view['runtime']}):", *(f"    ! {w}" for w in view["warnings"]),
+           f"    command: {shlex.join(view['command'])}"]
+    image = view["image"]
+    if image is not None:
+        base = image["base"] or f"image of arm {image['base_arm']}"
+        args = " ".join(f"{k}={v}" for k, v in image["build_args"].items())
+        out.append(f"    image: {image['context']} FROM {base} (built with {image['dockerfile']}"
+                   + (f", build args {args})" if args else ")"))
+    out += [f"    mount: {mt['source']} -> {mt['target']} ({mt['mode']})" for mt in view["mounts"]]
+    shm = f", shm_size {view['shm_size']}" if view["shm_size"] else ""
+    out.append(f"    ipc: {view['ipc']}{shm}; network: {view['network']}")
+    for p in view["published"]:
+        inside = f" -> container port {p['container_port']}" if p["container_port"] else " (listens here)"
+        out.append(f"    published: {p['host']}:{p['port']}{inside}")
+    shown = [f"{k}={v if v.startswith('<') and v.endswith('>') else shlex.quote(v)}" for k, v in view["env"].items()]
+    out.append("    env: " + (" ".join(shown) or "(none)"))
+    if view["inherited_env"]:
+        out.append("    from your environment (when set): " + " ".join(view["inherited_env"]))
+    out.append("    pass_env (names only; values come from your environment, redacted in every file): "
+               + (" ".join(view["pass_env"]) or "(none)"))
+    out.append(f"    gpus: {view['gpus']}")
+    out.append("    privileges: " + "; ".join(f"{k} {v}" for k, v in view["privileges"].items()))
+    return out

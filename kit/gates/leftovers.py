@@ -17,8 +17,7 @@ from kit.gates.procinfo import ProcInfo
 from kit.gates.result import Check, Timer
 from kit.manifest import Manifest
 from kit.plumbing.dockerconn import docker_client
-from kit.plumbing.procs import group_members
-from kit.runtime.records import ServerRecord, read_record, record_files, same_boot, state_dir
+from kit.runtime.records import ServerRecord, read_record, record_files, recorded_members, state_dir
 
 CONTAINERS = "leftover_containers"
 PROCESSES = "leftover_processes"
@@ -132,7 +131,7 @@ def check_process_groups(*, run_id: str | None, phase: str, directory: Path | No
         if record is None:
             unreadable.append(str(path))  # perhaps being written right now: leave it alone
             continue
-        members = group_members(int(record["pgid"])) if same_boot(record) else []
+        members, _foreign = recorded_members(record)  # a reused PGID is not this record's group: stale
         if members:
             live.append(LiveGroup(**record, file=str(path), members=[procinfo.describe(p) for p in members]))
             continue

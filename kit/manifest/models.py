@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import ipaddress
 import itertools
+import os
 import re
+from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import (
@@ -37,6 +39,69 @@ Port = Annotated[int, Field(ge=1, le=65535)]
 PositiveInt = Annotated[int, Field(ge=1)]
 Env = dict[Annotated[str, Field(pattern=ENV_NAME_RE)], str]
 
+# Host directories no mount may expose: the directory itself and everything under it.
+SYSTEM_TREES = ("/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot", "/dev", "/proc",
+                "/sys", "/var/run", "/run", "/var/lib/docker")
+# Host directories no mount may expose as a whole (a subdirectory, e.g. /root/models, is fine).
+SYSTEM_DIRS = ("/", "/root", "/home", "/var", "/opt", "/srv", "/mnt", "/media", "/tmp")
+# GPUs come from hardware.gpus and the GPU gate; these would override the gated selection.
+GPU_ENV = frozenset({"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"})
+# Shown prominently by `kit plan`, not refused: they change what code the server loads.
+LOADER_ENV = frozenset({"LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "PYTHONPATH", "PYTHONSTARTUP"})
+
+
+def _kit_config_dirs() -> list[Path]:
+    """Where kit keeps its keys and trust (``$XDG_CONFIG_HOME/kit``, ``~/.config/kit``)."""
+    dirs = [Path.home() / ".config" / "kit", Path(os.path.expanduser("~")) / ".config" / "kit"]
+    if os.environ.get("XDG_CONFIG_HOME"):
+        dirs.append(Path(os.environ["XDG_CONFIG_HOME"]) / "kit")
+    return dirs
+
+
+def _real(path: Path) -> Path:
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):  # a symlink loop: judged as written, made absolute
+        return Path(os.path.abspath(path))
+
+
+def _within(path: Path, top: Path) -> bool:
+    return path == top or top in path.parents
+
+
+def host_path_problem(value: str) -> str | None:
+    """Why mounting host path ``value`` into a server would expose the host, or None.
+
+    ``..`` and symlinks are resolved where the path exists (a relative path is taken from the current
+    directory, as Docker and the process runtime would); ``~`` is checked as the home directory too."""
+    candidates = {Path(os.path.abspath(value)), _real(Path(value)), _real(Path(os.path.expanduser(value)))}
+    homes = {_real(Path.home()), _real(Path(os.path.expanduser("~")))}
+    keys = {_real(d) for d in _kit_config_dirs()}
+    for p in sorted(candidates):
+        shown = f"{value!r}" + (f" (resolves to {str(p)!r})" if str(p) != value else "")
+        if p.name.endswith("docker.sock") or any(_within(p, Path(s)) for s in ("/var/run/docker.sock",
+                                                                              "/run/docker.sock")):
+            return f"{shown} is the Docker socket: whoever holds it is root on the host"
+        top = next((t for t in SYSTEM_TREES if _within(p, Path(t))), None)
+        if top is not None or str(p) in SYSTEM_DIRS:
+            return f"{shown} is {'inside ' if top and str(p) != top else ''}the host's system directory {top or p}"
+        if p in homes:
+            return f"{shown} is the whole home directory (it holds kit's keys, ssh keys, tokens)"
+        key = next((k for k in keys if _within(p, k) or _within(k, p)), None)
+        if key is not None:
+            return f"{shown} is or contains kit's runner key and trust directory {key}"
+    return None
+
+
+def _check_env_names(names: list[str], where: str) -> None:
+    gpu = sorted(GPU_ENV.intersection(names))
+    if gpu:
+        raise ValueError(
+            f"{', '.join(gpu)} in {where} would override the GPUs kit checked: remove it; GPUs come from "
+            "hardware.gpus and the GPU gate (the docker runtime sets NVIDIA_VISIBLE_DEVICES, the process runtime "
+            "CUDA_VISIBLE_DEVICES, to exactly the gated GPUs)"
+        )
+
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
@@ -64,6 +129,17 @@ class ModelSpec(_Model):
     )
     mount_at: str = Field("/model", pattern=r"^/", description="Where the weights appear in the container.")
 
+    @field_validator("path")
+    @classmethod
+    def _safe_path(cls, v: str | None) -> str | None:
+        why = host_path_problem(v) if v is not None else None
+        if why:
+            raise ValueError(
+                f"{why}; refusing to expose it to the server. Give the directory that holds only the model's "
+                "weights (not /, a system directory, the Docker socket, $HOME, or ~/.config/kit)"
+            )
+        return v
+
 
 class Server(_Model):
     """How each arm's server is started and probed. Placeholders in 'command' and 'args':
@@ -87,6 +163,22 @@ class Server(_Model):
         description="Names of variables passed through from the user's environment (e.g. HF_TOKEN). "
         "Their values are secrets: never written to a bundle or a log.",
     )
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, v: dict[str, str]) -> dict[str, str]:
+        _check_env_names(list(v), "server.env")
+        return v
+
+    @field_validator("pass_env")
+    @classmethod
+    def _pass_env(cls, v: list[str]) -> list[str]:
+        _check_env_names(v, "server.pass_env")
+        own = sorted(n for n in v if n.upper().startswith("KIT_"))
+        if own:
+            raise ValueError(f"{', '.join(own)}: kit's own variables (KIT_*, e.g. the runner key's passphrase) are "
+                             "never passed to a server: remove them from pass_env")
+        return v
 
     @field_validator("host")
     @classmethod
@@ -131,6 +223,12 @@ class Arm(_Model):
     command: list[str] | None = Field(None, min_length=1, description="Replaces server.command for this arm.")
     args: list[str] = Field(default_factory=list, description="Appended to the server command.")
     env: Env = Field(default_factory=dict, description="Environment overrides for this arm.")
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, v: dict[str, str]) -> dict[str, str]:
+        _check_env_names(list(v), "the arm's env")
+        return v
 
 
 class Load(_Model):

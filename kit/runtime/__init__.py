@@ -7,16 +7,25 @@ loop only sees ``Runtime`` and ``RunningServer``; live-server records are in ``k
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Literal, Protocol, TypedDict
+from urllib.parse import quote, quote_plus
 
 from kit.plumbing.jsontypes import JsonObject
 
 SECRET_NAME_RE = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIAL)", re.I)
+# What a process-runtime server inherits from kit's environment (when set): nothing else, kit's own
+# KIT_* variables least of all. The manifest's env, pass_env and what the runtime sets come on top.
+BASE_ENV_NAMES: tuple[str, ...] = ("PATH", "HOME", "LANG", "TMPDIR", "TZ", "USER")
+BASE_ENV_PREFIXES: tuple[str, ...] = ("LC_",)
+MIN_DERIVED = 6  # encoded forms shorter than this are not redacted (they would hit ordinary text)
 
 
 @dataclass(frozen=True)
@@ -51,12 +60,14 @@ class ServerSpec:
             host = f"[{host}]"
         return f"http://{host}:{self.port}"
 
+    @cached_property
+    def _secret_re(self) -> re.Pattern[str] | None:
+        return secret_pattern(self.secret_env.values())
+
     def redact(self, text: str) -> str:
-        """Replace every secret value in ``text`` with ***."""
-        for value in sorted(self.secret_env.values(), key=len, reverse=True):
-            if value:
-                text = text.replace(value, "***")
-        return text
+        """Replace every secret value in ``text``, and its base64, URL-encoded and JSON-escaped forms, with ***."""
+        pattern = self._secret_re
+        return text if pattern is None else pattern.sub("***", text)
 
 
 class ProcessStopDetails(TypedDict):
@@ -166,6 +177,56 @@ def secret_env_from(pass_env: list[str], environ: dict[str, str] | None = None) 
     return {k: env[k] for k in pass_env if k in env}
 
 
+def _b64_forms(raw: bytes) -> set[str]:
+    """base64 of ``raw`` (standard and urlsafe, with and without padding), and the stretch of characters
+    that encode only ``raw`` wherever it sits in a longer base64 text (at each of the 3 byte alignments)."""
+    out: set[str] = set()
+    n = len(raw)
+    for k in range(3):
+        enc = base64.b64encode(b"\0" * k + raw).decode()
+        start, end = -(-8 * k // 6), (8 * (k + n)) // 6
+        forms = {enc[start:end]} | ({enc, enc.rstrip("=")} if k == 0 else set())
+        for f in forms:
+            out |= {f, f.translate(str.maketrans("+/", "-_"))}
+    return out
+
+
+def secret_forms(value: str) -> set[str]:
+    """Every text form of a secret that redaction removes: the value itself, its base64 (standard and
+    urlsafe, padded or not, also inside longer base64), URL-encoded (quote and quote_plus, either hex
+    case) and JSON-escaped forms."""
+    if not value:
+        return set()
+    derived = _b64_forms(value.encode())
+    for q in (quote(value, safe=""), quote(value), quote_plus(value), quote_plus(value, safe="")):
+        derived |= {q, re.sub(r"%[0-9A-F]{2}", lambda mo: mo.group(0).lower(), q)}
+    derived |= {json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]}
+    return {value} | {f for f in derived if len(f) >= MIN_DERIVED}
+
+
+def secret_pattern(values: Iterable[str]) -> re.Pattern[str] | None:
+    """One regular expression matching every form of every secret, longest first (None: no secrets)."""
+    forms: set[str] = set()
+    for v in values:
+        forms |= secret_forms(v)
+    if not forms:
+        return None
+    return re.compile("|".join(re.escape(f) for f in sorted(forms, key=lambda f: (-len(f), f))))
+
+
+def base_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The part of kit's environment a process-runtime server inherits: PATH, HOME, LANG, LC_*, TMPDIR,
+    TZ and USER, when set. Everything else (kit's KIT_* variables, tokens, agents' sockets) stays out."""
+    env = os.environ if environ is None else environ
+    return {k: v for k, v in env.items() if k in BASE_ENV_NAMES or k.startswith(BASE_ENV_PREFIXES)}
+
+
+def server_environment(spec: ServerSpec, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """A process-runtime server's whole environment: the base above, the manifest's env (with what the
+    runtime sets: GPUs), the pass_env values, and PYTHONUNBUFFERED."""
+    return {**base_environment(environ), **spec.env, **spec.secret_env, "PYTHONUNBUFFERED": "1"}
+
+
 def redact_env(env: dict[str, str], secret_names: set[str] | None = None) -> dict[str, str]:
     """A copy safe to record: secret names and names that look secret get '***'."""
     names = secret_names or set()
@@ -186,6 +247,8 @@ def tail_lines(path: Path, n: int = 40) -> list[str]:
 
 
 __all__ = [
+    "BASE_ENV_NAMES",
+    "BASE_ENV_PREFIXES",
     "SECRET_NAME_RE",
     "ContainerDescription",
     "ContainerStopDetails",
@@ -197,7 +260,11 @@ __all__ = [
     "ServerSpec",
     "StopDetails",
     "StopInfo",
+    "base_environment",
     "redact_env",
     "secret_env_from",
+    "secret_forms",
+    "secret_pattern",
+    "server_environment",
     "tail_lines",
 ]

@@ -1,8 +1,11 @@
 """The process runtime: a server command as a subprocess in its own process group.
 
-Start: the command runs in a new session (so its process group is its own), stdout and stderr
-go to the cell's log (secrets redacted), and a record of the group is written to ``state_dir()``
-so that a later run's leftover gate and `kit clean` can find it if kit itself dies.
+Start: the command runs in a new session (so its process group is its own) with a minimal environment
+(``server_environment``: PATH, HOME, LANG, LC_*, TMPDIR, TZ, USER, the manifest's env, pass_env, and
+what the runtime sets; never kit's own variables), stdout and stderr go to the cell's log (secrets and
+their encoded forms redacted), and a record of the group and its leader's identity (start time, command
+line) is written to ``state_dir()`` so that a later run's leftover gate and `kit clean` can find it if
+kit itself dies, and never mistake another process that reuses the PGID for it.
 Stop: SIGTERM to the whole group, a grace period, SIGKILL, then proof: no process of the
 group remains and the port can be bound again.
 """
@@ -24,9 +27,27 @@ from kit.plumbing.clock import utc_now
 from kit.plumbing.logpump import LogPump
 from kit.plumbing.net import http_ok, port_bindable
 from kit.plumbing.poll import Deadline, poll_until
-from kit.plumbing.procs import group_alive, group_members, signal_group, stop_group
-from kit.runtime import ProcessDescription, ProcessStopDetails, ServerSpec, StopInfo, redact_env, tail_lines
-from kit.runtime.records import ServerRecord, boot_id, read_record, record_files, same_boot, write_record
+from kit.plumbing.procs import group_members, signal_group, stop_group
+from kit.runtime import (
+    ProcessDescription,
+    ProcessStopDetails,
+    ServerSpec,
+    StopInfo,
+    base_environment,
+    redact_env,
+    server_environment,
+    tail_lines,
+)
+from kit.runtime.records import (
+    ServerRecord,
+    boot_id,
+    cmdline,
+    read_record,
+    record_files,
+    recorded_members,
+    start_ticks,
+    write_record,
+)
 
 __all__ = ["ProcessRuntime", "ProcessServer", "kill_leftover_groups", "port_bindable"]
 
@@ -41,8 +62,10 @@ def _chunks(src: IO[bytes]) -> Iterable[bytes]:
 
 
 class ProcessServer:
-    def __init__(self, spec: ServerSpec, proc: subprocess.Popen[bytes], record: Path, pump: LogPump) -> None:
+    def __init__(self, spec: ServerSpec, proc: subprocess.Popen[bytes], record: Path, pump: LogPump,
+                 inherited: list[str]) -> None:
         self.spec = spec
+        self.inherited = inherited
         self.proc = proc
         self.pgid = proc.pid
         self.record = record
@@ -51,7 +74,7 @@ class ProcessServer:
         self._stopped: StopInfo | None = None
 
     def _tail(self) -> str:
-        return "\n".join(f"    {line}" for line in tail_lines(self.spec.log_path, 30))
+        return "\n".join(f"    {self.spec.redact(line)}" for line in tail_lines(self.spec.log_path, 30))
 
     def _died(self, what: str) -> ServerError:
         code = self.proc.poll()
@@ -112,8 +135,8 @@ class ProcessServer:
             command=self.spec.command,
             env=redact_env(self.spec.env),
             secret_env_names=sorted(self.spec.secret_env),
-            # the server also inherits kit's environment: its names (values may be secrets) for the record
-            inherited_env_names=sorted(set(os.environ) - set(self.spec.env) - set(self.spec.secret_env)),
+            # the names it got from kit's environment: only the minimal base (PATH, HOME, LANG, ...)
+            inherited_env_names=self.inherited,
             cwd=os.getcwd(),
         )
 
@@ -123,7 +146,8 @@ class ProcessRuntime:
 
     def start(self, spec: ServerSpec) -> ProcessServer:
         spec.log_path.parent.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, **spec.env, **spec.secret_env, "PYTHONUNBUFFERED": "1"}
+        env = server_environment(spec)
+        inherited = sorted(set(base_environment()) - set(spec.env) - set(spec.secret_env))
         try:
             proc = subprocess.Popen(
                 spec.command,
@@ -146,21 +170,23 @@ class ProcessRuntime:
             record = write_record(ServerRecord(
                 pgid=proc.pid, pid=proc.pid, run_id=spec.labels.get("kit.run"), cell=spec.labels.get("kit.cell"),
                 command=spec.command, started=utc_now(), boot_id=boot_id(),
+                start_ticks=start_ticks(proc.pid), cmdline=cmdline(proc.pid),
             ))
         except BaseException:
             # nothing may outlive a failed start, not even when the record cannot be written
             signal_group(proc.pid, signal.SIGKILL)
             proc.wait()
             raise
-        return ProcessServer(spec, proc, record, pump)
+        return ProcessServer(spec, proc, record, pump, inherited)
 
     def describe(self) -> dict[str, str]:
         return {"runtime": "process"}
 
 
 def kill_leftover_groups(grace_s: float = 5.0) -> tuple[list[str], list[str]]:
-    """Stop every process-runtime server group recorded in state_dir() (live ones: SIGTERM, grace,
-    SIGKILL) and drop the records. Returns (stopped groups, stale records removed)."""
+    """Stop every process-runtime server group recorded in state_dir() whose leader is still the recorded
+    process (SIGTERM, grace, SIGKILL) and drop the records. A PGID that now belongs to another process is
+    never signalled: its record is dropped as stale, saying why. Returns (stopped groups, stale records)."""
     stopped: list[str] = []
     stale: list[str] = []
     for path in record_files():
@@ -168,9 +194,11 @@ def kill_leftover_groups(grace_s: float = 5.0) -> tuple[list[str], list[str]]:
         if record is None:
             continue
         pgid = int(record["pgid"])
-        if not same_boot(record) or not group_alive(pgid):
+        members, foreign = recorded_members(record)
+        if not members:
             path.unlink(missing_ok=True)
-            stale.append(f"{path.name} (group {pgid} already gone)")
+            why = f"not signalled: {foreign}" if foreign else "already gone"
+            stale.append(f"{path.name} (group {pgid} {why})")
             continue
         stop_group(pgid, grace_s)
         path.unlink(missing_ok=True)

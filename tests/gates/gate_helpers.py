@@ -12,6 +12,7 @@ from support.manifests import manifest_data, manifest_model
 from support.ports import free_port
 
 from kit.manifest import Manifest
+from kit.runtime.records import cmdline, start_ticks
 
 
 def make_manifest(
@@ -72,8 +73,9 @@ class FakeDocker:
 
 def write_record(directory: Path, pgid: int, run_id: str, cell: str = "a-r1") -> Path:
     path = directory / f"{pgid}.json"
+    # the leader's identity as the process runtime records it: without it a record never counts
     doc = {"pgid": pgid, "pid": pgid, "run_id": run_id, "cell": cell, "command": ["sleep", "600"],
-           "started": "2026-01-01T00:00:00+00:00"}
+           "started": "2026-01-01T00:00:00+00:00", "start_ticks": start_ticks(pgid), "cmdline": cmdline(pgid)}
     path.write_text(json.dumps(doc))
     return path
 

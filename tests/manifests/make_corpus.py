@@ -123,6 +123,18 @@ CASES: dict[str, tuple[str, list[str]]] = {
                         ["exactly one", "arms[1].image"]),
     "image-context-outside": (DOCKER.replace("context: images/oea", "context: ../etc"), ["context", "line 16"]),
     "image-base-arm-self": (DOCKER.replace("base_arm: a", "base_arm: b"), ["base_arm", "another arm"]),
+    # host safety
+    "model-path-root": (sub("  served_name: m", "  served_name: m\n  path: /"), ["model.path", "line 6", "system directory"]),
+    "model-path-etc-dotdot": (sub("  served_name: m", "  served_name: m\n  path: /models/../etc"),
+                              ["model.path", "line 6", "resolves to '/etc'"]),
+    "model-path-docker-sock": (sub("  served_name: m", "  served_name: m\n  path: /var/run/docker.sock"),
+                               ["model.path", "line 6", "Docker socket"]),
+    "env-cuda-visible": (sub("  port: 18080", "  port: 18080\n  env:\n    CUDA_VISIBLE_DEVICES: '0'"),
+                         ["server.env", "line 10", "hardware.gpus"]),
+    "arm-env-nvidia-visible": (sub("  - name: a", "  - name: a\n    env: {NVIDIA_VISIBLE_DEVICES: all}"),
+                               ["arms[0].env", "line 11", "hardware.gpus"]),
+    "pass-env-kit-passphrase": (sub("  port: 18080", "  port: 18080\n  pass_env: [KIT_KEY_PASSPHRASE]"),
+                                ["server.pass_env", "line 9", "kit's own variables"]),
     # YAML hostility
     "tag-python-object": (sub("name: corpus", "name: !!python/object:os.system ls"), ["python/object", "line 2"]),
     "tag-python-name": (sub("name: corpus", "name: !!python/name:os.system"), ["python/name", "line 2"]),
