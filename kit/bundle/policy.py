@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from kit.bundle.names import PROVENANCE
+from kit.bundle.provenance import default_runner_key_path
 from kit.errors import BundleError, SignatureError
 from kit.files import JsonObject
 from kit.files.read import read_file
@@ -80,6 +81,14 @@ def _trust_hint(env: Mapping[str, Any], fps: Sequence[str]) -> str:
         if isinstance(line, str) and _fp_or_empty(line) in fps:
             key = " ".join(line.split()[:2])
             break
+    mine = default_runner_key_path().with_name(default_runner_key_path().name + ".pub")
+    try:
+        own = mine.is_file() and _fp_or_empty(mine.read_text(errors="replace")) in fps
+    except OSError:
+        own = False
+    if own:  # made by a kit that did not yet add its runner key to the policy
+        return (f"that is this machine's own runner key ({mine}); to trust the bundles it signs, add this line to "
+                f'{user_trust_file()}: kit-runner namespaces="{NS_BUNDLE}" {key}')
     return (f"to trust this signer for results, first confirm the fingerprint with its owner (the key comment "
             f"proves nothing), then add this line to {user_trust_file()} or to a file you pass with --trust: "
             f'PRINCIPAL namespaces="{NS_BUNDLE}" {key}')

@@ -157,3 +157,13 @@ def test_same_machine_verifies_and_a_resigned_bundle_does_not(tmp_path: Path, ki
     resign(b, key(tmp_path, "other", k.comment))
     code, out = _kit("verify", str(b.root))
     assert code == 9 and "UNTRUSTED" in out.splitlines()[0], out
+
+
+def test_own_runner_key_made_before_auto_trust_gets_a_precise_hint(tmp_path: Path, kit_home: Path) -> None:
+    """A runner key made by an older kit is not in the policy: exit 9, and the hint says it is this machine's."""
+    k, _ = runner_key(None)
+    user_trust_file().write_text("")  # as an older kit left it: the key, no trust line
+    b = bundle(tmp_path, k)
+    code, out = _kit("verify", str(b.root))
+    assert code == 9 and "that is this machine's own runner key" in out, out
+    assert f'kit-runner namespaces="kit-bundle" {" ".join(k.public_line().split()[:2])}' in out

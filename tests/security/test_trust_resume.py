@@ -98,3 +98,12 @@ def test_resume_rechecks_the_manifest_signature_under_the_current_policy(tmp_pat
                       f'r namespaces="kit-bundle" {runner.public_line()}\n')
     code, out = _resume(b, tmp_path, "--trust", str(policy))
     assert code == 2 and "no-such-key" in out, out  # stopped only at the (missing) runner key
+
+
+def test_report_does_not_re_sign_a_bundle_from_an_untrusted_runner(tmp_path: Path, kit_home: Path) -> None:
+    """`kit report` re-signs with this machine's runner key: a forged bundle must not come out trusted."""
+    b, runner = _trusted_bundle(tmp_path)
+    forge(b, key(tmp_path, "forger", runner.comment))
+    r = CliRunner().invoke(main, ["report", str(b.root), "--key", str(runner.path)])
+    assert r.exit_code == 9 and r.output.startswith(f"Error: UNTRUSTED: bundle {b.root} is signed by "), r.output
+    assert CliRunner().invoke(main, ["verify", str(b.root)]).exit_code == 9
