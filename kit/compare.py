@@ -33,7 +33,7 @@ FIGURES: list[tuple[str, FigureGet, bool]] = [  # (label, figure of an arm_level
 SETUP: list[tuple[str, str, str]] = [  # (label, file, dotted path)
     ("manifest sha256", "provenance", "manifest"),
     ("kit version", "run.json", "kit_version"),
-    ("trust (claimed, not verified)", "run.json", "trust.signers"),
+    ("trust unverified", "run.json", "trust.signers"),  # run.json's claim; kit compare checks no signature
     ("flags", "run.json", "flags"),
     ("git commit", "environment.json", "git.commit"),
     ("host CPU", "environment.json", "host.cpu.model"),
@@ -161,7 +161,7 @@ def render_comparison(result: BundleComparison) -> list[str]:
              "signature; run `kit verify` on each bundle first", "", "setup:"]
     for s in result["setup"]:
         mark = "same" if s["same"] else "DIFFERS"
-        lines.append(f"  {s['what']:<30} {mark:<8} " + (_fmt(s["a"]) if s["same"] else f"A={_fmt(s['a'])}  "
+        lines.append(f"  {s['what']:<16} {mark:<8} " + (_fmt(s["a"]) if s["same"] else f"A={_fmt(s['a'])}  "
                                                           f"B={_fmt(s['b'])}"))
     lines += ["", f"{'arm':<12}{'c':>6}  {'figure':<14}{'A':>12}{'B':>12}{'B/A':>9}"]
     for r in result["figures"]:

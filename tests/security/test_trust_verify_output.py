@@ -52,4 +52,4 @@ def test_compare_says_trust_is_not_verified(tmp_path: Path, kit_home: Path) -> N
     code, out = _kit("compare", str(a.root), str(b.root))
     assert code == 0, out
     assert "NOT VERIFIED: kit compare reads what each bundle's files claim" in out
-    assert "trust (claimed, not verified)" in out
+    assert "trust unverified" in out
