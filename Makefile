@@ -30,10 +30,11 @@ $(TEST_STAMP): $(STAMP)
 	$(BIN)/python -m pip install -q torch==2.13.0
 	touch $(TEST_STAMP)
 
-## Set everything up and run the embedded default experiment end to end (CPU only, no Docker).
+## Set everything up and run the embedded default experiment end to end (CPU only, no Docker). The example
+## manifests are signed by the repo's published EXAMPLE key, which kit never trusts by default: --trust allowed_signers.
 demo: setup
-	$(BIN)/kit verify experiments/demo.yaml
-	$(BIN)/kit run experiments/demo.yaml
+	$(BIN)/kit verify --trust allowed_signers experiments/demo.yaml
+	$(BIN)/kit run --trust allowed_signers experiments/demo.yaml
 
 lint: setup
 	$(BIN)/ruff check kit tests benchmarks

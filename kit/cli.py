@@ -91,7 +91,9 @@ def _for_each(paths: list[Path], one: Callable[[Path], tuple[str, JsonObject]], 
             if not as_json:
                 click.echo(f"ok: {path}: {text}")
         except KitError as e:
-            results.append({"target": str(path), "ok": False, "error": str(e)})
+            extra = getattr(e, "details", None)  # e.g. who signed an untrusted bundle
+            results.append({**(extra if isinstance(extra, dict) else {}), "target": str(path), "ok": False,
+                            "error": str(e)})
             first = first or e
             if not as_json:
                 click.echo(f"Error: {e}", err=True)
@@ -111,8 +113,8 @@ trust_option = click.option(
     "trust",
     type=click.Path(dir_okay=False, path_type=Path),
     multiple=True,
-    help="allowed_signers file(s) to trust (default: ~/.config/kit/allowed_signers and the project's "
-    "allowed_signers).",
+    help="allowed_signers file(s) that make up the trust policy, instead of ~/.config/kit/allowed_signers "
+    "(repeatable). Nothing beside or above the content checked is ever trusted.",
 )
 
 
@@ -149,18 +151,27 @@ def schema(output: Path | None, bundle_files: bool) -> None:
     _emit(bundle_schema_text() if bundle_files else schema_text(), output)
 
 
+ROLES = {"manifest": ("kit-manifest", "approve manifests (what may run)"),
+         "bundle": ("kit-bundle", "vouch for result bundles (which runner measured)")}
+
+
 @main.command()
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Key file to write (default: ~/.config/kit/id_ed25519); FILE.pub is written too.")
 @click.option("-C", "--comment", default=None, help="Key comment, e.g. you@lab (default: user@host).")
-def keygen(output: Path | None, comment: str | None) -> None:
+@click.option("--role", type=click.Choice(sorted(ROLES)), default="manifest", show_default=True,
+              help="What the suggested trust line lets the key do: approve manifests (kit-manifest) or vouch for "
+                   "bundles (kit-bundle); never both.")
+def keygen(output: Path | None, comment: str | None, role: str) -> None:
     """Make an ssh-ed25519 signing key (OpenSSH format, usable by ssh-keygen too)."""
     path = output or user_trust_file().parent / "id_ed25519"
     who = comment or f"{os.environ.get('USER', 'user')}@{os.uname().nodename}"
     key = generate_key(path, who)
+    namespace, does = ROLES[role]
     click.echo(f"wrote {path} and {path}.pub ({key.fingerprint})")
-    click.echo("to trust it, add this line to an allowed_signers file:")
-    click.echo(f'{who} namespaces="kit-manifest,kit-bundle" {key.public_line()}')
+    click.echo(f"to let this key {does}, whoever trusts it adds this line to their allowed_signers "
+               f"(~/.config/kit/allowed_signers or a --trust file), after checking the fingerprint with you:")
+    click.echo(f'{who.replace(" ", "_") or "signer"} namespaces="{namespace}" {key.public_line()}')
 
 
 @main.command()
@@ -179,12 +190,18 @@ def sign(manifest: Path, key_path: Path, allow_unpinned: bool) -> None:
 @main.command()
 @click.argument("targets", nargs=-1, required=True, callback=_paths)
 @trust_option
+@click.option("--integrity-only", is_flag=True,
+              help="Bundles: check the files against the signed provenance and recompute the summary, but make no "
+                   "trust decision (the answer says UNTRUSTED).")
 @json_option
-def verify(targets: list[Path], trust: tuple[Path, ...], as_json: bool) -> None:
-    """Verify manifests' signatures, or result bundles (directories or .tar.gz archives)."""
+def verify(targets: list[Path], trust: tuple[Path, ...], integrity_only: bool, as_json: bool) -> None:
+    """Verify manifests' signatures, or result bundles (directories or .tar.gz archives), under your policy.
+
+    A bundle verifies (exit 0) only when a key your trust files allow for kit-bundle signed it; the first line
+    says who signed, whether your policy trusts that key (and by which line), and how to trust it (exit 9)."""
 
     def one(target: Path) -> tuple[str, JsonObject]:
-        res = verify_target(target, list(trust))
+        res = verify_target(target, list(trust), integrity_only=integrity_only)
         return res.summary, res.details
 
     _for_each(targets, one, as_json)
@@ -245,7 +262,9 @@ def _render_plan(lm: Any, p: Any, est: Any, out: Callable[[str], None]) -> None:
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("results"),
               show_default=True, help="Directory for new bundles.")
 @click.option("--resume", type=click.Path(file_okay=False, exists=True, path_type=Path),
-              help="Finish an interrupted or failed run: only missing or failed cells run.")
+              help="Finish an interrupted or failed run: only missing or failed cells run. The bundle must verify "
+                   "as signed by a runner your policy trusts (kit-bundle); the manifest is checked again under "
+                   "your policy, and --allow-* flags count only when given here.")
 @click.option("--allow-unsigned", is_flag=True, help="Run an unsigned or untrusted manifest (recorded).")
 @click.option("--allow-unpinned", is_flag=True, help="Accept image bases not pinned by digest (recorded).")
 @trust_option

@@ -33,7 +33,7 @@ FIGURES: list[tuple[str, FigureGet, bool]] = [  # (label, figure of an arm_level
 SETUP: list[tuple[str, str, str]] = [  # (label, file, dotted path)
     ("manifest sha256", "provenance", "manifest"),
     ("kit version", "run.json", "kit_version"),
-    ("trust", "run.json", "trust.signers"),
+    ("trust unverified", "run.json", "trust.signers"),  # run.json's claim; kit compare checks no signature
     ("flags", "run.json", "flags"),
     ("git commit", "environment.json", "git.commit"),
     ("host CPU", "environment.json", "host.cpu.model"),
@@ -156,7 +156,9 @@ def _fmt(v: object) -> str:
 
 
 def render_comparison(result: BundleComparison) -> list[str]:
-    lines = [f"A: {result['a']}", f"B: {result['b']}", "", "setup:"]
+    lines = [f"A: {result['a']}", f"B: {result['b']}",
+             "NOT VERIFIED: kit compare reads what each bundle's files claim (trust included) and checks no "
+             "signature; run `kit verify` on each bundle first", "", "setup:"]
     for s in result["setup"]:
         mark = "same" if s["same"] else "DIFFERS"
         lines.append(f"  {s['what']:<16} {mark:<8} " + (_fmt(s["a"]) if s["same"] else f"A={_fmt(s['a'])}  "

@@ -19,9 +19,19 @@ from typing import Any
 from kit import __version__
 from kit.bundle.layout import Bundle
 from kit.bundle.names import PROVENANCE
+from kit.bundle.subjects import add_sizes
 from kit.files import JsonObject
 from kit.plumbing.files import sha256_file
-from kit.signing import SigningKey, generate_key, load_signing_key, sign_payload, statement, user_trust_file
+from kit.signing import (
+    NS_BUNDLE,
+    SigningKey,
+    add_user_trust,
+    generate_key,
+    load_signing_key,
+    sign_payload,
+    statement,
+    user_trust_file,
+)
 
 SLSA_PROVENANCE_V1 = "https://slsa.dev/provenance/v1"
 BUILD_TYPE = "urn:kit:benchmark-run:1"
@@ -49,8 +59,11 @@ def sign_provenance(bundle: Bundle, key: SigningKey, *, predicate: Mapping[str, 
     unknown = set(predicate) - PREDICATE_PIECES
     if unknown:
         raise ValueError(f"unknown provenance pieces {sorted(unknown)}; known: {sorted(PREDICATE_PIECES)}")
-    digests = {rel: sha256_file(bundle.root / rel)[0] for rel in bundle.files()}
-    body = statement(digests, SLSA_PROVENANCE_V1, build_predicate(bundle, digests, key, predicate))
+    hashed = {rel: sha256_file(bundle.root / rel) for rel in bundle.files()}
+    digests = {rel: digest for rel, (digest, _) in hashed.items()}
+    # sizes are signed too: a verifier streaming an archive refuses a member the moment it outgrows its size
+    body = add_sizes(statement(digests, SLSA_PROVENANCE_V1, build_predicate(bundle, digests, key, predicate)),
+                     {rel: size for rel, (_, size) in hashed.items()})
     return bundle.write_bytes(PROVENANCE, envelope_bytes(sign_payload(body, key)))
 
 
@@ -89,10 +102,12 @@ def default_runner_key_path() -> Path:
 
 
 def runner_key(path: Path | None) -> tuple[SigningKey, str | None]:
-    """The key that signs bundles, and a one-line notice to print when it was just generated.
+    """The key that signs bundles, and a notice to print when it was just generated.
 
     ``path`` given: load it (KIT_KEY_PASSPHRASE unlocks it). Otherwise load the default runner key,
-    generating it (comment ``kit-runner@<hostname>``) the first time.
+    generating it the first time (comment ``kit-runner@<hostname>``, encrypted when KIT_KEY_PASSPHRASE is
+    set) and adding it to the user's trust file for ``kit-bundle`` only: bundles signed on this machine
+    then verify here, and nowhere else until someone trusts the key there. It never approves manifests.
     """
     passphrase = os.environ.get("KIT_KEY_PASSPHRASE")
     if path is not None:
@@ -101,7 +116,15 @@ def runner_key(path: Path | None) -> tuple[SigningKey, str | None]:
     if default.exists():
         return load_signing_key(default, passphrase), None
     who = f"kit-runner@{socket.gethostname()}"
-    key = generate_key(default, who)
-    notice = (f"generated runner key {default} ({key.fingerprint}); to trust the bundles it signs, add this line to "
-              f'an allowed_signers file: {who} namespaces="kit-bundle" {key.public_line()}')
+    key = generate_key(default, who, passphrase=passphrase or None)
+    line = runner_trust_line(key)
+    trust = add_user_trust(line)
+    notice = (f"generated runner key {default} ({key.fingerprint}) and trusted it for {NS_BUNDLE} only in {trust}; "
+              f"elsewhere, its bundles verify once this line is added to a trust file there: {line}")
     return key, notice
+
+
+def runner_trust_line(key: SigningKey) -> str:
+    """The allowed_signers line that lets ``key`` vouch for bundles (namespace kit-bundle), nothing else."""
+    principal = key.comment if key.comment and " " not in key.comment else "kit-runner"
+    return f'{principal} namespaces="{NS_BUNDLE}" {key.public_line()}'

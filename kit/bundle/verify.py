@@ -1,9 +1,11 @@
 """Verifying a bundle: every file against the signed provenance, the signers against trust, and the summary.
 
 Checks, in order: the bundle holds only regular files and directories; provenance.dsse.json is
-exactly as kit writes it and every signature in it verifies under the key it names; the set of
-files and each file's sha256 match the signed subjects; the signers are trusted (required when
-trust files are given explicitly); summary.json equals a fresh ``kit.stats.summarize_bundle``.
+exactly as kit writes it and every signature in it verifies under the key it names; the user's policy
+allows a signer for ``kit-bundle`` (``kit.bundle.policy``; skipped with --integrity-only, which says
+UNTRUSTED); the set of files and each file's sha256 match the signed subjects; summary.json equals a
+fresh ``kit.stats.summarize_bundle``; the manifest signature is re-checked under the policy and every
+recorded flag is shown.
 """
 
 from __future__ import annotations
@@ -20,26 +22,30 @@ from typing import Any
 from cryptography.exceptions import InvalidSignature
 
 from kit.bundle.names import PROVENANCE, rel_problem, walk
+from kit.bundle.policy import (
+    TRUSTED_MARK,
+    UNTRUSTED_MARK,
+    SignerDecision,
+    decide_trust,
+    flags_line,
+    manifest_check,
+    recorded_flags,
+)
 from kit.bundle.provenance import BUILD_TYPE, SLSA_PROVENANCE_V1, envelope_bytes
 from kit.bundle.tarball import archive_sha256, extracted
 from kit.errors import BundleError, KitError, SignatureError, UsageError
 from kit.files import JsonObject
 from kit.files.read import read_file
 from kit.files.run import RunFile
-from kit.manifest import project_root
 from kit.plumbing.files import sha256_file
 from kit.signing import (
-    NS_BUNDLE,
     PAYLOAD_TYPE,
     STATEMENT_TYPE,
-    Verified,
-    check_envelope,
-    default_trust_files,
     fingerprint,
-    load_trust,
     pae,
     parse_envelope,
     parse_public_key,
+    policy_files,
     subject_digests,
 )
 from kit.stats import summarize_bundle
@@ -47,7 +53,6 @@ from kit.stats import summarize_bundle
 MAX_PROVENANCE_BYTES = 256 << 20
 MAX_LISTED_PROBLEMS = 50
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
-_UNTRUSTED_HINT = "pass --trust FILE to require a trusted signer"
 
 
 @dataclass
@@ -71,14 +76,16 @@ def fail(label: str, problems: list[str], hint: str | None = None) -> BundleErro
     return BundleError(msg, hint=hint)
 
 
-def verify_bundle(target: Path, trust: list[Path]) -> VerifyResult:
-    """Verify a bundle directory or a .tar.gz/.tgz archive of one; BundleError (exit 9) on any problem."""
+def verify_bundle(target: Path, trust: list[Path], *, integrity_only: bool = False) -> VerifyResult:
+    """Verify a bundle directory or a .tar.gz/.tgz archive of one; BundleError (exit 9) on any problem,
+    including a signer the policy (``trust``, else the user's trust file) does not allow for kit-bundle."""
     if target.is_dir():
-        return verify_directory(target, trust, label=str(target), trust_anchor=target)
+        return verify_directory(target, trust, label=str(target), integrity_only=integrity_only)
     if target.name.endswith((".tar.gz", ".tgz")):
         if not target.is_file():
             raise UsageError(f"{target}: no such archive")
         label = str(target)
+        files = policy_files(trust)
 
         def signed_statement(provenance: Path) -> dict[str, Any]:
             """The archive's provenance, verified (signatures, subjects, trust) before any other member is
@@ -86,17 +93,18 @@ def verify_bundle(target: Path, trust: list[Path]) -> VerifyResult:
             env, body, stmt = read_envelope(provenance, label)
             signed_subjects(stmt, label)
             check_signatures(env, body, stmt, label)
-            decide_trust(env, body, trust, target, label)
+            decide_trust(env, body, files, label, integrity_only=integrity_only)
             return stmt
 
         with extracted(target, signed_statement) as root:
-            res = verify_directory(root, trust, label=label, trust_anchor=target)
+            res = verify_directory(root, trust, label=label, integrity_only=integrity_only)
         res.details["archive"] = {"path": str(target), "sha256": archive_sha256(target), "top": root.name}
         return res
     raise BundleError(f"{target}: neither a bundle directory nor a .tar.gz/.tgz archive")
 
 
-def verify_directory(root: Path, trust: list[Path], *, label: str, trust_anchor: Path) -> VerifyResult:
+def _signed_parts(root: Path, label: str, missing_hint: str) -> tuple[dict[str, Any], bytes, dict[str, str], set[str]]:
+    """The envelope, its payload and the signed subjects, after checking every signature's validity."""
     try:
         _, on_disk = walk(root)
     except BundleError as e:
@@ -104,40 +112,55 @@ def verify_directory(root: Path, trust: list[Path], *, label: str, trust_anchor:
     except OSError as e:
         raise fail(label, [f"unreadable: {e}"]) from None
     if PROVENANCE not in on_disk:
-        raise fail(label, [f"missing file: {PROVENANCE} (the bundle was never signed; an unfinished run?)"],
-                   hint="finish the run with `kit run --resume BUNDLE` (it records that the earlier files were "
-                        "never signed)")
+        raise fail(label, [f"missing file: {PROVENANCE} (the bundle was never signed, or the signature was "
+                           "removed): nobody vouches for its files"], hint=missing_hint)
     env, body, stmt = read_envelope(root / PROVENANCE, label)
     subjects = signed_subjects(stmt, label)
     check_signatures(env, body, stmt, label)
+    return env, body, subjects, set(on_disk)
+
+
+def verify_directory(root: Path, trust: list[Path], *, label: str, integrity_only: bool = False) -> VerifyResult:
+    files = policy_files(trust)
+    env, body, subjects, on_disk = _signed_parts(
+        root, label, "a bundle without its signed provenance cannot be verified; get the complete bundle")
+    signer = decide_trust(env, body, files, label, integrity_only=integrity_only)
     nbytes = check_files(root, sorted(f for f in on_disk if f != PROVENANCE), subjects, label)
-    signer = decide_trust(env, body, trust, trust_anchor, label)
     summary_note = check_summary(root, label)
     run = _run_info(root)
-    text = (f"{len(subjects)} files checked against the signed provenance; {signer.text}; {summary_note}"
-            + (f"; run {run['status']}" if run.get("status") else ""))
-    details: JsonObject = {"bundle": label, "files": len(subjects), "bytes": nbytes, "signers": signer.signers,
-               "trusted": signer.trusted, "summary": summary_note, "run": run}
-    return VerifyResult(summary=text, details=details)
+    manifest = manifest_check(root, files) if not integrity_only else {"status": "not checked (--integrity-only)"}
+    rec = recorded_flags(root)
+    lines = [signer.text,
+             f"  files: {len(subjects)} checked against the signed provenance; {summary_note}"
+             + (f"; run {run['status']}" if run.get("status") else ""),
+             f"  manifest approval (kit-manifest): {manifest['status']}",
+             f"  {flags_line(rec)}"]
+    details: JsonObject = {"bundle": label, "trust": TRUSTED_MARK if signer.trusted else UNTRUSTED_MARK,
+                           "verdict": signer.text, "files": len(subjects), "bytes": nbytes,
+                           "signers": signer.signers, "trusted": signer.trusted, "summary": summary_note, "run": run,
+                           "manifest_signature": manifest, "integrity_only": integrity_only, **rec}
+    return VerifyResult(summary="\n".join(lines), details=details)
 
 
 def verify_integrity(root: Path) -> int:
-    """Only what must hold before kit re-signs a bundle (resume, `kit report`): every file matches the
-    signed provenance and every signature verifies; trust and summary.json are not judged. Returns the
-    number of files."""
+    """Only what must hold before kit re-renders a bundle (`kit report`): every file matches the signed
+    provenance and every signature verifies; trust and summary.json are not judged. Returns the number of
+    files."""
     label = str(root)
-    try:
-        _, on_disk = walk(root)
-    except BundleError as e:
-        raise fail(label, [e.message]) from None
-    if PROVENANCE not in on_disk:
-        raise fail(label, [f"missing file: {PROVENANCE} (the bundle was never signed)"],
-                   hint="finish the run with `kit run --resume BUNDLE`")
-    env, body, stmt = read_envelope(root / PROVENANCE, label)
-    subjects = signed_subjects(stmt, label)
-    check_signatures(env, body, stmt, label)
+    _, _, subjects, on_disk = _signed_parts(root, label, "get an untouched copy of the bundle")
     check_files(root, sorted(f for f in on_disk if f != PROVENANCE), subjects, label)
     return len(subjects)
+
+
+def verify_for_resume(root: Path, trust: list[Path]) -> SignerDecision:
+    """Before kit re-signs a bundle to finish it: the provenance must be present, valid, signed by a key the
+    policy allows for kit-bundle, and match every file. Anything else: exit 9 naming why."""
+    label = str(root)
+    env, body, subjects, on_disk = _signed_parts(
+        root, label, "kit resumes only bundles whose signed provenance verifies as trusted; start a new run")
+    signer = decide_trust(env, body, policy_files(trust), label)
+    check_files(root, sorted(f for f in on_disk if f != PROVENANCE), subjects, label)
+    return signer
 
 
 # --------------------------------------------------------------------------- the envelope
@@ -260,48 +283,6 @@ def check_files(root: Path, on_disk: list[str], subjects: Mapping[str, str], lab
     if problems:
         raise fail(label, problems, hint="a bundle is immutable once signed; get an untouched copy")
     return nbytes
-
-
-# --------------------------------------------------------------------------- trust
-
-
-@dataclass
-class SignerDecision:
-    text: str
-    trusted: bool
-    signers: list[JsonObject]
-
-
-def decide_trust(env: dict[str, Any], body: bytes, trust: list[Path], anchor: Path, label: str) -> SignerDecision:
-    """Trusted signer: say who. Untrusted: pass with a notice, unless trust files were given explicitly."""
-    files = list(trust) or default_trust_files(anchor, project_root(anchor))
-    keys = load_trust(files)  # a broken trust file is the caller's problem (exit 2 or 4), not the bundle's
-    try:
-        verified = check_envelope(env, body, keys, NS_BUNDLE)
-    except SignatureError as e:
-        raise fail(label, [f"{PROVENANCE}: {e.message}"]) from None
-    if verified.invalid:
-        raise fail(label, [f"{PROVENANCE}: signature(s) by {', '.join(verified.invalid)} did not verify"])
-    signers = _signers(verified)
-    untrusted = [f"{fp} ({comment or 'no key comment'})" for fp, comment in verified.untrusted]
-    if verified.trusted:
-        who = ", ".join(f"{p} ({fp}, trusted by {src})" for p, fp, src in verified.trusted)
-        also = f"; also signed by {', '.join(untrusted)}, not in a trust file" if untrusted else ""
-        return SignerDecision(f"signed by {who}{also}", True, signers)
-    names = ", ".join(untrusted)
-    if trust:
-        listed = ", ".join(str(f) for f in trust)
-        raise fail(label, [f"{PROVENANCE}: signed by {names}, which is not in the trust file(s) {listed} "
-                           f"for namespace {NS_BUNDLE!r}"],
-                   hint=f"if you trust that key, add 'PRINCIPAL namespaces=\"{NS_BUNDLE}\" ssh-ed25519 KEY' to "
-                        "an allowed_signers file")
-    return SignerDecision(f"signed by {names}, not in a trust file; {_UNTRUSTED_HINT}", False, signers)
-
-
-def _signers(v: Verified) -> list[JsonObject]:
-    out: list[JsonObject] = [{"principal": p, "fingerprint": fp, "trusted_by": src} for p, fp, src in v.trusted]
-    out += [{"fingerprint": fp, "comment": c, "trusted_by": None} for fp, c in v.untrusted]
-    return out
 
 
 # --------------------------------------------------------------------------- summary

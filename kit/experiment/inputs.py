@@ -1,17 +1,22 @@
 """What a run starts from: the manifest's exact bytes (the bundle's copy when resuming), its signature,
-the trust decision, and, when resuming, what was known of the bundle's integrity before."""
+the trust decision, and, when resuming, who vouched for the bundle before.
+
+Trust is the user's policy (--trust, else ~/.config/kit/allowed_signers), never a file beside the manifest
+or bundle. A resume takes nothing that decides trust from the bundle: its provenance must verify as trusted
+for kit-bundle, its manifest signature is checked again under the current policy, and --allow-unsigned /
+--allow-unpinned count only when given on this command line (never from the bundle's run.json)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
-from kit.bundle import Bundle, verify_integrity
+from kit.bundle import Bundle, verify_for_resume
 from kit.errors import BundleError, SignatureError, UsageError
 from kit.experiment.options import RunOptions
 from kit.files.run import RunFile
-from kit.manifest import LoadedManifest, load_manifest, project_root, read_bytes
-from kit.signing import ManifestTrust, default_trust_files, signature_path, verify_manifest
+from kit.manifest import LoadedManifest, load_manifest, read_bytes
+from kit.signing import ManifestTrust, policy_files, signature_path, verify_manifest
 
 
 @dataclass(frozen=True)
@@ -19,7 +24,7 @@ class RunInputs:
     lm: LoadedManifest
     trust: ManifestTrust
     sig: bytes | None
-    resume_note: str  # the bundle's integrity before a resume ("verified" or why not); "" for a new run
+    resume_note: str  # who vouched for the bundle before a resume ("verified; TRUSTED: ..."); "" for a new run
 
 
 @dataclass(frozen=True)
@@ -27,7 +32,7 @@ class ResumeSources:
     raw: bytes
     sig: bytes | None
     run: RunFile
-    original: Path  # where the manifest came from, to find the trust files it was run under
+    original: Path  # where the manifest came from (its project holds the image contexts; it decides no trust)
 
 
 def check_trust(path: Path, raw: bytes, sig: bytes | None, trust_files: list[Path],
@@ -58,29 +63,25 @@ def resume_sources(root: Path, manifest: Path | None) -> ResumeSources:
     if manifest is not None and read_bytes(manifest) != raw:
         raise UsageError(f"{manifest} differs from the manifest the bundle {root} was started with",
                          hint="resume without MANIFEST, or start a new run")
-    # trust as for the original: the project the manifest came from (its allowed_signers) or the user file
     original = Path(run.manifest_source or root / "manifest.yaml")
     return ResumeSources(raw, sig, run, original)
 
 
-def verify_before_resume(root: Path) -> str:
-    """A resumed bundle is re-signed: first prove nobody changed what is already in it."""
-    if not (root / "provenance.dsse.json").exists():
-        return "none: kit was killed before it could sign; earlier files are carried over unverified"
-    verify_integrity(root)  # raises BundleError (exit 9) naming any changed, added or missing file
-    return "verified"
+def verify_before_resume(root: Path, trust: list[Path]) -> str:
+    """A resumed bundle is re-signed: first prove that a runner the policy trusts signed exactly what is in it
+    (a bundle without provenance, or with an untrusted or broken one: BundleError, exit 9, naming why)."""
+    signer = verify_for_resume(root, trust)
+    return f"verified; {signer.text}"
 
 
 def load_for_run(manifest: Path | None, opts: RunOptions) -> RunInputs:
     """Read the manifest (the bundle's copy when resuming), verify its signature over exactly those
-    bytes, validate it. A resume keeps the flags the run was started with."""
+    bytes under the current policy, validate it. The allow_* flags are this command line's only."""
     note = ""
     if opts.resume is not None:
+        note = verify_before_resume(opts.resume, opts.trust)  # before anything of the bundle is believed
         src = resume_sources(opts.resume, manifest)
         raw, sig, label = src.raw, src.sig, src.original
-        note = verify_before_resume(opts.resume)
-        opts.allow_unsigned = opts.allow_unsigned or src.run.flags.allow_unsigned
-        opts.allow_unpinned = opts.allow_unpinned or src.run.flags.allow_unpinned
     else:
         if manifest is None:
             raise UsageError("give a MANIFEST to run, or --resume BUNDLE")
@@ -88,7 +89,12 @@ def load_for_run(manifest: Path | None, opts: RunOptions) -> RunInputs:
         sig_file = signature_path(manifest)
         sig = sig_file.read_bytes() if sig_file.exists() else None
         label = manifest
-    trust_files = opts.trust or default_trust_files(label, project_root(label))
-    trust = check_trust(label, raw, sig, trust_files, opts.allow_unsigned)
+    try:
+        trust = check_trust(label, raw, sig, policy_files(opts.trust), opts.allow_unsigned)
+    except SignatureError as e:
+        if opts.resume is not None:
+            e.note("a resume re-checks the manifest under your current trust policy and never takes "
+                   "--allow-unsigned from the bundle's run.json: pass it again if you accept an unapproved manifest")
+        raise
     lm = load_manifest(label, raw, allow_unpinned=opts.allow_unpinned)
     return RunInputs(lm, trust, sig, note)

@@ -85,7 +85,8 @@ class BundleSession:
         self.bundle.write_json("environment.json", environment(inputs, runtime))
 
     def reopen(self, inputs: RunInputs, opts: RunOptions, plan: Plan, runtime: Runtime) -> None:
-        """A resume: the plan must be the bundle's; the environment is captured again beside the first."""
+        """A resume: the plan must be the bundle's; the environment is captured again beside the first; the
+        flags recorded are the union of the start's and this command line's (never taken from the bundle)."""
         run = self.bundle.read("run.json", RunFile)
         if not self.bundle.read("plan.json", PlanFile).same_design(plan.to_file()):
             raise BundleError(f"{self.bundle.root}: the plan this kit makes from the manifest differs from the "
@@ -95,6 +96,9 @@ class BundleSession:
         self.bundle.write_json(f"environment.resume-{n}.json", environment(inputs, runtime))
         self.bundle.remove_provenance()
         run.status = "running"
+        # every flag that applied to any part of the bundle stays visible (`kit verify` shows them)
+        run.flags = RunFlags(allow_unsigned=run.flags.allow_unsigned or opts.allow_unsigned,
+                             allow_unpinned=run.flags.allow_unpinned or opts.allow_unpinned)
         run.resumed = [*run.resumed, Resumption(
             at=utc_now(), argv=opts.argv, kit_version=__version__, trust=inputs.trust.as_dict(),
             provenance_before=inputs.resume_note or "verified", environment=f"environment.resume-{n}.json")]

@@ -6,7 +6,7 @@ import base64
 import json
 from pathlib import Path
 
-from kit.bundle import Bundle, runner_key, sign_provenance, verify_integrity
+from kit.bundle import Bundle, runner_key, sign_provenance, verify_for_resume
 from kit.files.summary import Summary
 from kit.report import render_report
 from kit.stats import summarize_bundle
@@ -15,7 +15,8 @@ from kit.stats import summarize_bundle
 def rebuild(root: Path, key: Path | None = None) -> list[str]:
     """Recompute summary.json, rewrite report.md and plots, re-sign keeping the old provenance's parameters."""
     bundle = Bundle.open(root)
-    verify_integrity(bundle.root)  # never re-sign what somebody changed: exit 9 naming the file
+    # never re-sign what somebody changed, nor vouch for what a runner you do not trust signed: exit 9
+    verify_for_resume(bundle.root, [])
     prov = bundle.path("provenance.dsse.json")
     old = json.loads(prov.read_text()) if prov.exists() else None
     summary = summarize_bundle(bundle.root)

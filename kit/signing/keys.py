@@ -56,14 +56,22 @@ class SigningKey:
         return public_key_line(self.public, self.comment)
 
 
-def generate_key(path: Path, comment: str, *, overwrite: bool = False) -> SigningKey:
-    """Write a new OpenSSH Ed25519 key pair to ``path`` and ``path.pub`` (private key mode 0600)."""
+def generate_key(path: Path, comment: str, *, overwrite: bool = False, passphrase: str | None = None) -> SigningKey:
+    """Write a new Ed25519 key pair to ``path`` and ``path.pub`` (private key mode 0600).
+
+    Without a passphrase the private key is in OpenSSH format; with one it is an encrypted PKCS#8 PEM file
+    (OpenSSH's own encrypted format needs bcrypt, which kit does not depend on); both load with
+    ``load_signing_key`` (the passphrase from KIT_KEY_PASSPHRASE)."""
     if path.exists() and not overwrite:
         raise UsageError(f"{path} already exists", hint="choose another path with -o, or remove the old key")
     key = Ed25519PrivateKey.generate()
-    data = key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()
-    )
+    if passphrase:
+        data = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                 serialization.BestAvailableEncryption(passphrase.encode()))
+    else:
+        data = key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()
+        )
     signing = SigningKey(key, comment, path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

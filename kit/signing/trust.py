@@ -23,7 +23,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from kit import allowed_signers
 from kit.allowed_signers import SignerEntry
 from kit.errors import SignatureError, UsageError
-from kit.plumbing.files import TooLarge, read_bounded
+from kit.plumbing.files import TooLarge, append_line, read_bounded
 from kit.signing.dsse import PAYLOAD_TYPE, STATEMENT_TYPE, b64decode, pae
 from kit.signing.keys import fingerprint, parse_public_key
 
@@ -33,18 +33,49 @@ MAX_TRUST_BYTES = 1 << 20
 
 
 def user_trust_file() -> Path:
+    """``$XDG_CONFIG_HOME/kit/allowed_signers`` (default ``~/.config/kit/allowed_signers``): the user's policy."""
     base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
     return Path(base) / "kit" / "allowed_signers"
 
 
-def default_trust_files(manifest: Path, project_root: Path | None) -> list[Path]:
-    files = []
+def default_trust_files() -> list[Path]:
+    """The user's own trust file, when it exists.
+
+    Trust anchors come only from the user: never from a file found beside or above the manifest or bundle
+    being checked (whoever hands over content could hand over its trust file too)."""
     user = user_trust_file()
-    if user.exists():
-        files.append(user)
-    if project_root is not None and (project_root / "allowed_signers").exists():
-        files.append(project_root / "allowed_signers")
-    return files
+    return [user] if user.exists() else []
+
+
+def policy_files(explicit: Sequence[Path]) -> list[Path]:
+    """The trust files a decision uses: the ones given with --trust, else the user's own."""
+    return list(explicit) or default_trust_files()
+
+
+def describe_policy(files: Sequence[Path]) -> str:
+    if files:
+        return "trust file(s) " + ", ".join(str(f) for f in files)
+    return f"no trust file (none at {user_trust_file()}, no --trust given)"
+
+
+def add_user_trust(line: str) -> Path:
+    """Append one line to the user's trust file (created when missing; a symlink is not followed)."""
+    path = user_trust_file()
+    prefix = b""
+    try:
+        old = read_bounded(path, MAX_TRUST_BYTES)
+        if old and not old.endswith(b"\n"):
+            prefix = b"\n"
+    except FileNotFoundError:
+        prefix = b"# kit trust policy (OpenSSH allowed_signers format): who may sign what, per namespace.\n"
+    except (OSError, TooLarge) as e:
+        raise UsageError(f"cannot read the trust file {path}: {e}", hint="fix or remove it") from None
+    try:
+        append_line(path, prefix + line.rstrip("\n").encode() + b"\n")
+    except OSError as e:
+        raise UsageError(f"cannot add to the trust file {path}: {e.strerror or e}",
+                         hint="make it a writable regular file") from None
+    return path
 
 
 def read_trust_file(path: Path) -> str:

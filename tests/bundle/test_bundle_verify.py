@@ -36,12 +36,16 @@ def _flip(path: Path, pos: int, mask: int = 0x01) -> bytes:
 def test_verify_passes_and_says_who(bundle: Bundle, trust_file: Path, runner: SigningKey) -> None:
     res = verify_bundle(bundle.root, [trust_file])
     n = len(bundle.files())
-    assert res.summary.startswith(f"{n} files checked against the signed provenance; signed by runner ")
-    assert runner.fingerprint in res.summary and str(trust_file) in res.summary
+    first = res.summary.splitlines()[0]  # who signed, the comment as a claim, trusted by which line
+    assert first == (f"TRUSTED: signed by {runner.fingerprint} (key comment 'kit-runner@testhost': self-declared, "
+                     f"not proof of identity), trusted for kit-bundle as 'runner' by {trust_file}:1")
+    assert f"files: {n} checked against the signed provenance" in res.summary
+    assert "manifest approval (kit-manifest): NOT trusted under your policy" in res.summary
+    assert "recorded flags: allow_unpinned=false, allow_unsigned=false" in res.summary
     assert "summary.json recomputed from the records OK" in res.summary
-    assert res.details["files"] == n and res.details["trusted"] is True
+    assert res.details["files"] == n and res.details["trusted"] is True and res.details["trust"] == "TRUSTED"
     assert res.details["signers"] == [{"principal": "runner", "fingerprint": runner.fingerprint,
-                                       "trusted_by": f"{trust_file}:1"}]
+                                       "comment": "kit-runner@testhost", "trusted_by": f"{trust_file}:1"}]
     assert res.details["run"]["status"] == "complete"
 
 
@@ -121,30 +125,35 @@ def test_swapped_whole_provenance_fails_naming_files(make_bundle: Callable[..., 
     _fails(b.root, [trust_file], "report.md: sha256 differs from the signed provenance")
 
 
-def test_untrusted_signer_passes_without_trust_fails_with(make_bundle: Callable[..., Bundle], stranger: SigningKey,
-                                                           trust_file: Path, tmp_path: Path) -> None:
+def test_untrusted_signer_fails_with_or_without_trust(make_bundle: Callable[..., Bundle], stranger: SigningKey,
+                                                       trust_file: Path, tmp_path: Path) -> None:
+    """Was: an untrusted signer passed with a notice unless --trust was given (issue 9: a forged bundle verified)."""
     b = make_bundle()
     b.remove_provenance()
     sign_provenance(b, stranger, predicate={})
-    res = verify_bundle(b.root, [])
-    assert (f"signed by {stranger.fingerprint} (mallory@elsewhere), not in a trust file; "
-            "pass --trust FILE to require a trusted signer") in res.summary
-    assert res.details["trusted"] is False
-    err = _fails(b.root, [trust_file], stranger.fingerprint, "not in the trust file(s)", str(trust_file))
+    err = _fails(b.root, [], f"UNTRUSTED: bundle {b.root} is signed by {stranger.fingerprint} (key comment "
+                 "'mallory@elsewhere': self-declared, not proof of identity), which your policy does not allow "
+                 "for kit-bundle (no trust file")
+    assert err.hint and 'namespaces="kit-bundle"' in err.hint
+    res = verify_bundle(b.root, [], integrity_only=True)
+    assert res.summary.startswith("UNTRUSTED (--integrity-only: no trust decision made): signed by "
+                                  f"{stranger.fingerprint}")
+    assert res.details["trusted"] is False and res.details["trust"] == "UNTRUSTED"
+    err = _fails(b.root, [trust_file], stranger.fingerprint, "which your policy does not allow", str(trust_file))
     assert err.hint and 'namespaces="kit-bundle"' in err.hint
     # a key trusted only for manifests does not vouch for bundles
     manifest_only = tmp_path / "manifest_only"
     manifest_only.write_text(f'mallory namespaces="kit-manifest" {stranger.public_line()}\n')
-    _fails(b.root, [manifest_only], "not in the trust file(s)")
+    _fails(b.root, [manifest_only], "which your policy does not allow for kit-bundle")
 
 
 def test_default_trust_file_is_used_without_trust(bundle: Bundle, runner: SigningKey) -> None:
-    assert verify_bundle(bundle.root, []).details["trusted"] is False
+    _fails(bundle.root, [], "UNTRUSTED")
     user = user_trust_file()
     user.parent.mkdir(parents=True, exist_ok=True)
     user.write_text(f'me namespaces="kit-bundle" {runner.public_line()}\n')
     res = verify_bundle(bundle.root, [])
-    assert res.details["trusted"] is True and "signed by me " in res.summary
+    assert res.details["trusted"] is True and "trusted for kit-bundle as 'me' by" in res.summary
 
 
 def test_invalid_cosignature_fails_even_with_a_trusted_one(bundle: Bundle, stranger: SigningKey,

@@ -181,7 +181,7 @@ def test_server_killed_mid_level_fails_the_cell_and_resume_completes(tmp_path: P
     assert read_json(b / "run.json")["status"] == "failed"
     assert kit("verify", str(b), env=isolated).returncode == 0  # a failed run is still a consistent bundle
 
-    r = kit("run", "--resume", str(b), env=isolated)
+    r = kit("run", "--resume", str(b), "--allow-unsigned", env=isolated)  # flags never come from run.json
     assert r.returncode == 0, r.stdout + r.stderr
     assert read_json(b / "cells/baseline-r1/cell.json")["status"] == "ok"
     assert read_json(b / "cells/oea-r1/cell.json")["status"] == "ok"
@@ -213,7 +213,7 @@ def test_interrupt_leaves_a_resumable_bundle_and_no_server(tmp_path: Path, port:
     assert not list((Path(isolated["XDG_STATE_HOME"]) / "kit" / "servers").glob("*.json"))
     assert port_bindable("127.0.0.1", port)
     assert kit("verify", str(b), env=isolated).returncode == 0
-    r = kit("run", "--resume", str(b), env=isolated)
+    r = kit("run", "--resume", str(b), "--allow-unsigned", env=isolated)  # flags never come from run.json
     assert r.returncode == 0, r.stderr
     assert read_json(b / "run.json")["status"] == "complete"
 
@@ -227,5 +227,5 @@ def test_resume_refuses_a_bundle_changed_since_it_was_signed(tmp_path: Path, por
     rec = b / "cells/oea-r1/level-1/records.jsonl"
     data = rec.read_bytes()
     rec.write_bytes(data[:5] + bytes([data[5] ^ 1]) + data[6:])
-    r = kit("run", "--resume", str(b), env=isolated)
+    r = kit("run", "--resume", str(b), "--allow-unsigned", env=isolated)  # flags never come from run.json
     assert r.returncode == 9 and "cells/oea-r1/level-1/records.jsonl" in r.stderr

@@ -294,8 +294,6 @@ def test_archive_is_still_deterministic_with_provenance_first(bundle: Bundle, tm
     assert files[0] == f"{bundle.root.name}/provenance.dsse.json"
 
 
-@pytest.mark.xfail(strict=True, reason="integrator: kit/bundle/provenance.py must sign sizes (kit.bundle.subjects."
-                                       "add_sizes); remove this mark then")
 def test_fresh_provenance_signs_every_size(tmp_path: Path, runner: SigningKey) -> None:
     b = build_bundle(tmp_path / "r", runner)
     body = base64.b64decode(json.loads((b.root / "provenance.dsse.json").read_bytes())["payload"])
