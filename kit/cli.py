@@ -28,6 +28,7 @@ from kit.files.schema import bundle_schema_text
 from kit.gates import doctor
 from kit.manifest import load_manifest, schema_text
 from kit.plan import estimate, make_plan
+from kit.plumbing.files import atomic_write
 from kit.progress import RichEvents, render_result
 from kit.report.rebuild import rebuild
 from kit.server_spec import exposure_lines, host_exposure
@@ -61,8 +62,10 @@ class KitGroup(click.Group):
 
 
 def _write_text(path: Path, text: str) -> None:
+    """Generated text to a file: written beside it and renamed over it, so a symlink at ``path`` is
+    replaced, never followed (kit compose -o, kit schema -o cannot be aimed at another file)."""
     try:
-        path.write_text(text)
+        atomic_write(path, text.encode())
     except OSError as e:
         raise UsageError(f"cannot write {path}: {e.strerror or e}", hint="choose a writable path with -o") from None
 
