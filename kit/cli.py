@@ -26,6 +26,7 @@ from kit.experiment import RunOptions, run_experiment
 from kit.files import JsonObject
 from kit.files.schema import bundle_schema_text
 from kit.gates import doctor
+from kit.images.context import image_contexts
 from kit.manifest import load_manifest, schema_text
 from kit.plan import estimate, make_plan
 from kit.plumbing.files import atomic_write
@@ -186,7 +187,7 @@ def sign(manifest: Path, key_path: Path, allow_unpinned: bool) -> None:
     """Sign a manifest's exact bytes (detached DSSE envelope MANIFEST.sig); adds to existing signatures."""
     lm = load_manifest(manifest, allow_unpinned=allow_unpinned)
     key = load_signing_key(key_path, os.environ.get("KIT_KEY_PASSPHRASE"))
-    sig, n = sign_manifest(manifest, lm.raw, key)
+    sig, n = sign_manifest(manifest, lm.raw, key, image_contexts(lm))
     click.echo(f"signed {manifest} with {key.fingerprint} -> {sig} ({n} signature(s))")
 
 

@@ -9,8 +9,9 @@ from pathlib import Path
 
 from kit.bundle.verify import VerifyResult, verify_bundle
 from kit.errors import UsageError
-from kit.manifest import read_bytes
-from kit.signing import policy_files, verify_manifest
+from kit.images.context import image_contexts
+from kit.manifest import load_manifest, read_bytes
+from kit.signing import check_contexts, policy_files, verify_manifest
 
 __all__ = ["VerifyResult", "verify_target"]
 
@@ -25,5 +26,6 @@ def verify_target(target: Path, trust: list[Path], *, integrity_only: bool = Fal
         raise UsageError("--integrity-only applies to bundles; a manifest is only ever verified against a policy")
     raw = read_bytes(target)
     mt = verify_manifest(target, raw, policy_files(trust))
+    check_contexts(target, mt, image_contexts(load_manifest(target, raw, allow_unpinned=True)))
     who = ", ".join(f"{p} ({fp}, trusted by {src})" for p, fp, src in mt.signers)
     return VerifyResult(summary=f"TRUSTED: signed by {who}", details=dict(mt.as_dict()))

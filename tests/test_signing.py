@@ -218,3 +218,21 @@ def test_unreadable_trust_files_are_signature_errors_naming_the_file(tmp_path: P
 def test_a_passphrase_meant_for_another_key_does_not_break_an_unencrypted_one(tmp_path: Path) -> None:
     key = generate_key(tmp_path / "k", "k@lab")
     assert load_signing_key(key.path, "some-passphrase").fingerprint == key.fingerprint
+
+
+def test_signature_statement_lists_each_context_and_cosigning_keeps_only_the_same_statement(tmp_path: Path) -> None:
+    """Context subjects (issue 9): a second signer over the same manifest and contexts adds a signature; a
+    signature over other context digests is replaced, not kept beside a statement it did not sign."""
+    alice = generate_key(tmp_path / "alice", "alice@lab")
+    bob = generate_key(tmp_path / "bob", "bob@lab")
+    m = tmp_path / "m.yaml"
+    shutil.copy(ROOT / "experiments/demo.yaml", m)
+    ctx = {"context:a:images/app": ("1" * 64, {"Dockerfile": "644 " + "2" * 64})}
+    assert sign_manifest(m, m.read_bytes(), alice, ctx)[1] == 1
+    assert sign_manifest(m, m.read_bytes(), bob, ctx)[1] == 2
+    stmt = json.loads(base64.b64decode(json.loads((tmp_path / "m.yaml.sig").read_text())["payload"]))
+    subject = next(s for s in stmt["subject"] if s["name"] == "context:a:images/app")
+    assert subject["digest"] == {"sha256": "1" * 64}
+    assert subject["annotations"] == {"files": {"Dockerfile": "644 " + "2" * 64}}
+    changed = {"context:a:images/app": ("3" * 64, {"Dockerfile": "644 " + "4" * 64})}
+    assert sign_manifest(m, m.read_bytes(), bob, changed)[1] == 1

@@ -15,8 +15,9 @@ from kit.bundle import Bundle, verify_for_resume
 from kit.errors import BundleError, SignatureError, UsageError
 from kit.experiment.options import RunOptions
 from kit.files.run import RunFile
+from kit.images.context import image_contexts
 from kit.manifest import LoadedManifest, load_manifest, read_bytes
-from kit.signing import ManifestTrust, policy_files, signature_path, verify_manifest
+from kit.signing import ManifestTrust, check_contexts, policy_files, signature_path, verify_manifest
 
 
 @dataclass(frozen=True)
@@ -97,4 +98,12 @@ def load_for_run(manifest: Path | None, opts: RunOptions) -> RunInputs:
                    "--allow-unsigned from the bundle's run.json: pass it again if you accept an unapproved manifest")
         raise
     lm = load_manifest(label, raw, allow_unpinned=opts.allow_unpinned)
+    contexts = image_contexts(lm)  # what the build will send, from the manifest's project; exit 3 if outside it
+    if trust.signed:
+        try:
+            check_contexts(label, trust, contexts)
+        except SignatureError as e:
+            if not opts.allow_unsigned:
+                raise
+            trust = ManifestTrust(signed=False, signers=(), allow_unsigned=True, note=e.message)
     return RunInputs(lm, trust, sig, note)

@@ -20,7 +20,8 @@ from typing import IO
 
 from docker.utils.build import PatternMatcher
 
-from kit.errors import ImageBuildError
+from kit.errors import ImageBuildError, ManifestError
+from kit.manifest import LoadedManifest
 from kit.plumbing.files import sha256_file
 
 INCLUDE_FILE = "kit.include"
@@ -38,6 +39,10 @@ class Context:
     files: tuple[tuple[str, Path], ...]
     sha256: str
     dockerfile_sha256: str
+    entries: tuple[tuple[str, str], ...] = ()  # (context path, "<mode> <digest>"): what ``sha256`` is over
+
+    def file_entries(self) -> dict[str, str]:
+        return dict(self.entries)
 
 
 def file_digest(path: Path) -> str:
@@ -107,9 +112,43 @@ def collect_context(root: Path, context: Path, dockerfile: str) -> Context:
         files.update(extra)
     ordered = tuple(sorted(files.items()))
     h = hashlib.sha256()
+    entries = []
     for rel, p in ordered:
-        h.update(f"{rel}\0{_mode(p) if not p.is_symlink() else 0o777:o}\0{file_digest(p)}\n".encode())
-    return Context(files=ordered, sha256=h.hexdigest(), dockerfile_sha256=file_digest(context / dockerfile))
+        mode, digest = f"{_mode(p) if not p.is_symlink() else 0o777:o}", file_digest(p)
+        h.update(f"{rel}\0{mode}\0{digest}\n".encode())
+        entries.append((rel, f"{mode} {digest}"))
+    return Context(files=ordered, sha256=h.hexdigest(), dockerfile_sha256=file_digest(context / dockerfile),
+                   entries=tuple(entries))
+
+
+def context_subject(arm: str, context: str) -> str:
+    """The name of an arm's image context among a manifest signature's subjects."""
+    return f"context:{arm}:{context}"
+
+
+def image_contexts(lm: LoadedManifest) -> dict[str, tuple[str, dict[str, str]]]:
+    """Every arm's image context as a signature subject: ``{context:<arm>:<context>: (sha256, {file: entry})}``,
+    collected exactly as the build collects it (same root, same files, same digest). A context must stay
+    inside the project root, symlinks resolved (ManifestError, exit 3, naming the field)."""
+    root = lm.project_root
+    real_root = root.resolve()
+    out: dict[str, tuple[str, dict[str, str]]] = {}
+    for i, arm in enumerate(lm.manifest.arms):
+        if arm.image is None:
+            continue
+        field = f"arms[{i}].image.context"
+        context_dir = root / arm.image.context
+        real = context_dir.resolve()
+        if not real.is_relative_to(real_root):
+            raise ManifestError(f"{lm.path}: {field}: {arm.image.context!r} resolves to {real}, outside the "
+                                f"project root {real_root}",
+                                hint="keep image contexts inside the project; no symlink may lead out of it")
+        if not real.is_dir():
+            raise ManifestError(f"{lm.path}: {field}: {arm.image.context!r} is not a directory under {real_root}",
+                                hint="create the build context or fix the path")
+        ctx = collect_context(root, context_dir, arm.image.dockerfile)
+        out[context_subject(arm.name, arm.image.context)] = (ctx.sha256, ctx.file_entries())
+    return out
 
 
 def write_context_tar(ctx: Context, out: IO[bytes], mtime: int) -> None:

@@ -207,6 +207,14 @@ class ImageSpec(_Model):
     base_arm: Name | None = Field(None, description="Build FROM the image of this other arm of the same run.")
     build_args: Env = Field(default_factory=dict)
 
+    @field_validator("context")
+    @classmethod
+    def _inside_project(cls, v: str) -> str:
+        if any(part in (".", "..") for part in v.rstrip("/").split("/")):
+            raise ValueError(f"{v!r} has a '.' or '..' component; a build context is a plain path under images/ "
+                             "inside the project (e.g. images/engine)")
+        return v
+
     @model_validator(mode="after")
     def _one_base(self) -> ImageSpec:
         if (self.base is None) == (self.base_arm is None):

@@ -59,11 +59,21 @@ def b64decode(s: str) -> bytes:
         raise SignatureError(f"bad base64 in signature envelope: {e}") from None
 
 
-def statement(subjects: dict[str, str], predicate_type: str, predicate: Mapping[str, object]) -> bytes:
-    """An in-toto Statement v1 (deterministic JSON bytes) over ``{name: sha256}``."""
+def statement(subjects: Mapping[str, str], predicate_type: str, predicate: Mapping[str, object],
+              annotations: Mapping[str, Mapping[str, object]] | None = None) -> bytes:
+    """An in-toto Statement v1 (deterministic JSON bytes) over ``{name: sha256}``; ``annotations`` adds an
+    in-toto ResourceDescriptor ``annotations`` map to the subjects it names."""
+    notes = annotations or {}
+
+    def subject(n: str, d: str) -> dict[str, object]:
+        out: dict[str, object] = {"name": n, "digest": {"sha256": d}}
+        if n in notes:
+            out["annotations"] = dict(notes[n])
+        return out
+
     stmt = {
         "_type": STATEMENT_TYPE,
-        "subject": [{"name": n, "digest": {"sha256": d}} for n, d in sorted(subjects.items())],
+        "subject": [subject(n, d) for n, d in sorted(subjects.items())],
         "predicateType": predicate_type,
         "predicate": predicate,
     }
@@ -107,4 +117,14 @@ def subject_digests(stmt: Mapping[str, object]) -> dict[str, str]:
     for s in subjects if isinstance(subjects, list) else []:
         if isinstance(s, dict) and isinstance(s.get("digest"), dict) and "sha256" in s["digest"]:
             out[str(s.get("name"))] = str(s["digest"]["sha256"])
+    return out
+
+
+def subject_annotations(stmt: Mapping[str, object]) -> dict[str, dict[str, object]]:
+    """``{name: annotations}`` of the subjects that carry an annotations map."""
+    out: dict[str, dict[str, object]] = {}
+    subjects = stmt.get("subject", [])
+    for s in subjects if isinstance(subjects, list) else []:
+        if isinstance(s, dict) and isinstance(s.get("annotations"), dict):
+            out[str(s.get("name"))] = s["annotations"]
     return out

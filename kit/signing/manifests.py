@@ -3,38 +3,54 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kit.errors import SignatureError
-from kit.signing.dsse import parse_envelope, sha256_hex, sign_payload, statement, subject_digests
+from kit.signing.dsse import (
+    parse_envelope,
+    sha256_hex,
+    sign_payload,
+    statement,
+    subject_annotations,
+    subject_digests,
+)
 from kit.signing.keys import SigningKey
 from kit.signing.trust import NS_MANIFEST, Verified, check_envelope, load_trust, user_trust_file
 
 MANIFEST_PREDICATE = "urn:kit:manifest-approval:1"
 SIG_SUFFIX = ".sig"
 MAX_LISTED = 10  # refusal reasons and skipped trust lines named in one message
+CONTEXT_PREFIX = "context:"  # subjects "context:<arm>:<context>": an arm's image context (kit.images digest)
+
+# {"context:<arm>:<context>": (context sha256, {path in the context: "<mode> <digest>"})}
+Contexts = Mapping[str, tuple[str, Mapping[str, str]]]
 
 
 def signature_path(manifest: Path) -> Path:
     return manifest.with_name(manifest.name + SIG_SUFFIX)
 
 
-def sign_manifest(manifest: Path, raw: bytes, key: SigningKey) -> tuple[Path, int]:
-    """Sign ``raw`` (the manifest's bytes); keep existing signatures over the same bytes.
+def sign_manifest(manifest: Path, raw: bytes, key: SigningKey, contexts: Contexts | None = None) -> tuple[Path, int]:
+    """Sign ``raw`` (the manifest's bytes) and every arm's image context (``contexts``, from
+    ``kit.images.image_contexts``: one subject per context, its files listed as an annotation); keep
+    existing signatures over exactly the same statement.
 
     Returns the signature file and how many signatures it now holds.
     """
     sig_path = signature_path(manifest)
-    digest = sha256_hex(raw)
+    ctx = dict(contexts or {})
+    subjects = {manifest.name: sha256_hex(raw), **{n: d for n, (d, _) in ctx.items()}}
+    notes = {n: {"files": dict(files)} for n, (_, files) in ctx.items()}
     envelope: dict[str, Any] | None = None
-    body = statement({manifest.name: digest}, MANIFEST_PREDICATE, {"kit": "manifest"})
+    body = statement(subjects, MANIFEST_PREDICATE, {"kit": "manifest"}, notes)
     if sig_path.exists():
         try:
             env, old_body = parse_envelope(sig_path.read_bytes(), str(sig_path))
-            if digest in subject_digests(json.loads(old_body)).values():
-                envelope, body = env, old_body
+            if old_body == body:
+                envelope = env
         except (SignatureError, json.JSONDecodeError):
             envelope = None
     env_out = sign_payload(body, key, envelope)
@@ -50,6 +66,7 @@ class ManifestTrust:
     signers: tuple[tuple[str, str, str], ...]  # (principal, fingerprint, trust source)
     allow_unsigned: bool = False
     note: str = ""
+    contexts: Contexts = field(default_factory=dict, compare=False)  # the image contexts the signature covers
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -119,4 +136,48 @@ def verify_manifest(manifest: Path, raw: bytes, trust_files: list[Path], sig: by
     if not result.trusted:
         raise _refusal(manifest, result, trust_files)
     note = f"trust lines skipped as malformed: {'; '.join(result.problems)}" if result.problems else ""
-    return ManifestTrust(signed=True, signers=tuple(result.trusted), note=note)
+    return ManifestTrust(signed=True, signers=tuple(result.trusted), note=note,
+                         contexts=_signed_contexts(result.statement))
+
+
+def _signed_contexts(stmt: Mapping[str, object]) -> dict[str, tuple[str, Mapping[str, str]]]:
+    notes = subject_annotations(stmt)
+    out: dict[str, tuple[str, Mapping[str, str]]] = {}
+    for name, digest in subject_digests(stmt).items():
+        if name.startswith(CONTEXT_PREFIX):
+            files = notes.get(name, {}).get("files")
+            out[name] = (digest, {str(k): str(v) for k, v in files.items()} if isinstance(files, dict) else {})
+    return out
+
+
+def _first_difference(signed: Mapping[str, str], actual: Mapping[str, str]) -> str:
+    for rel in sorted({*signed, *actual}):
+        if rel not in signed:
+            return f"file {rel!r} was added"
+        if rel not in actual:
+            return f"file {rel!r} was removed"
+        if signed[rel] != actual[rel]:
+            return f"file {rel!r} differs (signed {signed[rel][:24]}..., now {actual[rel][:24]}...)"
+    return "its digest differs (the signature lists no files to compare)"
+
+
+def check_contexts(manifest: Path, trust: ManifestTrust, actual: Contexts) -> None:
+    """Every arm's image context on disk (``actual``) must be exactly what the trusted signature covers;
+    a signature that covers no context of a manifest with image contexts fails closed (SignatureError)."""
+    if not actual:
+        return
+    fix = f"review the change, then sign again with `kit sign {manifest} --key KEY`"
+    if not trust.contexts:
+        raise SignatureError(f"{manifest}: the signature does not cover the image contexts "
+                             f"({', '.join(sorted({n.split(':', 2)[2] for n in actual}))}); re-sign with kit sign",
+                             hint="review the image contexts (Dockerfiles, files, kit.include), then sign again "
+                             f"with `kit sign {manifest} --key KEY`")
+    for name, (digest, files) in sorted(actual.items()):
+        arm, context = name.split(":", 2)[1:]
+        if name not in trust.contexts:
+            raise SignatureError(f"{manifest}: arm {arm}: the signature does not cover the image context {context}; "
+                                 "re-sign with kit sign", hint=fix)
+        signed_digest, signed_files = trust.contexts[name]
+        if signed_digest != digest:
+            raise SignatureError(f"{manifest}: arm {arm}: image context {context} changed after the manifest was "
+                                 f"signed: {_first_difference(signed_files, files)}", hint=fix)
