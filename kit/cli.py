@@ -20,12 +20,15 @@ import click
 
 from kit import __version__
 from kit.bundle import archive as make_archive
+from kit.cleanup import clean_all
 from kit.compare import compare_bundles, render_comparison
+from kit.compose import render_compose
 from kit.errors import ExitCode, KitError, UsageError
 from kit.experiment import RunOptions, run_experiment
 from kit.files import JsonObject
 from kit.files.schema import bundle_schema_text
 from kit.gates import doctor
+from kit.images import lock_manifest
 from kit.images.context import image_contexts
 from kit.manifest import load_manifest, schema_text
 from kit.plan import estimate, make_plan
@@ -338,7 +341,6 @@ def gates(manifest: Path, as_json: bool) -> None:
 @json_option
 def clean(with_images: bool, as_json: bool) -> None:
     """Remove every container (and with --images, image) carrying kit labels, and leftover server groups."""
-    from kit.cleanup import clean_all
 
     result = clean_all(images=with_images)
     if as_json:
@@ -358,7 +360,6 @@ def clean(with_images: bool, as_json: bool) -> None:
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to FILE.")
 def compose(manifest: Path, output: Path | None) -> None:
     """Generate a compose file with the same servers, runnable by hand (docker compose --profile ARM up)."""
-    from kit.compose import render_compose
 
     _emit(render_compose(load_manifest(manifest, allow_unpinned=True),
                          base_dir=output.resolve().parent if output is not None else None), output)
@@ -369,7 +370,6 @@ def compose(manifest: Path, output: Path | None) -> None:
 @click.option("--update", is_flag=True, help="Also re-resolve bases that are already pinned.")
 def lock(manifest: Path, update: bool) -> None:
     """Resolve image tags to digests from the registry and write them back (then sign again)."""
-    from kit.images import lock_manifest
 
     changes = lock_manifest(manifest, update=update)
     for change in changes:

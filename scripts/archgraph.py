@@ -33,10 +33,6 @@ LAZY_IMPORTS: dict[str, str] = {
     "numpy": "the engine pins its BLAS thread count before numpy loads",
     "kit.engine.server": "imports numpy (the engine pins BLAS threads first)",
     "kit.engine.model": "imports numpy (the engine pins BLAS threads first)",
-    "kit.runtime.docker": "imports the Docker SDK: process-runtime runs never load it",
-    "kit.images": "imports the Docker SDK: process-runtime runs never load it",
-    "kit.cleanup": "imports the Docker SDK",
-    "kit.compose": "imports kit.images (the Docker SDK)",
 }
 
 

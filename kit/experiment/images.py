@@ -3,25 +3,24 @@ images that differ from the ones the bundle started with."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from kit.errors import BundleError
+from kit.errors import BundleError, SignatureError
 from kit.experiment.session import BundleSession
 from kit.files.images import ImagesFile
+from kit.images import ImageInfo, build_images
+from kit.images.context import context_subject
 from kit.manifest import LoadedManifest
-
-if TYPE_CHECKING:
-    from kit.images import ImageInfo
+from kit.signing import ManifestTrust
 
 
-def prepare_images(lm: LoadedManifest, session: BundleSession, *, allow_unpinned: bool) -> dict[str, ImageInfo]:
+def prepare_images(lm: LoadedManifest, session: BundleSession, *, allow_unpinned: bool,
+                   trust: ManifestTrust | None = None) -> dict[str, ImageInfo]:
     bundle = session.bundle
     if lm.manifest.runtime != "docker":
         bundle.write_json("images.json", {})
         return {}
-    from kit.images import build_images  # the Docker SDK: only docker runs import it
-
     images = build_images(lm, run_id=session.run_id, log_dir=bundle.path("images"), allow_unpinned=allow_unpinned)
+    if trust is not None and trust.signed:
+        check_built_contexts(images, trust)
     built = {a: i.as_dict() for a, i in images.items()}
     if session.resumed and bundle.exists("images.json"):
         before = bundle.read("images.json", ImagesFile).image_ids()
@@ -35,3 +34,15 @@ def prepare_images(lm: LoadedManifest, session: BundleSession, *, allow_unpinned
         return images
     bundle.write_json("images.json", built)
     return images
+
+
+def check_built_contexts(images: dict[str, ImageInfo], trust: ManifestTrust) -> None:
+    """The contexts were checked against the signature before the build; the build read them again, so
+    what it hashed must be what was signed (a file changed in between is caught here, before any cell)."""
+    for arm, info in images.items():
+        signed = trust.contexts.get(context_subject(arm, info.context))
+        if signed is not None and signed[0] != info.context_sha256:
+            raise SignatureError(
+                f"arm {arm}: image context {info.context} changed while kit was building it (signed sha256 "
+                f"{signed[0][:16]}..., built from {info.context_sha256[:16]}...)",
+                hint="review the change, sign the manifest again with `kit sign`, then run again")

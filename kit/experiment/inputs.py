@@ -18,6 +18,7 @@ from kit.files.run import RunFile
 from kit.images.context import image_contexts
 from kit.manifest import LoadedManifest, load_manifest, read_bytes
 from kit.signing import ManifestTrust, check_contexts, policy_files, signature_path, verify_manifest
+from kit.signing.manifests import read_signature
 
 
 @dataclass(frozen=True)
@@ -59,8 +60,7 @@ def resume_sources(root: Path, manifest: Path | None) -> ResumeSources:
     except OSError as e:
         raise BundleError(f"{root}: cannot read the bundle's manifest.yaml ({e})",
                           hint=f"check it with `kit verify {root}`") from None
-    sig_file = bundle.path("manifest.yaml.sig")
-    sig = sig_file.read_bytes() if sig_file.exists() else None
+    sig = read_signature(bundle.path("manifest.yaml.sig"))
     if manifest is not None and read_bytes(manifest) != raw:
         raise UsageError(f"{manifest} differs from the manifest the bundle {root} was started with",
                          hint="resume without MANIFEST, or start a new run")
@@ -87,8 +87,7 @@ def load_for_run(manifest: Path | None, opts: RunOptions) -> RunInputs:
         if manifest is None:
             raise UsageError("give a MANIFEST to run, or --resume BUNDLE")
         raw = read_bytes(manifest)
-        sig_file = signature_path(manifest)
-        sig = sig_file.read_bytes() if sig_file.exists() else None
+        sig = read_signature(signature_path(manifest))
         label = manifest
     try:
         trust = check_trust(label, raw, sig, policy_files(opts.trust), opts.allow_unsigned)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from kit.bundle import Bundle, runner_key
+from kit.cleanup import refuse_live_runs
 from kit.errors import CellsFailed, Interrupted, KitError
 from kit.experiment.cells import CellRunner
 from kit.experiment.finish import Closing, finalize, verdicts
@@ -18,19 +18,16 @@ from kit.files import JsonObject
 from kit.files.cell import CellFile
 from kit.files.run import FailedCell
 from kit.gates import run_gates
+from kit.images import ImageInfo
 from kit.manifest import Manifest
 from kit.plan import Cell, make_plan
 from kit.runtime import Runtime
+from kit.runtime.docker import DockerRuntime
 from kit.runtime.process import ProcessRuntime
-
-if TYPE_CHECKING:
-    from kit.images import ImageInfo
 
 
 def default_runtime(m: Manifest) -> Runtime:
     if m.runtime == "docker":
-        from kit.runtime.docker import DockerRuntime  # the Docker SDK: only docker runs import it
-
         return DockerRuntime()
     return ProcessRuntime()
 
@@ -66,11 +63,10 @@ class Experiment:
         else:
             session.bundle.append_jsonl("gates.jsonl", self.preflight_report)
         if self.m.runtime == "docker":
-            from kit.cleanup import refuse_live_runs  # the Docker SDK: only docker runs import it
-
             ports = [self.m.server.port, *self.m.server.extra_ports, *self.m.gates.ports]
             refuse_live_runs(ports=ports, gpus="all" if self.m.hardware.gpus else None, own_run=session.run_id)
-        self.images = prepare_images(self.inputs.lm, session, allow_unpinned=self.opts.allow_unpinned)
+        self.images = prepare_images(self.inputs.lm, session, allow_unpinned=self.opts.allow_unpinned,
+                                     trust=self.inputs.trust)
         self.cells = CellRunner(self.m, self.plan, session.bundle, self.runtime, self.events,
                                 image_ids={a: i.image_id for a, i in self.images.items()})
         todo = cells_to_run(session.bundle, self.plan.cells)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from kit.errors import SignatureError
+from kit.plumbing.files import atomic_write, read_bounded
 from kit.signing.dsse import (
     parse_envelope,
     sha256_hex,
@@ -23,6 +24,7 @@ from kit.signing.trust import NS_MANIFEST, Verified, check_envelope, load_trust,
 MANIFEST_PREDICATE = "urn:kit:manifest-approval:1"
 SIG_SUFFIX = ".sig"
 MAX_LISTED = 10  # refusal reasons and skipped trust lines named in one message
+MAX_SIG_BYTES = 1 << 20
 CONTEXT_PREFIX = "context:"  # subjects "context:<arm>:<context>": an arm's image context (kit.images digest)
 
 # {"context:<arm>:<context>": (context sha256, {path in the context: "<mode> <digest>"})}
@@ -46,15 +48,17 @@ def sign_manifest(manifest: Path, raw: bytes, key: SigningKey, contexts: Context
     notes = {n: {"files": dict(files)} for n, (_, files) in ctx.items()}
     envelope: dict[str, Any] | None = None
     body = statement(subjects, MANIFEST_PREDICATE, {"kit": "manifest"}, notes)
-    if sig_path.exists():
+    old = read_signature(sig_path)
+    if old is not None:
         try:
-            env, old_body = parse_envelope(sig_path.read_bytes(), str(sig_path))
+            env, old_body = parse_envelope(old, str(sig_path))
             if old_body == body:
                 envelope = env
         except (SignatureError, json.JSONDecodeError):
             envelope = None
     env_out = sign_payload(body, key, envelope)
-    sig_path.write_text(json.dumps(env_out, indent=2) + "\n")
+    # written beside it and renamed over it: a symlink at the .sig path is replaced, never written through
+    atomic_write(sig_path, (json.dumps(env_out, indent=2) + "\n").encode())
     return sig_path, len(env_out["signatures"])
 
 
@@ -75,6 +79,21 @@ class ManifestTrust:
             "allow_unsigned": self.allow_unsigned,
             "note": self.note,
         }
+
+
+def read_signature(sig_path: Path) -> bytes | None:
+    """The bytes of a ``.sig`` (None when there is none), never through a symlink, at most 1 MiB; a link, a
+    directory or a special file is a SignatureError (exit 4) naming it."""
+    try:
+        if sig_path.is_symlink():
+            raise SignatureError(f"{sig_path}: is a symbolic link; kit never follows one for a signature",
+                                 hint="replace it with the signature file itself")
+        return read_bounded(sig_path, MAX_SIG_BYTES)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as e:
+        raise SignatureError(f"{sig_path}: cannot be read as a signature file ({e})",
+                             hint="a .sig is a regular JSON file written by `kit sign`") from None
 
 
 def _listed(label: str, items: list[str]) -> str:
@@ -107,10 +126,7 @@ def verify_manifest(manifest: Path, raw: bytes, trust_files: list[Path], sig: by
     """
     sig_path = signature_path(manifest)
     if sig is None:
-        try:
-            sig = sig_path.read_bytes()
-        except FileNotFoundError:
-            sig = None
+        sig = read_signature(sig_path)
     if sig is None:
         raise SignatureError(
             f"{manifest}: not signed (no {sig_path.name} beside it)",
@@ -133,6 +149,12 @@ def verify_manifest(manifest: Path, raw: bytes, trust_files: list[Path], sig: by
             f"{manifest}: the file changed after it was signed (signed: {signed}; file: sha256:{actual[:16]}...)",
             hint="review the change, then sign again with `kit sign`",
         )
+    if result.invalid:
+        # a signature that verifies under no key is tampering or a broken co-signature: never pass it silently
+        raise SignatureError(
+            f"{sig_path}: {len(result.invalid)} signature(s) did not verify (keyid "
+            f"{', '.join(result.invalid[:MAX_LISTED])}) beside {len(result.trusted)} trusted one(s)",
+            hint="remove the broken signature from the envelope, or sign again with `kit sign`")
     if not result.trusted:
         raise _refusal(manifest, result, trust_files)
     note = f"trust lines skipped as malformed: {'; '.join(result.problems)}" if result.problems else ""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from click.testing import CliRunner
@@ -15,7 +16,9 @@ from support.manifests import manifest_data, write_manifest
 from trust_helpers import ROOT, key
 
 from kit.cli import main
-from kit.signing import SigningKey, sign_manifest
+from kit.errors import SignatureError
+from kit.experiment.images import check_built_contexts
+from kit.signing import ManifestTrust, SigningKey, sign_manifest
 
 BASE = "busybox:1.36@sha256:" + "1" * 64
 
@@ -128,3 +131,13 @@ def test_shipped_manifests_verify_with_the_example_trust(kit_home: Path, name: s
     code, out = _kit("verify", str(ROOT / "experiments" / f"{name}.yaml"), "--trust", str(ROOT / "allowed_signers"))
     assert code == 0, out
     assert "TRUSTED: signed by kit-example" in out
+
+
+def test_a_context_changed_between_the_check_and_the_build_stops_the_run() -> None:
+    """kit checks contexts against the signature before building, and again against what the build hashed."""
+    trust = ManifestTrust(signed=True, signers=(), contexts={"context:oea:images/oea": ("a" * 64, {})})
+    same = SimpleNamespace(context="images/oea", context_sha256="a" * 64)
+    check_built_contexts({"oea": same}, trust)  # type: ignore[dict-item]
+    changed = SimpleNamespace(context="images/oea", context_sha256="b" * 64)
+    with pytest.raises(SignatureError, match="arm oea: image context images/oea changed while kit was building it"):
+        check_built_contexts({"oea": changed}, trust)  # type: ignore[dict-item]
