@@ -150,7 +150,8 @@ def test_gpu_manifest_without_nvidia_runtime_stops_before_creating_anything(clie
         pytest.skip("this machine has NVIDIA tools; the refusal is for machines without them")
     containers = _kit_containers(client)
     images = {i.id for i in client.images.list(filters={"label": "kit.managed=1"})}
-    r = _kit("run", str(ROOT / "experiments/oea.yaml"), "--out", str(tmp_path / "r"), env=env)
+    r = _kit("run", str(ROOT / "experiments/oea.yaml"), "--out", str(tmp_path / "r"),
+             "--trust", str(ROOT / "allowed_signers"), env=env)
     assert r.returncode == 5, r.stdout + r.stderr
     assert "no NVIDIA driver found" in r.stderr and "needs 8 GPUs" in r.stderr
     assert "docker_gpu_runtime" in r.stderr and "nvidia-container-toolkit" in r.stderr
