@@ -48,10 +48,18 @@ def rx_ns(ancdata: list[tuple[int, int, bytes]]) -> int:
 
 
 def recv_stamped(recvmsg: RecvMsg, size: int) -> tuple[bytes, int, int]:
-    """One read: (bytes, their receive time or 0, ``perf_counter_ns`` right after the read)."""
+    """One read: (bytes, the receive time of the first of them or 0, ``perf_counter_ns`` after the read).
+
+    The kernel reports the timestamp of the last packet a read copied, which is a later token when several
+    waited: so one byte is peeked first (the oldest packet), then the read takes everything.
+    """
     if TEST_FIRST_READ_DELAY_S:
         _block(TEST_FIRST_READ_DELAY_S)
-    data, anc, _, _ = recvmsg(size, _CMSG_SPACE)
+    try:
+        _, anc, _, _ = recvmsg(1, _CMSG_SPACE, socket.MSG_PEEK)
+    except BlockingIOError:
+        anc = []
+    data, _, _, _ = recvmsg(size)
     now = perf_ns()
     return data, rx_ns(anc), now
 
