@@ -17,6 +17,13 @@ against it and joins the client's records with the server's log, request by requ
 - the client's CPU time per received token (all driver processes, from client.json), and whether the
   level was flagged client-bound.
 
+A second table checks the guardrails against that truth: per level the client's own TTFT p99 error (server
+wrote the first token -> the client read it), the ITL p99 error, what kit saw itself (first-chunk read lag
+from kernel receive timestamps, lag probe, CPU average and 0.5 s window peak) and its flags
+(``client_bound``, ``ttft_client_bound``, timing warning). A level with either error above 5 ms must be
+flagged ("MISSED" otherwise), one with both below 2 ms clean ("false alarm" otherwise). Keep the raw
+output in ``benchmarks/results/loadgen-<date>.txt``.
+
 With two or more usable cores the server is pinned to core 0 and the client (this process and the driver
 processes it starts) to core 1, as in the shared anchor measurements. The table also shows how much CPU
 other processes on the machine used meanwhile ("others' CPU", in cores) and the host's steal time: on a
