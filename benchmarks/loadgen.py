@@ -17,6 +17,13 @@ against it and joins the client's records with the server's log, request by requ
 - the client's CPU time per received token (all driver processes, from client.json), and whether the
   level was flagged client-bound.
 
+A second table checks the guardrails against that truth: per level the client's own TTFT p99 error (server
+wrote the first token -> the client read it), the ITL p99 error, what kit saw itself (first-chunk read lag
+from kernel receive timestamps, lag probe, CPU average and 0.5 s window peak) and its flags
+(``client_bound``, ``ttft_client_bound``, timing warning). A level with either error above 5 ms must be
+flagged ("MISSED" otherwise), one with both below 2 ms clean ("false alarm" otherwise). Keep the raw
+output in ``benchmarks/results/loadgen-<date>.txt``.
+
 With two or more usable cores the server is pinned to core 0 and the client (this process and the driver
 processes it starts) to core 1, as in the shared anchor measurements. The table also shows how much CPU
 other processes on the machine used meanwhile ("others' CPU", in cores) and the host's steal time: on a
@@ -171,6 +178,12 @@ def run_point(conc: int, args: argparse.Namespace, out: Path, server_cpu: int) -
         "server_cpu_share": server_cpu_s / max(window, 1e-9),
         "foreign_cpu_share": max(0.0, foreign) / max(window, 1e-9),
         "steal_share": (machine1.steal - machine0.steal) / max(window, 1e-9),
+        "cpu_window_peak": max(w.get("cpu_window_share_max") or 0.0 for w in client["workers"]),
+        "kit_first_read_p99_ms": max((w.get("first_read") or {}).get("p99_ms") or 0.0 for w in client["workers"]),
+        "ttft_client_share_p99_ms": client.get("ttft_client_share_p99_ms"),
+        "ttft_client_bound": bool(client.get("ttft_client_bound")),
+        "timing_warnings": client.get("timing_warnings") or [],
+        "ttft_reasons": client.get("ttft_client_bound_reasons") or [],
         "client_bound": res.client_bound, "reasons": res.client_bound_reasons, **joined,
     }
 
@@ -207,6 +220,38 @@ def print_table(rows: list[dict[str, Any]]) -> None:
     for r in rows:
         for reason in r["reasons"]:
             print(f"  C={r['concurrency']}: {reason}")
+
+
+def flags(r: dict[str, Any]) -> list[str]:
+    out = ["client_bound"] if r["client_bound"] else []
+    out += ["ttft_client_bound"] if r["ttft_client_bound"] else []
+    out += ["timing_warning"] if r["timing_warnings"] else []
+    return out
+
+
+def print_flag_table(rows: list[dict[str, Any]], hi: float = 5.0, lo: float = 2.0) -> None:
+    """The guardrail against the truth: the client's own TTFT p99 error (server wrote the first token ->
+    the client read it) and ITL p99 error, beside what the client saw and flagged. A level with either
+    error above ``hi`` ms must be flagged; one with both below ``lo`` ms must be clean."""
+    print(f"\nguardrail check (flagged when an error > {hi:g} ms, clean when both < {lo:g} ms)")
+    print("C | client TTFT p99 err (1st read lag) | ITL p99 err | kit's 1st-read lag p99 | lag probe p99 | "
+          "CPU avg | CPU window peak | flags | check")
+    for r in rows:
+        ttft, itl, f = r["first_read_lag_p99_ms"], r["itl_err_p99_ms"], flags(r)
+        if max(ttft, itl) > hi:
+            check = "ok (flagged)" if f else "MISSED"
+        elif max(ttft, itl) < lo:
+            check = "ok (clean)" if not f else "false alarm"
+        else:
+            check = "between (either is fine)"
+        print(f"{r['concurrency']} | {ttft:+.2f} ms | {itl:+.2f} ms | {r['kit_first_read_p99_ms']:.2f} ms | "
+              f"{r['lag_p99_ms']:.2f} ms | {r['client_cpu_share']:.0%} | {r['cpu_window_peak']:.0%} | "
+              f"{','.join(f) or 'clean'} | {check}")
+    for r in rows:
+        for reason in r["ttft_reasons"]:
+            print(f"  C={r['concurrency']} ttft: {reason}")
+        for w in r["timing_warnings"]:
+            print(f"  C={r['concurrency']} warning: {w}")
 
 
 def set_priority(mode: str) -> None:
@@ -300,6 +345,7 @@ def main() -> None:
     (out / "results.json").write_text(json.dumps(rows, indent=1))
     print(f"priority: {args.priority}; cores: server {server_cpu}, client {sorted(os.sched_getaffinity(0))}")
     print_table(rows)
+    print_flag_table(rows)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,10 @@ Written by ``kit.load`` when a level ends: per driver process its CPU time and s
 scheduling-lag probe, inter-chunk gap statistics and tokens/s; the verdict ``client_bound`` with its reasons
 (``kit.load.assess``: a level where the client could not keep up must never look clean) and timing warnings.
 ``kit.stats`` reads ``client_bound``, ``client_bound_reasons`` and ``timing_warnings``.
+
+``ttft_client_bound`` (with ``ttft_client_bound_reasons`` and ``ttft_client_share_p99_ms``): the client's own
+share of this level's TTFT p99 may exceed 5 ms (first-chunk read lag, lag probe, CPU window peak; see
+``kit.load.assess.assess_ttft``), so no TTFT verdict at this level; true whenever ``client_bound`` is.
 """
 
 from __future__ import annotations
@@ -35,6 +39,15 @@ class GapStats(_Open):
     near_zero_share: float | None = None
 
 
+class FirstReadStats(_Open):
+    """Per ok request, kernel receive -> read by the process of its first content chunk (ms)."""
+
+    requests: int
+    p50_ms: float | None = None
+    p99_ms: float | None = None
+    max_ms: float | None = None
+
+
 class WorkerStats(_Open):
     """One driver process over the level (what its ``done`` event reported; partial if it died)."""
 
@@ -52,6 +65,8 @@ class WorkerStats(_Open):
     tokens_per_s: float | None = None
     lag: LagStats | None = None
     itl: GapStats | None = None
+    cpu_window_share_max: float | None = None
+    first_read: FirstReadStats | None = None
 
 
 class ClientReport(_Open):
@@ -72,5 +87,10 @@ class ClientReport(_Open):
     client_bound: bool
     client_bound_reasons: list[str]
     timing_warnings: list[str]
+    ttft_client_bound: bool = False
+    """No TTFT verdict at this level: the client's own share of TTFT p99 may exceed 5 ms (or ``client_bound``)."""
+    ttft_client_bound_reasons: list[str] = []
+    ttft_client_share_p99_ms: float | None = None
+    """The larger of the first-chunk read lag p99 and the lag probe p99 over the processes (None: older file)."""
     thresholds: dict[str, float]
     workers: list[WorkerStats]

@@ -238,7 +238,8 @@ def finish(spec: LevelSpec, slots: list[Slot], records_path: Path, client_path: 
     warm = [float(w["wall_s"]) for s in stats if (w := s.get("warmup")) is not None]
     result = LevelResult(records_path, client_path, ok, errors, round(wall, 4), bool(reasons), reasons,
                          processes=len(slots), out_tokens=out_tokens, stopped=not finished,
-                         warmup_s=round(max(warm, default=0.0), 4))
+                         warmup_s=round(max(warm, default=0.0), 4),
+                         ttft_client_bound_reasons=assess.assess_ttft(stats) if finished else list(reasons))
     write_client_json(spec, result, stats, client_path)
     return result
 
@@ -258,6 +259,9 @@ def write_client_json(spec: LevelSpec, result: LevelResult, stats: list[WorkerSt
         "client_bound": result.client_bound,
         "client_bound_reasons": result.client_bound_reasons,
         "timing_warnings": assess.timing_warnings(stats),
+        "ttft_client_bound": result.ttft_client_bound,
+        "ttft_client_bound_reasons": result.ttft_client_bound_reasons,
+        "ttft_client_share_p99_ms": assess.ttft_client_share_ms(stats),
         "thresholds": assess.thresholds(),
         "workers": stats,
     }

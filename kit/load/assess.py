@@ -14,6 +14,16 @@ when the server shares a small machine with the client) is a *timing warning* in
 that process can be that late, so tails (p99) are off by up to that much, while means over many requests
 are not biased by it. The report shows these warnings beside the figures.
 
+Separately, ``assess_ttft`` decides ``ttft_client_bound``: the client's own share of the level's TTFT p99
+may exceed ``TTFT_CLIENT_SHARE_LIMIT_MS``, so the TTFT verdict at that level is withheld (the other
+metrics keep theirs). The evidence, per process: the first-chunk read lag p99 (kernel receive timestamp ->
+read by the process, per request: it sees a wave of first chunks queued behind each other, which the 10 ms
+probe misses), the lag probe's p99 (every timestamp late by that much), and a CPU window at
+``>= CPU_WINDOW_PEAK_LIMIT`` of one core (the loop saturated for half a second: reads queued in it even when
+the level's average looks fine). The limit is 5 ms, as for the lag probe: below it the client's share is
+within the run-to-run spread of a real server's TTFT p99 (tens of ms), and above it ``benchmarks/loadgen.py``
+measured TTFT p99 errors of the same size (a client that adds more than 5 ms to a tail can turn a verdict).
+
 The thresholds come from ``benchmarks/loadgen.py`` against a server with known timing: the lag probe's p99
 tracked the p99 of the per-gap ITL error closely at every level measured (1 ms vs 1 ms, 3 vs 3, 21 vs 21,
 49 vs 45, 141 vs 128), so a lag p99 above 5 ms means ITL tails (and TTFTs) are off by that much. The
@@ -32,13 +42,49 @@ LAG_GROWTH_MIN_MS = 3.0
 COLLAPSED_ITL_MS = 0.05
 NEAR_ZERO_SHARE_LIMIT = 0.10
 MIN_GAPS = 200
+TTFT_CLIENT_SHARE_LIMIT_MS = 5.0
+CPU_WINDOW_PEAK_LIMIT = 0.95
 
 
 def thresholds() -> dict[str, float]:
     return {"cpu_share": CPU_SHARE_LIMIT, "lag_p99_ms": LAG_P99_LIMIT_MS,
             "lag_growth_factor": LAG_GROWTH_FACTOR, "lag_growth_min_ms": LAG_GROWTH_MIN_MS,
             "collapsed_median_itl_ms": COLLAPSED_ITL_MS, "near_zero_gap_share": NEAR_ZERO_SHARE_LIMIT,
-            "min_gaps": MIN_GAPS}
+            "min_gaps": MIN_GAPS, "ttft_client_share_ms": TTFT_CLIENT_SHARE_LIMIT_MS,
+            "cpu_window_peak": CPU_WINDOW_PEAK_LIMIT}
+
+
+def ttft_client_share_ms(workers: list[WorkerStats]) -> float | None:
+    """The client's own share of the level's TTFT p99, as far as it can see it (ms; None when unmeasured):
+    the larger of the first-chunk read lag p99 and the lag probe's p99, over the processes."""
+    vals: list[float] = []
+    for stats in workers:
+        first, lag = stats.get("first_read"), stats.get("lag")
+        if first and first.get("requests"):
+            vals.append(float(first.get("p99_ms") or 0.0))
+        if lag and lag.get("samples"):
+            vals.append(float(lag.get("p99_ms") or 0.0))
+    return round(max(vals), 3) if vals else None
+
+
+def assess_ttft(workers: list[WorkerStats]) -> list[str]:
+    """Reasons (possibly none) to withhold the TTFT verdict: the client's share of TTFT p99 may be > 5 ms."""
+    lim = TTFT_CLIENT_SHARE_LIMIT_MS
+    reasons: list[str] = []
+    for stats in workers:
+        who = f"process {stats.get('worker', '?')}"
+        first, lag = stats.get("first_read"), stats.get("lag")
+        if first and first.get("requests") and (p99 := first.get("p99_ms") or 0.0) > lim:
+            reasons.append(f"{who}: first-chunk read lag p99 {p99:.1f} ms over {first['requests']} requests "
+                           f"(limit {lim:g} ms): TTFT p99 may read up to {p99:.0f} ms high")
+        if lag and (p99 := lag.get("p99_ms") or 0.0) > lim:
+            reasons.append(f"{who}: scheduling lag p99 {p99:.1f} ms (limit {lim:g} ms): TTFT p99 may read up "
+                           f"to {p99:.0f} ms high")
+        peak = stats.get("cpu_window_share_max") or 0.0
+        if peak >= CPU_WINDOW_PEAK_LIMIT:
+            reasons.append(f"{who}: CPU peaked at {peak:.0%} of one core in a {stats.get('cpu_window_s', 0.5):g} s "
+                           f"window (limit {CPU_WINDOW_PEAK_LIMIT:.0%}): reads queued behind each other then")
+    return reasons
 
 
 def assess_worker(stats: WorkerStats) -> list[str]:

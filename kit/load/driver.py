@@ -49,7 +49,7 @@ from kit.load._config import DriverConfig
 from kit.load.driver_monitor import Monitor, RecordWriter, cpu_seconds
 from kit.load.driver_stream import Phase, Streamer
 from kit.load.messages import WarmupInfo, WorkerStats
-from kit.load.selfstats import gap_stats, inter_chunk_gaps, lag_stats
+from kit.load.selfstats import first_read_stats, gap_stats, inter_chunk_gaps, lag_stats
 
 perf_ns = time.perf_counter_ns
 log = logging.getLogger("kit.load.driver")
@@ -184,6 +184,7 @@ class Driver:
             "tokens_per_s": round(ph.out_tokens / wall, 1) if wall > 0 else 0.0,
             "lag": lag_stats(mon.lag_ns),
             "itl": gap_stats(inter_chunk_gaps(sink.offsets, sink.lengths)),
+            "first_read": first_read_stats(ph.first_read_lag_ns),
         }
 
 

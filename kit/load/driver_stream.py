@@ -6,6 +6,12 @@ after it, before any parsing; every SSE event that came in that read is stamped 
 one read really did arrive together, which is what the near-zero-gap share in the stats watches). Content
 chunks are recognised on bytes (``kit.load.sse``); only the usage chunk is parsed as JSON. This is the
 line-by-line reading that Locust's ``iter_lines()`` does not do: that one waits for 1 KiB.
+
+The client's own share of each TTFT is measured too: every socket asks the kernel for receive timestamps
+(``SO_TIMESTAMPNS``), and the reads up to the first content chunk use ``recvmsg`` (the response head is
+peeked), so ``first_read_lag`` = when the process read the first chunk's bytes minus when the kernel
+queued them on the socket (CLOCK_REALTIME on both sides). That is the delay a busy event loop adds to a
+TTFT, per request, including when a whole wave of first chunks arrives at once.
 """
 
 from __future__ import annotations
@@ -15,8 +21,10 @@ import locust  # noqa: F401  (first: gevent monkey-patching, see kit.load.driver
 # isort: split
 import logging
 import os
+import socket
 import sys
 import time
+from array import array
 from collections.abc import Callable
 from typing import Any
 
@@ -26,12 +34,13 @@ from gevent.event import Event
 from gevent.monkey import get_original
 from geventhttpclient._parser import HTTPResponseParser
 from geventhttpclient.connectionpool import ConnectionPool
-from geventhttpclient.response import HTTPConnectionClosed, HTTPSocketPoolResponse
+from geventhttpclient.response import HTTPSocketPoolResponse
 from geventhttpclient.url import URL
 
 from kit.load import sse
 from kit.load._config import DriverConfig
 from kit.load.driver_monitor import RecordWriter
+from kit.load.driver_sock import SO_TIMESTAMPNS, StreamResponse, describe, peek_rx, recv_stamped, short
 from kit.load.prompts import ENDPOINT_PATHS, BodyBuilder, PromptSource
 
 RECV_SIZE = 65536
@@ -89,13 +98,16 @@ class Phase:
         self.out_tokens = 0
         self.usage_tokens = 0
         self.first_error: str | None = None
+        self.first_read_lag_ns = array("q")  # per ok request: the client's own delay on its first chunk
+        self.clock_offset_ns = time.time_ns() - perf_ns()  # CLOCK_REALTIME - perf_counter
 
 
 class Request:
     """One request: its outcome, and while its body streams, the state the demultiplexer needs."""
 
-    __slots__ = ("buf", "chunk_ns", "done", "e2e_ns", "error", "exc", "fd", "finished", "raw_recv", "resp",
-                 "status", "t0", "usage_completion", "usage_prompt")
+    __slots__ = ("buf", "chunk_ns", "done", "e2e_ns", "error", "exc", "fd", "finished", "first_lag_ns",
+                 "head_rx_ns", "raw_recv", "raw_recvmsg", "resp", "status", "t0", "usage_completion",
+                 "usage_prompt")
 
     def __init__(self) -> None:
         self.done = False
@@ -110,6 +122,9 @@ class Request:
         self.resp: HTTPSocketPoolResponse | None = None
         self.buf = bytearray()
         self.raw_recv: Callable[[int], bytes] | None = None
+        self.raw_recvmsg: Callable[[int, int], tuple[bytes, list[tuple[int, int, bytes]], int, Any]] | None = None
+        self.head_rx_ns = 0      # kernel receive time (CLOCK_REALTIME) of the response's first bytes
+        self.first_lag_ns = -1   # first content chunk: read by the process - queued by the kernel
         self.finished: Event | None = None
         self.exc: BaseException | None = None
 
@@ -219,19 +234,20 @@ class Streamer:
         wall, t0 = time.time(), perf_ns()
         try:
             sock = pool.get_socket()  # connects if needed; its liveness check yields to other greenlets
+            sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)  # per request: the socket may be new
             wall, t0 = time.time(), perf_ns()  # so the clock starts here, as the bytes go out
-            resp = self._send(pool, sock, payload)
+            resp = self._send(pool, sock, payload, req)
             req.status = resp.status_code
             if req.status == 200:
                 self._read_stream(resp, t0, req)
             else:
-                req.error = f"http {req.status}: {_short(resp.read())}"
+                req.error = f"http {req.status}: {short(resp.read())}"
         except gevent.Timeout as exc:
             if exc is not timer:
                 raise
             req.error = f"timeout after {self.cfg.request_timeout_s:g} s"
         except Exception as exc:  # noqa: BLE001 - every failure of one request is data, not a crash
-            req.error = _describe(exc, req.status)
+            req.error = describe(exc, req.status)
         finally:
             req.e2e_ns = perf_ns() - t0
             timer.close()
@@ -240,23 +256,28 @@ class Streamer:
         self._account(rid, wall, t0, req)
 
     @staticmethod
-    def _send(pool: ConnectionPool, sock: Any, payload: bytes) -> HTTPSocketPoolResponse:
+    def _send(pool: ConnectionPool, sock: Any, payload: bytes, req: Request) -> HTTPSocketPoolResponse:
         try:
             sock.sendall(payload)
+            req.head_rx_ns = peek_rx(sock)
         except BaseException:
             pool.release_socket(sock)
             raise
         # reads the status line and headers; on failure it releases the socket itself
-        return _StreamResponse(sock, pool, block_size=RECV_SIZE, method="POST")
+        return StreamResponse(sock, pool, block_size=RECV_SIZE, method="POST")
 
     def _read_stream(self, resp: HTTPSocketPoolResponse, t0: int, req: Request) -> None:
         """Hand the body to the demultiplexer and wait for its end (or for the request's timeout)."""
         req.resp, req.t0, req.buf = resp, t0, resp._body_buffer
-        self._scan(req, perf_ns())  # bytes that came with the headers arrived with them
+        now = perf_ns()
+        self._scan(req, now)  # bytes that came with the headers arrived with them
+        if req.chunk_ns and req.head_rx_ns:
+            req.first_lag_ns = max(0, now + self.phase.clock_offset_ns - req.head_rx_ns)
         gsock = resp._sock
         if gsock is not None and not resp.message_complete:
             req.fd = fd = gsock.fileno()
             req.raw_recv = gsock._sock.recv  # the raw non-blocking socket under gevent's
+            req.raw_recvmsg = gsock._sock.recvmsg
             req.finished = Event()
             self.demux.add(fd, req)
             try:
@@ -277,11 +298,18 @@ class Streamer:
         """Called by the demultiplexer for a ready socket: one read, one timestamp, then parse."""
         try:
             assert req.raw_recv is not None and req.resp is not None
-            data = req.raw_recv(RECV_SIZE)
-            now = perf_ns()
+            if req.chunk_ns:
+                data = req.raw_recv(RECV_SIZE)
+                now = perf_ns()
+                rx = 0
+            else:  # before the first content chunk: with the kernel's receive timestamp
+                assert req.raw_recvmsg is not None
+                data, rx, now = recv_stamped(req.raw_recvmsg, RECV_SIZE)
             if data:
                 _feed(req.resp, data)  # may complete the message (and hand the socket back to its pool)
                 self._scan(req, now)
+                if rx and req.chunk_ns and req.first_lag_ns < 0:
+                    req.first_lag_ns = max(0, now + self.phase.clock_offset_ns - rx)
                 if not req.resp.message_complete:
                     return
             elif req.done:  # a close-delimited body ends like this, after its [DONE]
@@ -349,41 +377,11 @@ class Streamer:
                 ph.first_error = req.error or f"http {req.status}"
         ph.out_tokens += n
         ph.usage_tokens += req.usage_completion or 0
+        if req.first_lag_ns >= 0 and req.error is None:
+            ph.first_read_lag_ns.append(req.first_lag_ns)
         if ph.sink is not None:
             ph.sink.put({**ph.tags, "rid": rid, "worker": self.cfg.worker, "t_start_ns": t0,
                          "wall_start": wall, "ttft_ns": chunks[0] if n else None, "chunk_ns": chunks,
                          "e2e_ns": req.e2e_ns, "usage_completion_tokens": req.usage_completion,
                          "usage_prompt_tokens": req.usage_prompt, "client_tokens": n,
                          "status": req.status, "error": req.error}, chunks)
-
-
-class _StreamResponse(HTTPSocketPoolResponse):
-    """geventhttpclient's response whose body callback is the buffer's own ``extend``.
-
-    The C parser calls ``_on_body`` once per HTTP chunk, i.e. once per token; binding it to
-    ``bytearray.extend`` saves a Python frame per token. The buffer is only ever changed in place.
-    """
-
-    def _read_headers(self, pre_buffered: bytes = b"") -> None:
-        self._on_body = self._body_buffer.extend  # type: ignore[method-assign,assignment]
-        super()._read_headers(pre_buffered)
-
-
-def _short(body: bytes) -> str:
-    text = body[:300].decode("utf-8", "replace").strip().replace("\n", " ")
-    return text[:160] or "(empty body)"
-
-
-def _describe(exc: BaseException, status: int) -> str:
-    where = "mid-stream" if status else "before response"
-    if isinstance(exc, ConnectionRefusedError):
-        return "connect: connection refused"
-    if isinstance(exc, ConnectionError) and str(exc) == "connection closed mid-stream":
-        return str(exc)
-    if isinstance(exc, ConnectionResetError):
-        return f"connection reset {where}"
-    if isinstance(exc, HTTPConnectionClosed):
-        return f"connection closed {where}"
-    return f"{type(exc).__name__} {where}: {exc}"[:200]
-
-

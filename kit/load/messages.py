@@ -43,6 +43,16 @@ class GapStats(TypedDict):
     near_zero_threshold_ms: NotRequired[float]
 
 
+class FirstReadStats(TypedDict):
+    """Per ok request, the client's own delay on its first content chunk: when the process read the bytes
+    minus when the kernel queued them on the socket (``SO_TIMESTAMPNS``); ``requests`` 0 when unmeasured."""
+
+    requests: int
+    p50_ms: float
+    p99_ms: float
+    max_ms: float
+
+
 class WarmupInfo(TypedDict):
     requests: int
     ok: int
@@ -75,6 +85,7 @@ class WorkerStats(TypedDict):
     tokens_per_s: float
     lag: LagStats
     itl: GapStats
+    first_read: NotRequired[FirstReadStats]
     rlimit_nofile: NotRequired[int]
     warmup: NotRequired[WarmupInfo]
 

@@ -6,7 +6,7 @@ import bisect
 import operator
 from array import array
 
-from kit.load.messages import GapStats, LagStats
+from kit.load.messages import FirstReadStats, GapStats, LagStats
 
 NEAR_ZERO_GAP_NS = 100_000  # two chunks stamped < 0.1 ms apart were (almost surely) read together
 
@@ -29,6 +29,13 @@ def lag_stats(lag_ns: array[int]) -> LagStats:
         out["first_third"] = {"p50_ms": _pct(first, 0.5) / 1e6, "p99_ms": _pct(first, 0.99) / 1e6}
         out["last_third"] = {"p50_ms": _pct(last, 0.5) / 1e6, "p99_ms": _pct(last, 0.99) / 1e6}
     return out
+
+
+def first_read_stats(lag_ns: array[int]) -> FirstReadStats:
+    """The client's own delay on each request's first content chunk (kernel receive -> read by the process)."""
+    s = sorted(lag_ns)
+    return {"requests": len(s), "p50_ms": _pct(s, 0.5) / 1e6, "p99_ms": _pct(s, 0.99) / 1e6,
+            "max_ms": (s[-1] / 1e6 if s else 0.0)}
 
 
 def inter_chunk_gaps(offsets: array[int], lengths: array[int]) -> array[int]:

@@ -45,6 +45,12 @@ class LevelResult:
     out_tokens: int = 0          # content chunks received over the level
     stopped: bool = False        # should_stop ended the level early: the records are partial
     warmup_s: float = 0.0        # the warm-up requests' wall time (the slowest driver's), not recorded
+    # why the client's own share of TTFT p99 may exceed 5 ms (kit.load.assess.assess_ttft): no TTFT verdict
+    ttft_client_bound_reasons: list[str] = field(default_factory=list)
+
+    @property
+    def ttft_client_bound(self) -> bool:
+        return bool(self.client_bound or self.ttft_client_bound_reasons)
 
 
 @dataclass(frozen=True)

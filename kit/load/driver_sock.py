@@ -1,0 +1,109 @@
+"""Driver-process side (imported only inside ``python -m kit.load.driver``): the socket end of a stream.
+
+The response class and error descriptions of ``kit.load.driver_stream``, and the kernel's receive
+timestamp of a socket's next bytes (``SO_TIMESTAMPNS``), for the client's own share of each TTFT.
+
+``recv_stamped`` reads with ``recvmsg`` and returns the timestamp of what it read; ``peek_rx`` waits for a
+response's first bytes and returns their timestamp without reading them (the HTTP parser reads them
+next). The timestamps are CLOCK_REALTIME, taken when the kernel queued the bytes on the socket; minus
+them, the process's own read time gives how long the bytes waited for the client.
+
+``KIT_LOAD_TEST_FIRST_READ_DELAY_MS`` (tests only) blocks the whole process that long before each of these
+reads: an artificially slow client, whose delay the timestamps must show.
+"""
+
+from __future__ import annotations
+
+import locust  # noqa: F401  (first: gevent monkey-patching, see kit.load.driver)
+
+# isort: split
+import os
+import socket
+import struct
+import time
+from collections.abc import Callable
+from typing import Any
+
+from gevent.monkey import get_original
+from gevent.socket import wait_read
+from geventhttpclient.response import HTTPConnectionClosed, HTTPSocketPoolResponse
+
+SO_TIMESTAMPNS = int(getattr(socket, "SO_TIMESTAMPNS", 35))  # Linux; SCM_TIMESTAMPNS has the same number
+_CMSG_SPACE = socket.CMSG_SPACE(16)
+_TIMESPEC = struct.Struct("qq")
+_block = get_original("time", "sleep")
+TEST_FIRST_READ_DELAY_S = float(os.environ.get("KIT_LOAD_TEST_FIRST_READ_DELAY_MS") or 0) / 1000
+perf_ns = time.perf_counter_ns
+
+RecvMsg = Callable[..., tuple[bytes, list[tuple[int, int, bytes]], int, Any]]
+
+
+def rx_ns(ancdata: list[tuple[int, int, bytes]]) -> int:
+    """The receive timestamp in ``recvmsg``'s ancillary data, in ns since the epoch (0 when absent)."""
+    for level, kind, data in ancdata:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(data) >= 16:
+            sec, nsec = _TIMESPEC.unpack_from(data)
+            return int(sec * 1_000_000_000 + nsec)
+    return 0
+
+
+def recv_stamped(recvmsg: RecvMsg, size: int) -> tuple[bytes, int, int]:
+    """One read: (bytes, the receive time of the first of them or 0, ``perf_counter_ns`` after the read).
+
+    The kernel reports the timestamp of the last packet a read copied, which is a later token when several
+    waited: so one byte is peeked first (the oldest packet), then the read takes everything.
+    """
+    if TEST_FIRST_READ_DELAY_S:
+        _block(TEST_FIRST_READ_DELAY_S)
+    try:
+        _, anc, _, _ = recvmsg(1, _CMSG_SPACE, socket.MSG_PEEK)
+    except BlockingIOError:
+        anc = []
+    data, _, _, _ = recvmsg(size)
+    now = perf_ns()
+    return data, rx_ns(anc), now
+
+
+def peek_rx(sock: Any) -> int:
+    """Wait until ``sock`` (a gevent socket) has bytes; return their receive time (0 if unknown)."""
+    raw = sock._sock
+    while True:
+        try:
+            if TEST_FIRST_READ_DELAY_S:
+                _block(TEST_FIRST_READ_DELAY_S)
+            _, anc, _, _ = raw.recvmsg(1, _CMSG_SPACE, socket.MSG_PEEK)
+            return rx_ns(anc)
+        except BlockingIOError:
+            wait_read(sock.fileno())
+
+
+class StreamResponse(HTTPSocketPoolResponse):
+    """geventhttpclient's response whose body callback is the buffer's own ``extend``.
+
+    The C parser calls ``_on_body`` once per HTTP chunk, i.e. once per token; binding it to
+    ``bytearray.extend`` saves a Python frame per token. The buffer is only ever changed in place.
+    """
+
+    def _read_headers(self, pre_buffered: bytes = b"") -> None:
+        self._on_body = self._body_buffer.extend  # type: ignore[method-assign,assignment]
+        super()._read_headers(pre_buffered)
+
+
+def short(body: bytes) -> str:
+    text = body[:300].decode("utf-8", "replace").strip().replace("\n", " ")
+    return text[:160] or "(empty body)"
+
+
+def describe(exc: BaseException, status: int) -> str:
+    where = "mid-stream" if status else "before response"
+    if isinstance(exc, ConnectionRefusedError):
+        return "connect: connection refused"
+    if isinstance(exc, ConnectionError) and str(exc) == "connection closed mid-stream":
+        return str(exc)
+    if isinstance(exc, ConnectionResetError):
+        return f"connection reset {where}"
+    if isinstance(exc, HTTPConnectionClosed):
+        return f"connection closed {where}"
+    return f"{type(exc).__name__} {where}: {exc}"[:200]
+
+
