@@ -16,6 +16,8 @@ from scipy import stats as sps
 
 from kit.stats.metrics import FArray
 
+HSU_DF = True  # unequal cell counts: Hsu's df min(K_a, K_b) - 1 (docs/statistics.md); False: always Welch–Satterthwaite
+
 
 @dataclass(frozen=True)
 class Welch:
@@ -47,7 +49,12 @@ def welch(log_arm: FArray, log_base: FArray) -> Welch | None:
     se = math.sqrt(wa + wb)
     if se <= 0:
         return Welch(est, 0.0, None, 1.0 if est == 0 else 0.0, ka, kb)
-    df = (wa + wb) ** 2 / (wa**2 / (ka - 1) + wb**2 / (kb - 1))
+    ws = (wa + wb) ** 2 / (wa**2 / (ka - 1) + wb**2 / (kb - 1))
+    # With a handful of cells Welch–Satterthwaite is liberal when the smaller arm is the noisier one (its variance
+    # rests on 1-2 df; a small draw shrinks the standard error and inflates df: 7.8 % family-wise at 3 vs 2 cells,
+    # 6.8 % at 5 vs 3 in tests/stats/sim.py). With unequal cell counts (a failed cell) the df is Hsu's
+    # min(K_a, K_b) - 1, which holds the level; with equal counts Welch–Satterthwaite held it in simulation.
+    df = float(min(ka, kb) - 1) if HSU_DF and ka != kb else ws
     p = float(2 * sps.t.sf(abs(est) / se, df))
     return Welch(est, se, df, p, ka, kb)
 
