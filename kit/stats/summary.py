@@ -120,8 +120,8 @@ def summary_doc(m: Manifest, cells: Sequence[tuple[CellInfo, dict[str, CellLevel
                       "t interval on the log scale; ratio and absolute difference reported",
             "min_cells": MIN_CELLS,
             "error_test": "fisher_exact on pooled failed/ok counts; p < 1 - confidence withholds the verdict",
-            "censoring": "timed-out requests enter the latency means at their observed times (E2E at the timeout, "
-                         "TTFT at the timeout when no chunk arrived)",
+            "censoring": "timed-out requests enter the TTFT/TPOT/E2E figures censored at the timeout (E2E at the "
+                         "timeout, TTFT there too when no chunk arrived); other errors are counted only",
             "tested_metrics": [t.key for t in TESTED],
             "descriptive_metrics": [EXPERTS.key],
             "output_tokens_requested": m.load.output_tokens,

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
+from kit.stats import reduce_records
 from kit.stats.model import fisher_p, holm_levels, welch
 
 
@@ -46,3 +47,18 @@ def test_holm_step_down() -> None:
 def test_fisher() -> None:
     assert fisher_p(0, 100, 0, 100) is None
     assert fisher_p(15, 100, 0, 100) == pytest.approx(sps.fisher_exact([[15, 85], [0, 100]]).pvalue)
+
+
+def test_timeouts_are_counted_and_censored_at_the_timeout() -> None:
+    ok = {"status": 200, "error": None, "ttft_ns": 10_000_000, "chunk_ns": [10_000_000, 20_000_000],
+          "e2e_ns": 21_000_000, "usage_completion_tokens": 2, "client_tokens": 2, "wall_start": 1.0}
+    timed_out = {"status": 200, "error": "timeout after 0.1 s", "ttft_ns": 30_000_000, "chunk_ns": [30_000_000],
+                 "e2e_ns": 100_000_000, "usage_completion_tokens": None, "client_tokens": 1, "wall_start": 1.0}
+    no_chunk = {**timed_out, "status": None, "ttft_ns": None, "chunk_ns": [], "client_tokens": 0}
+    http = {"status": 500, "error": "http 500", "ttft_ns": None, "chunk_ns": [], "e2e_ns": 1_000_000,
+            "wall_start": 1.0}
+    lr = reduce_records([ok, timed_out, no_chunk, http])
+    assert (lr.requests, lr.ok, lr.errors, lr.censored) == (4, 1, 3, 2)
+    assert lr.output_tokens == 2  # ok requests only
+    assert lr.column(0).tolist() == [10.0, 30.0, 100.0]  # TTFT: ok, first chunk, censored at the timeout
+    assert lr.column(1).tolist() == [21.0, 100.0, 100.0]  # E2E censored at the timeout; the HTTP error has none
