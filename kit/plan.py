@@ -36,14 +36,18 @@ class Plan:
     cells: tuple[Cell, ...]
     levels: tuple[LevelPlan, ...]
     order: str
+    start: tuple[str, ...] | None = None  # abba: the arm order of the first block, drawn with design.seed
 
     def as_dict(self) -> JsonObject:
         """The plan as `kit plan --json` prints it (plan.json is ``to_file``, with its schema_version)."""
-        return {
+        out: JsonObject = {
             "order": self.order,
             "cells": [{**asdict(c), "id": c.id} for c in self.cells],
             "levels": [asdict(lv) for lv in self.levels],
         }
+        if self.start is not None:
+            out["start"] = list(self.start)
+        return out
 
     def to_file(self) -> PlanFile:
         return PlanFile.model_validate(self.as_dict())
@@ -53,7 +57,13 @@ def make_plan(m: Manifest) -> Plan:
     arms = [a.name for a in m.arms]
     reps = range(1, m.design.repeats + 1)
     order = m.design.order
-    if order == "blocked":
+    start: tuple[str, ...] | None = None
+    if order == "abba":
+        first = list(arms)
+        random.Random(f"abba:{m.design.seed}").shuffle(first)
+        start = tuple(first)
+        pairs = [(a, r) for r in reps for a in (first if r % 2 else first[::-1])]
+    elif order == "blocked":
         pairs = [(a, r) for a in arms for r in reps]
     elif order == "counterbalanced":
         pairs = [(a, r) for r in reps for a in (arms if r % 2 else arms[::-1])]
@@ -63,7 +73,7 @@ def make_plan(m: Manifest) -> Plan:
             random.Random(m.design.seed).shuffle(pairs)
     cells = tuple(Cell(i, a, r) for i, (a, r) in enumerate(pairs))
     levels = tuple(LevelPlan(c, m.load.requests_at(c), m.load.warmup_at(c)) for c in m.load.levels)
-    return Plan(cells=cells, levels=levels, order=order)
+    return Plan(cells=cells, levels=levels, order=order, start=start)
 
 
 @dataclass(frozen=True)

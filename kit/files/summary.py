@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-SUMMARY_SCHEMA_VERSION = 1
+SUMMARY_SCHEMA_VERSION = 2
 
 
 class _Model(BaseModel):
@@ -127,6 +127,17 @@ class CellCounts(_Model):
     baseline: int
 
 
+class ErrorCounts(_Model):
+    """Failed (error or timeout) and all requests of both arms at a level, pooled over cells, and the test."""
+
+    arm_failed: int
+    arm_requests: int
+    baseline_failed: int
+    baseline_requests: int
+    test: str
+    p: float | None
+
+
 class Comparison(_Model):
     """An arm against the baseline at one level for one metric (tested, or descriptive)."""
 
@@ -138,6 +149,7 @@ class Comparison(_Model):
     unit: str
     higher_is_better: bool
     tested: bool
+    role: str  # primary | secondary | descriptive
     arm_value: float | None
     baseline_value: float | None
     ratio: float | None
@@ -148,10 +160,14 @@ class Comparison(_Model):
     change_pct_ci: list[float | None] | None
     cells: CellCounts
     method: str
-    df: int | None
+    df: float | None  # Welch–Satterthwaite
+    p_value: float | None  # unadjusted, two-sided
+    interval_confidence: float | None  # the interval's own level (Holm step or Bonferroni)
     significant: bool | None
     client_bound: bool
-    status: str  # significant | not_significant | client_bound | descriptive
+    # significant | not_significant | client_bound | too_few_cells | error_rate_differs | descriptive
+    status: str
+    errors: ErrorCounts
     verdict: str
 
 
@@ -185,16 +201,25 @@ class Level(_Model):
 
 
 class Analysis(_Model):
+    """The pre-registered analysis (docs/statistics.md): primary metric, families, correction, guardrails."""
+
     confidence: float
-    family_size: int
-    adjusted_confidence: float
+    primary: str
+    secondary: list[str]
+    family_size: int  # the primary (confirmatory) family: levels x non-baseline arms
+    secondary_family_size: int
+    adjusted_confidence: float  # Bonferroni level of the primary family (Holm's first step)
     correction: str
     resamples: int
     seed: int
     method: str
+    min_cells: int
+    error_test: str
+    censoring: str
     tested_metrics: list[str]
     descriptive_metrics: list[str]
     output_tokens_requested: int
+    docs: str
 
 
 class Summary(_Model):

@@ -293,12 +293,14 @@ class Design(_Model):
     """How cells (arm x repeat) are ordered."""
 
     repeats: Annotated[int, Field(ge=1, le=1000)] = 3
-    order: Literal["interleaved", "counterbalanced", "blocked", "random"] = Field(
-        "interleaved",
-        description="interleaved: A B A B ...; counterbalanced: A B B A A B ... (cancels linear drift); "
+    order: Literal["abba", "interleaved", "counterbalanced", "blocked", "random"] = Field(
+        "abba",
+        description="abba (default): counterbalanced A B B A A B ... with a random start (A B B A or B A A B, "
+        "drawn with 'seed', recorded in plan.json; cancels linear drift, use an even number of repeats); "
+        "interleaved: A B A B ...; counterbalanced: A B B A ... starting with the first arm; "
         "blocked: A A B B; random: shuffled with 'seed'.",
     )
-    seed: int = 0
+    seed: int = Field(0, description="Seeds abba's start and random's shuffle.")
 
 
 class Gates(_Model):
@@ -312,8 +314,20 @@ class Gates(_Model):
     ports: list[Port] = Field(default_factory=list, description="More ports that must be free.")
 
 
+PrimaryMetric = Literal["tpot_mean_ms", "ttft_mean_ms", "itl_mean_ms", "e2e_mean_ms", "throughput_tok_s"]
+
+
 class Analysis(_Model):
-    """How arms are compared."""
+    """How arms are compared, pre-registered (signed with the manifest); the method: docs/statistics.md."""
+
+    primary: PrimaryMetric = Field(
+        "tpot_mean_ms",
+        description="The confirmatory metric: its family is levels x non-baseline arms, corrected with "
+        "'correction'; the other tested metrics are secondary (their own family and correction).",
+    )
+    correction: Literal["holm", "bonferroni"] = Field(
+        "holm", description="Family-wise error correction (Holm: same guarantee as Bonferroni, never less power)."
+    )
 
     confidence: float = Field(0.95, gt=0.5, lt=1.0)
     resamples: Annotated[int, Field(ge=200, le=100_000)] = 2000

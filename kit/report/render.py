@@ -6,18 +6,21 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kit.files.summary import Distribution, Summary
-from kit.report.text import adjusted_pct, fmt, ratio_ci_text, ratio_text
+from kit.report.text import confidence_pct, fmt, ratio_ci_text, ratio_text
 
 # --------------------------------------------------------------------------- verdicts
 
 
 def verdict_lines(summary: Summary) -> list[str]:
     """Short lines for the end of a run: one per tested level x metric, plus warnings."""
-    lines = [f"verdicts vs {summary.baseline}: {summary.analysis.family_size} tests, each interval at "
-             f"{adjusted_pct(summary)} (Bonferroni over all levels and metrics)"]
+    a = summary.analysis
+    lines = [f"verdicts vs {summary.baseline}: primary {a.primary}, {a.family_size} tests ({a.correction}, "
+             f"family-wise {confidence_pct(summary)}); secondary metrics: {a.secondary_family_size} tests, "
+             "their own correction (see docs/statistics.md)"]
     for c in summary.comparisons:
         if c.tested:
-            lines.append(f"  {c.arm} c={c.level:<4} {c.label:<12} {c.verdict}")
+            role = "" if c.role == "primary" else " (secondary)"
+            lines.append(f"  {c.arm} c={c.level:<4} {c.label:<12} {c.verdict}{role}")
     for lv in summary.client_bound_levels():
         lines.append(f"  WARNING: c={lv.concurrency} is client-bound ({', '.join(lv.client_bound_cells)}): "
                      "the client, not the server, may have set those numbers")
@@ -28,20 +31,21 @@ def verdict_lines(summary: Summary) -> list[str]:
 
 def _verdict_table(summary: Summary) -> list[str]:
     base = summary.baseline
-    conf = adjusted_pct(summary)
-    rows = [f"| arm | concurrency | metric | {base} | arm | ratio arm/{base} [{conf} CI] | verdict |",
-            "|---|---:|---|---:|---:|---|---|"]
+    rows = [f"| role | arm | concurrency | metric | {base} | arm | ratio arm/{base} [CI] | interval level | verdict |",
+            "|---|---|---:|---|---:|---:|---|---:|---|"]
     for c in summary.comparisons:
         unit = f" {c.unit}" if c.unit else ""
         verdict = c.verdict
-        if c.status == "significant":
+        if c.status == "significant" and c.role == "primary":
             verdict = f"**{verdict}**"
-        elif c.status == "client_bound":
+        elif c.status not in ("significant", "not_significant", "descriptive"):
             verdict = f"⚠ {verdict}"
-        rows.append(f"| {c.arm} | {c.level} | {c.label} | {fmt(c.baseline_value, unit)} | "
-                    f"{fmt(c.arm_value, unit)} | {ratio_text(c.ratio)} {ratio_ci_text(c.ratio_ci)} | {verdict} |")
+        level = "–" if c.interval_confidence is None else f"{100 * c.interval_confidence:.4g} %"
+        rows.append(f"| {c.role} | {c.arm} | {c.level} | {c.label} | {fmt(c.baseline_value, unit)} | "
+                    f"{fmt(c.arm_value, unit)} | {ratio_text(c.ratio)} {ratio_ci_text(c.ratio_ci)} | {level} | "
+                    f"{verdict} |")
     if len(rows) == 2:
-        rows.append(f"| – | – | – | – | – | – | nothing to compare with {base} |")
+        rows.append(f"| – | – | – | – | – | – | – | – | nothing to compare with {base} |")
     return rows
 
 
@@ -127,29 +131,14 @@ def _failed_section(summary: Summary) -> list[str]:
     return out
 
 
-def _method_section(summary: Summary) -> list[str]:
-    a = summary.analysis
-    return [
-        f"Each interval comes from {a.resamples} replicates of a two-stage bootstrap that draws an arm's "
-        "repeats (cells) with replacement and then the requests within each drawn cell (throughput: the mean of "
-        "the drawn cells' throughputs), with arms resampled independently and the generator seeded from the "
-        "manifest; the replicates are rescaled to the between-repeat variance and the percentile interval is "
-        "widened by Student's t with K_a + K_b − 2 degrees of freedom, because a few repeats cannot pin down "
-        "their own spread.",
-        f"To keep the chance of any false alarm across all {a.family_size} tested levels × metrics "
-        f"at {100 * (1 - a.confidence):.0f} % (Bonferroni), each interval is a {adjusted_pct(summary)} interval, "
-        "and a difference is called only when the interval of the ratio arm/baseline excludes 1; percentages are "
-        "changes of the metric itself, and 'faster' means lower latency or higher throughput.",
-    ]
-
-
 def render_markdown(summary: Summary, plots: Sequence[str] = ()) -> str:
     arms = [a for a in summary.arms if a != summary.baseline]
     title = f"# {summary.experiment}: {', '.join(arms)} vs {summary.baseline}"
     a = summary.analysis
     lines = [title, "", "## Verdicts", "", *_verdict_table(summary), "",
-             f"{a.family_size} tests (arms × levels × metrics); each interval at {adjusted_pct(summary)} "
-             f"so that all hold together at {100 * a.confidence:.0f} %. Unique experts/step, when "
+             f"Primary (confirmatory): {a.primary}, {a.family_size} tests (levels × arms), {a.correction}-corrected "
+             f"so that all hold together at {confidence_pct(summary)}; secondary metrics ({', '.join(a.secondary)}) "
+             f"are a separate family of {a.secondary_family_size} tests, never bold. Unique experts/step, when "
              "shown, is descriptive and not tested.", "", *_client_bound_section(summary), *_timing_section(summary)]
     lines += ["## Excluded cells", "", *_failed_section(summary), ""]
     for lv in summary.levels:
@@ -157,5 +146,6 @@ def render_markdown(summary: Summary, plots: Sequence[str] = ()) -> str:
         lines += [f"## Concurrency {lv.concurrency}{flag}", "", *_level_table(summary, lv.concurrency), ""]
     if plots:
         lines += ["## Plots", "", *[f"![{Path(p).stem}]({p})" for p in plots], ""]
-    lines += ["## How the intervals were computed", "", " ".join(_method_section(summary)), ""]
+    lines += ["## Method", "", "Model, corrections and guardrails: [docs/statistics.md](docs/statistics.md) in kit's "
+              "repository.", ""]
     return "\n".join(lines)

@@ -1,28 +1,22 @@
-"""A/B comparison of each non-baseline arm with the baseline, per level, with Bonferroni-adjusted intervals.
-
-Throughput (output tok/s: the mean of the cells' figures) and the means of TTFT, TPOT, ITL and E2E (pooled
-over the arm's cells) are tested; unique experts/step is descriptive. See ``kit.stats`` for the method.
+"""A/B comparison of each non-baseline arm with the baseline, per level: the primary metric's confirmatory
+family and the secondary metrics' family, each corrected on its own. The method: docs/statistics.md.
 """
 
 from __future__ import annotations
 
 import math
-import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from kit.stats.bootstrap import (
-    ArmBootstrap,
-    CellSample,
-    bootstrap_arm,
-    calibrated_log_replicates,
-    extrapolated_interval,
-)
+from kit.stats.bootstrap import CellSample, cell_stats
 from kit.stats.metrics import EXPERTS, TESTED, FArray, Metric
-from kit.stats.shapes import Comparison
+from kit.stats.model import Welch, fisher_p, holm_levels, welch
+from kit.stats.shapes import Comparison, ErrorCounts
 from kit.stats.verdict import comparison_status, descriptive_text, verdict_text
+
+MIN_CELLS = 2  # fewer ok cells in an arm at a level: no verdict
 
 
 @dataclass(frozen=True)
@@ -31,86 +25,103 @@ class LevelSamples:
     arms: dict[str, list[CellSample]]
     client_bound: dict[str, bool]  # per arm: any included cell client-bound
     experts: dict[str, float | None]  # per arm: mean unique experts/step
+    failures: dict[str, tuple[int, int]] = field(default_factory=dict)  # per arm: (failed, requests), pooled
 
 
-def _rng(seed: int, arm: str, level: int, hierarchical: bool) -> np.random.Generator:
-    words = [seed % (1 << 63), zlib.crc32(arm.encode()), level, int(hierarchical)]
-    return np.random.default_rng(np.random.SeedSequence(words))
+def metric_by_key(key: str) -> Metric:
+    return next(m for m in TESTED if m.key == key)
 
 
-def _has_data(cells: Sequence[CellSample], metric: Metric) -> bool:
+def family(levels: Sequence[LevelSamples], arms: Sequence[str], baseline: str,
+           metrics: Sequence[Metric]) -> list[tuple[str, int, Metric]]:
+    """Every (arm, level, metric) of a family, fixed by the design (not by which cells succeeded)."""
+    return [(arm, ls.level, m) for arm in arms if arm != baseline for ls in levels for m in metrics]
+
+
+def _pooled(cells: Sequence[CellSample], metric: Metric) -> float:
     if not cells:
-        return False
+        return math.nan
     if metric.num is None or metric.den is None:
-        return all(math.isfinite(c.tok_s) and c.tok_s > 0 for c in cells)
+        return float(np.mean([c.tok_s for c in cells]))
     num = sum(float(c.matrix[:, metric.num].sum()) for c in cells)
     den = sum(float(c.matrix[:, metric.den].sum()) for c in cells)
-    return den > 0 and num > 0
+    return num / den if den > 0 else math.nan
 
 
-def family(levels: Sequence[LevelSamples], arms: Sequence[str], baseline: str) -> list[tuple[str, int, Metric]]:
-    """Every (arm, level, metric) tested: the Bonferroni family."""
-    out = []
-    for arm in arms:
-        if arm == baseline:
-            continue
-        for ls in levels:
-            a, b = ls.arms.get(arm, []), ls.arms.get(baseline, [])
-            out += [(arm, ls.level, m) for m in TESTED if _has_data(a, m) and _has_data(b, m)]
+def _logs(cells: Sequence[CellSample], metric: Metric) -> FArray:
+    if not cells:
+        return np.zeros(0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out: FArray = np.log(cell_stats(cells, [metric])[:, 0])
     return out
 
 
-@dataclass
-class _Comparer:
-    seed: int
-    resamples: int
-    confidence: float
-    family_size: int
-    calibrate: bool
-    cache: dict[tuple[str, int, bool], tuple[ArmBootstrap, FArray]]
+def _errors(ls: LevelSamples, arm: str, baseline: str) -> ErrorCounts:
+    fa, na = ls.failures.get(arm, (0, 0))
+    fb, nb = ls.failures.get(baseline, (0, 0))
+    p = fisher_p(fa, na, fb, nb)
+    return {"arm_failed": fa, "arm_requests": na, "baseline_failed": fb, "baseline_requests": nb,
+            "test": "fisher_exact_pooled", "p": p}
+
+
+@dataclass(frozen=True)
+class _Test:
+    arm: str
+    baseline: str
+    ls: LevelSamples
+    metric: Metric
+    role: str
+    result: Welch | None
+    withheld: str | None  # status when the verdict is withheld
+    errors: ErrorCounts
 
     @property
-    def tail(self) -> float:
-        return (1 - self.confidence) / max(self.family_size, 1)
+    def p(self) -> float:
+        return 1.0 if self.result is None or self.withheld else self.result.p
 
-    def boot(self, arm: str, ls: LevelSamples, hierarchical: bool) -> tuple[ArmBootstrap, FArray]:
-        """The arm's bootstrap at this level and its (calibrated) log replicates, computed once."""
-        key = (arm, ls.level, hierarchical)
-        if key not in self.cache:
-            rng = _rng(self.seed, arm, ls.level, hierarchical)
-            boot = bootstrap_arm(ls.arms[arm], TESTED, self.resamples, rng, hierarchical=hierarchical)
-            self.cache[key] = (boot, calibrated_log_replicates(boot, calibrate=self.calibrate and hierarchical))
-        return self.cache[key]
 
-    def compare(self, arm: str, baseline: str, ls: LevelSamples, metric: Metric) -> Comparison:
-        ka, kb = len(ls.arms[arm]), len(ls.arms[baseline])
-        hierarchical = min(ka, kb) >= 2
-        (ba, logs_a), (bb, logs_b) = self.boot(arm, ls, hierarchical), self.boot(baseline, ls, hierarchical)
-        j = TESTED.index(metric)
-        cal = self.calibrate and hierarchical
-        la, lb = logs_a[:, j], logs_b[:, j]
-        va, vb = float(ba.observed[j]), float(bb.observed[j])
-        df = ka + kb - 2 if cal else None
-        log_lo, log_hi = extrapolated_interval(math.log(va / vb), la - lb, self.tail, df)
-        diff_lo, diff_hi = extrapolated_interval(va - vb, np.exp(la) - np.exp(lb), self.tail, df)
-        ratio = va / vb
-        ci = [math.exp(log_lo), math.exp(log_hi)]
-        client_bound = ls.client_bound.get(arm, False) or ls.client_bound.get(baseline, False)
-        significant = ci[0] > 1 or ci[1] < 1
-        single = [a for a, k in ((baseline, kb), (arm, ka)) if k < 2]
-        return {
-            "arm": arm, "baseline": baseline, "level": ls.level, "metric": metric.key, "label": metric.label,
-            "unit": metric.unit, "higher_is_better": metric.higher_is_better, "tested": True,
-            "arm_value": va, "baseline_value": vb,
-            "ratio": ratio, "ratio_ci": ci,
-            "diff": va - vb, "diff_ci": [diff_lo, diff_hi],
-            "change_pct": 100 * (ratio - 1), "change_pct_ci": [100 * (ci[0] - 1), 100 * (ci[1] - 1)],
-            "cells": {"arm": ka, "baseline": kb},
-            "method": "hierarchical" if hierarchical else "requests_only",
-            "df": df, "significant": significant, "client_bound": client_bound,
-            "status": comparison_status(client_bound, significant),
-            "verdict": verdict_text(arm, metric, ratio, ci, client_bound=client_bound, single_cell_arms=single),
-        }
+def _test(arm: str, baseline: str, ls: LevelSamples, metric: Metric, role: str, alpha: float) -> _Test:
+    a, b = ls.arms.get(arm, []), ls.arms.get(baseline, [])
+    result = welch(_logs(a, metric), _logs(b, metric))
+    errors = _errors(ls, arm, baseline)
+    withheld = None
+    if result is None:
+        withheld = "too_few_cells"
+    elif errors["p"] is not None and errors["p"] < alpha:
+        withheld = "error_rate_differs"
+    elif ls.client_bound.get(arm, False) or ls.client_bound.get(baseline, False):
+        withheld = "client_bound"
+    return _Test(arm, baseline, ls, metric, role, result, withheld, errors)
+
+
+def _comparison(t: _Test, rejected: bool, tail: float) -> Comparison:
+    a, b = t.ls.arms.get(t.arm, []), t.ls.arms.get(t.baseline, [])
+    va, vb = _pooled(a, t.metric), _pooled(b, t.metric)
+    r = t.result
+    if r is None:
+        ratio, ci, diff, diff_ci = (va / vb if vb else math.nan), None, va - vb, None
+    else:
+        base = math.exp(float(np.nanmean(_logs(b, t.metric))))  # the baseline's geometric-mean cell value
+        lo, hi = r.interval(tail)
+        ratio, ci = math.exp(r.estimate), [math.exp(lo), math.exp(hi)]
+        diff, diff_ci = base * (ratio - 1), [base * (ci[0] - 1), base * (ci[1] - 1)]
+    significant = rejected and t.withheld is None
+    client_bound = t.ls.client_bound.get(t.arm, False) or t.ls.client_bound.get(t.baseline, False)
+    status = comparison_status(t.withheld, significant)
+    return {
+        "arm": t.arm, "baseline": t.baseline, "level": t.ls.level, "metric": t.metric.key, "label": t.metric.label,
+        "unit": t.metric.unit, "higher_is_better": t.metric.higher_is_better, "tested": True, "role": t.role,
+        "arm_value": va, "baseline_value": vb,
+        "ratio": ratio, "ratio_ci": ci,
+        "diff": diff, "diff_ci": diff_ci,
+        "change_pct": 100 * (ratio - 1), "change_pct_ci": None if ci is None else [100 * (c - 1) for c in ci],
+        "cells": {"arm": len(a), "baseline": len(b)},
+        "method": "welch_log_cells",
+        "df": None if r is None else r.df, "p_value": None if r is None else r.p,
+        "interval_confidence": None if r is None else 1 - tail,
+        "significant": significant, "client_bound": client_bound, "status": status, "errors": t.errors,
+        "verdict": verdict_text(t.arm, t.metric, status, ratio, ci, diff, diff_ci, t.errors),
+    }
 
 
 def experts_comparison(arm: str, baseline: str, ls: LevelSamples) -> Comparison | None:
@@ -120,24 +131,34 @@ def experts_comparison(arm: str, baseline: str, ls: LevelSamples) -> Comparison 
     ratio = va / vb
     return {
         "arm": arm, "baseline": baseline, "level": ls.level, "metric": EXPERTS.key, "label": EXPERTS.label,
-        "unit": EXPERTS.unit, "higher_is_better": False, "tested": False,
+        "unit": EXPERTS.unit, "higher_is_better": False, "tested": False, "role": "descriptive",
         "arm_value": va, "baseline_value": vb, "ratio": ratio, "ratio_ci": None,
         "diff": va - vb, "diff_ci": None, "change_pct": 100 * (ratio - 1), "change_pct_ci": None,
         "cells": {"arm": len(ls.arms.get(arm, [])), "baseline": len(ls.arms.get(baseline, []))},
-        "method": "descriptive", "df": None, "significant": None,
+        "method": "descriptive", "df": None, "p_value": None, "interval_confidence": None, "significant": None,
         "client_bound": ls.client_bound.get(arm, False) or ls.client_bound.get(baseline, False),
-        "status": "descriptive",
+        "status": "descriptive", "errors": _errors(ls, arm, baseline),
         "verdict": descriptive_text(ratio),
     }
 
 
-def compare_levels(levels: Sequence[LevelSamples], arms: Sequence[str], baseline: str, *, seed: int,
-                   resamples: int, confidence: float, calibrate: bool = True) -> tuple[list[Comparison], int]:
-    """All comparisons (tested ones first in family order, then descriptive ones) and the family size."""
-    fam = family(levels, arms, baseline)
-    comparer = _Comparer(seed, resamples, confidence, len(fam), calibrate, {})
+def _run_family(tests: list[_Test], alpha: float, correction: str) -> list[Comparison]:
+    rejected, tails = holm_levels([t.p for t in tests], alpha, correction)
+    return [_comparison(t, rej, tail) for t, rej, tail in zip(tests, rejected, tails, strict=True)]
+
+
+def compare_levels(levels: Sequence[LevelSamples], arms: Sequence[str], baseline: str, *, primary: str,
+                   correction: str, confidence: float) -> tuple[list[Comparison], int, int]:
+    """All comparisons (primary family, then secondary, then descriptive) and the two family sizes."""
+    alpha = 1 - confidence
     by_level = {ls.level: ls for ls in levels}
-    out = [comparer.compare(arm, baseline, by_level[level], metric) for arm, level, metric in fam]
+    prim = metric_by_key(primary)
+    fams = []
+    for role, metrics in (("primary", [prim]), ("secondary", [m for m in TESTED if m.key != primary])):
+        tests = [_test(arm, baseline, by_level[lv], m, role, alpha) for arm, lv, m in
+                 family(levels, arms, baseline, metrics)]
+        fams.append(tests)
+    out = _run_family(fams[0], alpha, correction) + _run_family(fams[1], alpha, correction)
     for arm in arms:
         if arm == baseline:
             continue
@@ -145,4 +166,4 @@ def compare_levels(levels: Sequence[LevelSamples], arms: Sequence[str], baseline
             extra = experts_comparison(arm, baseline, ls)
             if extra is not None:
                 out.append(extra)
-    return out, len(fam)
+    return out, len(fams[0]), len(fams[1])

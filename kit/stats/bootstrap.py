@@ -29,7 +29,7 @@ class CellSample:
     tok_s: float
 
 
-def _cell_stats(cells: Sequence[CellSample], metrics: Sequence[Metric]) -> FArray:
+def cell_stats(cells: Sequence[CellSample], metrics: Sequence[Metric]) -> FArray:
     """(K, metrics) per-cell statistics."""
     out = np.full((len(cells), len(metrics)), np.nan)
     for i, c in enumerate(cells):
@@ -80,7 +80,7 @@ def bootstrap_arm(cells: Sequence[CellSample], metrics: Sequence[Metric], resamp
         with np.errstate(divide="ignore", invalid="ignore"):
             rate = (sums[:, C_TOKENS] / sums[:, C_E2E]) / (total[C_TOKENS] / total[C_E2E])
         tok_rep = tok_cells.mean() * rate
-    return ArmBootstrap(observed, _stat_from_sums(sums, tok_rep, metrics), _cell_stats(cells, metrics))
+    return ArmBootstrap(observed, _stat_from_sums(sums, tok_rep, metrics), cell_stats(cells, metrics))
 
 
 def _add_request_resamples(sums: FArray, rows: IArray, matrix: FArray, rng: np.random.Generator) -> None:

@@ -105,7 +105,7 @@ def summarize_bundle(root: Path) -> dict[str, Any]:
     return cast("dict[str, Any]", summary_of(Path(root)))
 
 
-def summary_of(root: Path, *, calibrate: bool = True) -> SummaryDoc:
+def summary_of(root: Path) -> SummaryDoc:
     """The whole summary of a bundle, recomputed from its raw records (JSON-serialisable, rounded)."""
     plan = read_json(root / "plan.json")
     if not isinstance(plan, dict):
@@ -125,4 +125,4 @@ def summary_of(root: Path, *, calibrate: bool = True) -> SummaryDoc:
                 by_cell[c.id][str(level)] = got[1]
                 measured.append((c, got[0], got[1]))
         levels.append(summarize_level(planned, arms, m.analysis.confidence, measured))
-    return summary_doc(m, [(c, by_cell[c.id]) for c in cells], levels, calibrate=calibrate)
+    return summary_doc(m, [(c, by_cell[c.id]) for c in cells], levels)

@@ -8,6 +8,10 @@ Per request (ok = HTTP 200, no error, a first content chunk):
 - ITL = every gap between consecutive content chunks (pooled over requests: the ITL mean is
   sum(last chunk - first chunk) / sum(chunks - 1)).
 
+Timed-out requests are failures (counted in ``errors``) and are also censored into the latency matrix: their
+rows follow the ok rows, with E2E at the time the client gave up (the timeout), TTFT at the first chunk or, when
+none came, at that same time, and TPOT/ITL from the chunks that did arrive; ``ok`` counts only the ok rows.
+
 Records are plain dicts on this hot path (``kit.files.records.Record`` documents their fields); a record
 read from a file is not trusted to have them all.
 """
@@ -90,14 +94,15 @@ class LevelRecords:
     wall_s: float | None
     tokens_mismatch: int
     unparsable_lines: int
+    censored: int = 0  # timed-out requests: the last rows of ``matrix``
 
     @property
     def ok(self) -> int:
-        return int(self.matrix.shape[0])
+        return int(self.matrix.shape[0]) - self.censored
 
     @property
     def output_tokens(self) -> float:
-        return float(self.matrix[:, C_TOKENS].sum())
+        return float(self.matrix[: self.ok, C_TOKENS].sum())
 
     def column(self, col: int) -> FArray:
         return self.matrix[:, col]
@@ -111,6 +116,7 @@ class LevelRecords:
 def reduce_records(records: Iterable[RecordLike], unparsable: int = 0) -> LevelRecords:
     """Per-request metrics of many records, vectorised: chunk lists are flattened once for the ITL gaps."""
     rows: list[tuple[float, ...]] = []
+    censored: list[tuple[float, ...]] = []
     flat: list[int] = []
     lengths: list[int] = []
     errors: Counter[str] = Counter()
@@ -125,6 +131,9 @@ def reduce_records(records: Iterable[RecordLike], unparsable: int = 0) -> LevelR
             ends.append(float(ws) + (float(e2e) / 1e9 if isinstance(e2e, (int, float)) else 0.0))
         if not is_ok(rec):
             errors[_error_reason(rec)] += 1
+            row = _censored_row(rec)
+            if row is not None:
+                censored.append(row)
             continue
         ttft, e2e_f, tokens = _float(rec, "ttft_ns"), _float(rec, "e2e_ns"), output_tokens(rec)
         chunks = _chunks(rec)
@@ -138,7 +147,7 @@ def reduce_records(records: Iterable[RecordLike], unparsable: int = 0) -> LevelR
         if n:
             flat.extend(chunks)
             lengths.append(n)
-    matrix = np.array(rows, dtype=np.float64).reshape(-1, N_COLS)
+    matrix = np.array(rows + censored, dtype=np.float64).reshape(-1, N_COLS)
     for col in (C_TTFT, C_E2E, C_TPOT, C_ITL_SUM):
         matrix[:, col] /= 1e6
     top = sorted(errors.items(), key=lambda x: (-x[1], x[0]))[:5]
@@ -151,7 +160,22 @@ def reduce_records(records: Iterable[RecordLike], unparsable: int = 0) -> LevelR
         wall_s=(max(ends) - min(starts)) if starts else None,
         tokens_mismatch=mismatch,
         unparsable_lines=unparsable,
+        censored=len(censored),
     )
+
+
+def _censored_row(rec: RecordLike) -> tuple[float, ...] | None:
+    """A timed-out request's matrix row (ns), censored at the time the client gave up; None for other failures."""
+    error = rec.get("error")
+    e2e = rec.get("e2e_ns")
+    if not (isinstance(error, str) and error.startswith("timeout")) or not isinstance(e2e, (int, float)):
+        return None
+    chunks = _chunks(rec)
+    ttft = float(chunks[0]) if chunks else float(e2e)
+    n = len(chunks)
+    tpot = tpot_ns(ttft, float(e2e), n)
+    itl_sum = float(chunks[-1] - chunks[0]) if n > 1 else 0.0
+    return (ttft, float(e2e), tpot or 0.0, 0.0 if tpot is None else 1.0, itl_sum, max(n - 1, 0), n, 1.0)
 
 
 def _error_reason(rec: RecordLike) -> str:

@@ -105,6 +105,15 @@ class CellCounts(TypedDict):
     baseline: int
 
 
+class ErrorCounts(TypedDict):
+    arm_failed: int
+    arm_requests: int
+    baseline_failed: int
+    baseline_requests: int
+    test: str
+    p: float | None
+
+
 class Comparison(TypedDict):
     arm: str
     baseline: str
@@ -114,6 +123,7 @@ class Comparison(TypedDict):
     unit: str
     higher_is_better: bool
     tested: bool
+    role: str
     arm_value: float
     baseline_value: float
     ratio: float
@@ -124,10 +134,13 @@ class Comparison(TypedDict):
     change_pct_ci: list[float] | None
     cells: CellCounts
     method: str
-    df: int | None
+    df: float | None
+    p_value: float | None
+    interval_confidence: float | None
     significant: bool | None
     client_bound: bool
     status: str
+    errors: ErrorCounts
     verdict: str
 
 
@@ -165,15 +178,22 @@ class LevelEntry(TypedDict):
 
 class Analysis(TypedDict):
     confidence: float
+    primary: str
+    secondary: list[str]
     family_size: int
+    secondary_family_size: int
     adjusted_confidence: float
     correction: str
     resamples: int
     seed: int
     method: str
+    min_cells: int
+    error_test: str
+    censoring: str
     tested_metrics: list[str]
     descriptive_metrics: list[str]
     output_tokens_requested: int
+    docs: str
 
 
 class SummaryDoc(TypedDict):

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import cast
 
 from kit.manifest import Manifest
-from kit.stats.ab import LevelSamples, compare_levels
+from kit.stats.ab import MIN_CELLS, LevelSamples, compare_levels
 from kit.stats.bootstrap import CellSample
 from kit.stats.figures import arm_level_figures
 from kit.stats.metrics import EXPERTS, SCHEMA_VERSION, TESTED
@@ -77,6 +77,8 @@ def summarize_level(planned: Mapping[str, object], arms: Sequence[str], confiden
               for a, v in per_arm.items()},
         client_bound={a: f["client_bound"] for a, f in arm_figs.items()},
         experts={a: f["server"]["unique_experts_per_step"] if f["server"] else None for a, f in arm_figs.items()},
+        failures={a: (sum(lr.errors for _, lr, _ in v), sum(lr.requests for _, lr, _ in v))
+                  for a, v in per_arm.items()},
     )
     return LevelResult(entry, arm_levels, samples)
 
@@ -87,12 +89,14 @@ def cell_entry(c: CellInfo, levels: dict[str, CellLevelFigures]) -> CellEntry:
 
 
 def summary_doc(m: Manifest, cells: Sequence[tuple[CellInfo, dict[str, CellLevelFigures]]],
-                levels: Sequence[LevelResult], *, calibrate: bool) -> SummaryDoc:
+                levels: Sequence[LevelResult]) -> SummaryDoc:
     """The whole summary (JSON-ready: floats rounded to significant digits, NaN/inf as None)."""
     arms = [a.name for a in m.arms]
     conf = m.analysis.confidence
-    comparisons, m_size = compare_levels([lv.samples for lv in levels], arms, m.baseline_arm, seed=m.load.seed,
-                                         resamples=m.analysis.resamples, confidence=conf, calibrate=calibrate)
+    primary = m.analysis.primary
+    comparisons, m_size, m_secondary = compare_levels(
+        [lv.samples for lv in levels], arms, m.baseline_arm, primary=primary,
+        correction=m.analysis.correction, confidence=conf)
     alpha = 1 - conf
     failed: list[FailedCell] = [{"id": c.id, "arm": c.arm, "repeat": c.repeat, "status": c.status,
                                  "reason": c.reason} for c, _ in cells if not c.included]
@@ -104,17 +108,24 @@ def summary_doc(m: Manifest, cells: Sequence[tuple[CellInfo, dict[str, CellLevel
         "levels": [lv.entry for lv in levels],
         "analysis": {
             "confidence": conf,
+            "primary": primary,
+            "secondary": [t.key for t in TESTED if t.key != primary],
             "family_size": m_size,
+            "secondary_family_size": m_secondary,
             "adjusted_confidence": 1 - alpha / max(m_size, 1),
-            "correction": "bonferroni",
+            "correction": m.analysis.correction,
             "resamples": m.analysis.resamples,
             "seed": m.load.seed,
-            "method": "hierarchical bootstrap (cells, then requests within cells), percentile intervals "
-                      + ("calibrated to the between-cell variance with t(K_a+K_b-2)" if calibrate
-                         else "without small-sample calibration"),
+            "method": "per level, Welch's t on the log per-cell statistics (Welch–Satterthwaite df), symmetric "
+                      "t interval on the log scale; ratio and absolute difference reported",
+            "min_cells": MIN_CELLS,
+            "error_test": "fisher_exact on pooled failed/ok counts; p < 1 - confidence withholds the verdict",
+            "censoring": "timed-out requests enter the TTFT/TPOT/E2E figures censored at the timeout (E2E at the "
+                         "timeout, TTFT there too when no chunk arrived); other errors are counted only",
             "tested_metrics": [t.key for t in TESTED],
             "descriptive_metrics": [EXPERTS.key],
             "output_tokens_requested": m.load.output_tokens,
+            "docs": "docs/statistics.md",
         },
         "cells": [cell_entry(c, figs) for c, figs in cells],
         "failed_cells": failed,

@@ -1,4 +1,9 @@
-"""The words of an A/B comparison: its status and its one-line verdict."""
+"""The words of an A/B comparison: its status and its one-line verdict (one phrasing for every metric).
+
+Changes are always signed as arm minus baseline, as a percentage, a ratio and an absolute difference, e.g.
+"oea faster: TPOT mean −23.4 % (×0.766) [−30.1, −16.2], −4.1 ms [−6.0, −2.2]"; 'faster' means lower latency or
+higher throughput. See docs/statistics.md.
+"""
 
 from __future__ import annotations
 
@@ -6,39 +11,61 @@ from collections.abc import Sequence
 
 from kit.stats.metrics import Metric
 from kit.stats.numbers import pct_text
+from kit.stats.shapes import ErrorCounts
+
+WITHHELD = {
+    "too_few_cells": "too few cells: no verdict",
+    "error_rate_differs": "error rates differ: no verdict",
+    "client_bound": "client-bound: no verdict",
+}
 
 
-def comparison_status(client_bound: bool, significant: bool) -> str:
-    if client_bound:
-        return "client_bound"
+def comparison_status(withheld: str | None, significant: bool) -> str:
+    if withheld:
+        return withheld
     return "significant" if significant else "not_significant"
 
 
-def verdict_text(arm: str, metric: Metric, ratio: float, ci: Sequence[float], *, client_bound: bool,
-                 single_cell_arms: Sequence[str] = ()) -> str:
-    """'<arm> faster by 12.3 % [9.1, 15.2]' / 'slower by' / 'no significant difference (−1.2 % [−4.0, 1.9])'.
+def _signed(x: float, digits: int = 1) -> str:
+    text = pct_text(x) if digits == 1 else f"{abs(x):.{digits}g}"
+    return ("+" if x >= 0 else "−") + text.lstrip("-−")
 
-    Percentages are changes of the metric itself relative to the baseline; 'faster' means lower latency or
-    higher throughput, and the interval is then given in the same direction as the number.
-    """
-    change, lo, hi = 100 * (ratio - 1), 100 * (ci[0] - 1), 100 * (ci[1] - 1)
-    measured = f"{'+' if change >= 0 else ''}{pct_text(change)} % [{pct_text(lo)}, {pct_text(hi)}]"
-    if client_bound:
-        text = f"client-bound: not a clean result (measured {measured})"
-    elif ci[0] <= 1 <= ci[1]:
-        text = f"no significant difference ({measured})"
-    else:
-        up = ci[0] > 1
-        better = up == metric.higher_is_better
-        word = "faster" if better else "slower"
-        if up:
-            text = f"{arm} {word} by {pct_text(change)} % [{pct_text(lo)}, {pct_text(hi)}]"
-        else:
-            text = f"{arm} {word} by {pct_text(-change)} % [{pct_text(-hi)}, {pct_text(-lo)}]"
-    if single_cell_arms:
-        text += (f"; repeats could not be resampled (one ok cell for {', '.join(single_cell_arms)}): "
-                 "the interval covers request-to-request noise only")
+
+def _num(x: float) -> str:
+    a = abs(x)
+    text = f"{a:.0f}" if a >= 100 else f"{a:.1f}" if a >= 10 else f"{a:.2f}" if a >= 0.1 else f"{a:.3g}"
+    return ("−" if x < 0 else "+") + text
+
+
+def change_text(metric: Metric, ratio: float, ci: Sequence[float] | None, diff: float,
+                diff_ci: Sequence[float] | None) -> str:
+    unit = f" {metric.unit}" if metric.unit else ""
+    pct = f"{metric.label} {_signed(100 * (ratio - 1))} % (×{ratio:.3g})"
+    if ci is not None:
+        pct += f" [{_signed(100 * (ci[0] - 1))}, {_signed(100 * (ci[1] - 1))}]"
+    text = f"{pct}, {_num(diff)}{unit}"
+    if diff_ci is not None:
+        text += f" [{_num(diff_ci[0])}, {_num(diff_ci[1])}]"
     return text
+
+
+def errors_text(e: ErrorCounts) -> str:
+    text = f"failed {e['arm_failed']}/{e['arm_requests']} vs {e['baseline_failed']}/{e['baseline_requests']}"
+    return text + (f" (Fisher p={e['p']:.2g})" if e["p"] is not None else "")
+
+
+def verdict_text(arm: str, metric: Metric, status: str, ratio: float, ci: Sequence[float] | None, diff: float,
+                 diff_ci: Sequence[float] | None, errors: ErrorCounts) -> str:
+    """'<arm> faster: <change>' / '<arm> slower: ...' / 'no significant difference: ...' / '<withheld>: ...'."""
+    change = change_text(metric, ratio, ci, diff, diff_ci)
+    if status in WITHHELD:
+        head = WITHHELD[status]
+    elif status == "significant":
+        better = (ratio > 1) == metric.higher_is_better
+        head = f"{arm} {'faster' if better else 'slower'}"
+    else:
+        head = "no significant difference"
+    return f"{head}: {change}; {errors_text(errors)}"
 
 
 def descriptive_text(ratio: float) -> str:

@@ -194,7 +194,7 @@ def test_summary_is_recomputed(bundle: Bundle, runner: SigningKey, trust_file: P
 
 def test_summary_type_and_key_differences_are_named(bundle: Bundle, runner: SigningKey, trust_file: Path) -> None:
     summary = summarize_bundle(bundle.root)
-    summary["schema_version"] = 1.0  # 1 == 1.0 in Python, but not the same JSON
+    summary["schema_version"] = 2.0  # 2 == 2.0 in Python, but not the same JSON
     summary["extra"] = []
     bundle.remove_provenance()
     bundle.write_json("summary.json", summary)
@@ -204,7 +204,7 @@ def test_summary_type_and_key_differences_are_named(bundle: Bundle, runner: Sign
     bundle.remove_provenance()
     bundle.write_json("summary.json", summary)
     sign_provenance(bundle, runner, predicate={})
-    _fails(bundle.root, [trust_file], "at schema_version (summary.json: 1.0, recomputed: 1)")
+    _fails(bundle.root, [trust_file], "at schema_version (summary.json: 2.0, recomputed: 2)")
 
 
 def test_summary_recompute_failure_is_a_bundle_error(bundle: Bundle, trust_file: Path,

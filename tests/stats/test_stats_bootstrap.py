@@ -1,4 +1,4 @@
-"""The hierarchical bootstrap on in-memory cells: coverage of a known effect, respect for the design, determinism."""
+"""The comparison model (Welch on log cells) and the two-stage bootstrap on in-memory cells."""
 
 from __future__ import annotations
 
@@ -30,9 +30,10 @@ def level(rng: np.random.Generator, itl: float, k: int = 3, cell_sd: float = 0.0
                         {"baseline": False, "oea": False}, {})
 
 
-def itl_comparison(ls: LevelSamples, seed: int = 1) -> dict[str, Any]:
-    comps, m = compare_levels([ls], ["baseline", "oea"], "baseline", seed=seed, resamples=2000, confidence=0.95)
-    assert m == len(stats.TESTED)
+def itl_comparison(ls: LevelSamples, confidence: float = 0.99) -> dict[str, Any]:
+    comps, m, m2 = compare_levels([ls], ["baseline", "oea"], "baseline", primary="itl_mean_ms", correction="holm",
+                                  confidence=confidence)
+    assert (m, m2) == (1, len(stats.TESTED) - 1)
     return next(c for c in comps if c["metric"] == "itl_mean_ms")
 
 
@@ -41,8 +42,8 @@ def test_interval_covers_a_known_effect() -> None:
     rng = np.random.default_rng(42)
     covered, widths = 0, []
     runs = 30
-    for i in range(runs):
-        c = itl_comparison(level(rng, 0.8), seed=i)
+    for _ in range(runs):
+        c = itl_comparison(level(rng, 0.8))
         lo, hi = c["ratio_ci"]
         covered += lo <= 0.8 <= hi
         widths.append(hi - lo)
@@ -62,11 +63,11 @@ def test_hierarchical_interval_grows_with_between_cell_noise() -> None:
     assert width(noisy) > 2 * width(quiet)
 
 
-def test_request_only_fallback_with_one_cell() -> None:
+def test_one_cell_gives_no_verdict() -> None:
     rng = np.random.default_rng(3)
     c = itl_comparison(level(rng, 0.8, k=1))
-    assert c["method"] == "requests_only" and c["df"] is None
-    assert "repeats could not be resampled" in str(c["verdict"])
+    assert c["status"] == "too_few_cells" and c["df"] is None and c["ratio_ci"] is None
+    assert str(c["verdict"]).startswith("too few cells: no verdict")
 
 
 def test_two_stage_resampling_draws_cells() -> None:

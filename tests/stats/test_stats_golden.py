@@ -1,8 +1,9 @@
 """summary.json and report.md of a synthetic bundle, byte for byte as kit made them before kit.stats became a
 package (kit verify recomputes summaries byte for byte, so the numbers and texts must never drift by accident).
 
-The golden files were written by the single-module kit/stats.py and kit/report.py; if a deliberate change of the
-statistics or the report changes them, regenerate them in the same commit and say so.
+Regenerated for issue 10 (Welch on log cells, primary family with Holm, guardrails, summary schema 2); if a
+deliberate change of the statistics or the report changes them, regenerate them in the same commit and say so
+(``python tests/stats/test_stats_golden.py --regenerate``).
 """
 
 from __future__ import annotations
@@ -30,3 +31,16 @@ def test_summary_and_report_are_byte_identical_to_the_golden_ones(tmp_path: Path
     render_report(root, summary)
     assert (root / "report.md").read_text(encoding="utf-8") == (DATA / "golden.report.md").read_text(encoding="utf-8")
     assert verdict_lines(summary)[0].startswith("verdicts vs baseline: ")
+
+
+if __name__ == "__main__":
+    import sys
+    import tempfile
+
+    if "--regenerate" in sys.argv:
+        with tempfile.TemporaryDirectory() as tmp:
+            root = make_bundle(Path(tmp) / "rich", SPEC)
+            doc = summarize_bundle(root)
+            (DATA / "golden.summary.json").write_text(json.dumps(doc, indent=1, sort_keys=True), encoding="utf-8")
+            render_report(root, doc)
+            (DATA / "golden.report.md").write_bytes((root / "report.md").read_bytes())

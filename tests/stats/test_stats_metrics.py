@@ -120,24 +120,43 @@ LATENCY = next(m for m in TESTED if m.key == "tpot_mean_ms")
 THROUGHPUT = stats.THROUGHPUT
 
 
-@pytest.mark.parametrize(("metric", "ratio", "ci", "expected"), [
-    (LATENCY, 0.877, (0.848, 0.909), "oea faster by 12.3 % [9.1, 15.2]"),
-    (LATENCY, 1.10, (1.05, 1.16), "oea slower by 10.0 % [5.0, 16.0]"),
-    (THROUGHPUT, 1.10, (1.05, 1.16), "oea faster by 10.0 % [5.0, 16.0]"),
-    (THROUGHPUT, 0.877, (0.848, 0.909), "oea slower by 12.3 % [9.1, 15.2]"),
-    (LATENCY, 0.988, (0.960, 1.019), "no significant difference (−1.2 % [−4.0, 1.9])"),
+ERR = {"arm_failed": 0, "arm_requests": 200, "baseline_failed": 0, "baseline_requests": 200,
+       "test": "fisher_exact_pooled", "p": None}
+
+
+def verdict(metric: stats.Metric, status: str, ratio: float, ci: tuple[float, float] | None, base: float = 10.0,
+            errors: Any = None) -> str:
+    diff_ci = None if ci is None else (base * (ci[0] - 1), base * (ci[1] - 1))
+    return verdict_text("oea", metric, status, ratio, ci, base * (ratio - 1), diff_ci, errors or ERR)
+
+
+@pytest.mark.parametrize(("metric", "ratio", "ci", "status", "expected"), [
+    (LATENCY, 0.877, (0.848, 0.909), "significant",
+     "oea faster: TPOT mean −12.3 % (×0.877) [−15.2, −9.1], −1.23 ms [−1.52, −0.91]; failed 0/200 vs 0/200"),
+    (LATENCY, 1.10, (1.05, 1.16), "significant",
+     "oea slower: TPOT mean +10.0 % (×1.1) [+5.0, +16.0], +1.00 ms [+0.50, +1.60]; failed 0/200 vs 0/200"),
+    (THROUGHPUT, 1.10, (1.05, 1.16), "significant",
+     "oea faster: throughput +10.0 % (×1.1) [+5.0, +16.0], +1.00 tok/s [+0.50, +1.60]; failed 0/200 vs 0/200"),
+    (THROUGHPUT, 0.877, (0.848, 0.909), "significant",
+     "oea slower: throughput −12.3 % (×0.877) [−15.2, −9.1], −1.23 tok/s [−1.52, −0.91]; failed 0/200 vs 0/200"),
+    (LATENCY, 0.988, (0.960, 1.019), "not_significant",
+     "no significant difference: TPOT mean −1.2 % (×0.988) [−4.0, +1.9], −0.12 ms [−0.40, +0.19]; "
+     "failed 0/200 vs 0/200"),
 ])
-def test_verdict_direction_and_wording(metric: stats.Metric, ratio: float, ci: tuple[float, float],
+def test_verdict_direction_and_wording(metric: stats.Metric, ratio: float, ci: tuple[float, float], status: str,
                                        expected: str) -> None:
-    assert verdict_text("oea", metric, ratio, ci, client_bound=False) == expected
+    """One phrasing for every metric: signed change arm − baseline as %, ratio and absolute difference."""
+    assert verdict(metric, status, ratio, ci) == expected
 
 
-def test_verdict_client_bound_and_single_cell() -> None:
-    text = verdict_text("oea", LATENCY, 0.5, (0.4, 0.6), client_bound=True)
-    assert text.startswith("client-bound: not a clean result")
-    assert "faster" not in text
-    single = verdict_text("oea", LATENCY, 0.5, (0.4, 0.6), client_bound=False, single_cell_arms=["baseline"])
-    assert single.startswith("oea faster by 50.0 %") and "repeats could not be resampled" in single
+def test_verdict_withheld() -> None:
+    text = verdict(LATENCY, "client_bound", 0.5, (0.4, 0.6))
+    assert text.startswith("client-bound: no verdict: TPOT mean −50.0 %") and "faster" not in text
+    few = verdict(LATENCY, "too_few_cells", 0.5, None)
+    assert few.startswith("too few cells: no verdict: TPOT mean −50.0 % (×0.5), −5.00 ms;")
+    errors = {**ERR, "arm_failed": 30, "p": 1e-9}
+    err = verdict(LATENCY, "error_rate_differs", 0.8, (0.7, 0.9), errors=errors)
+    assert err.startswith("error rates differ: no verdict") and err.endswith("failed 30/200 vs 0/200 (Fisher p=1e-09)")
 
 
 def test_clean_rounds_and_removes_nan() -> None:
@@ -146,5 +165,5 @@ def test_clean_rounds_and_removes_nan() -> None:
 
 
 def test_verdict_caps_uninformative_bounds() -> None:
-    text = verdict_text("oea", LATENCY, 0.44, (1e-5, 1.8e6), client_bound=False)
-    assert text == "no significant difference (−56.0 % [−100.0, ≥1000])"
+    text = verdict(LATENCY, "not_significant", 0.44, (1e-5, 1.8e6))
+    assert text.startswith("no significant difference: TPOT mean −56.0 % (×0.44) [−100.0, +≥1000]")

@@ -30,14 +30,16 @@ def test_report_starts_with_the_verdict_table(bundle: tuple[Path, dict[str, Any]
     lines = [line for line in md.splitlines() if line.strip()]
     assert lines[0].startswith("# demo: oea vs baseline")
     assert lines[1] == "## Verdicts"
-    assert lines[2].startswith("| arm | concurrency | metric |")
+    assert lines[2].startswith("| role | arm | concurrency | metric |")
     verdicts = md.split("## Excluded cells")[0]
-    table = [line for line in verdicts.splitlines() if line.startswith("| oea |")]
+    table = [line for line in verdicts.splitlines() if "| oea |" in line]
     assert len(table) == 20 + 4  # tested rows + descriptive unique-experts rows
-    assert any("oea faster by" in row and "TPOT mean" in row for row in table)
+    # baseline-r3 failed: 3 vs 2 cells, Hsu's df = 1, so the TPOT effect is not called here
+    assert any("TPOT mean −" in row and row.startswith("| primary |") for row in table)
+    assert not any("**" in row for row in table if row.startswith("| secondary |"))  # secondary: never bold
     assert "CLIENT-BOUND" in md and "c=64" in md
     assert "`baseline-r3` (failed): readiness timed out" in md
-    assert "## How the intervals were computed" in md
+    assert "## Method" in md and "(docs/statistics.md)" in md
     assert md.index("## Verdicts") < md.index("## Concurrency 1")
 
 
@@ -66,8 +68,9 @@ def test_no_experts_plot_without_server_metrics(tmp_path: Path) -> None:
 def test_verdict_lines(bundle: tuple[Path, dict[str, Any]]) -> None:
     _, s = bundle
     lines = verdict_lines(s)
-    assert lines[0].startswith("verdicts vs baseline: 20 tests, each interval at 99.75 %")
+    assert lines[0].startswith("verdicts vs baseline: primary tpot_mean_ms, 4 tests (holm, family-wise 95 %)")
     assert sum(1 for line in lines if line.startswith("  oea c=")) == 20
-    assert any("c=64" in line and "client-bound: not a clean result" in line for line in lines)
+    assert sum(1 for line in lines if line.endswith("(secondary)")) == 16
+    assert any("c=64" in line and "client-bound: no verdict" in line for line in lines)
     assert any(line.startswith("  WARNING: c=64 is client-bound") for line in lines)
     assert any("excluded: cell baseline-r3" in line for line in lines)
