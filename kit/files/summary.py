@@ -88,6 +88,8 @@ class CellLevel(_Latencies):
     throughput_tok_s: float | None
     client_bound: bool
     client_bound_reasons: list[str]
+    ttft_client_bound: bool = False
+    ttft_client_bound_reasons: list[str] = []
     client_checked: bool
     timing_warnings: list[str]
     server: ServerFigures | None
@@ -165,7 +167,8 @@ class Comparison(_Model):
     interval_confidence: float | None  # the interval's own level (Holm step or Bonferroni)
     significant: bool | None
     client_bound: bool
-    # significant | not_significant | client_bound | too_few_cells | error_rate_differs | descriptive
+    # significant | not_significant | client_bound | ttft_client_bound | too_few_cells | error_rate_differs |
+    # descriptive
     status: str
     errors: ErrorCounts
     verdict: str

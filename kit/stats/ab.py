@@ -26,6 +26,7 @@ class LevelSamples:
     client_bound: dict[str, bool]  # per arm: any included cell client-bound
     experts: dict[str, float | None]  # per arm: mean unique experts/step
     failures: dict[str, tuple[int, int]] = field(default_factory=dict)  # per arm: (failed, requests), pooled
+    ttft_client_bound: dict[str, bool] = field(default_factory=dict)  # per arm: the client's TTFT share too large
 
 
 def metric_by_key(key: str) -> Metric:
@@ -91,6 +92,9 @@ def _test(arm: str, baseline: str, ls: LevelSamples, metric: Metric, role: str, 
         withheld = "error_rate_differs"
     elif ls.client_bound.get(arm, False) or ls.client_bound.get(baseline, False):
         withheld = "client_bound"
+    elif metric.key.startswith("ttft") and (ls.ttft_client_bound.get(arm, False)
+                                            or ls.ttft_client_bound.get(baseline, False)):
+        withheld = "ttft_client_bound"
     return _Test(arm, baseline, ls, metric, role, result, withheld, errors)
 
 

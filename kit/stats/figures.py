@@ -81,10 +81,14 @@ def cell_level_figures(lr: LevelRecords, client: Mapping[str, object] | None,
 
 def client_figures(client: Mapping[str, object] | None) -> ClientFigures:
     if client is None:
-        return {"client_bound": False, "client_bound_reasons": [], "client_checked": False, "timing_warnings": []}
+        return {"client_bound": False, "client_bound_reasons": [], "ttft_client_bound": False,
+                "ttft_client_bound_reasons": [], "client_checked": False, "timing_warnings": []}
     reasons = [str(r) for r in _items(client.get("client_bound_reasons"))]
-    return {"client_bound": bool(client.get("client_bound")) or bool(reasons),
-            "client_bound_reasons": reasons, "client_checked": True,
+    ttft_reasons = [str(r) for r in _items(client.get("ttft_client_bound_reasons"))]
+    bound = bool(client.get("client_bound")) or bool(reasons)
+    return {"client_bound": bound, "client_bound_reasons": reasons,
+            "ttft_client_bound": bound or bool(client.get("ttft_client_bound")) or bool(ttft_reasons),
+            "ttft_client_bound_reasons": ttft_reasons, "client_checked": True,
             "timing_warnings": [str(w) for w in _items(client.get("timing_warnings"))]}
 
 

@@ -34,6 +34,8 @@ class Spread(TypedDict):
 class ClientFigures(TypedDict):
     client_bound: bool
     client_bound_reasons: list[str]
+    ttft_client_bound: bool  # the client's own share of TTFT p99 is too large: no TTFT verdict
+    ttft_client_bound_reasons: list[str]
     client_checked: bool
     timing_warnings: list[str]
 

@@ -79,6 +79,7 @@ def summarize_level(planned: Mapping[str, object], arms: Sequence[str], confiden
         experts={a: f["server"]["unique_experts_per_step"] if f["server"] else None for a, f in arm_figs.items()},
         failures={a: (sum(lr.errors for _, lr, _ in v), sum(lr.requests for _, lr, _ in v))
                   for a, v in per_arm.items()},
+        ttft_client_bound={a: any(f["ttft_client_bound"] for _, _, f in v) for a, v in per_arm.items()},
     )
     return LevelResult(entry, arm_levels, samples)
 

@@ -17,6 +17,7 @@ WITHHELD = {
     "too_few_cells": "too few cells: no verdict",
     "error_rate_differs": "error rates differ: no verdict",
     "client_bound": "client-bound: no verdict",
+    "ttft_client_bound": "the client's own share of TTFT p99 is too large: no TTFT verdict",
 }
 
 
