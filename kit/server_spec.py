@@ -16,8 +16,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Literal, TypedDict
 
+from kit.errors import ManifestError
 from kit.manifest import Manifest
-from kit.manifest.models import LOADER_ENV
+from kit.manifest.models import LOADER_ENV, host_path_problem
 from kit.plan import Cell
 from kit.runtime import BASE_ENV_NAMES, BASE_ENV_PREFIXES, ServerSpec, secret_env_from
 from kit.runtime.docker.config import container_config
@@ -79,7 +80,7 @@ def server_spec(m: Manifest, cell: Cell, run_id: str, log_path: Path, *, image: 
         gpus=gpu_req,
         shm_size=m.server.shm_size,
         ipc_host=m.server.ipc_host,
-        model_mount=(m.model.path, m.model.mount_at) if docker and m.model.path else None,
+        model_mount=(resolved_mount_source(m.model.path), m.model.mount_at) if docker and m.model.path else None,
     )
 
 
@@ -216,3 +217,17 @@ def exposure_lines(view: ArmExposure) -> list[str]:
     out.append(f"    gpus: {view['gpus']}")
     out.append("    privileges: " + "; ".join(f"{k} {v}" for k, v in view["privileges"].items()))
     return out
+
+
+def resolved_mount_source(path: str) -> str:
+    """The model directory as Docker will mount it, resolved now (each cell, just before its container is
+    created) and checked again: a path that was safe when the manifest was validated but has since become a
+    symlink to the runner key, the Docker socket or a system directory is refused (exit 3), and the resolved
+    path, not the manifest's string, is what gets mounted."""
+    real = os.path.realpath(os.path.expanduser(path))
+    problem = host_path_problem(real)
+    if problem is not None:
+        raise ManifestError(f"model.path: {path!r} now resolves to {real!r}: {problem}",
+                            hint="point model.path at the model's own directory; something changed it since "
+                                 "the manifest was checked")
+    return real

@@ -224,7 +224,10 @@ def base_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]
 def server_environment(spec: ServerSpec, environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """A process-runtime server's whole environment: the base above, the manifest's env (with what the
     runtime sets: GPUs), the pass_env values, and PYTHONUNBUFFERED."""
-    return {**base_environment(environ), **spec.env, **spec.secret_env, "PYTHONUNBUFFERED": "1"}
+    # PYTHONSAFEPATH: `python -m x` / `python script` never import from the working directory first (a planted
+    # kit/ or sitecustomize.py there would run instead of the signed command's code)
+    return {**base_environment(environ), **spec.env, **spec.secret_env, "PYTHONUNBUFFERED": "1",
+            "PYTHONSAFEPATH": "1"}
 
 
 def redact_env(env: dict[str, str], secret_names: set[str] | None = None) -> dict[str, str]:

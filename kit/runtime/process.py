@@ -13,7 +13,6 @@ group remains and the port can be bound again.
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import subprocess
 import time
@@ -137,7 +136,7 @@ class ProcessServer:
             secret_env_names=sorted(self.spec.secret_env),
             # the names it got from kit's environment: only the minimal base (PATH, HOME, LANG, ...)
             inherited_env_names=self.inherited,
-            cwd=os.getcwd(),
+            cwd=str(self.spec.log_path.parent),
         )
 
 
@@ -155,6 +154,7 @@ class ProcessRuntime:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 env=env,
+                cwd=spec.log_path.parent,  # the cell's own directory: nothing planted in kit's cwd is on its path
                 start_new_session=True,
             )
         except OSError as e:

@@ -11,6 +11,8 @@ from click.testing import CliRunner
 from support.manifests import manifest_data, write_manifest
 
 from kit.cli import main
+from kit.errors import ManifestError
+from kit.server_spec import resolved_mount_source
 
 FIX = "Give the directory that holds only the model's weights"
 
@@ -97,3 +99,19 @@ def test_kit_variables_in_pass_env_are_refused(tmp_path: Path) -> None:
 def test_loader_variables_are_accepted(tmp_path: Path) -> None:
     code, out = _validate(tmp_path, server={"env": {"LD_PRELOAD": "/opt/libtcmalloc.so"}})
     assert code == 0, out
+
+
+def test_model_path_swapped_for_a_symlink_after_validation_is_refused_at_start(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """model.path is resolved and checked again when each cell's server spec is made (just before its container
+    is created), and the resolved path is what Docker mounts: a later swap to a symlink cannot expose kit's keys."""
+    config = tmp_path / "config"
+    (config / "kit").mkdir(parents=True)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(config))
+    models = tmp_path / "shared" / "models"
+    models.mkdir(parents=True)
+    assert resolved_mount_source(str(models)) == str(models.resolve())
+    models.rename(tmp_path / "shared" / "models.real")
+    models.symlink_to(config / "kit")
+    with pytest.raises(ManifestError, match=r"now resolves to .*runner key"):
+        resolved_mount_source(str(models))
