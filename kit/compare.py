@@ -15,8 +15,9 @@ from typing import TypedDict
 from pydantic import ValidationError
 
 from kit.errors import BundleError
+from kit.files.read import MAX_FILE_BYTES
 from kit.files.summary import ArmLevel, Summary
-from kit.plumbing.files import sha256_file
+from kit.plumbing.files import read_bounded, sha256_file
 
 FigureGet = Callable[[ArmLevel], float | None]
 
@@ -75,12 +76,16 @@ class BundleComparison(TypedDict):
 
 def _load(root: Path, name: str) -> object:
     p = root / name
-    if not p.exists():
+    if not p.exists() and not p.is_symlink():
         return None
     try:
-        return json.loads(p.read_text())
-    except json.JSONDecodeError as e:
-        raise BundleError(f"{p}: not valid JSON ({e})", hint=f"run `kit verify {root}`") from None
+        if p.is_symlink():
+            raise OSError("is a symbolic link; a bundle holds only regular files")
+        return json.loads(read_bounded(p, MAX_FILE_BYTES))
+    except RecursionError:
+        raise BundleError(f"{p}: JSON nested too deeply", hint=f"run `kit verify {root}`") from None
+    except (OSError, ValueError) as e:  # not JSON, not UTF-8, too large, a directory or special file
+        raise BundleError(f"{p}: not a readable JSON file ({e})", hint=f"run `kit verify {root}`") from None
 
 
 def _summary(root: Path) -> Summary:

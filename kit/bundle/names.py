@@ -62,27 +62,37 @@ def walk(root: Path) -> tuple[list[str], list[str]]:
     """
     dirs: list[str] = []
     files: list[str] = []
-    _walk(root, "", dirs, files)
+    pending: list[tuple[Path, str, int]] = [(root, "", 0)]  # iterative: a hostile depth cannot exhaust the stack
+    while pending:
+        base, prefix, depth = pending.pop()
+        if depth > MAX_WALK_DEPTH:
+            raise BundleError(f"{prefix.rstrip('/')}: nested deeper than {MAX_WALK_DEPTH} directories; kit never "
+                              "writes such a bundle")
+        with os.scandir(base) as it:
+            entries = list(it)
+        for e in entries:
+            _take(e, prefix, depth, dirs, files, pending)
     return dirs, files
 
 
-def _walk(base: Path, prefix: str, dirs: list[str], files: list[str]) -> None:
-    with os.scandir(base) as it:
-        entries = list(it)
-    for e in entries:
-        rel = f"{prefix}{e.name}"
-        check_rel(rel, "file name in bundle")
-        mode = e.stat(follow_symlinks=False).st_mode
-        if stat.S_ISLNK(mode):
-            raise BundleError(f"{rel}: is a symbolic link; a bundle holds only regular files and directories")
-        if stat.S_ISDIR(mode):
-            dirs.append(rel)
-            _walk(Path(e.path), rel + "/", dirs, files)
-        elif stat.S_ISREG(mode):
-            files.append(rel)
-        else:
-            raise BundleError(f"{rel}: is a special file (mode {stat.filemode(mode)}); "
-                              "a bundle holds only regular files and directories")
+MAX_WALK_DEPTH = 32
+
+
+def _take(e: os.DirEntry[str], prefix: str, depth: int, dirs: list[str], files: list[str],
+          pending: list[tuple[Path, str, int]]) -> None:
+    rel = f"{prefix}{e.name}"
+    check_rel(rel, "file name in bundle")
+    mode = e.stat(follow_symlinks=False).st_mode
+    if stat.S_ISLNK(mode):
+        raise BundleError(f"{rel}: is a symbolic link; a bundle holds only regular files and directories")
+    if stat.S_ISDIR(mode):
+        dirs.append(rel)
+        pending.append((Path(e.path), rel + "/", depth + 1))
+    elif stat.S_ISREG(mode):
+        files.append(rel)
+    else:
+        raise BundleError(f"{rel}: is a special file (mode {stat.filemode(mode)}); "
+                          "a bundle holds only regular files and directories")
 
 
 def json_bytes(obj: object) -> bytes:

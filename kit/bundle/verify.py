@@ -35,9 +35,9 @@ from kit.bundle.provenance import BUILD_TYPE, SLSA_PROVENANCE_V1, envelope_bytes
 from kit.bundle.tarball import archive_sha256, extracted
 from kit.errors import BundleError, KitError, SignatureError, UsageError
 from kit.files import JsonObject
-from kit.files.read import read_file
+from kit.files.read import MAX_FILE_BYTES, read_file
 from kit.files.run import RunFile
-from kit.plumbing.files import sha256_file
+from kit.plumbing.files import read_bounded, sha256_file
 from kit.signing import (
     PAYLOAD_TYPE,
     STATEMENT_TYPE,
@@ -294,8 +294,10 @@ def check_summary(root: Path, label: str) -> str:
     if not path.exists():
         return "no summary.json to recompute"
     try:
-        stored = json.loads(path.read_bytes())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        stored = json.loads(read_bounded(path, MAX_FILE_BYTES))
+    except RecursionError:
+        raise fail(label, ["summary.json: JSON nested too deeply (kit never writes such a file)"]) from None
+    except (OSError, ValueError) as e:  # not JSON, not UTF-8, too large, not a regular file
         raise fail(label, [f"summary.json: not JSON ({e})"]) from None
     try:
         fresh = json.loads(json.dumps(summarize_bundle(root)))
