@@ -1,4 +1,5 @@
-"""A received bundle shaped to crash kit: deep directories, a deeply nested summary.json, odd files under
+"""A received bundle shaped to crash kit: deep directories (the walk is iterative, so depth alone cannot exhaust
+the stack; the test stays shallow enough that pytest's recursive clean-up of old temp dirs never trips on it), a deeply nested summary.json, odd files under
 kit compare. Each is a user error (exit 9) naming the file, never an internal error (exit 1)."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 from support.bundles import build_bundle
 
+from kit.bundle.names import MAX_WALK_DEPTH
 from kit.cli import main
 from kit.errors import ExitCode
 from kit.signing import SigningKey, generate_key
@@ -32,7 +34,7 @@ def _kit(*args: str) -> tuple[int, str]:
 def test_deep_directories_in_a_bundle_are_exit_9(signed: tuple[Path, Path, SigningKey]) -> None:
     root, trust, _ = signed
     deep = root / "notes"  # exists: the factory writes notes/ünïcode name.txt
-    for _ in range(1200):  # one level at a time (os.makedirs itself recurses)
+    for _ in range(MAX_WALK_DEPTH + 8):  # deeper than kit allows; shallow enough for pytest's own rmtree later
         deep = deep / "d"
         deep.mkdir()
     for args in (["verify", "--trust", str(trust), str(root)], ["verify", "--integrity-only", str(root)]):
