@@ -24,7 +24,7 @@ from typing import IO
 from kit.bundle.extract import MAX_MEMBERS, MAX_TOTAL_BYTES, extracted, safe_extract
 from kit.bundle.names import PROVENANCE, check_component, walk
 from kit.errors import BundleError, UsageError
-from kit.plumbing.files import NOFOLLOW, fsync_dir, sha256_file, temp_name
+from kit.plumbing.files import NOFOLLOW, atomic_writer, sha256_file
 from kit.plumbing.tarinfo import normal_tarinfo
 
 __all__ = ["MAX_MEMBERS", "MAX_TOTAL_BYTES", "archive", "archive_sha256", "extracted", "safe_extract"]
@@ -51,18 +51,8 @@ def archive(bundle_dir: Path, out: Path) -> str:
     # provenance first (a reader verifies the signed list before anything else), then sorted UTF-8 bytes
     entries = sorted([(d, True) for d in dirs] + [(f, False) for f in files],
                      key=lambda e: (e[0] != PROVENANCE, e[0].encode()))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = temp_name(out)  # streamed (an archive can be large), then renamed like plumbing's atomic_write
-    try:
-        with open(tmp, "xb") as raw:
-            _write_tar_gz(raw, root, top, entries)
-            raw.flush()
-            os.fsync(raw.fileno())
-        os.replace(tmp, out)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    fsync_dir(out.parent)
+    with atomic_writer(out) as raw:  # streamed (an archive can be large), renamed over ``out`` when complete
+        _write_tar_gz(raw, root, top, entries)
     return archive_sha256(out)
 
 

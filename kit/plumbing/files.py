@@ -6,11 +6,14 @@ crash leaves either the old file or the new one, never half of either.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import secrets
 import stat
+from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 CHUNK = 1 << 20
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -38,12 +41,22 @@ def temp_name(dest: Path) -> Path:
 def atomic_write(dest: Path, data: bytes, mode: int = 0o644) -> Path:
     """Write ``data`` to a new temp file beside ``dest`` (O_EXCL|O_NOFOLLOW), fsync it, rename it over
     ``dest`` (a symlink at ``dest`` is replaced, never followed), fsync the directory."""
+    with atomic_writer(dest, mode) as f:
+        f.write(data)
+    return dest
+
+
+@contextlib.contextmanager
+def atomic_writer(dest: Path, mode: int = 0o644) -> Iterator[BinaryIO]:
+    """``atomic_write`` for content written as a stream (an archive): the file object writes a new temp file
+    beside ``dest`` (O_EXCL|O_NOFOLLOW); on a clean exit it is fsynced and renamed over ``dest``, on any
+    exception removed."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_name(dest)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW, mode)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, dest)
@@ -51,7 +64,6 @@ def atomic_write(dest: Path, data: bytes, mode: int = 0o644) -> Path:
         tmp.unlink(missing_ok=True)
         raise
     fsync_dir(dest.parent)
-    return dest
 
 
 def append_line(dest: Path, line: bytes) -> Path:
