@@ -219,28 +219,23 @@ def verify(targets: list[Path], trust: tuple[Path, ...], integrity_only: bool, a
 @click.option("--allow-unpinned", is_flag=True)
 @click.option("--itl-ms", type=float, default=20.0, show_default=True,
               help="Assumed inter-token latency for the time estimate.")
-@click.option("--cv", "cv", metavar="CV",
-              help="Assumed between-cell coefficient of variation of the primary metric, e.g. 0.03 or 3% "
-                   "(default 3%).")
+@click.option("--cv", metavar="CV", help="Assumed between-cell CV of the primary metric: 5% or 0.05 (default 3%).")
 @click.option("--pilot", type=click.Path(path_type=Path), metavar="BUNDLE",
-              help="Measure the between-cell variation in an earlier bundle (its files must match its signed "
-                   "provenance) instead of assuming it.")
-@click.option("--target-effect", "target_effect", metavar="EFFECT",
-              help="Also print how many repeats per arm detect this change of the primary metric (e.g. 5% or "
-                   "0.05) with 80% power.")
+              help="Measure the between-cell CV in an earlier bundle (its files must match its signed provenance).")
+@click.option("--target-effect", metavar="EFFECT",
+              help="Also print the repeats per arm that detect this change (e.g. 5% or 0.05) with 80% power.")
 @json_option
 def plan(manifest: Path, allow_unpinned: bool, itl_ms: float, cv: str | None, pilot: Path | None,
          target_effect: str | None, as_json: bool) -> None:
     """Print what each arm's server touches on the host (command, image, mounts, IPC, network, published
     ports, env, pass_env names, GPUs, privileges), the ordered cells, gates, an estimate, and the smallest
-    effect on the primary metric the design detects with 80% power at each level; touches no Docker and no
-    GPU."""
+    effect on the primary metric the design detects with 80% power per level; touches no Docker, no GPU."""
     lm = load_manifest(manifest, allow_unpinned=allow_unpinned)
     m = lm.manifest
     p = make_plan(m)
     est = estimate(m, p, itl_ms=itl_ms)
-    pp = power_plan(m, cv=None if cv is None else parse_fraction(cv, "--cv"), pilot=pilot,
-                    target_effect=None if target_effect is None else parse_fraction(target_effect, "--target-effect"))
+    pp = power_plan(m, cv=parse_fraction(cv, "--cv"), pilot=pilot,
+                    target_effect=parse_fraction(target_effect, "--target-effect"))
     if as_json:
         _echo_json({"manifest": str(manifest), "plan": p.as_dict(), "estimate": est.__dict__,
                     "runtime": m.runtime, "host": host_exposure(m), "server": m.server.model_dump(),
@@ -248,8 +243,7 @@ def plan(manifest: Path, allow_unpinned: bool, itl_ms: float, cv: str | None, pi
                     "arms": [a.model_dump() for a in m.arms], "gates": m.gates.model_dump(), "power": pp.as_dict()})
         return
     _render_plan(lm, p, est, click.echo)
-    for line in power_lines(pp):
-        click.echo(line)
+    click.echo("\n".join(power_lines(pp)))
 
 
 def _render_plan(lm: Any, p: Any, est: Any, out: Callable[[str], None]) -> None:

@@ -164,8 +164,10 @@ class PowerPlan:
         return out
 
 
-def parse_fraction(text: str, what: str) -> float:
-    """'5%' or '0.05' -> 0.05 (a bare number must be below 1: '5' is ambiguous)."""
+def parse_fraction(text: str | None, what: str) -> float | None:
+    """'5%' or '0.05' -> 0.05 (a bare number must be below 1: '5' is ambiguous); None stays None."""
+    if text is None:
+        return None
     raw = text.strip()
     pct = raw.endswith("%")
     try:
