@@ -86,6 +86,8 @@ def power_section(summary: Summary) -> list[str]:
             out.append(head + "no interval, nothing to read the variation from (" + c.status.replace("_", " ") + ")")
             continue
         ruled = rules_out_text(c)
-        out.append(head + detect_text(d) + (f"; no significant difference, which is not 'no effect': {ruled}"
-                                            if ruled else ""))
+        tail_text = (f"; no significant difference, which is not 'no effect': {ruled}" if ruled else
+                     "" if c.status in ("significant", "not_significant") else
+                     f"; no verdict here ({c.status.replace('_', ' ')})")
+        out.append(head + detect_text(d) + tail_text)
     return [*out, ""]
