@@ -249,9 +249,10 @@ def power_plan(m: Manifest, *, cv: float | None = None, pilot: Path | None = Non
                      pilot=None if pilot is None else str(pilot), target_effect=target_effect, even=even)
 
 
-def _mde_text(d: float | None) -> str:
+def _mde_text(d: float | None, repeats: int) -> str:
     if d is None:
-        return "nothing detectable (fewer than 2 cells per arm: kit gives no verdict)"
+        return ("nothing detectable (fewer than 2 cells per arm: kit gives no verdict)" if repeats < 2 else
+                "nothing detectable at any plausible size")
     return (f"detects +{power.percent_up(d):.1f} % / −{power.percent_down(d):.1f} % "
             f"(×{math.exp(d):.3f} / ×{math.exp(-d):.3f})")
 
@@ -267,7 +268,8 @@ def power_lines(pp: PowerPlan) -> list[str]:
            f"({len(pp.levels)} levels x {arms}), {step}: two-sided alpha/m = "
            f"{pp.alpha:.3g}/{pp.family} = {pp.tail:.3g}"]
     for lv in pp.levels:
-        out.append(f"    c={lv.concurrency:<5} between-cell CV {100 * lv.cv:.1f} % ({lv.source}): {_mde_text(lv.mde)}")
+        out.append(f"    c={lv.concurrency:<5} between-cell CV {100 * lv.cv:.1f} % ({lv.source}): "
+                   f"{_mde_text(lv.mde, pp.repeats)}")
     if pp.target_effect is not None:
         e = 100 * pp.target_effect
         even = ", rounded up to even for ABBA" if pp.even else ""
