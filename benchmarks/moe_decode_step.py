@@ -44,7 +44,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from gpu_timing import Budget, call_time_s, environment, log, measure, plan, table, write_json
+from gpu_timing import Budget, call_time_s, environment, log, measure, plan, write_json
+from moe_decode_report import PAPER, ratios, render
 
 SHAPES: dict[str, dict[str, Any]] = {
     "qwen3-30b-a3b": {
@@ -60,7 +61,6 @@ SHAPES: dict[str, dict[str, Any]] = {
         "rms_norm_eps": 1e-6, "tie_word_embeddings": False,
     },
 }  # fmt: skip
-PAPER = {"batch": 16, "k0": 3, "baseline_us": 175.7, "oea_us": 106.8, "T_baseline": 48.8, "T_oea": 25.1, "gpu": "1x H100"}
 NO_GRAPH = {"eager": "the eager experts loop calls nonzero() per layer, a host sync that graph capture refuses"}
 ROUTER: dict[str, Any] = {"k0": 0, "record": None}  # read by the patched router on every call
 
@@ -105,7 +105,7 @@ def build_model(args: argparse.Namespace, device: torch.device, dtype: torch.dty
         torch.set_default_dtype(previous)
     gen = torch.Generator(device=device).manual_seed(args.seed)
     with torch.no_grad():
-        for name, param in sorted(model.named_parameters()):
+        for _name, param in sorted(model.named_parameters()):
             if param.dim() == 1:  # RMSNorm weights
                 param.fill_(1.0)
             else:
@@ -177,6 +177,23 @@ def moe_bytes(config: Any, touched: float, dtype_bytes: int = 2) -> float:
     return touched * expert + config.num_experts * config.hidden_size * dtype_bytes
 
 
+def probe(fns: dict[str, Callable[[], object]], cell: str) -> tuple[dict[str, float], dict[str, str]]:
+    """Distinct experts per layer for every arm, run once without a graph; an arm that fails is dropped
+    from ``fns`` (and reported) so the others are still timed."""
+    touched: dict[str, float] = {}
+    errors: dict[str, str] = {}
+    for name in list(fns):
+        try:
+            touched[name] = count_experts(fns[name])
+        except Exception as exc:
+            if name == "baseline":
+                raise
+            errors[name] = f"{type(exc).__name__}: {str(exc)[:300]}"
+            log(f"{cell}: arm {name} FAILED {errors[name]}")
+            del fns[name]
+    return touched, errors
+
+
 def time_cell(fns: dict[str, Callable[[], object]], device: torch.device, args: argparse.Namespace, impl: str) -> Any:
     first = next(iter(fns.values()))
     call_s = call_time_s(first, device)
@@ -198,9 +215,10 @@ def moe_cell(model: Any, impl: str, batch: int, args: argparse.Namespace, device
             block(x)
 
     fns = {name: with_arm(k0, kern, layer_calls) for name, k0, kern in arms(args.kernel_list, args.k0)}
-    touched = {name: count_experts(fn) for name, fn in fns.items()}
+    touched, errors = probe(fns, f"moe {impl} batch {batch}")
     res = time_cell(fns, device, args, impl)
-    rows = []
+    rows = [{"part": "moe", "impl": impl, "batch": batch, "arm": name, "us": None, "mode": why}
+            for name, why in errors.items()]  # fmt: skip
     for name, r in res.items():
         per_layer = r["median_us"] / len(blocks)
         floor_us = moe_bytes(config, touched[name]) / (args.hbm_tbps * 1e12) * 1e6
@@ -252,14 +270,15 @@ def step_cell(model: Any, state: dict[str, Any], impl: str, batch: int, args: ar
         return model(input_ids=state["ids"], position_ids=state["pos"], use_cache=True, **{kw: state["cache"]})
 
     fns = {name: with_arm(k0, kern, step) for name, k0, kern in arms(args.kernel_list, args.k0)}
-    touched = {name: count_experts(fn) for name, fn in fns.items()}
+    touched, errors = probe(fns, f"step {impl} batch {batch}")
     res = time_cell(fns, device, args, impl)
     return [
         {"part": "step", "impl": impl, "batch": batch, "arm": name, "us": r["median_us"], "q1_us": r["q1_us"],
          "q3_us": r["q3_us"], "T": round(touched[name], 2), "samples": r["samples"], "reps": r["reps"],
          "mode": r["mode"]}
         for name, r in res.items()
-    ]  # fmt: skip
+    ] + [{"part": "step", "impl": impl, "batch": batch, "arm": name, "us": None, "mode": why}
+         for name, why in errors.items()]  # fmt: skip
 
 
 def check_step(model: Any, state: dict[str, Any], args: argparse.Namespace) -> float:
@@ -273,28 +292,12 @@ def check_step(model: Any, state: dict[str, Any], args: argparse.Namespace) -> f
     return float((a - b).norm() / b.norm().clamp_min(1e-12))
 
 
-def ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """OEA / baseline per (part, impl, batch, OEA arm), with the IQRs' overlap as a rough noise flag."""
-    base = {(r["part"], r["impl"], r["batch"]): r for r in rows if r["arm"] == "baseline"}
-    out = []
-    for r in rows:
-        b = base.get((r["part"], r["impl"], r["batch"]))
-        if r["arm"] == "baseline" or b is None or not b["us"]:
-            continue
-        out.append({
-            "part": r["part"], "impl": r["impl"], "batch": r["batch"], "arm": r["arm"],
-            "baseline_us": b["us"], "oea_us": r["us"], "ratio": round(r["us"] / b["us"], 3),
-            "change_pct": round(100 * (r["us"] / b["us"] - 1), 1), "T_baseline": b["T"], "T_oea": r["T"],
-            "iqr_overlap": not (r["q3_us"] < b["q1_us"] or b["q3_us"] < r["q1_us"]),
-            "mode": b["mode"] if b["mode"] == r["mode"] else f"{b['mode']} / {r['mode']}",
-        })  # fmt: skip
-    return out
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     budget = Budget(args.max_seconds)
     device = torch.device(args.device)
+    if device.type == "cpu":
+        torch.set_num_threads(1)  # CPU runs are smoke tests on shared machines: no spinning thread pool
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     args.kernel_list = [k.strip() for k in args.oea_kernels.split(",") if k.strip()]
     impls = [s.strip() for s in args.impls.split(",") if s.strip()]
@@ -333,8 +336,9 @@ def main(argv: list[str] | None = None) -> int:
                                      "mode": f"{type(exc).__name__}: {str(exc)[:200]}"})  # fmt: skip
                         continue
                     rows.extend(new)
-                    summary = ", ".join(f"{r['arm']} {r['us']:.1f} us T={r['T']}" for r in new)
-                    log(f"{cell}: {summary} [{new[0]['mode']}] ({time.monotonic() - t_cell:.1f} s)")
+                    timed = [r for r in new if r["us"] is not None]
+                    summary = ", ".join(f"{r['arm']} {r['us']:.1f} us T={r['T']}" for r in timed)
+                    log(f"{cell}: {summary} [{timed[0]['mode']}] ({time.monotonic() - t_cell:.1f} s)")
             del state
     result = {
         "benchmark": "moe_decode_step", "env": environment(), "shape": args.shape,
@@ -349,31 +353,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         (args.out / "moe_decode_step.md").write_text(report + "\n", encoding="utf-8")
     return 0
-
-
-def render(result: dict[str, Any]) -> str:
-    moe = [r for r in result["rows"] if r["part"] == "moe" and r["us"] is not None]
-    parts = [
-        f"## MoE layer ({result['shape']}, k0={result['k0']}, HBM floor at {result['hbm_tbps']} TB/s)",
-        table(moe, [("impl", "impl"), ("batch", "batch"), ("arm", "arm"), ("us", "us/layer"), ("q1_us", "q1"),
-                    ("q3_us", "q3"), ("T", "T"), ("floor_us", "floor us"), ("roofline_frac", "of floor"),
-                    ("mode", "mode")]),
-        "## OEA / baseline",
-        table(result["ratios"], [("part", "part"), ("impl", "impl"), ("batch", "batch"), ("arm", "arm"),
-                                 ("baseline_us", "base us"), ("oea_us", "oea us"), ("ratio", "ratio"),
-                                 ("change_pct", "change %"), ("T_baseline", "T base"), ("T_oea", "T oea"),
-                                 ("iqr_overlap", "IQRs overlap"), ("mode", "mode")]),
-    ]  # fmt: skip
-    paper = [r for r in result["ratios"] if r["part"] == "moe" and r["batch"] == PAPER["batch"]]
-    if paper and result["k0"] == PAPER["k0"]:
-        p = PAPER
-        parts.append(f"Paper (k0=3, batch 16, {p['gpu']}): {p['baseline_us']} -> {p['oea_us']} us "
-                     f"({100 * (p['oea_us'] / p['baseline_us'] - 1):.0f} %), T {p['T_baseline']} -> {p['T_oea']}; "
-                     "here: " + "; ".join(f"{r['impl']} {r['baseline_us']} -> {r['oea_us']} us ({r['change_pct']} %),"
-                                          f" T {r['T_baseline']} -> {r['T_oea']}" for r in paper))  # fmt: skip
-    if result["skipped"]:
-        parts.append(f"Skipped (--max-seconds): {', '.join(result['skipped'])}")
-    return "\n\n".join(parts)
 
 
 if __name__ == "__main__":
