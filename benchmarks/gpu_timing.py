@@ -71,8 +71,15 @@ def _capture(fn: Fn, reps: int, warmup: int) -> tuple[Any, str]:
             for _ in range(reps):
                 fn()
     except Exception as exc:  # noqa: BLE001 (any capture failure means: time it without a graph)
-        torch.cuda.synchronize()
-        return None, f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
+        why = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
+        del graph
+        for _ in range(2):  # a failed capture can leave its error for the next CUDA call to report once
+            try:
+                torch.cuda.synchronize()
+                break
+            except Exception:  # noqa: BLE001
+                pass
+        return None, why
     torch.cuda.synchronize()
     return graph, ""
 
@@ -160,6 +167,26 @@ def plan(call_s: float, *, arms: int, cell_seconds: float, min_sample_ms: float,
     reps = min(reps, 200)
     samples = int(cell_seconds / max(arms * reps * call_s, 1e-7))
     return reps, max(5, min(samples, max_samples))
+
+
+def copy_tbps(device: torch.device, gib: float = 4.0, reps: int = 10) -> float | None:
+    """Device-to-device copy bandwidth in TB/s (bytes read + written), the practical HBM ceiling; None on CPU."""
+    if device.type != "cuda":
+        return None
+    src = torch.empty(int(gib * 2**30), dtype=torch.uint8, device=device).random_(0, 255)
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(reps):
+        start.record()
+        dst.copy_(src)
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1000.0)
+    del src, dst
+    torch.cuda.empty_cache()
+    return round(2 * gib * 2**30 / statistics.median(times) / 1e12, 3)
 
 
 def environment() -> dict[str, Any]:

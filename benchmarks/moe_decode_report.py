@@ -27,13 +27,33 @@ def ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def pivot(ratio_rows: list[dict[str, Any]]) -> str:
+    """OEA / baseline with rows (part, impl, arm) and one column per batch size."""
+    batches = sorted({r["batch"] for r in ratio_rows})
+    keys = list(dict.fromkeys((r["part"], r["impl"], r["arm"]) for r in ratio_rows))
+    cells = {(r["part"], r["impl"], r["arm"], r["batch"]): r for r in ratio_rows}
+    shown = []
+    for part, impl, arm in keys:
+        row: dict[str, Any] = {"what": f"{part} {impl} {arm}"}
+        for b in batches:
+            c = cells.get((part, impl, arm, b))
+            row[str(b)] = None if c is None else f"{c['ratio']:.3f}" + ("" if c["mode"].startswith("graph") else " e")
+        shown.append(row)
+    return table(shown, [("what", "OEA / baseline"), *((str(b), f"batch {b}") for b in batches)])
+
+
 def render(result: dict[str, Any]) -> str:
     moe = [r for r in result["rows"] if r["part"] == "moe" and r["us"] is not None]
+    failed = [r for r in result["rows"] if r["us"] is None]
+    copy = f", copy {result['copy_tbps']} TB/s measured" if result.get("copy_tbps") else ""
     parts = [
-        f"## MoE layer ({result['shape']}, k0={result['k0']}, HBM floor at {result['hbm_tbps']} TB/s)",
+        f"## MoE layer ({result['shape']}, k0={result['k0']}, floor = touched experts' weights at "
+        f"{result['hbm_tbps']} TB/s{copy})",
         table(moe, [("impl", "impl"), ("batch", "batch"), ("arm", "arm"), ("us", "us/layer"), ("q1_us", "q1"),
-                    ("q3_us", "q3"), ("T", "T"), ("floor_us", "floor us"), ("roofline_frac", "of floor"),
-                    ("mode", "mode")]),
+                    ("q3_us", "q3"), ("T", "T"), ("weight_MB", "MB read"), ("floor_us", "floor us"),
+                    ("roofline_frac", "of floor"), ("copy_frac", "of copy"), ("mode", "mode")]),
+        "## Ratio OEA / baseline (' e': timed without a CUDA graph)",
+        pivot(result["ratios"]),
         "## OEA / baseline",
         table(result["ratios"], [("part", "part"), ("impl", "impl"), ("batch", "batch"), ("arm", "arm"),
                                  ("baseline_us", "base us"), ("oea_us", "oea us"), ("ratio", "ratio"),
@@ -47,6 +67,9 @@ def render(result: dict[str, Any]) -> str:
                      f"({100 * (p['oea_us'] / p['baseline_us'] - 1):.0f} %), T {p['T_baseline']} -> {p['T_oea']}; "
                      "here: " + "; ".join(f"{r['impl']} {r['baseline_us']} -> {r['oea_us']} us ({r['change_pct']} %),"
                                           f" T {r['T_baseline']} -> {r['T_oea']}" for r in paper))  # fmt: skip
+    if failed:
+        parts.append("Failed: " + "; ".join(f"{r['part']} {r['impl']} {r['batch']} {r['arm']}: {r['mode']}"
+                                            for r in failed))  # fmt: skip
     if result["skipped"]:
         parts.append(f"Skipped (--max-seconds): {', '.join(result['skipped'])}")
     return "\n\n".join(parts)

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from gpu_timing import Budget, call_time_s, environment, log, measure, plan, write_json
+from gpu_timing import Budget, call_time_s, copy_tbps, environment, log, measure, plan, write_json
 from moe_decode_report import PAPER, ratios, render
 
 SHAPES: dict[str, dict[str, Any]] = {
@@ -222,11 +222,13 @@ def moe_cell(model: Any, impl: str, batch: int, args: argparse.Namespace, device
     for name, r in res.items():
         per_layer = r["median_us"] / len(blocks)
         floor_us = moe_bytes(config, touched[name]) / (args.hbm_tbps * 1e12) * 1e6
+        copy_floor_us = moe_bytes(config, touched[name]) / (args.copy_tbps * 1e12) * 1e6 if args.copy_tbps else None
         rows.append({
             "part": "moe", "impl": impl, "batch": batch, "arm": name, "us": round(per_layer, 2),
             "q1_us": round(r["q1_us"] / len(blocks), 2), "q3_us": round(r["q3_us"] / len(blocks), 2),
-            "T": round(touched[name], 2), "floor_us": round(floor_us, 2),
-            "roofline_frac": round(floor_us / per_layer, 3) if per_layer > 0 else None,
+            "T": round(touched[name], 2), "weight_MB": round(moe_bytes(config, touched[name]) / 1e6, 1),
+            "floor_us": round(floor_us, 2), "roofline_frac": round(floor_us / per_layer, 3) if per_layer > 0 else None,
+            "copy_frac": round(copy_floor_us / per_layer, 3) if copy_floor_us and per_layer > 0 else None,
             "samples": r["samples"], "reps": r["reps"], "mode": r["mode"],
         })  # fmt: skip
     return rows
@@ -304,6 +306,9 @@ def main(argv: list[str] | None = None) -> int:
     batches = [int(s) for s in args.batches.split(",") if s.strip()]
     parts = [s.strip() for s in args.parts.split(",") if s.strip()]
     t0 = time.monotonic()
+    args.copy_tbps = copy_tbps(device)
+    if args.copy_tbps:
+        log(f"device-to-device copy: {args.copy_tbps} TB/s (read + written), the practical HBM ceiling")
     model = build_model(args, device, dtype)
     patch_router(bool(model.config.norm_topk_prob))
     log(f"model {args.shape} x{model.config.num_hidden_layers} layers on {device} ({dtype}) built in "
@@ -344,6 +349,7 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "moe_decode_step", "env": environment(), "shape": args.shape,
         "config": {**SHAPES[args.shape], "num_hidden_layers": model.config.num_hidden_layers},
         "k0": args.k0, "prompt_len": args.prompt_len, "moe_blocks": args.moe_blocks, "hbm_tbps": args.hbm_tbps,
+        "copy_tbps": args.copy_tbps,
         "paper": PAPER, "step_check_rel_diff": checks, "rows": rows, "ratios": ratios(rows), "skipped": skipped,
         "seconds": round(time.monotonic() - t0, 1), "argv": sys.argv[1:] if argv is None else argv,
     }  # fmt: skip
