@@ -341,6 +341,7 @@ def main(argv: list[str] | None = None) -> int:
                                      "mode": f"{type(exc).__name__}: {str(exc)[:200]}"})  # fmt: skip
                         continue
                     rows.extend(new)
+                    write_json(args.out, "moe_decode_step.json", {"partial": True, "rows": rows, "checks": checks})
                     timed = [r for r in new if r["us"] is not None]
                     summary = ", ".join(f"{r['arm']} {r['us']:.1f} us T={r['T']}" for r in timed)
                     log(f"{cell}: {summary} [{timed[0]['mode']}] ({time.monotonic() - t_cell:.1f} s)")

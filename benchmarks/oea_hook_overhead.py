@@ -8,7 +8,8 @@ For each shape and decode batch size M, starting from router logits ``[M, N]`` (
 - ``plain``: the plain routing step in sglang's layout (GLM-5: sigmoid, + correction bias, top-8, weights
   gathered, renormalised, x2.5; Qwen3: softmax, top-8, renormalised), written into int32 ids / fp32 weights;
 - ``v1``: plain + ``kit_oea.triton_oea`` (memset + two kernels, what kit's sglang patch runs today);
-- ``v2``, ``v2-single``, ``v2-split``: plain + ``kit_oea.triton_oea_v2`` (auto path, and each path forced);
+- ``v2``, ``v2-single`` (M <= 128), ``v2-split`` (M >= 8): plain + ``kit_oea.triton_oea_v2`` (its auto path,
+  and each of its two paths forced, to place the threshold between them);
 - ``torch`` (``--with-torch``): plain + the torch-ops reference ``reroute_torch_``;
 - Qwen3 shape only, in transformers' layout (int64 ids, bf16 weights, what ``Qwen3MoeTopKRouter`` returns):
   ``hf-plain``; ``hf-v1`` / ``hf-v2``: hf-plain + ``kit_oea.hf.reroute_router_output`` dispatching to v1 / v2
@@ -131,8 +132,10 @@ def variants(case: Case, args: argparse.Namespace) -> dict[str, tuple[str, Fn]]:
 
     out["v1"] = ("plain", fused(triton_oea))
     out["v2"] = ("plain", with_path(None, fused(triton_oea_v2)))
-    out["v2-single"] = ("plain", with_path("single", fused(triton_oea_v2)))
-    out["v2-split"] = ("plain", with_path("split", fused(triton_oea_v2)))
+    if case.m <= 128:  # each path forced where it might win, to place the auto threshold
+        out["v2-single"] = ("plain", with_path("single", fused(triton_oea_v2)))
+    if case.m >= 8:
+        out["v2-split"] = ("plain", with_path("split", fused(triton_oea_v2)))
     if soft and case.bias is None and case.shape["scale"] is None:
         k0 = case.shape["k0"]
 
@@ -255,8 +258,8 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict[str, Any]] = []
     skipped: list[str] = []
     with torch.inference_mode():
-        for shape_name in [s.strip() for s in args.shapes.split(",") if s.strip()]:
-            for m in [int(b) for b in args.batches.split(",") if b.strip()]:
+        for m in [int(b) for b in args.batches.split(",") if b.strip()]:
+            for shape_name in [s.strip() for s in args.shapes.split(",") if s.strip()]:
                 if budget.spent():
                     skipped.append(f"{shape_name}/{m}")
                     continue
@@ -267,6 +270,8 @@ def main(argv: list[str] | None = None) -> int:
                 bad = [k[:-3] for k, v in row.items() if k.endswith("_ok") and not v]
                 log(f"{shape_name} M={m}: plain {row['plain_us']:.2f} us; extra us: {extras}"
                     f"{'; MISMATCH ' + ','.join(bad) if bad else ''} ({time.monotonic() - t_cell:.1f} s)")  # fmt: skip
+                write_json(args.out, "oea_hook_overhead.json", {"partial": True, "rows": rows})
+    rows.sort(key=lambda r: (list(SHAPES).index(r["shape"]), r["batch"]))
     report = render(rows)
     if skipped:
         report += f"\n\nSkipped (--max-seconds): {', '.join(skipped)}"

@@ -38,7 +38,7 @@ SINGLE_MAX_KNOB = "KIT_OEA_V2_SINGLE_MAX"
 DEFAULT_SINGLE_MAX = 32
 _SINGLE_TILE = 8192  # elements of one [BLOCK_M, BLOCK_N] tile in the single-program path
 _SPLIT_TILE = 2048  # the same for one program of the split path
-_HIST_CHUNK = 4096  # scratch ids histogrammed per step by kernel B
+_HIST_CHUNK = 1024  # scratch ids histogrammed per step by kernel B (256 for batches with <= 256 base ids)
 _sm_count: dict[int, int] = {}
 
 
@@ -290,5 +290,5 @@ def oea_reroute_triton_(
     _split_select_kernel[grid](
         router_logits, stride_l, bias, topk_ids, stride_i, topk_weights, stride_w, ntnp, base, m, n, scale,
         K=k, K0=k0, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
-        CHUNK=min(triton.next_power_of_2(m * k0), _HIST_CHUNK), RENORMALIZE=renormalize, num_warps=4, **flags,
+        CHUNK=_HIST_CHUNK if m * k0 > 256 else 256, RENORMALIZE=renormalize, num_warps=4, **flags,
     )  # fmt: skip
