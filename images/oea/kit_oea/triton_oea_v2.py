@@ -45,7 +45,7 @@ _sm_count: dict[int, int] = {}
 @triton.jit
 def _row_keys(logits_ptr, stride_l, bias_ptr, rows, rmask, offs, nmask,
               BLOCK_N: tl.constexpr, HAS_BIAS: tl.constexpr, SOFTMAX: tl.constexpr):  # fmt: skip
-    """Packed rank keys ``[BM, BN]`` (MIN_KEY off the end) and the softmax max / denominator per row."""
+    """Packed rank keys ``[BM, BN]`` (-(2**63 - 1) where masked) and the softmax max / denominator per row."""
     m2 = rmask[:, None] & nmask[None, :]
     x = tl.load(logits_ptr + rows[:, None] * stride_l + offs[None, :], mask=m2, other=float("-inf")).to(tl.float32)
     if SOFTMAX:
