@@ -1,0 +1,290 @@
+"""The OEA hook's cost over plain top-k routing, per MoE layer, under a CUDA graph (how decode runs).
+
+    PYTHONPATH=images/oea python3 benchmarks/oea_hook_overhead.py --out DIR [--shapes glm5,qwen3]
+        [--batches 1,2,4,...,1024] [--with-torch] [--max-seconds 120]
+
+For each shape and decode batch size M, starting from router logits ``[M, N]`` (bf16, standard normal):
+
+- ``plain``: the plain routing step in sglang's layout (GLM-5: sigmoid, + correction bias, top-8, weights
+  gathered, renormalised, x2.5; Qwen3: softmax, top-8, renormalised), written into int32 ids / fp32 weights;
+- ``v1``: plain + ``kit_oea.triton_oea`` (memset + two kernels, what kit's sglang patch runs today);
+- ``v2``, ``v2-single`` (M <= 128), ``v2-split`` (M >= 8): plain + ``kit_oea.triton_oea_v2`` (its auto path,
+  and each of its two paths forced, to place the threshold between them);
+- ``torch`` (``--with-torch``): plain + the torch-ops reference ``reroute_torch_``;
+- Qwen3 shape only, in transformers' layout (int64 ids, bf16 weights, what ``Qwen3MoeTopKRouter`` returns):
+  ``hf-plain``; ``hf-v1`` / ``hf-v2``: hf-plain + ``kit_oea.hf.reroute_router_output`` dispatching to v1 / v2
+  (it converts to int32/fp32 and back); ``hf-v2-direct``: hf-plain + v2 in place on the int64/bf16 tensors.
+
+Each variant is one CUDA graph of ``--reps`` calls, replayed round-robin with the others (CUDA events,
+median and IQR). The overhead is the variant's median minus the median of ``plain`` (``hf-plain`` for the
+hf variants). Before timing, every OEA variant runs once on fresh logits and is compared with
+``reroute_torch_`` (exact ids, weights allclose): a ``MISMATCH`` there makes its time meaningless. Also
+the distinct experts per layer on random logits, plain vs OEA. Target: <= 5 us everywhere. On the CPU
+(smoke tests) only plain and torch run, without graphs. Output: a Markdown table and
+``oea_hook_overhead.json`` / ``.md`` in ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from gpu_timing import Budget, environment, log, measure, table, write_json
+
+SHAPES: dict[str, dict[str, Any]] = {
+    "glm5": {"n": 256, "k": 8, "k0": 4, "softmax": False, "bias": True, "scale": 2.5},
+    "qwen3": {"n": 128, "k": 8, "k0": 3, "softmax": True, "bias": False, "scale": None},
+}
+TARGET_US = 5.0
+Fn = Callable[[], object]
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", type=Path)
+    p.add_argument("--shapes", default="glm5,qwen3")
+    p.add_argument("--batches", default=",".join(str(2**i) for i in range(11)))
+    p.add_argument("--reps", type=int, default=100, help="calls per CUDA graph")
+    p.add_argument("--samples", type=int, default=25, help="timed replays per variant")
+    p.add_argument("--with-torch", action="store_true", help="also time the torch-ops reference")
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--max-seconds", type=float, default=150.0, help="stop starting new cells after this")
+    p.add_argument("--seed", type=int, default=0)
+    return p.parse_args(argv)
+
+
+class Case:
+    """Inputs and output buffers for one (shape, batch), and the routing steps on them."""
+
+    def __init__(self, shape: dict[str, Any], m: int, device: torch.device, seed: int, bias_scale: float = 0.3) -> None:
+        gen = torch.Generator(device=device).manual_seed(seed)
+        self.shape, self.m, self.device = shape, m, device
+        n, k = shape["n"], shape["k"]
+        self.logits = torch.randn(m, n, generator=gen, device=device).to(torch.bfloat16)
+        self.bias = (torch.randn(n, generator=gen, device=device) * bias_scale) if shape["bias"] else None
+        self.ids = torch.empty(m, k, dtype=torch.int32, device=device)
+        self.w = torch.empty(m, k, dtype=torch.float32, device=device)
+
+    def plain(self) -> None:
+        s = self.shape
+        if s["softmax"]:
+            scores = torch.softmax(self.logits.float(), dim=-1)
+            weights, top = scores.topk(s["k"], dim=-1)
+        else:
+            scores = torch.sigmoid(self.logits.float())
+            top = (scores + self.bias).topk(s["k"], dim=-1).indices
+            weights = scores.gather(1, top)
+        weights = weights / weights.sum(dim=-1, keepdim=True)
+        if s["scale"] is not None:
+            weights = weights * s["scale"]
+        self.ids.copy_(top)
+        self.w.copy_(weights)
+
+    def hf_plain(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``Qwen3MoeTopKRouter.forward`` after its linear layer: (logits, bf16 weights, int64 ids)."""
+        probs = torch.softmax(self.logits, dtype=torch.float, dim=-1)
+        top_v, top_i = torch.topk(probs, self.shape["k"], dim=-1)
+        top_v = top_v / top_v.sum(dim=-1, keepdim=True)
+        return self.logits, top_v.to(self.logits.dtype), top_i
+
+    def kwargs(self) -> dict[str, Any]:
+        s = self.shape
+        return {"k0": s["k0"], "k": s["k"], "correction_bias": self.bias, "renormalize": True,
+                "routed_scaling_factor": s["scale"], "num_token_non_padded": None}  # fmt: skip
+
+
+def with_path(path: str | None, fn: Fn) -> Fn:
+    def run() -> object:
+        if path is None:
+            os.environ.pop("KIT_OEA_V2_PATH", None)
+        else:
+            os.environ["KIT_OEA_V2_PATH"] = path
+        return fn()
+
+    return run
+
+
+def variants(case: Case, args: argparse.Namespace) -> dict[str, tuple[str, Fn]]:
+    """name -> (baseline name, callable)."""
+    from kit_oea import oea
+    from kit_oea.hf import reroute_router_output
+    from kit_oea.oea import reroute_torch_
+
+    soft = case.shape["softmax"]
+    scoring = "softmax" if soft else "sigmoid"
+    out: dict[str, tuple[str, Fn]] = {"plain": ("plain", case.plain)}
+    if args.with_torch or case.device.type != "cuda":
+        out["torch"] = ("plain", lambda: (case.plain(), reroute_torch_(case.ids, case.w, case.logits,
+                                                                      scoring_func=scoring, **case.kwargs())))  # fmt: skip
+    if case.device.type != "cuda":
+        return out
+    from kit_oea import triton_oea, triton_oea_v2
+
+    def fused(module: Any) -> Fn:
+        return lambda: (case.plain(), module.oea_reroute_triton_(case.ids, case.w, case.logits, softmax=soft,
+                                                                 **case.kwargs()))  # fmt: skip
+
+    out["v1"] = ("plain", fused(triton_oea))
+    out["v2"] = ("plain", with_path(None, fused(triton_oea_v2)))
+    if case.m <= 128:  # each path forced where it might win, to place the auto threshold
+        out["v2-single"] = ("plain", with_path("single", fused(triton_oea_v2)))
+    if case.m >= 8:
+        out["v2-split"] = ("plain", with_path("split", fused(triton_oea_v2)))
+    if soft and case.bias is None and case.shape["scale"] is None:
+        k0 = case.shape["k0"]
+
+        def hf(module: Any) -> Fn:
+            def run() -> object:
+                oea._triton, oea._triton_error = module, None
+                logits, w, ids = case.hf_plain()
+                return reroute_router_output(logits, w, ids, k0=k0, norm_topk_prob=True)
+
+            return run
+
+        def direct() -> object:
+            logits, w, ids = case.hf_plain()
+            triton_oea_v2.oea_reroute_triton_(ids, w, logits, softmax=True, **case.kwargs())
+            return logits, w, ids
+
+        out["hf-plain"] = ("hf-plain", case.hf_plain)
+        out["hf-v1"] = ("hf-plain", hf(triton_oea))
+        out["hf-v2"] = ("hf-plain", hf(triton_oea_v2))
+        out["hf-v2-direct"] = ("hf-plain", with_path(None, direct))
+    return out
+
+
+def check(name: str, fn: Fn, shape: dict[str, Any], m: int, device: torch.device, seed: int) -> bool:
+    """The variant against reroute_torch_ on fresh logits (exact ids, weights allclose)."""
+    from kit_oea.oea import reroute_torch_
+
+    case = Case(shape, m, device, seed)
+    case.logits[m // 2 :, :4] = case.logits[m // 2 :, 4:8]  # some exact ties
+    case.plain()
+    ref_ids, ref_w = case.ids.clone(), case.w.clone()
+    reroute_torch_(ref_ids, ref_w, case.logits, scoring_func="softmax" if shape["softmax"] else "sigmoid",
+                   **case.kwargs())  # fmt: skip
+    mine = variants(case, argparse.Namespace(with_torch=True))[name][1]
+    result = mine()
+    if name.startswith("hf"):  # (logits, bf16 weights, int64 ids)
+        ids, w = result[2], result[1]
+        return bool(torch.equal(ids.to(torch.int32), ref_ids) and torch.allclose(w.float(), ref_w, atol=1e-2))
+    return bool(torch.equal(case.ids, ref_ids) and torch.allclose(case.w, ref_w, atol=1e-5, rtol=1e-4))
+
+
+def distinct(shape: dict[str, Any], m: int, device: torch.device, seed: int, draws: int = 8) -> tuple[float, float]:
+    """Mean distinct experts per layer, plain vs OEA, on random logits (GLM-5's bias small, std 0.01, as in
+    tests/oea/bench_oea_gpu.py: a larger one concentrates the routing on the experts it favours)."""
+    from kit_oea.oea import reroute_torch_
+
+    plain, oea_t = [], []
+    for d in range(draws):
+        case = Case(shape, m, device, seed + 1000 + d, bias_scale=0.01)
+        case.plain()
+        plain.append(int(torch.unique(case.ids).numel()))
+        reroute_torch_(case.ids, case.w, case.logits, scoring_func="softmax" if shape["softmax"] else "sigmoid",
+                       **case.kwargs())  # fmt: skip
+        oea_t.append(int(torch.unique(case.ids).numel()))
+    return sum(plain) / draws, sum(oea_t) / draws
+
+
+def run_cell(shape_name: str, m: int, args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
+    shape = SHAPES[shape_name]
+    case = Case(shape, m, device, args.seed + m)
+    vs = variants(case, args)
+    ok: dict[str, bool] = {}
+    errors: dict[str, str] = {}
+    for name in list(vs):
+        if name in ("plain", "hf-plain"):
+            continue
+        try:
+            ok[name] = check(name, vs[name][1], shape, m, device, args.seed + 77 + m)
+        except Exception as exc:  # noqa: BLE001 (a variant that cannot run is reported, the others still timed)
+            errors[name] = f"{type(exc).__name__}: {str(exc)[:300]}"
+            log(f"{shape_name} M={m}: {name} FAILED {errors[name]}")
+            del vs[name]
+    res = measure({name: fn for name, (_, fn) in vs.items()}, device, reps=args.reps if device.type == "cuda" else 2,
+                  samples=args.samples)  # fmt: skip
+    t_plain, t_oea = distinct(shape, m, device, args.seed + m)
+    row: dict[str, Any] = {"shape": shape_name, "batch": m, "T_plain": t_plain, "T_oea": t_oea,
+                           "plain_us": res["plain"]["median_us"], "modes": sorted({r["mode"] for r in res.values()})}  # fmt: skip
+    if "hf-plain" in res:
+        row["hf_plain_us"] = res["hf-plain"]["median_us"]
+    for name, (base, _) in vs.items():
+        if name in ("plain", "hf-plain"):
+            continue
+        extra = res[name]["median_us"] - res[base]["median_us"]
+        row[f"{name}_extra_us"] = round(extra, 2)
+        row[f"{name}_ok"] = ok[name]
+    row["errors"] = errors
+    row["raw"] = res
+    return row
+
+
+def render(rows: list[dict[str, Any]]) -> str:
+    names = ["v1", "v2", "v2-single", "v2-split", "torch", "hf-v1", "hf-v2", "hf-v2-direct"]
+    present = [n for n in names if any(f"{n}_extra_us" in r for r in rows)]
+    shown = []
+    for r in rows:
+        s = {k: r.get(k) for k in ("shape", "batch", "T_plain", "T_oea", "plain_us", "hf_plain_us")}
+        for n in present:
+            if f"{n}_extra_us" in r:
+                s[n] = f"{r[f'{n}_extra_us']:+.2f}" + ("" if r[f"{n}_ok"] else " MISMATCH")
+        shown.append(s)
+    cols = [("shape", "shape"), ("batch", "M"), ("T_plain", "T plain"), ("T_oea", "T oea"),
+            ("plain_us", "plain us"), ("hf_plain_us", "hf-plain us")] + [(n, f"{n} +us") for n in present]  # fmt: skip
+    lines = [f"## OEA hook: us over plain top-k per MoE layer (target <= {TARGET_US} us)", table(shown, cols)]
+    for n in present:
+        worst = max((r[f"{n}_extra_us"] for r in rows if f"{n}_extra_us" in r), default=None)
+        bad = [f"{r['shape']}/{r['batch']}" for r in rows if r.get(f"{n}_extra_us", 0) > TARGET_US]
+        wrong = [f"{r['shape']}/{r['batch']}" for r in rows if f"{n}_ok" in r and not r[f"{n}_ok"]]
+        lines.append(f"- {n}: worst {worst:+.2f} us; over {TARGET_US} us at {bad or 'none'}; "
+                     f"mismatches {wrong or 'none'}")  # fmt: skip
+    return "\n\n".join(lines[:2]) + "\n\n" + "\n".join(lines[2:])
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    budget = Budget(args.max_seconds)
+    device = torch.device(args.device)
+    if device.type == "cpu":
+        torch.set_num_threads(1)  # CPU runs are smoke tests on shared machines: no spinning thread pool
+    t0 = time.monotonic()
+    rows: list[dict[str, Any]] = []
+    skipped: list[str] = []
+    with torch.inference_mode():
+        for m in [int(b) for b in args.batches.split(",") if b.strip()]:
+            for shape_name in [s.strip() for s in args.shapes.split(",") if s.strip()]:
+                if budget.spent():
+                    skipped.append(f"{shape_name}/{m}")
+                    continue
+                t_cell = time.monotonic()
+                row = run_cell(shape_name, m, args, device)
+                rows.append(row)
+                extras = " ".join(f"{k[:-9]}{v:+.2f}" for k, v in row.items() if k.endswith("_extra_us"))
+                bad = [k[:-3] for k, v in row.items() if k.endswith("_ok") and not v]
+                log(f"{shape_name} M={m}: plain {row['plain_us']:.2f} us; extra us: {extras}"
+                    f"{'; MISMATCH ' + ','.join(bad) if bad else ''} ({time.monotonic() - t_cell:.1f} s)")  # fmt: skip
+                write_json(args.out, "oea_hook_overhead.json", {"partial": True, "rows": rows})
+    rows.sort(key=lambda r: (list(SHAPES).index(r["shape"]), r["batch"]))
+    report = render(rows)
+    if skipped:
+        report += f"\n\nSkipped (--max-seconds): {', '.join(skipped)}"
+    print(report, flush=True)
+    result = {"benchmark": "oea_hook_overhead", "env": environment(), "shapes": SHAPES, "target_us": TARGET_US,
+              "reps": args.reps, "samples": args.samples, "rows": rows, "skipped": skipped,
+              "seconds": round(time.monotonic() - t0, 1)}  # fmt: skip
+    write_json(args.out, "oea_hook_overhead.json", result)
+    if args.out:
+        (args.out / "oea_hook_overhead.md").write_text(report + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "images" / "oea"))
+    raise SystemExit(main())

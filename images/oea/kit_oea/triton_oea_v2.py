@@ -1,0 +1,294 @@
+"""The OEA hook in one or two Triton launches, no memset: a candidate successor to ``kit_oea.triton_oea``.
+
+Same contract and signature as ``kit_oea.triton_oea`` (``supports`` and ``oea_reroute_triton_``), checked
+against ``kit_oea.oea.reroute_torch_``. Version 1 pays three graph nodes per MoE layer (``torch.zeros`` for
+the active set, a union kernel, a select kernel), measured 7-14 us over plain top-k on one H200. Here:
+
+- **single** (small batches; any batch is correct): ONE program holds the batch as ``[BLOCK_M, BLOCK_N]``
+  tiles, builds the union of every valid row's top-``k0`` in registers and then picks every row's top-``k``
+  among it. One launch, no scratch memory, no cross-program dependency. Cost grows with the batch.
+- **split** (large batches): kernel A writes every row's top-``k0`` ids to a scratch ``[M, k0]`` buffer
+  (fully overwritten, so no memset; invalid rows are masked out by kernel B); kernel B, one program per
+  ``BLOCK_M`` rows, rebuilds the union from the scratch ids with ``tl.histogram`` (the scratch is
+  ``M * k0`` ints, a few KB) and selects. Two launches, stateless.
+
+Per-row work is cheaper than version 1's: each expert's rank and index are packed into one int64 key
+(order-preserving float bits << 32 | (BLOCK_N - 1 - index)), so one ``max`` per step finds the best
+expert with ties to the lower index; the i-th step takes the largest key below the previous one (no
+knocked-out copy of the row); the chosen experts' weights are re-read from the logits with one gather
+instead of one reduction per slot.
+
+``KIT_OEA_V2_PATH`` (``auto`` | ``single`` | ``split``) and ``KIT_OEA_V2_SINGLE_MAX`` (largest batch for
+the single-program path under ``auto``, default 32) are read per call, so a benchmark can time both paths.
+All launches are on the current stream with grids from shapes only: CUDA-graph safe.
+"""
+
+# ruff: noqa: N803 (Triton constexpr parameters are upper case by convention)
+from __future__ import annotations
+
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+MAX_EXPERTS = 1024
+PATH_KNOB = "KIT_OEA_V2_PATH"
+SINGLE_MAX_KNOB = "KIT_OEA_V2_SINGLE_MAX"
+DEFAULT_SINGLE_MAX = 32
+_SINGLE_TILE = 8192  # elements of one [BLOCK_M, BLOCK_N] tile in the single-program path
+_SPLIT_TILE = 2048  # the same for one program of the split path
+_HIST_CHUNK = 1024  # scratch ids histogrammed per step by kernel B (256 for batches with <= 256 base ids)
+_sm_count: dict[int, int] = {}
+
+
+@triton.jit
+def _row_keys(logits_ptr, stride_l, bias_ptr, rows, rmask, offs, nmask,
+              BLOCK_N: tl.constexpr, HAS_BIAS: tl.constexpr, SOFTMAX: tl.constexpr):  # fmt: skip
+    """Packed rank keys ``[BM, BN]`` (-(2**63 - 1) where masked) and the softmax max / denominator per row."""
+    m2 = rmask[:, None] & nmask[None, :]
+    x = tl.load(logits_ptr + rows[:, None] * stride_l + offs[None, :], mask=m2, other=float("-inf")).to(tl.float32)
+    if SOFTMAX:
+        mx = tl.max(x, axis=1)
+        mx = tl.where(rmask, mx, 0.0)
+        e = tl.exp(x - mx[:, None])
+        e = tl.where(m2, e, 0.0)
+        den = tl.sum(e, axis=1)
+        den = tl.where(den > 0, den, 1.0)
+        s = e / den[:, None]
+    else:
+        mx = tl.zeros_like(rmask.to(tl.float32))
+        den = mx + 1.0
+        s = 1.0 / (1.0 + tl.exp(-x))
+    r = tl.where(m2, s, 0.0)
+    if HAS_BIAS:
+        r = r + tl.load(bias_ptr + offs, mask=nmask, other=0.0).to(tl.float32)[None, :]
+    bits = r.to(tl.int32, bitcast=True)
+    ordered = bits ^ ((bits >> 31) & 0x7FFFFFFF)  # signed-int order == float order
+    low = (BLOCK_N - 1 - offs).to(tl.int64)  # larger for the lower index: ties go to the lower index
+    key = (ordered.to(tl.int64) << 32) | low[None, :]
+    key = tl.where(m2, key, -9223372036854775807)
+    return key, mx, den
+
+
+@triton.jit
+def _rows_valid(ids_ptr, stride_i, ntnp_ptr, rows, rmask, K: tl.constexpr, BLOCK_K: tl.constexpr,
+                HAS_NTNP: tl.constexpr):  # fmt: skip
+    """Rows that carry a token: in range, some incoming routed id >= 0, below num_token_non_padded."""
+    koffs = tl.arange(0, BLOCK_K)
+    m2 = rmask[:, None] & (koffs[None, :] < K)
+    ids = tl.load(ids_ptr + rows[:, None] * stride_i + koffs[None, :], mask=m2, other=-1)
+    valid = (tl.max((ids >= 0).to(tl.int32), axis=1) > 0) & rmask
+    if HAS_NTNP:
+        valid = valid & (rows < tl.load(ntnp_ptr))
+    return valid
+
+
+@triton.jit
+def _next_key(key, prev):
+    """Per row, the largest key strictly below ``prev`` (keys are distinct within a row)."""
+    return tl.max(tl.where(key < prev[:, None], key, -9223372036854775807), axis=1)
+
+
+@triton.jit
+def _key_index(best, BLOCK_N: tl.constexpr):
+    return (BLOCK_N - 1) - (best & 0x7FFFFFFF).to(tl.int32)
+
+
+@triton.jit
+def _select_store(
+    key, mx, den, active, rows, rmask, valid, logits_ptr, stride_l, ids_ptr, stride_i, w_ptr, stride_w, scale,
+    K: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SOFTMAX: tl.constexpr,
+    RENORMALIZE: tl.constexpr,
+):  # fmt: skip
+    """Every row's top-k among ``active`` (fillers: its top-1, weight 0), weights, written in place."""
+    koffs = tl.arange(0, BLOCK_K)
+    top1 = _key_index(tl.max(key, axis=1), BLOCK_N)
+    akey = tl.where(active[None, :], key, -9223372036854775807)
+    out_ids = tl.zeros([key.shape[0], BLOCK_K], dtype=tl.int32) + top1[:, None]
+    take = tl.zeros([key.shape[0], BLOCK_K], dtype=tl.int1)
+    prev = tl.zeros_like(top1).to(tl.int64) + 9223372036854775807
+    for j in tl.static_range(K):
+        best = _next_key(akey, prev)
+        ok = best > -9223372036854775807
+        here = (koffs[None, :] == j) & ok[:, None]
+        out_ids = tl.where(here, _key_index(best, BLOCK_N)[:, None], out_ids)
+        take = take | here
+        prev = best
+    kmask = rmask[:, None] & (koffs[None, :] < K)
+    x = tl.load(logits_ptr + rows[:, None] * stride_l + out_ids, mask=kmask, other=0.0).to(tl.float32)
+    if SOFTMAX:  # noqa: SIM108 (a constexpr branch, not a value choice)
+        s = tl.exp(x - mx[:, None]) / den[:, None]
+    else:
+        s = 1.0 / (1.0 + tl.exp(-x))
+    w = tl.where(take, s, 0.0)
+    if RENORMALIZE:
+        total = tl.sum(w, axis=1)
+        w = w / tl.where(total > 0, total, 1.0)[:, None]
+    w = w * scale
+    out_ids = tl.where(valid[:, None], out_ids, -1)
+    w = tl.where(valid[:, None], w, 0.0)
+    tl.store(ids_ptr + rows[:, None] * stride_i + koffs[None, :], out_ids.to(ids_ptr.dtype.element_ty), mask=kmask)
+    tl.store(w_ptr + rows[:, None] * stride_w + koffs[None, :], w.to(w_ptr.dtype.element_ty), mask=kmask)
+
+
+@triton.jit
+def _single_kernel(
+    logits_ptr, stride_l, bias_ptr, ids_ptr, stride_i, w_ptr, stride_w, ntnp_ptr, M, N, scale,
+    K: tl.constexpr, K0: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    HAS_BIAS: tl.constexpr, HAS_NTNP: tl.constexpr, SOFTMAX: tl.constexpr, RENORMALIZE: tl.constexpr,
+):  # fmt: skip
+    offs = tl.arange(0, BLOCK_N)
+    nmask = offs < N
+    active = tl.zeros([BLOCK_N], dtype=tl.int32)
+    for start in range(0, M, BLOCK_M):  # phase 1: the union, in registers
+        rows = start + tl.arange(0, BLOCK_M)
+        rmask = rows < M
+        key, _, _ = _row_keys(logits_ptr, stride_l, bias_ptr, rows, rmask, offs, nmask, BLOCK_N, HAS_BIAS, SOFTMAX)
+        valid = _rows_valid(ids_ptr, stride_i, ntnp_ptr, rows, rmask, K, BLOCK_K, HAS_NTNP)
+        kth = tl.max(key, axis=1)
+        for _ in tl.static_range(K0 - 1):
+            kth = _next_key(key, kth)
+        chosen = (key >= kth[:, None]) & valid[:, None] & nmask[None, :]
+        active = tl.maximum(active, tl.max(chosen.to(tl.int32), axis=0))
+    for start in range(0, M, BLOCK_M):  # phase 2: each row's top-k among the union
+        rows = start + tl.arange(0, BLOCK_M)
+        rmask = rows < M
+        key, mx, den = _row_keys(logits_ptr, stride_l, bias_ptr, rows, rmask, offs, nmask, BLOCK_N, HAS_BIAS, SOFTMAX)
+        valid = _rows_valid(ids_ptr, stride_i, ntnp_ptr, rows, rmask, K, BLOCK_K, HAS_NTNP)
+        _select_store(key, mx, den, active > 0, rows, rmask, valid, logits_ptr, stride_l, ids_ptr, stride_i, w_ptr,
+                      stride_w, scale, K, BLOCK_N, BLOCK_K, SOFTMAX, RENORMALIZE)  # fmt: skip
+
+
+@triton.jit
+def _base_kernel(
+    logits_ptr, stride_l, bias_ptr, ids_ptr, stride_i, ntnp_ptr, base_ptr, M, N,
+    K: tl.constexpr, K0: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    BLOCK_K0: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_NTNP: tl.constexpr, SOFTMAX: tl.constexpr,
+):  # fmt: skip
+    """Split path, kernel A: ``base[row, :K0]`` = the row's top-k0 ids, or -1 for a row without a token."""
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rmask = rows < M
+    offs = tl.arange(0, BLOCK_N)
+    key, _, _ = _row_keys(logits_ptr, stride_l, bias_ptr, rows, rmask, offs, offs < N, BLOCK_N, HAS_BIAS, SOFTMAX)
+    valid = _rows_valid(ids_ptr, stride_i, ntnp_ptr, rows, rmask, K, BLOCK_K, HAS_NTNP)
+    c = tl.arange(0, BLOCK_K0)
+    out = tl.zeros([BLOCK_M, BLOCK_K0], dtype=tl.int32) - 1
+    best = tl.max(key, axis=1)
+    for j in tl.static_range(K0):
+        if j > 0:
+            best = _next_key(key, best)
+        out = tl.where(c[None, :] == j, _key_index(best, BLOCK_N)[:, None], out)
+    out = tl.where(valid[:, None], out, -1)
+    tl.store(base_ptr + rows[:, None] * K0 + c[None, :], out, mask=rmask[:, None] & (c[None, :] < K0))
+
+
+@triton.jit
+def _split_select_kernel(
+    logits_ptr, stride_l, bias_ptr, ids_ptr, stride_i, w_ptr, stride_w, ntnp_ptr, base_ptr, M, N, scale,
+    K: tl.constexpr, K0: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    CHUNK: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_NTNP: tl.constexpr, SOFTMAX: tl.constexpr,
+    RENORMALIZE: tl.constexpr,
+):  # fmt: skip
+    """Split path, kernel B: the union from every row's base ids, then this program's rows' selection."""
+    total = M * K0
+    hist = tl.zeros([BLOCK_N], dtype=tl.int32)
+    for start in range(0, total, CHUNK):
+        j = start + tl.arange(0, CHUNK)
+        base = tl.load(base_ptr + j, mask=j < total, other=-1)
+        hist += tl.histogram(tl.maximum(base, 0), BLOCK_N, mask=base >= 0)
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rmask = rows < M
+    offs = tl.arange(0, BLOCK_N)
+    nmask = offs < N
+    key, mx, den = _row_keys(logits_ptr, stride_l, bias_ptr, rows, rmask, offs, nmask, BLOCK_N, HAS_BIAS, SOFTMAX)
+    valid = _rows_valid(ids_ptr, stride_i, ntnp_ptr, rows, rmask, K, BLOCK_K, HAS_NTNP)
+    _select_store(key, mx, den, (hist > 0) & nmask, rows, rmask, valid, logits_ptr, stride_l, ids_ptr, stride_i,
+                  w_ptr, stride_w, scale, K, BLOCK_N, BLOCK_K, SOFTMAX, RENORMALIZE)  # fmt: skip
+
+
+def supports(
+    router_logits: torch.Tensor,
+    topk_ids: torch.Tensor,
+    topk_weights: torch.Tensor,
+    correction_bias: torch.Tensor | None,
+) -> bool:
+    """As ``kit_oea.triton_oea.supports``: unit stride along experts and slots, no bias or a contiguous [N]
+    one, N <= MAX_EXPERTS. Any id / weight dtype (int32 or int64 ids, fp32 or bf16 weights) is accepted."""
+    return (
+        router_logits.is_cuda
+        and router_logits.shape[1] <= MAX_EXPERTS
+        and router_logits.stride(1) == 1
+        and topk_ids.stride(1) == 1
+        and topk_weights.stride(1) == 1
+        and (correction_bias is None or (correction_bias.dim() == 1 and correction_bias.is_contiguous()))
+    )
+
+
+def choose_path(m: int) -> str:
+    """``single`` or ``split`` for a batch of ``m`` rows (``KIT_OEA_V2_PATH``, ``KIT_OEA_V2_SINGLE_MAX``)."""
+    path = os.environ.get(PATH_KNOB, "auto").strip().lower() or "auto"
+    if path not in ("auto", "single", "split"):
+        raise ValueError(f"{PATH_KNOB}={path!r}: expected auto, single or split")
+    if path != "auto":
+        return path
+    raw = os.environ.get(SINGLE_MAX_KNOB, "").strip()
+    single_max = int(raw) if raw else DEFAULT_SINGLE_MAX
+    return "single" if m <= single_max else "split"
+
+
+def _sms(device: torch.device) -> int:
+    if device.type != "cuda":
+        return 132
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index not in _sm_count:
+        _sm_count[index] = torch.cuda.get_device_properties(index).multi_processor_count
+    return _sm_count[index]
+
+
+def oea_reroute_triton_(
+    topk_ids: torch.Tensor,
+    topk_weights: torch.Tensor,
+    router_logits: torch.Tensor,
+    *,
+    k0: int,
+    k: int,
+    softmax: bool,
+    correction_bias: torch.Tensor | None,
+    renormalize: bool,
+    routed_scaling_factor: float | None,
+    num_token_non_padded: torch.Tensor | None,
+) -> None:
+    """The fused OEA step; arguments already checked by ``kit_oea.oea.oea_reroute_``."""
+    m, n = router_logits.shape
+    if m == 0:
+        return
+    block_n, block_k = max(triton.next_power_of_2(n), 32), triton.next_power_of_2(k)
+    dummy = router_logits  # never read when the matching HAS_* flag is off
+    bias = correction_bias if correction_bias is not None else dummy
+    ntnp = num_token_non_padded if num_token_non_padded is not None else dummy
+    flags = {"HAS_BIAS": correction_bias is not None, "HAS_NTNP": num_token_non_padded is not None, "SOFTMAX": softmax}
+    scale = 1.0 if routed_scaling_factor is None else float(routed_scaling_factor)
+    stride_l, stride_i, stride_w = router_logits.stride(0), topk_ids.stride(0), topk_weights.stride(0)
+    if choose_path(m) == "single":
+        block_m = min(triton.next_power_of_2(m), max(1, _SINGLE_TILE // block_n))
+        _single_kernel[(1,)](
+            router_logits, stride_l, bias, topk_ids, stride_i, topk_weights, stride_w, ntnp, m, n, scale,
+            K=k, K0=k0, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, RENORMALIZE=renormalize,
+            num_warps=8 if block_m * block_n >= 4096 else 4, **flags,
+        )  # fmt: skip
+        return
+    base = torch.empty(m * k0, dtype=torch.int32, device=router_logits.device)
+    per_program = triton.next_power_of_2(triton.cdiv(m, _sms(router_logits.device)))
+    block_m = min(per_program, max(1, _SPLIT_TILE // block_n))
+    grid = (triton.cdiv(m, block_m),)
+    _base_kernel[grid](
+        router_logits, stride_l, bias, topk_ids, stride_i, ntnp, base, m, n,
+        K=k, K0=k0, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, BLOCK_K0=triton.next_power_of_2(k0),
+        num_warps=4, **flags,
+    )  # fmt: skip
+    _split_select_kernel[grid](
+        router_logits, stride_l, bias, topk_ids, stride_i, topk_weights, stride_w, ntnp, base, m, n, scale,
+        K=k, K0=k0, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
+        CHUNK=_HIST_CHUNK if m * k0 > 256 else 256, RENORMALIZE=renormalize, num_warps=4, **flags,
+    )  # fmt: skip
