@@ -27,3 +27,14 @@ def shipped_model() -> Path:
 
     make_model("tiny-cpu", MODEL_DIR, seed=0, force=True)  # kept as it is when already made with these args
     return MODEL_DIR
+
+
+@pytest.fixture
+def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """Own config (runner key) and state directories, and no Docker engine (as tests/e2e's ``isolated``:
+    the process runtime's leftover-container gate then says "Docker not reachable")."""
+    env = {"XDG_CONFIG_HOME": str(tmp_path / "config"), "XDG_STATE_HOME": str(tmp_path / "state"),
+           "DOCKER_HOST": f"unix://{tmp_path}/no-docker.sock"}
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    return env

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 from hf_helpers import ROOT
-
 from kit_hf import oea_patch, serve
 
 
@@ -32,6 +31,8 @@ def test_the_pin_matches_the_package_and_the_makefile() -> None:
 def test_launcher_refuses_another_transformers(monkeypatch: pytest.MonkeyPatch,
                                                capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr(serve, "installed_version", lambda: "5.17.0")
+    for k, v in serve.OFFLINE_ENV.items():
+        monkeypatch.setenv(k, v)  # main() sets them for the server process; the test's env stays as it was
     assert serve.main(["/nonexistent", "--port", "1"]) == 2
     err = capsys.readouterr().err
     assert "needs transformers 5.24.0" in err and "5.17.0 is installed" in err
@@ -57,6 +58,8 @@ def test_k0_must_not_exceed_top_k() -> None:
 def test_launcher_refuses_a_bad_knob_before_serving(monkeypatch: pytest.MonkeyPatch,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr(serve, "installed_version", lambda: serve.PINNED)
+    for k, v in serve.OFFLINE_ENV.items():
+        monkeypatch.setenv(k, v)
     monkeypatch.setenv(oea_patch.KNOB, "zero")
     assert serve.main(["/nonexistent"]) == 2
     assert "KIT_OEA_K0='zero' is not an integer" in capsys.readouterr().err

@@ -37,7 +37,7 @@ def test_an_existing_directory_is_kept_or_refused(tiny_model: Path) -> None:
         make_model("tiny-cpu", tiny_model, seed=5)
     with pytest.raises(ModelError, match="unknown shape"):
         model_config("tiny")
-    with pytest.raises(ModelError, match="1..4 layers"):
+    with pytest.raises(ModelError, match=r"1\.\.4 layers"):
         model_config("tiny-cpu", layers=9)
 
 
