@@ -80,6 +80,12 @@ class ModelSpec(_Model):
         description="Host directory with the weights; mounted read-only at 'mount_at' in containers.",
     )
     mount_at: str = Field("/model", pattern=r"^/", description="Where the weights appear in the container.")
+    digest: bool = Field(
+        False,
+        description="Record the sha256 tree of 'path' (every file's sha256, one digest over the sorted list; "
+        "kit.plumbing.treedigest) in the bundle's signed provenance when the run ends. Reads every byte of the "
+        "model (about a second per GB).",
+    )
 
     @field_validator("path")
     @classmethod

@@ -6,6 +6,7 @@ count in the server's own usage; the bundle must verify; the A/A run must find n
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -63,6 +64,13 @@ def test_shipped_cpu_manifest_end_to_end(shipped_model: Path, tmp_path: Path, is
         # kit's count (content events) against transformers' usage, request by request
         assert rec["client_tokens"] == rec["usage_completion_tokens"] == m["load"]["output_tokens"], rec
     assert kit("verify", str(b)).returncode == 0
+    # model.digest: the model directory's sha256 tree is in the signed provenance, as the maker computes it
+    from kit_hf.make_model import sha256_tree
+
+    envelope = json.loads((b / "provenance.dsse.json").read_text())
+    deps = json.loads(base64.b64decode(envelope["payload"]))["predicate"]["buildDefinition"]["resolvedDependencies"]
+    (model,) = [d for d in deps if d["uri"] == f"file://{shipped_model}"]
+    assert model["digest"] == {"sha256": sha256_tree(shipped_model)[0]}
     summary = json.loads((b / "summary.json").read_text())
     for al in summary["arm_levels"]:  # the figures the report shows (kept in the test log)
         print(al["arm"], al["level"], "tok/s", al["throughput_tok_s"], "TPOT ms", al["tpot_ms"])

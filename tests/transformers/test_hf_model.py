@@ -77,3 +77,30 @@ def test_chat_template_ends_with_the_generation_prompt(tiny_model: Path) -> None
     assert text == "<|im_start|>user\nq1 the river<|im_end|>\n<|im_start|>assistant\n"
     ids = tok(text)["input_ids"]
     assert tok.decode(ids) == text  # byte-level: the newlines survive the round trip
+
+
+def test_kit_and_the_maker_agree_on_the_tree_digest_and_sha256sum_on_every_file(tiny_model: Path,
+                                                                                 tmp_path: Path) -> None:
+    """kit.plumbing.treedigest (what a run records for model.path) against kit_hf's own digest and against
+    coreutils' sha256sum per file; a symlinked copy (a Hugging Face cache snapshot is one) digests the same."""
+    import hashlib
+    import shutil
+    import subprocess
+
+    from kit.plumbing.treedigest import tree_digest
+
+    if shutil.which("sha256sum") is None:
+        pytest.skip("coreutils sha256sum is not installed")
+    got = tree_digest(tiny_model)
+    assert got.digest == sha256_tree(tiny_model)[0]
+    names = sorted(got.files)
+    out = subprocess.run(["sha256sum", "--", *names], cwd=tiny_model, capture_output=True, text=True, check=True)
+    reference = {line[66:]: line[:64] for line in out.stdout.splitlines()}
+    assert reference == got.files
+    lines = "".join(f"{n}\0{reference[n]}\n" for n in names)
+    assert got.digest == hashlib.sha256(lines.encode()).hexdigest()
+    links = tmp_path / "snapshot"
+    links.mkdir()
+    for n in names:
+        (links / n).symlink_to(tiny_model / n)
+    assert tree_digest(links).digest == got.digest

@@ -123,16 +123,18 @@ def save_tokenizer(out: Path, size: int) -> None:
 
 
 def sha256_tree(root: Path) -> tuple[str, dict[str, str]]:
-    """(sha256 over the sorted "path\\0digest\\n" lines, {relative path: sha256}) of every file under root."""
+    """(sha256 over the "path\\0digest\\n" lines sorted by path, {relative path: sha256}) of every file under
+    root: the digest kit records for ``model.path`` when the manifest sets ``model.digest``."""
     files: dict[str, str] = {}
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+    for path in (p for p in root.rglob("*") if p.is_file()):
         h = hashlib.sha256()
         with path.open("rb") as f:
             for block in iter(lambda: f.read(1 << 20), b""):
                 h.update(block)
         files[path.relative_to(root).as_posix()] = h.hexdigest()
-    tree = hashlib.sha256("".join(f"{p}\0{d}\n" for p, d in files.items()).encode()).hexdigest()
-    return tree, files
+    ordered = sorted(files.items())
+    tree = hashlib.sha256("".join(f"{p}\0{d}\n" for p, d in ordered).encode()).hexdigest()
+    return tree, dict(ordered)
 
 
 def make_model(shape: str, out: Path, *, seed: int = 0, dtype: str = "float32", device: str = "cpu",
