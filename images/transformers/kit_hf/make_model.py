@@ -170,6 +170,9 @@ def make_model(shape: str, out: Path, *, seed: int = 0, dtype: str = "float32", 
     del model
     save_tokenizer(tmp, cfg["vocab_size"])
     (tmp / RECORD).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    for f in tmp.rglob("*"):  # readable by a container's unprivileged user (safetensors writes 0600)
+        f.chmod(0o755 if f.is_dir() else 0o644)
+    tmp.chmod(0o755)
     tmp.rename(out)
     return record
 
