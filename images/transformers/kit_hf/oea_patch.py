@@ -28,9 +28,11 @@ default with SDPA/eager attention, and always on the CPU) the mode follows each 
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 KNOB = "KIT_OEA_K0"
@@ -110,9 +112,19 @@ _installed: int | None = None
 _originals: list[tuple[Any, str, Any]] = []  # (class, method name, original) for uninstall()
 
 
-def _reroute(router: Any, out: tuple[Any, Any, Any], k0: int) -> tuple[Any, Any, Any]:
+def hook_path() -> None:
+    """Make ``kit_oea`` importable: beside ``kit_hf`` (the image) or in the checkout's images/oea."""
+    here = Path(__file__).resolve().parent.parent
+    for d in (here, here.parent / "oea"):
+        if (d / "kit_oea" / "hf.py").is_file():
+            if str(d) not in sys.path:
+                sys.path.append(str(d))
+            return
+
+
+def _reroute(router: Any, out: tuple[Any, Any, Any], k0: int,
+             reroute_router_output: Callable[..., tuple[Any, Any, Any]]) -> tuple[Any, Any, Any]:
     import torch
-    from kit_oea.hf import reroute_router_output
 
     logits, weights, ids = out
     mode, m = _STATE.mode, logits.shape[0]
@@ -145,6 +157,8 @@ def install(k0: int) -> None:
         if _installed != k0:
             raise OeaConfigError(f"OEA is already installed with k0={_installed}, not {k0}")
         return
+    hook_path()
+    from kit_oea.hf import reroute_router_output  # the shared hook: fail here, not in the generation loop
     from transformers.generation.continuous_batching.input_outputs import ContinuousBatchingIOs
     from transformers.generation.continuous_batching.model_runner import ModelRunner
     from transformers.models.qwen3_moe.modeling_qwen3_moe import Qwen3MoeTopKRouter
@@ -170,7 +184,7 @@ def install(k0: int) -> None:
             _STATE.mode, _STATE.tokens, _STATE.index = "off", 0, None
 
     def forward(self: Any, hidden_states: Any) -> Any:
-        return _reroute(self, route(self, hidden_states), k0)
+        return _reroute(self, route(self, hidden_states), k0, reroute_router_output)
 
     for cls, name, new in ((ContinuousBatchingIOs, "prepare_batch_tensors", prepare_batch_tensors),
                            (ModelRunner, "compute_batch", compute_batch), (Qwen3MoeTopKRouter, "forward", forward)):

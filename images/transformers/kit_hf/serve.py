@@ -121,15 +121,6 @@ def serve_as(rest: list[str], name: str) -> list[str]:
     return [name, *rest[1:]]
 
 
-def oea_path() -> None:
-    """Make ``kit_oea`` importable: beside ``kit_hf`` (the image) or in the checkout's images/oea."""
-    here = Path(__file__).resolve().parent.parent
-    for d in (here, here.parent / "oea"):
-        if (d / "kit_oea" / "hf.py").is_file() and str(d) not in sys.path:
-            sys.path.append(str(d))
-            return
-
-
 def main(argv: list[str] | None = None) -> int:
     try:
         opts = parse(sys.argv[1:] if argv is None else argv)
@@ -143,9 +134,6 @@ def main(argv: list[str] | None = None) -> int:
 
         k0 = oea_patch.k0_from_env()
         if k0 is not None:
-            oea_path()
-            import kit_oea.hf  # noqa: F401  (fail now, not at the first decode step)
-
             oea_patch.install(k0)
         wrap_model_loading(opts.experts, k0)
         rest = serve_as(opts.rest, opts.served_name) if opts.served_name else opts.rest
