@@ -148,6 +148,9 @@ def main(argv: list[str] | None = None) -> int:
         app(args=["serve", *rest], prog_name="transformers", standalone_mode=True)
     except SystemExit as e:
         return int(e.code) if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except oea_patch.OeaConfigError as e:  # raised at model load (k0 above the model's top-k, no Qwen3-MoE router)
+        _log(str(e))
+        return 2
     return 0
 
 
