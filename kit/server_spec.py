@@ -18,7 +18,8 @@ from typing import Literal, TypedDict
 
 from kit.errors import ManifestError
 from kit.manifest import Manifest
-from kit.manifest.models import LOADER_ENV, host_path_problem
+from kit.manifest.hostpaths import host_path_problem
+from kit.manifest.models import LOADER_ENV
 from kit.plan import Cell
 from kit.runtime import BASE_ENV_NAMES, BASE_ENV_PREFIXES, ServerSpec, secret_env_from
 from kit.runtime.docker.config import container_config
@@ -41,7 +42,11 @@ def server_spec(m: Manifest, cell: Cell, run_id: str, log_path: Path, *, image: 
     arm = m.arm(cell.arm)
     docker = m.runtime == "docker"
     cport = m.server.container_port or m.server.port
-    model_path = (m.model.mount_at if docker else m.model.path) or ""
+    # the process runtime starts the server in the cell's directory: a relative model.path is resolved from
+    # kit's working directory, as the docker runtime resolves the directory it mounts
+    model_path = m.model.mount_at if docker else ""
+    if not docker and m.model.path:
+        model_path = os.path.abspath(os.path.expanduser(m.model.path))
     values = {
         "host": "0.0.0.0" if docker else m.server.host,
         "port": str(cport if docker else m.server.port),

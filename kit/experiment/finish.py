@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kit import __version__
@@ -15,6 +16,7 @@ from kit.files import JsonObject
 from kit.files.run import FailedCell, RunFile
 from kit.manifest import Manifest
 from kit.plumbing.clock import utc_now
+from kit.plumbing.treedigest import METHOD, tree_digest
 from kit.report import render_report, verdict_lines
 from kit.signing import ManifestTrust, SigningKey
 from kit.stats import summarize_bundle
@@ -65,9 +67,24 @@ def predicate(run: RunFile, c: Closing) -> JsonObject:
         "resolvedDependencies": [
             {"uri": f"docker-image:{a}", "digest": {"sha256": i.image_id.split(":")[-1]}, "annotations": i.as_dict()}
             for a, i in c.images.items()
-        ],
+        ] + model_dependency(c.m),
         "metadata": {"startedOn": run.started, "finishedOn": run.finished},
     }
+
+
+def model_dependency(m: Manifest) -> list[JsonObject]:
+    """The model directory's sha256 tree when the manifest asks for it (``model.digest``); a directory that
+    cannot be read is recorded with the reason instead of a digest."""
+    if not (m.model.digest and m.model.path):
+        return []
+    path = Path(m.model.path).expanduser().absolute()
+    notes: JsonObject = {"model.path": m.model.path, "method": METHOD}
+    try:
+        tree = tree_digest(path)
+    except OSError as e:
+        return [{"uri": f"file://{path}", "digest": {}, "annotations": {**notes, "error": str(e)}}]
+    return [{"uri": f"file://{path}", "digest": {"sha256": tree.digest},
+             "annotations": {**notes, "files": len(tree.files), "bytes": tree.bytes}}]
 
 
 def verdicts(summary: JsonObject) -> list[str]:

@@ -31,14 +31,17 @@ Each level writes two files into ``out_dir``:
                              (chunk_ns[0] == ttft_ns); chunks taken from the socket in one read share
                              one timestamp
     e2e_ns                   end of the response (or of the failure), relative to t_start_ns
-    usage_completion_tokens  from the final usage chunk (stream_options.include_usage is always sent);
-    usage_prompt_tokens      null when the server sent none
+    usage_completion_tokens  from the final usage chunk (asked for as the spec's ``dialect`` says:
+    usage_prompt_tokens      stream_options.include_usage for sglang); null when the server sent none
     client_tokens            content chunks counted by the client (= len(chunk_ns))
     status                   HTTP status; 0 when no response arrived
     error                    null, or a short string ("http 500: ...", "connect: connection refused",
                              "connection closed mid-stream", "timeout after 600 s", ...)
 
-A request is ok when ``status == 200``, ``error`` is null and it got at least one content chunk. HTTP errors
+A stream ends at ``data: [DONE]``, or at the end of the body after an event with a non-null ``finish_reason``
+(``transformers serve`` sends no [DONE]); a body that ends before either is an error ("stream ended without
+[DONE] or a finish_reason"). A request is ok when ``status == 200``, ``error`` is null and it got at least one
+content chunk. HTTP errors
 are records, not exceptions. Warm-up requests (sent first, at the same concurrency) are not recorded.
 The order of lines is the order of completion (per process; merged for several processes).
 

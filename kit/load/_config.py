@@ -24,6 +24,7 @@ class DriverConfig:
     request_timeout_s: float
     records_path: str
     tags: dict[str, str | int] = field(default_factory=dict)
+    dialect: str = "sglang"     # how fixed length and usage are asked for (kit.load.prompts.fixed_length_fields)
     wait_for_go: bool = False   # block after the warm-up until the parent writes "go" on stdin
     progress_interval_s: float = 0.25
     lag_probe_interval_s: float = 0.01

@@ -55,7 +55,7 @@ def plan(spec: LevelSpec, procs: list[DriverProcess], work: Path, records_path: 
             requests=budget[i], warmup_requests=warm[i], index_offset=sum(budget[:i]),
             warmup_index_offset=spec.requests + sum(warm[:i]), prompt_tokens=spec.prompt_tokens,
             output_tokens=spec.output_tokens, seed=spec.seed, request_timeout_s=spec.request_timeout_s,
-            records_path=str(part or records_path), tags=dict(spec.tags), wait_for_go=True)
+            records_path=str(part or records_path), tags=dict(spec.tags), wait_for_go=True, dialect=spec.dialect)
         offset = proc.stderr_size() if proc.levels else 0
         slots.append(Slot(i, proc, cfg, work / f"driver-{i}.stderr", offset, part))
     return slots

@@ -105,12 +105,13 @@ class Phase:
 class Request:
     """One request: its outcome, and while its body streams, the state the demultiplexer needs."""
 
-    __slots__ = ("buf", "chunk_ns", "done", "e2e_ns", "error", "exc", "fd", "finished", "first_lag_ns",
-                 "head_rx_ns", "raw_recv", "raw_recvmsg", "resp", "status", "t0", "usage_completion",
-                 "usage_prompt")
+    __slots__ = ("buf", "chunk_ns", "done", "e2e_ns", "error", "exc", "fd", "finish_seen", "finished",
+                 "first_lag_ns", "head_rx_ns", "raw_recv", "raw_recvmsg", "resp", "status", "t0",
+                 "usage_completion", "usage_prompt")
 
     def __init__(self) -> None:
-        self.done = False
+        self.done = False         # `data: [DONE]` came
+        self.finish_seen = False  # an event carried a non-null finish_reason
         self.status = 0
         self.error: str | None = None
         self.chunk_ns: list[int] = []
@@ -198,7 +199,7 @@ class Streamer:
         self.url = URL(cfg.base_url.rstrip("/") + ENDPOINT_PATHS[cfg.endpoint])
         self.key = sse.content_key(cfg.endpoint)
         self.bodies = BodyBuilder(cfg.endpoint, cfg.model, cfg.output_tokens,
-                                  PromptSource(cfg.seed, cfg.prompt_tokens))
+                                  PromptSource(cfg.seed, cfg.prompt_tokens), cfg.dialect)
         host = self.url.host if self.url.port in (None, 80) else f"{self.url.host}:{self.url.port}"
         self.head = (f"POST {self.url.request_uri} HTTP/1.1\r\nHost: {host}\r\n"
                      "Content-Type: application/json\r\nAccept: text/event-stream\r\n"
@@ -289,8 +290,10 @@ class Streamer:
         elif not resp.message_complete:
             raise ConnectionError("connection closed mid-stream")
         if req.error is None:
-            if not req.done:
-                req.error = "stream ended without [DONE]"
+            # The stream ends with `data: [DONE]` (OpenAI, sglang, vLLM), or at the end of the body after an event
+            # with a finish_reason (transformers serve sends no [DONE]); a body cut off before either is a failure.
+            if not (req.done or req.finish_seen):
+                req.error = "stream ended without [DONE] or a finish_reason"
             elif not req.chunk_ns:
                 req.error = "no content chunk"
 
@@ -312,7 +315,7 @@ class Streamer:
                     req.first_lag_ns = max(0, now + self.phase.clock_offset_ns - rx)
                 if not req.resp.message_complete:
                     return
-            elif req.done:  # a close-delimited body ends like this, after its [DONE]
+            elif req.done or req.finish_seen:  # a close-delimited body ends like this, after its last event
                 req.resp.message_complete = True
             else:
                 raise ConnectionError("connection closed mid-stream")
@@ -341,8 +344,11 @@ class Streamer:
             if start == 0 or buf[start - 1] == 10:  # at a line start (10 is \n)
                 # fast path for the usual token chunk: `...content":"<non-empty>...`; 34 is `"`
                 i = find(key, start, nl)
-                if (i >= 0 and buf[i + klen] == 34 and buf[i + klen + 1] != 34) or \
-                        self._other_event(bytes(buf[start + 5:nl]), req):
+                if i >= 0 and buf[i + klen] == 34 and buf[i + klen + 1] != 34:
+                    req.chunk_ns.append(t)
+                    if find(sse.FINISH, start, nl) >= 0:  # a last token may carry the finish_reason itself
+                        req.finish_seen = True
+                elif self._other_event(bytes(buf[start + 5:nl]), req):
                     req.chunk_ns.append(t)
             pos = nl + 1
             start = find(b"data:", pos)
@@ -352,7 +358,9 @@ class Streamer:
             del buf[:pos]
 
     def _other_event(self, payload: bytes, req: Request) -> bool:
-        """The slow path: spacing variants, empty content, [DONE], usage, errors. True for content."""
+        """The slow path: spacing variants, empty content, [DONE], finish_reason, usage, errors. True for content."""
+        if sse.has_finish(payload):
+            req.finish_seen = True
         if sse.has_content(payload, self.key):
             return True
         if len(payload) < 16 and payload.strip() == sse.DONE:

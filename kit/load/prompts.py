@@ -53,18 +53,31 @@ class PromptSource:
         return f"{head} {self._text[a:b]}"
 
 
+DIALECTS = ("sglang", "transformers")
+
+
+def fixed_length_fields(dialect: str) -> dict[str, object]:
+    """How a request asks for exactly ``max_tokens`` tokens (no early end of sequence) and for usage.
+
+    ``sglang`` (also vLLM and kit's engine): ``ignore_eos`` and ``stream_options.include_usage``.
+    ``transformers`` (``transformers serve``): it rejects ``ignore_eos`` (422), ignores ``stream_options``
+    (with a warning per request) and always sends usage; its end of sequence is turned off with a
+    ``generation_config`` given as a JSON *string*.
+    """
+    if dialect == "sglang":
+        return {"ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
+    if dialect == "transformers":
+        return {"stream": True, "generation_config": json.dumps({"eos_token_id": -1})}
+    raise ValueError(f"unknown request dialect {dialect!r} (known: {', '.join(DIALECTS)})")
+
+
 class BodyBuilder:
     """Request bodies as bytes for one endpoint; only the prompt changes between requests."""
 
-    def __init__(self, endpoint: str, model: str, output_tokens: int, prompts: PromptSource) -> None:
+    def __init__(self, endpoint: str, model: str, output_tokens: int, prompts: PromptSource,
+                 dialect: str = "sglang") -> None:
         self.prompts = prompts
-        common = {
-            "model": model,
-            "max_tokens": output_tokens,
-            "ignore_eos": True,
-            "stream": True,
-            "stream_options": {"include_usage": True},
-        }
+        common = {"model": model, "max_tokens": output_tokens, **fixed_length_fields(dialect)}
         tail = json.dumps(common, separators=(",", ":"))[1:]  # without the opening brace
         if endpoint == "chat":
             self._head = b'{"messages":[{"role":"user","content":"'

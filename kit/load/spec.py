@@ -11,6 +11,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from kit.errors import LoadError
+from kit.load.prompts import DIALECTS
 
 ENDPOINTS = ("chat", "completions")
 STREAMS_PER_PROCESS = 256
@@ -25,11 +26,12 @@ class LevelSpec:
     requests: int            # budget of recorded requests for this level (shared by all users)
     warmup_requests: int     # sent first at the same concurrency, NOT recorded
     prompt_tokens: int       # prompt length (words; deterministic text from seed)
-    output_tokens: int       # max_tokens with ignore_eos: true
+    output_tokens: int       # max_tokens, with the end of sequence turned off (see ``dialect``)
     seed: int
     request_timeout_s: float
     processes: int           # 0 = auto: one process per ~256 streams, capped by free cores
     tags: dict[str, str | int] = field(default_factory=dict)  # copied into every record
+    dialect: str = "sglang"  # request fields for fixed length and usage: kit.load.prompts.DIALECTS
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,8 @@ def validate(spec: LevelSpec) -> None:
     problems = []
     if spec.endpoint not in ENDPOINTS:
         problems.append(f"endpoint {spec.endpoint!r} is not one of {', '.join(ENDPOINTS)}")
+    if spec.dialect not in DIALECTS:
+        problems.append(f"dialect {spec.dialect!r} is not one of {', '.join(DIALECTS)}")
     for name in ("concurrency", "requests", "prompt_tokens", "output_tokens"):
         if getattr(spec, name) < 1:
             problems.append(f"{name} must be >= 1 (got {getattr(spec, name)})")

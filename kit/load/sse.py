@@ -14,6 +14,8 @@ CHAT_KEY = b'content":'
 TEXT_KEY = b'"text":'
 _USAGE = (b'"usage":{', b'"usage": {')
 DONE = b"[DONE]"
+FINISH = b'"finish_reason":"'  # a non-null finish_reason (compact JSON, the form every server sends per token)
+_FINISH_SPACED = b'"finish_reason": "'
 
 
 def content_key(endpoint: str) -> bytes:
@@ -32,6 +34,11 @@ def has_content(payload: bytes, key: bytes) -> bool:
             return True
         i = payload.find(key, j)
     return False
+
+
+def has_finish(payload: bytes) -> bool:
+    """True when the event carries a non-null ``finish_reason`` (the last event of a choice)."""
+    return FINISH in payload or _FINISH_SPACED in payload
 
 
 def has_usage(payload: bytes) -> bool:

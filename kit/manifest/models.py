@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import itertools
-import os
 import re
-from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import (
@@ -21,6 +19,8 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+
+from kit.manifest.hostpaths import host_path_problem
 
 SCHEMA_ID = "urn:kit:manifest:1"
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -39,58 +39,10 @@ Port = Annotated[int, Field(ge=1, le=65535)]
 PositiveInt = Annotated[int, Field(ge=1)]
 Env = dict[Annotated[str, Field(pattern=ENV_NAME_RE)], str]
 
-# Host directories no mount may expose: the directory itself and everything under it.
-SYSTEM_TREES = ("/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot", "/dev", "/proc",
-                "/sys", "/var/run", "/run", "/var/lib/docker")
-# Host directories no mount may expose as a whole (a subdirectory, e.g. /root/models, is fine).
-SYSTEM_DIRS = ("/", "/root", "/home", "/var", "/opt", "/srv", "/mnt", "/media", "/tmp")
 # GPUs come from hardware.gpus and the GPU gate; these would override the gated selection.
 GPU_ENV = frozenset({"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"})
 # Shown prominently by `kit plan`, not refused: they change what code the server loads.
 LOADER_ENV = frozenset({"LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "PYTHONPATH", "PYTHONSTARTUP"})
-
-
-def _kit_config_dirs() -> list[Path]:
-    """Where kit keeps its keys and trust (``$XDG_CONFIG_HOME/kit``, ``~/.config/kit``)."""
-    dirs = [Path.home() / ".config" / "kit", Path(os.path.expanduser("~")) / ".config" / "kit"]
-    if os.environ.get("XDG_CONFIG_HOME"):
-        dirs.append(Path(os.environ["XDG_CONFIG_HOME"]) / "kit")
-    return dirs
-
-
-def _real(path: Path) -> Path:
-    try:
-        return path.resolve()
-    except (OSError, RuntimeError):  # a symlink loop: judged as written, made absolute
-        return Path(os.path.abspath(path))
-
-
-def _within(path: Path, top: Path) -> bool:
-    return path == top or top in path.parents
-
-
-def host_path_problem(value: str) -> str | None:
-    """Why mounting host path ``value`` into a server would expose the host, or None.
-
-    ``..`` and symlinks are resolved where the path exists (a relative path is taken from the current
-    directory, as Docker and the process runtime would); ``~`` is checked as the home directory too."""
-    candidates = {Path(os.path.abspath(value)), _real(Path(value)), _real(Path(os.path.expanduser(value)))}
-    homes = {_real(Path.home()), _real(Path(os.path.expanduser("~")))}
-    keys = {_real(d) for d in _kit_config_dirs()}
-    for p in sorted(candidates):
-        shown = f"{value!r}" + (f" (resolves to {str(p)!r})" if str(p) != value else "")
-        if p.name.endswith("docker.sock") or any(_within(p, Path(s)) for s in ("/var/run/docker.sock",
-                                                                              "/run/docker.sock")):
-            return f"{shown} is the Docker socket: whoever holds it is root on the host"
-        top = next((t for t in SYSTEM_TREES if _within(p, Path(t))), None)
-        if top is not None or str(p) in SYSTEM_DIRS:
-            return f"{shown} is {'inside ' if top and str(p) != top else ''}the host's system directory {top or p}"
-        if p in homes:
-            return f"{shown} is the whole home directory (it holds kit's keys, ssh keys, tokens)"
-        key = next((k for k in keys if _within(p, k) or _within(k, p)), None)
-        if key is not None:
-            return f"{shown} is or contains kit's runner key and trust directory {key}"
-    return None
 
 
 def _check_env_names(names: list[str], where: str) -> None:
@@ -128,6 +80,12 @@ class ModelSpec(_Model):
         description="Host directory with the weights; mounted read-only at 'mount_at' in containers.",
     )
     mount_at: str = Field("/model", pattern=r"^/", description="Where the weights appear in the container.")
+    digest: bool = Field(
+        False,
+        description="Record the sha256 tree of 'path' (every file's sha256, one digest over the sorted list; "
+        "kit.plumbing.treedigest) in the bundle's signed provenance when the run ends. Reads every byte of the "
+        "model (about a second per GB).",
+    )
 
     @field_validator("path")
     @classmethod
@@ -258,6 +216,13 @@ class Load(_Model):
     request_timeout_s: float = Field(600.0, gt=0)
     processes: Annotated[int, Field(ge=1, le=256)] | Literal["auto"] = Field(
         "auto", description="Load processes per level; 'auto' spreads large levels over free cores."
+    )
+    dialect: Literal["sglang", "transformers"] = Field(
+        "sglang",
+        description="How each request asks for exactly output_tokens tokens and for usage. sglang (also vLLM and "
+        "kit's engine): ignore_eos and stream_options.include_usage; transformers (`transformers serve`, which "
+        "rejects ignore_eos): generation_config '{\"eos_token_id\": -1}'. Streams end at [DONE] or, without "
+        "one, at the end of the body after a finish_reason.",
     )
 
     @field_validator("levels")

@@ -1,0 +1,56 @@
+"""Which host paths a server may be given (``model.path``): never the host's system directories, the Docker
+socket, the whole home directory, or kit's own key and trust directory."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+# Host directories no mount may expose: the directory itself and everything under it.
+SYSTEM_TREES = ("/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot", "/dev", "/proc",
+                "/sys", "/var/run", "/run", "/var/lib/docker")
+# Host directories no mount may expose as a whole (a subdirectory, e.g. /root/models, is fine).
+SYSTEM_DIRS = ("/", "/root", "/home", "/var", "/opt", "/srv", "/mnt", "/media", "/tmp")
+
+
+def _kit_config_dirs() -> list[Path]:
+    """Where kit keeps its keys and trust (``$XDG_CONFIG_HOME/kit``, ``~/.config/kit``)."""
+    dirs = [Path.home() / ".config" / "kit", Path(os.path.expanduser("~")) / ".config" / "kit"]
+    if os.environ.get("XDG_CONFIG_HOME"):
+        dirs.append(Path(os.environ["XDG_CONFIG_HOME"]) / "kit")
+    return dirs
+
+
+def _real(path: Path) -> Path:
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):  # a symlink loop: judged as written, made absolute
+        return Path(os.path.abspath(path))
+
+
+def _within(path: Path, top: Path) -> bool:
+    return path == top or top in path.parents
+
+
+def host_path_problem(value: str) -> str | None:
+    """Why mounting host path ``value`` into a server would expose the host, or None.
+
+    ``..`` and symlinks are resolved where the path exists (a relative path is taken from the current
+    directory, as Docker and the process runtime would); ``~`` is checked as the home directory too."""
+    candidates = {Path(os.path.abspath(value)), _real(Path(value)), _real(Path(os.path.expanduser(value)))}
+    homes = {_real(Path.home()), _real(Path(os.path.expanduser("~")))}
+    keys = {_real(d) for d in _kit_config_dirs()}
+    for p in sorted(candidates):
+        shown = f"{value!r}" + (f" (resolves to {str(p)!r})" if str(p) != value else "")
+        if p.name.endswith("docker.sock") or any(_within(p, Path(s)) for s in ("/var/run/docker.sock",
+                                                                              "/run/docker.sock")):
+            return f"{shown} is the Docker socket: whoever holds it is root on the host"
+        top = next((t for t in SYSTEM_TREES if _within(p, Path(t))), None)
+        if top is not None or str(p) in SYSTEM_DIRS:
+            return f"{shown} is {'inside ' if top and str(p) != top else ''}the host's system directory {top or p}"
+        if p in homes:
+            return f"{shown} is the whole home directory (it holds kit's keys, ssh keys, tokens)"
+        key = next((k for k in keys if _within(p, k) or _within(k, p)), None)
+        if key is not None:
+            return f"{shown} is or contains kit's runner key and trust directory {key}"
+    return None

@@ -1,0 +1,62 @@
+"""A directory's content as one sha256 (a model directory named by ``model.path``).
+
+The digest is the sha256 of the lines ``"<relative path>\\0<sha256 of the file>\\n"``, one per regular file
+under the directory, sorted by the relative path (``/``-separated). Symlinks to files are followed (a Hugging
+Face cache snapshot is a directory of such links); symlinked directories are not entered. ``kit_hf.make_model``
+computes the same digest for the directories it writes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from kit.plumbing.files import CHUNK
+
+METHOD = "sha256 of sorted '<relative path>\\0<file sha256>\\n' lines over every regular file"
+
+
+@dataclass(frozen=True)
+class TreeDigest:
+    digest: str
+    files: dict[str, str]  # relative path -> sha256
+    bytes: int
+
+
+def _file_sha256(path: Path) -> tuple[str, int]:
+    h = hashlib.sha256()
+    size = 0
+    with path.open("rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise OSError(f"{path}: not a regular file")
+        while chunk := f.read(CHUNK):
+            h.update(chunk)
+            size += len(chunk)
+    return h.hexdigest(), size
+
+
+def tree_digest(root: Path) -> TreeDigest:
+    """The digest of every regular file under ``root`` (OSError when it is not a readable directory)."""
+    if not root.is_dir():
+        raise NotADirectoryError(f"{root}: not a directory")
+    files: dict[str, str] = {}
+    total = 0
+    for top, dirs, names in os.walk(root, followlinks=False, onerror=_raise):
+        dirs.sort()
+        for name in names:
+            path = Path(top) / name
+            if not path.is_file():  # a dangling link, a socket, a FIFO
+                continue
+            digest, size = _file_sha256(path)
+            files[path.relative_to(root).as_posix()] = digest
+            total += size
+    ordered = sorted(files.items())
+    tree = hashlib.sha256("".join(f"{p}\0{d}\n" for p, d in ordered).encode()).hexdigest()
+    return TreeDigest(tree, dict(ordered), total)
+
+
+def _raise(err: OSError) -> None:
+    raise err

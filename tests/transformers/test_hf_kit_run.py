@@ -1,0 +1,98 @@
+"""`kit run experiments/transformers-cpu.yaml` end to end against real `transformers serve` processes:
+the signed shipped manifest (baseline vs OEA), and an A/A copy of it (the same arm twice).
+
+Every recorded request's token count, counted by kit's client one content event at a time, must equal the
+count in the server's own usage; the bundle must verify; the A/A run must find no significant difference."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hf_helpers import MANIFEST, ROOT
+from support.ports import free_port
+
+pytest.importorskip("transformers", reason="transformers is not installed (make test installs it)")
+
+pytestmark = pytest.mark.slow
+
+
+def kit(*args: str, prefix: list[str] | None = None, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*(prefix or []), sys.executable, "-m", "kit", *args], capture_output=True, text=True,
+                          cwd=ROOT, timeout=timeout, check=False, env=dict(os.environ))
+
+
+def own_network() -> list[str]:
+    """A network namespace of its own (the shipped manifest's port is fixed), or [] where not allowed."""
+    for unshare in (["unshare", "--net", "--"], ["unshare", "--user", "--map-root-user", "--net", "--"]):
+        prefix = [*unshare, "sh", "-c", 'ip link set lo up && exec "$@"', "sh"]
+        try:
+            if subprocess.run([*prefix, "true"], capture_output=True, timeout=30, check=False).returncode == 0:
+                return prefix
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    return []
+
+
+def bundle(out: Path) -> Path:
+    (b,) = [p for p in out.iterdir() if p.is_dir()]
+    return b
+
+
+def records(b: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for f in sorted(b.glob("cells/*/level-*/records.jsonl"))
+            for line in f.read_text().splitlines() if line.strip()]
+
+
+def test_shipped_cpu_manifest_end_to_end(shipped_model: Path, tmp_path: Path, isolated: dict[str, str]) -> None:
+    out = tmp_path / "run"
+    r = kit("run", "--trust", str(ROOT / "allowed_signers"), str(MANIFEST), "--out", str(out), prefix=own_network())
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+    b = bundle(out)
+    m = yaml.safe_load(MANIFEST.read_text())
+    recs = records(b)
+    assert len(recs) == 2 * m["design"]["repeats"] * sum(m["load"]["requests_per_level"])
+    for rec in recs:
+        assert rec["error"] is None, rec
+        # kit's count (content events) against transformers' usage, request by request
+        assert rec["client_tokens"] == rec["usage_completion_tokens"] == m["load"]["output_tokens"], rec
+    assert kit("verify", str(b)).returncode == 0
+    # model.digest: the model directory's sha256 tree is in the signed provenance, as the maker computes it
+    from kit_hf.make_model import sha256_tree
+
+    envelope = json.loads((b / "provenance.dsse.json").read_text())
+    deps = json.loads(base64.b64decode(envelope["payload"]))["predicate"]["buildDefinition"]["resolvedDependencies"]
+    (model,) = [d for d in deps if d["uri"] == f"file://{shipped_model}"]
+    assert model["digest"] == {"sha256": sha256_tree(shipped_model)[0]}
+    summary = json.loads((b / "summary.json").read_text())
+    for al in summary["arm_levels"]:  # the figures the report shows (kept in the test log)
+        print(al["arm"], al["level"], "tok/s", al["throughput_tok_s"], "TPOT ms", al["tpot_ms"])
+    print(r.stdout[-3000:])
+
+
+def test_aa_copy_finds_no_difference(shipped_model: Path, tmp_path: Path, isolated: dict[str, str]) -> None:
+    m = yaml.safe_load(MANIFEST.read_text())
+    m["name"] = "transformers-cpu-aa"
+    m["arms"] = [{"name": "a1", "description": "baseline"}, {"name": "a2", "description": "baseline again"}]
+    m["server"]["port"] = free_port()
+    m["load"]["levels"], m["load"]["requests_per_level"] = [1, 16], [8, 32]  # CI time: two levels are enough
+    path = tmp_path / "aa.yaml"
+    path.write_text(yaml.safe_dump(m, sort_keys=False))
+    out = tmp_path / "aa"
+    r = kit("run", str(path), "--out", str(out), "--allow-unsigned")
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+    b = bundle(out)
+    assert all(rec["client_tokens"] == rec["usage_completion_tokens"] for rec in records(b))
+    summary = json.loads((b / "summary.json").read_text())
+    primary = [c for c in summary["comparisons"] if c["tested"] and c["metric"] == m["analysis"]["primary"]]
+    assert len(primary) == len(m["load"]["levels"])
+    for c in primary:
+        assert not c["significant"], c["verdict"]
+    print(r.stdout[-3000:])
