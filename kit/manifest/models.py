@@ -332,11 +332,7 @@ class Analysis(_Model):
     confidence: float = Field(0.95, gt=0.5, lt=1.0)
     resamples: Annotated[int, Field(ge=200, le=100_000)] = 2000
     baseline: Name | None = Field(None, description="The reference arm (default: the first arm).")
-    reproduce_margin: float = Field(
-        0.05, gt=0, lt=1,
-        description="Equivalence margin of `kit reproduce` (docs/reproduce.md): a level reproduces when the ratio "
-        "new/original of the primary metric lies within [1/(1 + margin), 1 + margin] at the analysis' confidence.",
-    )
+    reproduce_margin: float = Field(0.05, gt=0, lt=1, description="kit reproduce's margin (docs/reproduce.md)")
 
 
 class Manifest(_Model):
