@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from reproduce_helpers import signed
 from support.bundles import ArmModel
 
 from kit.bundle import PROVENANCE, Bundle, verify_bundle
@@ -23,28 +24,38 @@ from kit.files.summary import Summary
 from kit.reproduce import ReproduceOptions, ReproduceResult, seal
 from kit.reproduce.source import opened
 from kit.reproduce.verdict import judge, overall
-from kit.signing import SigningKey
+from kit.signing import generate_key
 
 ROOT = Path(__file__).resolve().parents[2]
-SignedBundle = Callable[..., Bundle]
 
 
 def _sha(p: Path) -> str:
     return hashlib.sha256(p.read_bytes()).hexdigest()
 
 
-@pytest.fixture
-def sealed(signed_bundle: SignedBundle, trust_file: Path, runner: SigningKey) -> tuple[Bundle, Bundle, ReproduceFile]:
-    original = signed_bundle("original", k0="4")
-    new = signed_bundle("new", k0="2", arms={"base": ArmModel(), "oea": ArmModel(itl_factor=1.3)})
-    with opened(original.root, [trust_file], allow_untrusted=False) as src:
-        report = seal(src, new.root, ReproduceOptions(source=original.root, key=runner.path, trust=[trust_file]))
-    return original, new, report
+Sealed = tuple[Bundle, Bundle, ReproduceFile, Path]
+
+
+@pytest.fixture(scope="module")
+def sealed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sealed]:
+    """Built once for the module: an original (oea with --oea-k0 4) and a re-run (--oea-k0 2, oea 30 % slower),
+    sealed as a reproduction of the original; with its own config dir and a policy trusting the runner."""
+    tmp = tmp_path_factory.mktemp("sealed")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XDG_CONFIG_HOME", str(tmp / "config"))
+        runner = generate_key(tmp / "runner_ed25519", "kit-runner@testhost")
+        trust = tmp / "allowed_signers"
+        trust.write_text(f'runner namespaces="kit-bundle" {runner.public_line()}\n')
+        original = signed(tmp / "original", runner, k0="4")
+        new = signed(tmp / "new", runner, k0="2", arms={"base": ArmModel(), "oea": ArmModel(itl_factor=1.3)})
+        with opened(original.root, [trust], allow_untrusted=False) as src:
+            report = seal(src, new.root, ReproduceOptions(source=original.root, key=runner.path, trust=[trust]))
+        yield original, new, report, trust
 
 
 def test_a_different_rerun_is_not_reproduced_and_the_difference_is_named(
-        sealed: tuple[Bundle, Bundle, ReproduceFile]) -> None:
-    _, new, report = sealed
+        sealed: Sealed) -> None:
+    _, new, report, _ = sealed
     assert report.verdict == "not_reproduced" and report.primary == "tpot_mean_ms" and report.margin == 0.05
     verdicts = {(c.kind, c.arm, c.level): c.verdict for c in report.comparisons}
     assert verdicts == {("arm", "base", 1): "reproduced", ("arm", "base", 4): "reproduced",
@@ -60,9 +71,8 @@ def test_a_different_rerun_is_not_reproduced_and_the_difference_is_named(
     assert md.index("## Setup") < md.index("## Verdicts")  # the setup comes first
 
 
-def test_the_new_bundle_verifies_and_names_its_source(sealed: tuple[Bundle, Bundle, ReproduceFile],
-                                                       trust_file: Path) -> None:
-    original, new, report = sealed
+def test_the_new_bundle_verifies_and_names_its_source(sealed: Sealed) -> None:
+    original, new, report, trust_file = sealed
     res = verify_bundle(new.root, [trust_file])
     prov = _sha(original.path(PROVENANCE))
     assert f"reproduces {original.root.name} (run {original.run_id}, provenance sha256 {prov})" in res.summary
@@ -86,8 +96,8 @@ def test_the_new_bundle_verifies_and_names_its_source(sealed: tuple[Bundle, Bund
 
 
 def test_the_verdict_can_be_recomputed_from_the_new_bundle_alone(
-        sealed: tuple[Bundle, Bundle, ReproduceFile]) -> None:
-    original, new, report = sealed
+        sealed: Sealed) -> None:
+    original, new, report, _ = sealed
     # source/ holds the source's own bytes; its provenance (signed by the source's runner) names their sha256
     assert new.path(f"source/{PROVENANCE}").read_bytes() == original.path(PROVENANCE).read_bytes()
     _, _, stmt = read_envelope(new.path(f"source/{PROVENANCE}"), "source")
@@ -104,8 +114,8 @@ def test_the_verdict_can_be_recomputed_from_the_new_bundle_alone(
 
 
 def test_every_json_file_validates_against_the_checked_in_schema(
-        sealed: tuple[Bundle, Bundle, ReproduceFile]) -> None:
-    _, new, _ = sealed
+        sealed: Sealed) -> None:
+    _, new, _, _ = sealed
     schema = json.loads((ROOT / "bundle.schema.json").read_text())
     # the files kit reproduce writes (the synthetic bundle's own cells are not all shaped as kit run writes them)
     mine = {k: v for k, v in schema["x-kit-files"].items() if k in (
@@ -116,8 +126,8 @@ def test_every_json_file_validates_against_the_checked_in_schema(
                        f"source/{PROVENANCE}"}
 
 
-def test_the_exit_code_of_each_verdict(sealed: tuple[Bundle, Bundle, ReproduceFile]) -> None:
-    _, new, report = sealed
+def test_the_exit_code_of_each_verdict(sealed: Sealed) -> None:
+    _, new, report, _ = sealed
     with pytest.raises(NotReproduced) as e:
         ReproduceResult(new.root, report, []).raise_for_verdict()
     assert e.value.exit_code == ExitCode.NOT_REPRODUCED == 10 and "reproduce.md" in str(e.value)
