@@ -13,6 +13,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
+from kit.files import JsonObject
 from kit.files.base import BundleFile, Loose
 
 Verdict = Literal["reproduced", "not_reproduced", "inconclusive"]
@@ -150,3 +151,8 @@ class ReproduceFile(BundleFile):
     client: list[ClientRow]
     notes: list[str] = Field(default_factory=list)
     method: str = "docs/reproduce.md"
+
+    def to_json(self) -> JsonObject:
+        """Every field, defaults included: the file is written once, whole, by `kit reproduce`."""
+        data: JsonObject = self.model_dump(mode="json")
+        return data

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as sps
 
+from kit.files.reproduce import Verdict
 from kit.stats.metrics import FArray
 from kit.stats.model import welch
 
@@ -68,7 +69,7 @@ class Equivalence:
     high: float
     p_equivalent: float
     p_different: float
-    decision: str  # reproduced | not_reproduced | inconclusive
+    decision: Verdict
 
 
 def _p_beyond(t: float, df: float | None, upper: bool) -> float:
@@ -93,6 +94,7 @@ def equivalence(c: Contrast, delta: float, alpha: float) -> Equivalence:
     p_below_high = _p_beyond(t_high, df, upper=False)  # H0: d >= +delta
     p_eq = max(p_above_low, p_below_high)
     p_diff = min(_p_beyond(t_high, df, upper=True), _p_beyond(t_low, df, upper=False))  # d > delta or d < -delta
+    decision: Verdict
     if p_eq < alpha:
         decision = "reproduced"
     elif p_diff < alpha:

@@ -34,11 +34,19 @@ def _client_text(r: ClientRow) -> str:
 
 
 def headline(r: ReproduceFile) -> str:
+    """One line: the verdict, how many comparisons made it, and whether the A/B conclusion held."""
     n = len(r.comparisons)
-    counts = ", ".join(f"{r.counts.get(k, 0)} {STATUS_WORD[k]}" for k in VERDICT_WORD if r.counts.get(k))
+    ok, bad, undecided = (r.counts.get(k, 0) for k in ("reproduced", "not_reproduced", "inconclusive"))
+    what = f"comparisons of {r.primary}"
+    margin = f"the ±{100 * r.margin:.3g} % margin"
+    if r.verdict == "reproduced":
+        text = f"all {n} {what} within {margin}"
+    elif r.verdict == "not_reproduced":
+        text = f"{bad} of {n} {what} beyond {margin} ({ok} reproduced, {undecided} inconclusive)"
+    else:
+        text = f"{undecided} of {n} {what} undecided at {margin} ({ok} reproduced)"
     held = {True: "held", False: "DID NOT HOLD", None: "not judged"}[r.conclusion_held]
-    return (f"verdict: {VERDICT_WORD[r.verdict]} ({counts} of {n} comparisons of {r.primary} within "
-            f"±{100 * r.margin:.3g} %); the A/B conclusion {held}")
+    return f"verdict: {VERDICT_WORD[r.verdict]}: {text}; the A/B conclusion {held}"
 
 
 def lines(r: ReproduceFile) -> list[str]:

@@ -165,7 +165,7 @@ def seal(src: Source, root: Path, opts: ReproduceOptions) -> ReproduceFile:
     if opts.allow_untrusted_source or "allow_untrusted_source" in flags:
         flags["allow_untrusted_source"] = bool(flags.get("allow_untrusted_source")) or opts.allow_untrusted_source
     run.flags = RunFlags.model_validate(flags)
-    run.reproduces = Reproduces(source=src.ref, verdict=report.verdict)
+    run.reproduces = Reproduces(source=src.ref, verdict=report.verdict, file="reproduce.json")
     bundle.write_json("run.json", run)
     key, _ = runner_key(opts.key)
     sign_provenance(bundle, key, predicate=pieces.with_source(src.ref, flags))

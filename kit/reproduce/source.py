@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from kit.bundle import PROVENANCE, BundleUntrusted, safe_extract
+from kit.bundle.extract import Check
 from kit.bundle.names import walk
 from kit.bundle.policy import decide_trust
 from kit.bundle.verify import check_signatures, read_envelope, signed_subjects, verify_directory
@@ -66,7 +67,7 @@ def copy_tree(src: Path, dest: Path) -> Path:
     return dest
 
 
-def _untrusted_check(label: str, files: list[Path], allow_untrusted: bool, seen: dict[str, bool]) -> Any:
+def _untrusted_check(label: str, files: list[Path], allow_untrusted: bool, seen: dict[str, bool]) -> Check:
     """The archive's provenance check (kit verify's): signatures and subjects, then the trust decision; an untrusted
     signer is refused before any other member is extracted, unless allowed."""
 

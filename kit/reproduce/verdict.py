@@ -126,7 +126,7 @@ class Judge:
             return withheld, verdict, nums
         if eq.decision == "inconclusive":
             nums["repeats_needed"] = repeats_needed(c, delta, self.alpha, even=self.even)
-        return eq.decision, eq.decision, nums  # type: ignore[return-value]
+        return eq.decision, eq.decision, nums
 
     def guard(self, groups: list[ArmCells]) -> str | None:
         if any(g.client_bound for g in groups):
@@ -193,7 +193,9 @@ def _signed_pct(ratio: float) -> str:
 
 
 def _r(x: float | None) -> str:
-    return "–" if x is None else f"×{x:.3f}" if x < 10 else f"×{x:.3g}"
+    if x is None:
+        return "–"
+    return f"×{x:.3f}" if 0.01 <= x < 10 else f"×{x:.3g}"
 
 
 def comparison_text(c: ReproComparison, repeats: int) -> str:
