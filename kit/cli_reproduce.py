@@ -52,7 +52,8 @@ def reproduce(source: Path, out_dir: Path, resume: Path | None, project: Path | 
                             argv=["kit", *sys.argv[1:]])
     result = reproduce_bundle(opts, RichEvents())
     if as_json:
-        echo_json(result.report.model_dump(mode="json") if result.report else {"dry_run": result.lines})
+        echo_json({"bundle": str(result.bundle), **result.report.to_json()} if result.report
+                  else {"dry_run": result.lines})
     else:
         for line in result.lines:
             click.echo(line)

@@ -45,8 +45,19 @@ def headline(r: ReproduceFile) -> str:
         text = f"{bad} of {n} {what} beyond {margin} ({ok} reproduced, {undecided} inconclusive)"
     else:
         text = f"{undecided} of {n} {what} undecided at {margin} ({ok} reproduced)"
-    held = {True: "held", False: "DID NOT HOLD", None: "not judged"}[r.conclusion_held]
-    return f"verdict: {VERDICT_WORD[r.verdict]}: {text}; the A/B conclusion {held}"
+    return f"verdict: {VERDICT_WORD[r.verdict]}: {text}; {conclusion_text(r)}"
+
+
+def conclusion_text(r: ReproduceFile) -> str:
+    """Whether the A/B conclusion held, at how many of the levels that could be judged."""
+    n = len(r.conclusions)
+    judged = [c for c in r.conclusions if c.held is not None]
+    if not judged:
+        return "the A/B conclusion was not judged (withheld in a run)" if n else "no A/B comparison"
+    held = sum(1 for c in judged if c.held)
+    word = "held" if held == len(judged) else "DID NOT HOLD"
+    skipped = f", {n - len(judged)} not judged" if len(judged) < n else ""
+    return f"the A/B conclusion {word} ({held} of {len(judged)} judged level(s) held{skipped})"
 
 
 def lines(r: ReproduceFile) -> list[str]:
@@ -91,7 +102,7 @@ def markdown(r: ReproduceFile, bundle: str) -> str:
         md.append(f"| {s.what} | {_value(s.original)} | {_value(s.new)} | {mark} |")
     md += ["", "## What each arm ran", "", "| arm | identity | original | new | differences |", "|---|---|---|---|---|"]
     for i in r.images:
-        md.append(f"| {i.arm} | {i.status} | `{_value(i.original)}` | `{_value(i.new)}` | "
+        md.append(f"| {i.arm} | {i.status} | `{i.original or '–'}` | `{i.new or '–'}` | "
                   f"{'; '.join(i.differences) or '–'} |")
     md += ["", "## Load client (worst cell per level)", "", "| level | run | client |", "|---:|---|---|"]
     md += [f"| {c.level} | {c.run} | {_client_text(c)} |" for c in r.client]

@@ -16,12 +16,14 @@ from support.bundles import ArmModel
 
 from kit.bundle import PROVENANCE, Bundle, verify_bundle
 from kit.bundle.verify import read_envelope, signed_subjects
+from kit.cli_reference import EXIT_MEANINGS
 from kit.errors import ExitCode, NotReproduced
 from kit.files.reproduce import ReproduceFile
 from kit.files.run import RunFile
 from kit.files.schema import validate_bundle_files
 from kit.files.summary import Summary
 from kit.reproduce import ReproduceOptions, ReproduceResult, seal
+from kit.reproduce.render import headline
 from kit.reproduce.source import opened
 from kit.reproduce.verdict import judge, overall
 from kit.signing import generate_key
@@ -66,6 +68,9 @@ def test_a_different_rerun_is_not_reproduced_and_the_difference_is_named(
     assert oea["base"].status == "identical"
     assert oea["oea"].status == "different" and oea["oea"].differences == ["argument 8: 4 originally, 2 now"]
     assert report.conclusion_held is False
+    assert headline(report) == ("verdict: NOT REPRODUCED: 4 of 6 comparisons of tpot_mean_ms beyond the ±5 % margin "
+                                "(2 reproduced, 0 inconclusive); the A/B conclusion DID NOT HOLD (0 of 2 judged level(s) "
+                                "held)")
     md = new.path("reproduce.md").read_text()
     assert "NOT REPRODUCED" in md and "argument 8: 4 originally, 2 now" in md
     assert md.index("## Setup") < md.index("## Verdicts")  # the setup comes first
@@ -136,3 +141,4 @@ def test_the_exit_code_of_each_verdict(sealed: Sealed) -> None:
         ReproduceResult(new.root, inconclusive, []).raise_for_verdict()
     assert getattr(e2.value, "exit_code", None) == ExitCode.INCONCLUSIVE == 11
     ReproduceResult(new.root, report.model_copy(update={"verdict": "reproduced"}), []).raise_for_verdict()
+    assert set(EXIT_MEANINGS) == set(ExitCode)  # docs/cli.md's table names every exit code
