@@ -97,9 +97,10 @@ def _same_plan(src: Source, inputs: RunInputs) -> None:
     recorded = read_file(src.root, "plan.json", PlanFile)
     if not recorded.same_design(planned):
         raise UsageError(
-            f"this kit ({inputs.lm.manifest.name}) plans the source's manifest differently from the source's plan.json "
-            f"(cells, their order or levels; the source ran kit {src.run.kit_version or '?'}): a re-run would not be "
-            "the same experiment", hint=f"reproduce with kit {src.run.kit_version or 'as the source recorded'}")
+            f"the plan this kit makes from the source's manifest ({inputs.lm.manifest.name}) differs from the source's "
+            f"plan.json (the cells, their order or the levels; the source ran kit {src.run.kit_version or '?'}): a "
+            "re-run would not be the same experiment",
+            hint=f"reproduce with kit {src.run.kit_version or 'as the source recorded'}")
 
 
 def reproduce(opts: ReproduceOptions, events: Events | None = None) -> ReproduceResult:

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from kit.bundle import PROVENANCE, Bundle, BundleUntrusted, archive
-from kit.errors import BundleError, ExitCode
+from kit.errors import BundleError, ExitCode, SignatureError, UsageError
+from kit.reproduce import ReproduceOptions, reproduce
 from kit.reproduce.source import opened
 from kit.signing import SigningKey, generate_key
 
@@ -97,3 +98,15 @@ def test_not_a_bundle(tmp_path: Path, trust_file: Path) -> None:
                                                                                   allow_untrusted=False):
         pass
     assert getattr(e.value, "exit_code", None) == ExitCode.USAGE
+
+
+def test_a_source_whose_plan_this_kit_would_not_make_is_refused(signed_bundle: SignedBundle,
+                                                                trust_file: Path) -> None:
+    """The synthetic bundle's plan.json has 4 repeats per arm; its manifest says 1: not the same experiment."""
+    b = signed_bundle()
+    with pytest.raises(UsageError) as e:
+        reproduce(ReproduceOptions(source=b.root, trust=[trust_file], allow_unsigned=True, dry_run=True))
+    assert e.value.exit_code == 2 and "differs from the source's plan.json" in str(e.value)
+    with pytest.raises(SignatureError) as e2:  # and without --allow-unsigned, the manifest's signature first
+        reproduce(ReproduceOptions(source=b.root, trust=[trust_file], dry_run=True))
+    assert e2.value.exit_code == 4 and "--allow-unsigned" in str(e2.value)
