@@ -8,7 +8,6 @@ Errors are mapped to exit codes in exactly one place, ``KitGroup.invoke``.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import traceback
@@ -21,6 +20,9 @@ import click
 from kit import __version__
 from kit.bundle import archive as make_archive
 from kit.cleanup import clean_all
+from kit.cli_options import echo_json as _echo_json
+from kit.cli_options import json_option, trust_option
+from kit.cli_reproduce import reproduce
 from kit.compare import compare_bundles, render_comparison
 from kit.compose import render_compose
 from kit.errors import ExitCode, KitError, UsageError
@@ -83,10 +85,6 @@ def _emit(text: str, output: Path | None) -> None:
         click.echo(f"wrote {output}", err=True)
 
 
-def _echo_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
-
-
 def _for_each(paths: list[Path], one: Callable[[Path], tuple[str, JsonObject]], as_json: bool) -> None:
     """Run ``one`` on every path, report each, and exit with the first failure's code (all are checked)."""
     results = []
@@ -112,17 +110,6 @@ def _for_each(paths: list[Path], one: Callable[[Path], tuple[str, JsonObject]], 
 
 def _paths(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> list[Path]:
     return [Path(v) for v in value]
-
-
-json_option = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
-trust_option = click.option(
-    "--trust",
-    "trust",
-    type=click.Path(dir_okay=False, path_type=Path),
-    multiple=True,
-    help="allowed_signers file(s) that make up the trust policy, instead of ~/.config/kit/allowed_signers "
-    "(repeatable). Nothing beside or above the content checked is ever trusted.",
-)
 
 
 @click.group(cls=KitGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -387,6 +374,9 @@ def lock(manifest: Path, update: bool) -> None:
         click.echo(f"the manifest changed: sign it again with `kit sign {manifest} --key KEY`")
     else:
         click.echo("every base is already pinned; nothing changed")
+
+
+main.add_command(reproduce)
 
 
 def run_cli() -> None:

@@ -5,6 +5,23 @@ from __future__ import annotations
 import click
 
 from kit.cli import main
+from kit.errors import ExitCode
+
+EXIT_MEANINGS = {  # what each of kit.errors.ExitCode means to a script calling kit
+    ExitCode.OK: "success (kit reproduce: reproduced)",
+    ExitCode.INTERNAL: "internal error (a bug: run with --debug for the traceback)",
+    ExitCode.USAGE: "usage: a bad argument, a missing file",
+    ExitCode.INVALID_MANIFEST: "invalid manifest",
+    ExitCode.SIGNATURE: "signature or trust: the manifest is not approved by your policy",
+    ExitCode.GATE_FAILED: "a gate failed (GPU, port, leftover)",
+    ExitCode.IMAGE_BUILD_FAILED: "an image build failed",
+    ExitCode.SERVER_FAILED: "a server failed (a cell did not run)",
+    ExitCode.LOAD_FAILED: "the load failed",
+    ExitCode.BUNDLE_INVALID: "bundle verification failed (tampered, untrusted, not a bundle)",
+    ExitCode.NOT_REPRODUCED: "kit reproduce: not reproduced (a comparison differs beyond the margin)",
+    ExitCode.INCONCLUSIVE: "kit reproduce: inconclusive (nothing beyond the margin, not everything within it)",
+    ExitCode.INTERRUPTED: "interrupted (Ctrl-C, SIGTERM, SIGHUP); `kit run --resume` finishes the bundle",
+}
 
 
 def reference() -> str:
@@ -16,7 +33,10 @@ def reference() -> str:
         cmd = main.commands[name]
         sub = click.Context(cmd, info_name=f"kit {name}", parent=ctx, terminal_width=100, max_content_width=100)
         parts += [f"## kit {name}", "", "```", cmd.get_help(sub), "```", ""]
-    return "\n".join(parts)
+    parts += ["## Exit codes", "", "Mapped in one place (`kit.errors.ExitCode`, turned into the process's exit status "
+              "by `kit.cli`).", "", "| code | meaning |", "|---:|---|"]
+    parts += [f"| {int(code)} | {EXIT_MEANINGS.get(code, code.name.lower())} |" for code in ExitCode]
+    return "\n".join(parts) + "\n"
 
 
 if __name__ == "__main__":

@@ -16,6 +16,8 @@ class ExitCode(IntEnum):
     SERVER_FAILED = 7
     LOAD_FAILED = 8
     BUNDLE_INVALID = 9
+    NOT_REPRODUCED = 10  # kit reproduce: a comparison differs beyond the margin (docs/reproduce.md)
+    INCONCLUSIVE = 11  # kit reproduce: nothing beyond the margin, but not every comparison within it
     INTERRUPTED = 130
 
 
@@ -74,6 +76,20 @@ class LoadError(KitError):
 
 class BundleError(KitError):
     exit_code = ExitCode.BUNDLE_INVALID
+
+
+class NotReproduced(KitError):
+    """`kit reproduce` ran and judged: at least one comparison differs beyond the margin (the new bundle is complete
+    and signed; its reproduce.md says where)."""
+
+    exit_code = ExitCode.NOT_REPRODUCED
+
+
+class ReproduceInconclusive(KitError):
+    """`kit reproduce` ran and judged: no comparison differs beyond the margin, but not all are within it (an
+    interval straddles the margin, or a level is client-bound or has too few cells)."""
+
+    exit_code = ExitCode.INCONCLUSIVE
 
 
 class CellsFailed(KitError):

@@ -135,6 +135,8 @@ def verify_directory(root: Path, trust: list[Path], *, label: str, integrity_onl
              + (f"; run {run['status']}" if run.get("status") else ""),
              f"  manifest approval (kit-manifest): {manifest['status']}",
              f"  {flags_line(rec)}"]
+    if run.get("reproduces"):
+        lines.append(f"  {run['reproduces']}")
     details: JsonObject = {"bundle": label, "trust": TRUSTED_MARK if signer.trusted else UNTRUSTED_MARK,
                            "verdict": signer.text, "files": len(subjects), "bytes": nbytes,
                            "signers": signer.signers, "trusted": signer.trusted, "summary": summary_note, "run": run,
@@ -359,4 +361,9 @@ def _run_info(root: Path) -> JsonObject:
         run = read_file(root, "run.json", RunFile)
     except BundleError:
         return {}
-    return {k: getattr(run, k) for k in ("run_id", "status", "experiment") if k in run.model_fields_set}
+    info: JsonObject = {k: getattr(run, k) for k in ("run_id", "status", "experiment") if k in run.model_fields_set}
+    if run.reproduces is not None:  # `kit reproduce`: the source it names, as the signed run.json says
+        src = run.reproduces.source
+        info["reproduces"] = (f"reproduces {src.top} (run {src.run_id}, provenance sha256 {src.provenance_sha256}): "
+                              f"{run.reproduces.verdict.replace('_', ' ')} (reproduce.json)")
+    return info

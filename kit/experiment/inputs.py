@@ -90,12 +90,19 @@ def load_for_run(manifest: Path | None, opts: RunOptions) -> RunInputs:
         sig = read_signature(signature_path(manifest))
         label = manifest
     try:
-        trust = check_trust(label, raw, sig, policy_files(opts.trust), opts.allow_unsigned)
+        return inputs_of(label, raw, sig, opts, note)
     except SignatureError as e:
         if opts.resume is not None:
             e.note("a resume re-checks the manifest under your current trust policy and never takes "
                    "--allow-unsigned from the bundle's run.json: pass it again if you accept an unapproved manifest")
         raise
+
+
+def inputs_of(label: Path, raw: bytes, sig: bytes | None, opts: RunOptions, note: str = "") -> RunInputs:
+    """Exactly ``raw`` with exactly ``sig`` (``label``: where they are said to come from; its project holds the
+    image contexts): the signature verified under the current policy, the manifest validated, the contexts on disk
+    checked against the signed ones. The allow_* flags are ``opts``' only."""
+    trust = check_trust(label, raw, sig, policy_files(opts.trust), opts.allow_unsigned)
     lm = load_manifest(label, raw, allow_unpinned=opts.allow_unpinned)
     contexts = image_contexts(lm)  # what the build will send, from the manifest's project; exit 3 if outside it
     if trust.signed:

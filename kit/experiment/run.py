@@ -95,7 +95,11 @@ def cells_to_run(bundle: Bundle, cells: tuple[Cell, ...]) -> list[Cell]:
 def run_experiment(manifest: Path | None, opts: RunOptions, events: Events | None = None) -> RunResult:
     """Run (or resume) an experiment; whatever ends it, leaves a signed, verifiable, resumable bundle and
     no server behind."""
-    inputs = load_for_run(manifest, opts)
+    return run_inputs(load_for_run(manifest, opts), opts, events)
+
+
+def run_inputs(inputs: RunInputs, opts: RunOptions, events: Events | None = None) -> RunResult:
+    """``run_experiment`` from inputs already read and verified (``kit.experiment.inputs``)."""
     ev = events or QuietEvents()
     key, notice = runner_key(opts.key)  # before anything runs: a bad key must not surface after hours of load
     if notice:

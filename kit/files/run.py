@@ -8,6 +8,7 @@ from pydantic import Field
 
 from kit.files import JsonObject
 from kit.files.base import BundleFile, Loose
+from kit.files.reproduce import Reproduces
 
 
 class RunFlags(Loose):
@@ -50,3 +51,4 @@ class RunFile(BundleFile):
     runner_key: str | None = None
     resumed: list[Resumption] = Field(default_factory=list)
     failed_cells: dict[str, FailedCell] = Field(default_factory=dict)
+    reproduces: Reproduces | None = None  # `kit reproduce`: the source bundle this run re-ran (reproduce.json)

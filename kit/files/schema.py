@@ -25,6 +25,7 @@ from kit.files.gates import GatesLine
 from kit.files.images import ImagesFile
 from kit.files.plan import PlanFile
 from kit.files.records import RecordLine
+from kit.files.reproduce import ReproduceFile
 from kit.files.run import RunFile
 from kit.files.server import ServerFile
 from kit.files.summary import Summary
@@ -48,6 +49,14 @@ REGISTRY: dict[str, type[BaseModel]] = {
     "*/level-*/server_metrics.json": ServerMetricsFile,
     "provenance.dsse.json": EnvelopeFile,
     "manifest.yaml.sig": EnvelopeFile,
+    ReproduceFile.file_pattern: ReproduceFile,
+    # kit reproduce: the source bundle's files the verdict and the setup diff were read from (kit.reproduce.sealing)
+    "source/provenance.dsse.json": EnvelopeFile,
+    "source/summary.json": Summary,
+    "source/run.json": RunFile,
+    "source/plan.json": PlanFile,
+    "source/environment.json": EnvironmentFile,
+    "source/images.json": ImagesFile,
 }
 
 

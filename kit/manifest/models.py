@@ -297,6 +297,7 @@ class Analysis(_Model):
     confidence: float = Field(0.95, gt=0.5, lt=1.0)
     resamples: Annotated[int, Field(ge=200, le=100_000)] = 2000
     baseline: Name | None = Field(None, description="The reference arm (default: the first arm).")
+    reproduce_margin: float = Field(0.05, gt=0, lt=1, description="kit reproduce's margin (docs/reproduce.md)")
 
 
 class Manifest(_Model):

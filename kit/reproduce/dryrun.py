@@ -1,0 +1,67 @@
+"""`kit reproduce --dry-run`: what would be rebuilt and run, and for how long, touching nothing (the source is
+verified in a temp copy, the manifest's signature checked under the policy, nothing built, started or written)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+from kit.experiment.inputs import RunInputs
+from kit.images.context import context_subject, image_contexts
+from kit.plan import estimate, make_plan
+from kit.reproduce.identity import images_of
+from kit.reproduce.source import Source
+
+
+def _seconds(start: str | None, end: str | None) -> float | None:
+    try:
+        a = datetime.fromisoformat(str(start).replace("Z", "+00:00"))
+        b = datetime.fromisoformat(str(end).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return (b - a).total_seconds()
+
+
+def _minutes(s: float) -> str:
+    return f"{s / 60:.1f} min" if s >= 60 else f"{s:.0f} s"
+
+
+def dry_run_lines(src: Source, inputs: RunInputs, out_dir: Path, resume: Path | None) -> list[str]:
+    m = inputs.lm.manifest
+    plan = make_plan(m)
+    out = [f"source: {src.ref.path} (run {src.ref.run_id} of {src.ref.experiment}, provenance sha256 "
+           f"{src.ref.provenance_sha256[:16]}...)", *[f"  {line}" for line in src.lines]]
+    trust = inputs.trust
+    if trust.signed:
+        who = ", ".join(f"{p} ({fp})" for p, fp, _ in trust.signers)
+        out.append(f"manifest: sha256 {src.ref.manifest_sha256[:16]}..., approved under your policy by {who}")
+    else:
+        out.append(f"manifest: sha256 {src.ref.manifest_sha256[:16]}..., NOT approved under your policy "
+                   f"(--allow-unsigned): {trust.note}")
+    out.append(f"would re-run: {m.name}, runtime {m.runtime}, the source's plan: {len(plan.cells)} cells "
+               f"({plan.order}), levels " + ", ".join(f"c={lv.concurrency} ({lv.requests} req + {lv.warmup} warm-up)"
+                                                     for lv in plan.levels))
+    out.append("  cells in run order: " + ", ".join(c.id for c in plan.cells))
+    if m.runtime == "docker":
+        recorded = images_of(src.root)
+        contexts = image_contexts(inputs.lm)
+        for arm in m.arms:
+            if arm.image is None:
+                continue
+            digest = contexts.get(context_subject(arm.name, arm.image.context), ("?", {}))[0]
+            base = arm.image.base or f"the image of arm {arm.image.base_arm}"
+            rec = recorded.get(arm.name)
+            out.append(f"would rebuild {arm.name}: {arm.image.context} (context sha256 {digest[:16]}..., signed) "
+                       f"FROM {base}, build args {arm.image.build_args or '{}'}; the source recorded image "
+                       f"{rec.image_id if rec and rec.image_id else '(none)'}")
+    else:
+        out.append("would rebuild: nothing (process runtime: each arm's server command is compared instead)")
+    where = f"resume {resume}" if resume else f"a new bundle under {out_dir}/"
+    out.append(f"into: {where}, then judged against the source: {m.analysis.primary}, margin "
+               f"±{100 * m.analysis.reproduce_margin:.3g} % (analysis.reproduce_margin), confidence "
+               f"{m.analysis.confidence:g}")
+    est = estimate(m, plan)
+    took = _seconds(src.run.started, src.run.finished)
+    out.append(f"estimate: about {_minutes(est.seconds)} (kit's estimate at {est.assumed_itl_ms:g} ms/token)"
+               + (f"; the original took {_minutes(took)} (run.json started → finished)" if took else ""))
+    return out

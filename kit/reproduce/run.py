@@ -1,0 +1,173 @@
+"""`kit reproduce`: verify the source bundle, re-run its manifest (exactly its bytes and signature) with the same
+plan into a new bundle, then judge the new run against the original and seal the verdict into the new bundle.
+
+The new bundle is an ordinary run of the manifest (kit.experiment), afterwards given ``reproduce.json``,
+``reproduce.md``, ``source/`` (the source's signed provenance and the files the verdict and setup diff were read
+from), run.json's ``reproduces`` and a provenance whose parameters name the source bundle by the sha256 of its
+provenance; then signed again with the runner's key. A failed or interrupted reproduction is finished with
+``kit reproduce SOURCE --resume BUNDLE`` (which also re-judges a complete one).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kit.bundle import Bundle, runner_key, sign_provenance, verify_integrity
+from kit.errors import CellsFailed, Interrupted, NotReproduced, ReproduceInconclusive, SignatureError, UsageError
+from kit.experiment import Events, RunOptions
+from kit.experiment.inputs import RunInputs, inputs_of, load_for_run
+from kit.experiment.run import run_inputs
+from kit.files.plan import PlanFile
+from kit.files.read import read_file
+from kit.files.reproduce import ReproduceFile, Reproduces
+from kit.files.run import RunFile, RunFlags
+from kit.files.summary import Summary
+from kit.manifest import load_manifest
+from kit.plan import make_plan
+from kit.reproduce.dryrun import dry_run_lines
+from kit.reproduce.identity import identities
+from kit.reproduce.render import headline, lines, markdown
+from kit.reproduce.sealing import copy_source, predicate
+from kit.reproduce.setup import client_rows, setup_rows
+from kit.reproduce.source import Source, opened
+from kit.reproduce.verdict import judge, overall
+from kit.runtime import Runtime
+
+
+@dataclass
+class ReproduceOptions:
+    source: Path
+    out_dir: Path = Path("results")
+    project: Path | None = None  # the project whose images/ holds the build contexts (default: the current dir)
+    trust: list[Path] = field(default_factory=list)
+    allow_untrusted_source: bool = False
+    allow_unsigned: bool = False
+    allow_unpinned: bool = False
+    key: Path | None = None
+    resume: Path | None = None
+    dry_run: bool = False
+    argv: list[str] = field(default_factory=list)
+    runtime: Runtime | None = None  # injected in tests; default from the manifest
+
+
+@dataclass
+class ReproduceResult:
+    bundle: Path | None  # None for --dry-run
+    report: ReproduceFile | None
+    lines: list[str]
+
+    def raise_for_verdict(self) -> None:
+        """Exit 10 (not reproduced) or 11 (inconclusive) through kit's one error mapping; reproduced: nothing."""
+        if self.report is None or self.report.verdict == "reproduced":
+            return
+        where = f"the verdict, level by level, with the setup differences first: {self.bundle}/reproduce.md"
+        error = NotReproduced if self.report.verdict == "not_reproduced" else ReproduceInconclusive
+        raise error(headline(self.report), hint=where)
+
+
+def _run_options(opts: ReproduceOptions) -> RunOptions:
+    return RunOptions(out_dir=opts.out_dir, resume=opts.resume, allow_unsigned=opts.allow_unsigned,
+                      allow_unpinned=opts.allow_unpinned, trust=list(opts.trust), key=opts.key, argv=opts.argv,
+                      runtime=opts.runtime)
+
+
+def _inputs(src: Source, opts: ReproduceOptions, run_opts: RunOptions) -> RunInputs:
+    """The source's manifest bytes and signature, checked under the user's policy (kit-manifest) as `kit run` checks
+    a manifest file; when resuming, the bundle's, which must be the same bytes."""
+    raw = src.read_bytes("manifest.yaml") or b""
+    if opts.resume is not None:
+        inputs = load_for_run(None, run_opts)
+        if inputs.lm.raw != raw:
+            raise UsageError(f"{opts.resume} is a run of another manifest than the source {opts.source} "
+                             f"(sha256 {src.ref.manifest_sha256[:16]}...)",
+                             hint="give the reproduction bundle that `kit reproduce` started from this source")
+        return inputs
+    label = (opts.project or Path.cwd()) / f"reproduce-{src.ref.run_id}.yaml"  # its project holds images/
+    try:
+        return inputs_of(label, raw, src.read_bytes("manifest.yaml.sig"), run_opts)
+    except SignatureError as e:
+        raise e.note(f"the manifest is the source bundle's ({opts.source}: manifest.yaml and manifest.yaml.sig); "
+                     "your policy must approve its signer for kit-manifest, or pass --allow-unsigned (recorded)") \
+            from None
+
+
+def _same_plan(src: Source, inputs: RunInputs) -> None:
+    planned = make_plan(inputs.lm.manifest).to_file()
+    recorded = read_file(src.root, "plan.json", PlanFile)
+    if not recorded.same_design(planned):
+        raise UsageError(
+            f"the plan this kit makes from the source's manifest ({inputs.lm.manifest.name}) differs from the source's "
+            f"plan.json (the cells, their order or the levels; the source ran kit {src.run.kit_version or '?'}): a "
+            "re-run would not be the same experiment",
+            hint=f"reproduce with kit {src.run.kit_version or 'as the source recorded'}")
+
+
+def reproduce(opts: ReproduceOptions, events: Events | None = None) -> ReproduceResult:
+    """Verify, re-run, judge and seal (or with ``dry_run``, only say what would be done)."""
+    with opened(opts.source, opts.trust, allow_untrusted=opts.allow_untrusted_source) as src:
+        run_opts = _run_options(opts)
+        inputs = _inputs(src, opts, run_opts)
+        _same_plan(src, inputs)
+        if opts.dry_run:
+            return ReproduceResult(None, None, dry_run_lines(src, inputs, opts.out_dir, opts.resume))
+        try:
+            result = run_inputs(inputs, run_opts, events)
+        except (CellsFailed, Interrupted) as e:
+            raise e.note(f"to finish this reproduction and judge it: kit reproduce {opts.source} --resume BUNDLE "
+                         "(the bundle named above)") from None
+        report = seal(src, result.bundle, opts)
+        return ReproduceResult(result.bundle, report, lines(report))
+
+
+def notes(src: Source, new_run: RunFile, inputs_signed: bool, runtime: str, model_path: str | None) -> list[str]:
+    out = []
+    if src.run.status != "complete":
+        out.append(f"the original run ended {src.run.status!r}; its failed cells are left out, as in its own report")
+    if not src.ref.trusted:
+        out.append("the source's runner is not trusted by your policy (reproduced with --allow-untrusted-source): "
+                   "its numbers are only as good as whoever ran it")
+    if not inputs_signed:
+        out.append("the manifest is not approved by your policy (re-run with --allow-unsigned)")
+    if runtime == "process":
+        out.append("process runtime: no images; each arm's server command is compared instead"
+                   + (f"; the model files at {model_path} are not hashed by kit, so their identity is not checked"
+                      if model_path else ""))
+    if new_run.resumed:
+        out.append(f"the new run was resumed {len(new_run.resumed)} time(s)")
+    return out
+
+
+def seal(src: Source, root: Path, opts: ReproduceOptions) -> ReproduceFile:
+    """Judge the finished new bundle against the source, write the verdict and the source's files into it, name the
+    source in run.json and the provenance, and sign it again."""
+    verify_integrity(root)  # exactly what the run signed is what is judged and re-signed
+    bundle = Bundle.open(root)
+    new = bundle.read("summary.json", Summary)
+    m = load_manifest(bundle.path("manifest.yaml"), allow_unpinned=True).manifest
+    comps, concl = judge(src.summary, new, m.analysis.reproduce_margin, m.analysis.confidence,
+                         even=m.design.order == "abba")
+    run = bundle.read("run.json", RunFile)
+    held = [c.held for c in concl if c.held is not None]
+    report = ReproduceFile(
+        source=src.ref, verdict=overall(comps), primary=m.analysis.primary, margin=m.analysis.reproduce_margin,
+        confidence=m.analysis.confidence,
+        counts={v: sum(1 for c in comps if c.verdict == v) for v in ("reproduced", "not_reproduced", "inconclusive")},
+        comparisons=comps, conclusion_held=(all(held) if held else None), conclusions=concl,
+        setup=setup_rows(src.root, root), images=identities([a.name for a in m.arms], m.runtime, src.root, root),
+        client=client_rows(src.root, root, [lv.concurrency for lv in src.summary.levels]),
+        notes=notes(src, run, bool(run.trust.get("signed")), m.runtime, m.model.path))
+    pieces = predicate(bundle)
+    bundle.remove_provenance()
+    copy_source(src.root, bundle)
+    bundle.write_json("reproduce.json", report)
+    bundle.write_bytes("reproduce.md", markdown(report, str(root)).encode())
+    flags = run.flags.model_dump()
+    if opts.allow_untrusted_source or "allow_untrusted_source" in flags:
+        flags["allow_untrusted_source"] = bool(flags.get("allow_untrusted_source")) or opts.allow_untrusted_source
+    run.flags = RunFlags.model_validate(flags)
+    run.reproduces = Reproduces(source=src.ref, verdict=report.verdict, file="reproduce.json")
+    bundle.write_json("run.json", run)
+    key, _ = runner_key(opts.key)
+    sign_provenance(bundle, key, predicate=pieces.with_source(src.ref, flags))
+    return report

@@ -1,0 +1,288 @@
+"""The reproduction verdict from two summaries: per level, each arm's primary metric across the two runs and each
+A/B effect across the two runs (equivalence within the margin), and whether the A/B conclusion held.
+
+Pure: it reads typed ``Summary`` objects (each bundle's summary.json, which `kit verify` recomputes from the records)
+and computes. The cell statistic of a metric is the cell's figure in the summary (TPOT/TTFT/E2E mean, output
+tokens/s), the same numbers kit's A/B test uses (ITL: the ok requests' gaps). The method: docs/reproduce.md.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from kit.files.reproduce import CellCounts, Conclusion, Interval, ReproComparison, Verdict
+from kit.files.summary import CellLevel, Comparison, Summary
+from kit.reproduce.equivalence import (
+    MAX_REPEATS,
+    Contrast,
+    contrast,
+    difference,
+    equivalence,
+    log_margin,
+    logs,
+    repeats_needed,
+)
+from kit.stats.model import fisher_p
+from kit.stats.numbers import pct_text
+
+FIGURE: dict[str, Callable[[CellLevel], float | None]] = {
+    "tpot_mean_ms": lambda f: f.tpot_ms.mean,
+    "ttft_mean_ms": lambda f: f.ttft_ms.mean,
+    "itl_mean_ms": lambda f: f.itl_ms.mean,
+    "e2e_mean_ms": lambda f: f.e2e_ms.mean,
+    "throughput_tok_s": lambda f: f.throughput_tok_s,
+}
+LABEL = {"tpot_mean_ms": "TPOT mean", "ttft_mean_ms": "TTFT mean", "itl_mean_ms": "ITL mean",
+         "e2e_mean_ms": "E2E mean", "throughput_tok_s": "throughput"}
+UNIT = {"throughput_tok_s": " tok/s"}
+WITHHELD = {
+    "too_few_cells": "fewer than 2 ok cells in a run: no verdict",
+    "client_bound": "client-bound: never reproduced",
+    "ttft_client_bound": "the client's own share of TTFT p99 is too large: no TTFT verdict",
+    "error_rate_differs": "failure rates differ between the runs",
+    "ab_withheld": "the A/B verdict itself is withheld for failure rates",
+}
+
+
+@dataclass(frozen=True)
+class ArmCells:
+    """One arm at one level of one run: its included cells' statistics and what guards the verdict."""
+
+    values: list[float | None]
+    client_bound: bool
+    ttft_client_bound: bool
+    failed: int
+    requests: int
+
+
+def arm_cells(s: Summary, arm: str, level: int, metric: str) -> ArmCells:
+    """The included cells with records at ``level`` (cells without an ok request give no statistic, as in kit's
+    A/B); client-bound and failures over every included cell with records there."""
+    get = FIGURE[metric]
+    values: list[float | None] = []
+    bound = ttft_bound = False
+    failed = requests = 0
+    for cell in s.cells:
+        f = cell.levels.get(str(level))
+        if cell.arm != arm or not cell.included or f is None:
+            continue
+        if f.ok > 0:
+            values.append(get(f))
+        bound = bound or f.client_bound
+        ttft_bound = ttft_bound or f.ttft_client_bound or f.client_bound
+        failed += f.errors
+        requests += f.requests
+    return ArmCells(values, bound, ttft_bound, failed, requests)
+
+
+def _count(values: list[float | None]) -> int:
+    return int(np.isfinite(logs(values)).sum())
+
+
+def _gm(values: list[float | None]) -> float | None:
+    y = logs(values)
+    y = y[np.isfinite(y)]
+    return math.exp(float(y.mean())) if y.size else None
+
+
+@dataclass(frozen=True)
+class Judge:
+    """What every comparison of one reproduction shares."""
+
+    original: Summary
+    new: Summary
+    margin: float
+    alpha: float
+    even: bool  # ABBA: repeats advice rounded up to an even number
+
+    @property
+    def metric(self) -> str:
+        return self.original.analysis.primary
+
+    @property
+    def baseline(self) -> str:
+        return self.original.baseline
+
+    def cells(self, run: Summary, arm: str, level: int) -> ArmCells:
+        return arm_cells(run, arm, level, self.metric)
+
+    def decide(self, c: Contrast | None, withheld: str | None) -> tuple[str, Verdict, dict[str, object]]:
+        """status, verdict and the numbers of one comparison (shown even when the verdict is withheld)."""
+        delta = log_margin(self.margin)
+        nums: dict[str, object] = {"ratio": None, "ratio_ci": None, "log_estimate": None, "log_se": None,
+                                   "df": None, "p_equivalent": None, "p_different": None, "repeats_needed": None}
+        if c is None:
+            return "too_few_cells", "inconclusive", {**nums, "repeats_needed": 2}
+        eq = equivalence(c, delta, self.alpha)
+        nums.update(ratio=math.exp(eq.estimate), ratio_ci=Interval(low=math.exp(eq.low), high=math.exp(eq.high)),
+                    log_estimate=eq.estimate, log_se=c.se, df=c.df, p_equivalent=eq.p_equivalent,
+                    p_different=eq.p_different)
+        if withheld is not None:
+            verdict: Verdict = "not_reproduced" if withheld == "error_rate_differs" else "inconclusive"
+            return withheld, verdict, nums
+        if eq.decision == "inconclusive":
+            nums["repeats_needed"] = repeats_needed(c, delta, self.alpha, even=self.even)
+        return eq.decision, eq.decision, nums
+
+    def guard(self, groups: list[ArmCells]) -> str | None:
+        if any(g.client_bound for g in groups):
+            return "client_bound"
+        if self.metric == "ttft_mean_ms" and any(g.ttft_client_bound for g in groups):
+            return "ttft_client_bound"
+        return None
+
+    def arm(self, arm: str, level: int) -> ReproComparison:
+        o, n = self.cells(self.original, arm, level), self.cells(self.new, arm, level)
+        c = contrast(logs(n.values), logs(o.values))
+        withheld = None
+        p_fail = fisher_p(n.failed, n.requests, o.failed, o.requests)
+        if c is not None and p_fail is not None and p_fail < self.alpha:
+            withheld = "error_rate_differs"
+        elif c is not None:
+            withheld = self.guard([o, n])
+        status, verdict, nums = self.decide(c, withheld)
+        reason = WITHHELD.get(status, "")
+        if status == "error_rate_differs":
+            reason = f"failed {o.failed}/{o.requests} originally, {n.failed}/{n.requests} now (Fisher p={p_fail:.2g})"
+        comp = ReproComparison.model_validate({
+            "kind": "arm", "arm": arm, "level": level, "metric": self.metric, "original": _gm(o.values),
+            "new": _gm(n.values), "interval_confidence": 1 - 2 * self.alpha, "margin": self.margin,
+            "cells": CellCounts(original=_count(o.values), new=_count(n.values)), "status": status,
+            "verdict": verdict, "reason": reason, "text": "", **nums})
+        return comp.model_copy(update={"text": comparison_text(comp, self.repeats_now(o, n))})
+
+    def effect(self, arm: str, level: int) -> ReproComparison:
+        base = self.baseline
+        groups = {(run_name, a): self.cells(run, a, level)
+                  for run_name, run in (("original", self.original), ("new", self.new)) for a in (arm, base)}
+        co = contrast(logs(groups["original", arm].values), logs(groups["original", base].values))
+        cn = contrast(logs(groups["new", arm].values), logs(groups["new", base].values))
+        c = difference(cn, co) if co is not None and cn is not None else None
+        withheld = None
+        if c is not None:
+            ab = [_primary(run, arm, level, self.metric) for run in (self.original, self.new)]
+            withheld = "ab_withheld" if any(x is not None and x.status == "error_rate_differs" for x in ab) \
+                else self.guard(list(groups.values()))
+        status, verdict, nums = self.decide(c, withheld)
+        comp = ReproComparison.model_validate({
+            "kind": "effect", "arm": arm, "baseline": base, "level": level, "metric": self.metric,
+            "original": math.exp(co.estimate) if co else None, "new": math.exp(cn.estimate) if cn else None,
+            "interval_confidence": 1 - 2 * self.alpha, "margin": self.margin,
+            "cells": CellCounts(original=min(_count(groups["original", a].values) for a in (arm, base)),
+                                new=min(_count(groups["new", a].values) for a in (arm, base))),
+            "status": status, "verdict": verdict, "reason": WITHHELD.get(status, ""), "text": "", **nums})
+        return comp.model_copy(update={"text": comparison_text(comp, self.repeats_now(*groups.values()))})
+
+    @staticmethod
+    def repeats_now(*groups: ArmCells) -> int:
+        return min(len(g.values) for g in groups)
+
+
+def _primary(s: Summary, arm: str, level: int, metric: str) -> Comparison | None:
+    return next((c for c in s.comparisons if c.arm == arm and c.level == level and c.metric == metric
+                 and c.role == "primary"), None)
+
+
+def _signed_pct(ratio: float) -> str:
+    x = 100 * (ratio - 1)
+    return ("+" if x >= 0 else "−") + pct_text(abs(x))
+
+
+def _r(x: float | None) -> str:
+    if x is None:
+        return "–"
+    return f"×{x:.3f}" if 0.01 <= x < 10 else f"×{x:.3g}"
+
+
+def comparison_text(c: ReproComparison, repeats: int) -> str:
+    """One line: what was compared, the figures, the interval against the margin, and the verdict."""
+    label = LABEL.get(c.metric, c.metric)
+    if c.kind == "arm":
+        unit = UNIT.get(c.metric, " ms")
+        what = f"{c.arm} c={c.level}: {label} {_fig(c.original)}{unit} → {_fig(c.new)}{unit}"
+    else:
+        what = f"{c.arm} vs {c.baseline} c={c.level}: {label} effect {_r(c.original)} originally, {_r(c.new)} now"
+    bounds = f"±{100 * c.margin:.3g} % margin [{_r(1 / (1 + c.margin))}, {_r(1 + c.margin)}]"
+    if c.ratio is not None and c.ratio_ci is not None:
+        what += f"; new/original {_r(c.ratio)} [{_r(c.ratio_ci.low)}, {_r(c.ratio_ci.high)}]"
+    if c.status == "reproduced":
+        return f"{what} within the {bounds}: reproduced"
+    if c.status == "not_reproduced":
+        return f"{what} beyond the {bounds}: NOT reproduced ({_signed_pct(c.ratio or 1.0)} %)"
+    if c.status == "inconclusive":
+        need = (f"about {c.repeats_needed} repeats per arm in each run would decide (these runs had {repeats})"
+                if c.repeats_needed else f"more than {MAX_REPEATS} repeats per arm in each run would be needed (the "
+                "difference is close to the margin, or the cells vary too much for it)")
+        return f"{what} straddles the {bounds}: inconclusive; {need}"
+    if c.status == "too_few_cells":
+        return f"{what}: inconclusive ({c.reason}); at least 2 ok cells per arm in each run are needed"
+    verdict = "NOT reproduced" if c.verdict == "not_reproduced" else "inconclusive"
+    return f"{what}: {verdict} ({c.reason})"
+
+
+def _fig(x: float | None) -> str:
+    if x is None:
+        return "–"
+    return f"{x:.4g}"
+
+
+def conclusion(original: Summary, new: Summary, arm: str, level: int) -> Conclusion:
+    """Same direction and same significance of the primary A/B comparison in both runs?"""
+    metric = original.analysis.primary
+    o, n = _primary(original, arm, level, metric), _primary(new, arm, level, metric)
+    os_, ns = (o.status if o else "missing"), (n.status if n else "missing")
+    judged = {"significant", "not_significant"}
+    held: bool | None
+    if os_ not in judged or ns not in judged:
+        held, text = None, f"not judged (original: {os_}, new: {ns})"
+    elif os_ == ns == "not_significant":
+        held, text = True, "held: no significant difference in either run"
+    elif os_ == ns == "significant":
+        assert o is not None and n is not None and o.ratio is not None and n.ratio is not None
+        held = (o.ratio > 1) == (n.ratio > 1)
+        way = _direction(o)
+        text = f"held: {arm} {way} in both runs" if held else \
+            f"DID NOT HOLD: {arm} {way} originally, {_direction(n)} now (direction reversed)"
+    else:
+        held = False
+        text = f"DID NOT HOLD: significant only in the {'original' if os_ == 'significant' else 'new'} run"
+    change = (f" ({LABEL.get(metric, metric)} {_pct(o)} originally, {_pct(n)} now)")
+    return Conclusion(arm=arm, baseline=original.baseline, level=level, original_status=os_, new_status=ns,
+                      original_change_pct=o.change_pct if o else None, new_change_pct=n.change_pct if n else None,
+                      held=held, text=f"{arm} c={level}: {text}{change}")
+
+
+def _pct(c: Comparison | None) -> str:
+    return "–" if c is None or c.change_pct is None else _signed_pct(1 + c.change_pct / 100) + " %"
+
+
+def _direction(c: Comparison) -> str:
+    better = (c.ratio or 1.0) > 1 if c.higher_is_better else (c.ratio or 1.0) < 1
+    return "faster" if better else "slower"
+
+
+def overall(comparisons: list[ReproComparison]) -> Verdict:
+    """not_reproduced when any comparison is; reproduced when every one is; inconclusive otherwise."""
+    verdicts = [c.verdict for c in comparisons]
+    if "not_reproduced" in verdicts:
+        return "not_reproduced"
+    if verdicts and all(v == "reproduced" for v in verdicts):
+        return "reproduced"
+    return "inconclusive"
+
+
+def judge(original: Summary, new: Summary, margin: float, confidence: float, *, even: bool = False,
+          ) -> tuple[list[ReproComparison], list[Conclusion]]:
+    """Every comparison of the primary metric (each arm per level, then each effect per level) and the A/B
+    conclusions, levels and arms as the original planned them."""
+    j = Judge(original, new, margin, 1 - confidence, even)
+    levels = [lv.concurrency for lv in original.levels]
+    arms = list(original.arms)
+    comps = [j.arm(a, lv) for lv in levels for a in arms]
+    others = [a for a in arms if a != original.baseline]
+    comps += [j.effect(a, lv) for lv in levels for a in others]
+    return comps, [conclusion(original, new, a, lv) for lv in levels for a in others]

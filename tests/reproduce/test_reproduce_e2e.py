@@ -1,0 +1,162 @@
+"""`kit reproduce` end to end with the real engine and load generator: a signed tiny manifest is run, archived and
+reproduced from the archive and from the directory; the new bundles verify and name their source; an untrusted, a
+tampered and an unapproved source are refused before anything runs; --dry-run touches nothing."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support.manifests import ab_arms, manifest_data, write_manifest
+
+from kit.files.schema import validate_bundle_files
+from kit.signing import generate_key
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE_KEY = ROOT / "keys" / "example_ed25519"
+EXIT = {"reproduced": 0, "not_reproduced": 10, "inconclusive": 11}
+
+# three short `kit run`s of 4 cells each (5-10 s each on an idle 2-core machine)
+pytestmark = pytest.mark.slow
+
+
+def kit(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kit", *args], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **env}, cwd=ROOT, check=False)
+
+
+def only(d: Path) -> Path:
+    found = [p for p in d.iterdir() if p.is_dir()]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def sha(p: Path) -> str:
+    return hashlib.sha256(p.read_bytes()).hexdigest()
+
+
+@pytest.fixture
+def setup(tmp_path: Path, port: int) -> dict[str, Path]:
+    """A tiny engine manifest signed with the repository's example key; a runner key; a policy trusting both."""
+    m = write_manifest(tmp_path / "tiny.yaml", manifest_data(
+        "tiny", port=port, arms=ab_arms(), server={"ready_timeout_s": 60, "stop_grace_s": 5},
+        load={"levels": [1, 4], "requests_per_level": 16, "warmup_requests": 2, "prompt_tokens": 8,
+              "output_tokens": 8, "seed": 3, "request_timeout_s": 60},
+        design={"repeats": 2, "order": "interleaved"}, gates={"port_deadline_s": 5}))
+    runner = generate_key(tmp_path / "runner", "runner@test")
+    example = (ROOT / "keys" / "example_ed25519.pub").read_text().split()
+    policy = tmp_path / "policy"
+    policy.write_text(f'kit-example namespaces="kit-manifest" {example[0]} {example[1]}\n'
+                      f'runner namespaces="kit-bundle" {runner.public_line()}\n')
+    return {"manifest": m, "key": runner.path, "policy": policy, "tmp": tmp_path}
+
+
+def env_of(tmp: Path) -> dict[str, str]:
+    return {"XDG_CONFIG_HOME": str(tmp / "config"), "XDG_STATE_HOME": str(tmp / "state"),
+            "DOCKER_HOST": f"unix://{tmp}/no-docker.sock", "PYTHONPATH": str(ROOT)}
+
+
+def test_run_archive_reproduce_verify(setup: dict[str, Path]) -> None:
+    tmp, key, policy = setup["tmp"], setup["key"], setup["policy"]
+    env = env_of(tmp)
+    assert kit("sign", str(setup["manifest"]), "--key", str(EXAMPLE_KEY), env=env).returncode == 0
+    r = kit("run", str(setup["manifest"]), "--out", str(tmp / "a"), "--trust", str(policy), "--key", str(key),
+            env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    original = only(tmp / "a")
+    tar = tmp / "shared.tar.gz"
+    assert kit("archive", str(original), "-o", str(tar), env=env).returncode == 0
+
+    # --dry-run: says what would run; builds, starts and writes nothing
+    d = kit("reproduce", str(tar), "--out", str(tmp / "dry"), "--trust", str(policy), "--dry-run", env=env)
+    assert d.returncode == 0, d.stderr
+    assert "would re-run: tiny, runtime process, the source's plan: 4 cells (interleaved)" in d.stdout
+    assert "the original took" in d.stdout and not (tmp / "dry").exists()
+
+    # from the archive
+    r = kit("reproduce", str(tar), "--out", str(tmp / "b"), "--trust", str(policy), "--key", str(key), env=env)
+    new = only(tmp / "b")
+    report = json.loads((new / "reproduce.json").read_text())
+    assert r.returncode == EXIT[report["verdict"]], r.stdout + r.stderr
+    out = r.stdout
+    assert out.index("setup (original → new):") < out.index("reproduction of tpot_mean_ms") < out.index("verdict:")
+    assert f"bundle: {new}" in out and "  same:    manifest.yaml sha256, manifest.yaml.sig sha256" in out
+    assert report["source"]["kind"] == "archive" and report["source"]["archive_sha256"] == sha(tar)
+    prov = sha(original / "provenance.dsse.json")
+    assert report["source"]["provenance_sha256"] == prov and report["source"]["trusted"] is True
+    assert len(report["comparisons"]) == 6 and {i["status"] for i in report["images"]} == {"identical"}
+    assert (new / "source" / "provenance.dsse.json").read_bytes() == (original / "provenance.dsse.json").read_bytes()
+    assert (new / "manifest.yaml").read_bytes() == (original / "manifest.yaml").read_bytes()
+    assert (new / "manifest.yaml.sig").read_bytes() == (original / "manifest.yaml.sig").read_bytes()
+    assert json.loads((new / "plan.json").read_text()) == json.loads((original / "plan.json").read_text())
+    run = json.loads((new / "run.json").read_text())
+    assert run["reproduces"]["source"]["provenance_sha256"] == prov and run["argv"][1] == "reproduce"
+
+    v = kit("verify", str(new), "--trust", str(policy), env=env)
+    assert v.returncode == 0, v.stdout + v.stderr
+    assert f"reproduces {original.name} (run {original.name.rsplit('-', 1)[1]}, provenance sha256 {prov})" in v.stdout
+    schema = json.loads((ROOT / "bundle.schema.json").read_text())
+    checked = set(validate_bundle_files(new, schema))
+    every_json = {p.relative_to(new).as_posix() for p in new.rglob("*") if p.suffix in (".json", ".jsonl", ".sig")}
+    assert every_json - checked == set() and "reproduce.json" in checked
+
+    # from the directory, then judged again with --resume (nothing left to run)
+    r2 = kit("reproduce", str(original), "--out", str(tmp / "c"), "--trust", str(policy), "--key", str(key),
+             env=env)
+    new2 = only(tmp / "c")
+    report2 = json.loads((new2 / "reproduce.json").read_text())
+    assert r2.returncode == EXIT[report2["verdict"]], r2.stdout + r2.stderr
+    assert report2["source"]["kind"] == "directory" and report2["source"]["provenance_sha256"] == prov
+    again = kit("reproduce", str(tar), "--resume", str(new2), "--trust", str(policy), "--key", str(key), env=env)
+    assert again.returncode == EXIT[report2["verdict"]], again.stdout + again.stderr
+    report3 = json.loads((new2 / "reproduce.json").read_text())
+    assert report3["comparisons"] == report2["comparisons"] and report3["source"]["kind"] == "archive"
+    assert kit("verify", str(new2), "--trust", str(policy), env=env).returncode == 0
+    assert len(list((tmp / "c").iterdir())) == 1  # resumed in place
+
+
+def test_untrusted_tampered_and_unapproved_sources_are_refused_before_anything_runs(setup: dict[str, Path]) -> None:
+    tmp, key, policy = setup["tmp"], setup["key"], setup["policy"]
+    env = env_of(tmp)
+    assert kit("sign", str(setup["manifest"]), "--key", str(EXAMPLE_KEY), env=env).returncode == 0
+    r = kit("run", str(setup["manifest"]), "--out", str(tmp / "a"), "--trust", str(policy), "--key", str(key),
+            env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    original = only(tmp / "a")
+    manifest_only = tmp / "manifest-only"
+    manifest_only.write_text(policy.read_text().splitlines()[0] + "\n")  # approves the manifest, trusts no runner
+
+    u = kit("reproduce", str(original), "--out", str(tmp / "u"), "--trust", str(manifest_only), env=env)
+    assert u.returncode == 9 and "UNTRUSTED" in u.stderr and "--allow-untrusted-source" in u.stderr
+    assert not (tmp / "u").exists()
+
+    tampered = tmp / "t" / original.name
+    shutil.copytree(original, tampered)
+    rec = tampered / "cells" / "oea-r1" / "level-4" / "records.jsonl"
+    rec.write_bytes(rec.read_bytes().replace(b'"status":200', b'"status":201', 1))
+    tar = tmp / "tampered.tar.gz"
+    assert kit("archive", str(tampered), "-o", str(tar), env=env).returncode == 0
+    t = kit("reproduce", str(tar), "--out", str(tmp / "tt"), "--trust", str(policy), env=env)
+    assert t.returncode == 9 and "cells/oea-r1/level-4/records.jsonl" in t.stderr and not (tmp / "tt").exists()
+
+    runner_only = tmp / "runner-only"
+    runner_only.write_text(policy.read_text().splitlines()[1] + "\n")  # trusts the runner, approves no manifest
+    s = kit("reproduce", str(original), "--out", str(tmp / "s"), "--trust", str(runner_only), env=env)
+    assert s.returncode == 4 and "--allow-unsigned" in s.stderr and not (tmp / "s").exists()
+
+    # accepted when told so; the choice is recorded in the new bundle and shown by kit verify
+    ok = kit("reproduce", str(original), "--out", str(tmp / "ok"), "--trust", str(manifest_only),
+             "--allow-untrusted-source", "--key", str(key), env=env)
+    new = only(tmp / "ok")
+    report = json.loads((new / "reproduce.json").read_text())
+    assert ok.returncode == EXIT[report["verdict"]], ok.stdout + ok.stderr
+    assert report["source"]["trusted"] is False and report["source"]["allow_untrusted_source"] is True
+    assert any("not trusted by your policy" in n for n in report["notes"])
+    v = kit("verify", str(new), "--trust", str(policy), env=env)
+    assert v.returncode == 0 and "allow_untrusted_source=true" in v.stdout, v.stdout + v.stderr

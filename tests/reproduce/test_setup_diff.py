@@ -1,0 +1,104 @@
+"""The setup diff and the image identities from what two bundles recorded: images.json as the docker runtime
+writes it (identical, the same recipe with another ID, another recipe), server commands, environment.json facts
+(GPUs, driver, CUDA, CPU, kernel, packages, Docker) and the load client's figures."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from kit.files.images import BuiltImage
+from kit.reproduce.identity import command_identity, identities, image_identity
+from kit.reproduce.setup import client_rows, setup_rows
+
+LAYERS = [f"sha256:{i:064x}" for i in range(1, 6)]
+
+
+def image(**changes: Any) -> BuiltImage:
+    base = {"image_id": "sha256:" + "a" * 64, "reference": "python:3.11@sha256:" + "b" * 64,
+            "base_image_id": "sha256:" + "c" * 64, "dockerfile_sha256": "d" * 64, "context_sha256": "e" * 64,
+            "build_args": {"BASE_IMAGE": "python:3.11"}, "base_arm": None, "diff_ids": LAYERS, "os": "linux",
+            "architecture": "amd64", "recipe_sha256": "f" * 64}
+    return BuiltImage.model_validate({**base, **changes})
+
+
+def test_identical_images() -> None:
+    i = image_identity("oea", image(), image())
+    assert i.status == "identical" and i.differences == []
+
+
+def test_another_id_from_the_same_recipe_names_where_the_layers_part() -> None:
+    i = image_identity("oea", image(), image(image_id="sha256:" + "9" * 64, diff_ids=[*LAYERS[:3], "sha256:x", "y"]))
+    assert i.status == "same_recipe"
+    assert i.differences[0].startswith("image ID sha256:aaaa")
+    assert i.differences[-1] == "3 of 5 layers (diff_ids) are the same (first at layer 4)"
+    same_layers = image_identity("oea", image(), image(image_id="sha256:" + "9" * 64))
+    assert same_layers.differences[-1] == "every one of the 5 layers (diff_ids) is the same: only the image config " \
+                                          "differs"
+
+
+def test_another_recipe_is_named_field_by_field() -> None:
+    i = image_identity("oea", image(), image(image_id="sha256:" + "9" * 64, context_sha256="0" * 64,
+                                              build_args={"BASE_IMAGE": "python:3.12"}))
+    assert i.status == "different"
+    text = "\n".join(i.differences)
+    assert "build context sha256: eeee" in text and "build args:" in text and "python:3.12" in text
+    assert "Dockerfile" not in text  # unchanged fields are not listed
+
+
+def test_missing_images_and_commands() -> None:
+    assert image_identity("oea", None, image()).status == "not_recorded"
+    assert command_identity("oea", None, ["python"]).status == "not_recorded"
+    c = command_identity("oea", ["python", "-m", "kit.engine", "--oea-k0", "4"],
+                         ["python", "-m", "kit.engine", "--oea-k0", "2", "--x"])
+    assert c.status == "different"
+    assert c.differences == ["argument 4: 4 originally, 2 now", "5 arguments originally, 6 now"]
+
+
+def _bundle(root: Path, env: dict[str, Any], images: dict[str, Any], kit_version: str = "0.1.0",
+            bound: bool = False) -> Path:
+    root.mkdir(parents=True)
+    (root / "manifest.yaml").write_text("name: x\n")
+    (root / "run.json").write_text(json.dumps({"run_id": "abc", "kit_version": kit_version,
+                                               "flags": {"allow_unsigned": False}}))
+    (root / "environment.json").write_text(json.dumps(env))
+    (root / "images.json").write_text(json.dumps(images))
+    cells = [{"index": i, "arm": a, "repeat": 1, "id": f"{a}-r1"} for i, a in enumerate(("base", "oea"))]
+    (root / "plan.json").write_text(json.dumps({"order": "interleaved", "cells": cells,
+                                                "levels": [{"concurrency": 4, "requests": 8, "warmup": 0}]}))
+    for c in cells:
+        d = root / "cells" / c["id"] / "level-4"
+        d.mkdir(parents=True)
+        (d / "client.json").write_text(json.dumps({
+            "schema": 1, "spec": {}, "processes": 1, "usable_cores": 8, "ok": 8, "errors": 0, "out_tokens": 64,
+            "wall_s": 1.0, "tokens_per_s": 64.0, "stopped": False, "client_bound": bound and c["arm"] == "oea",
+            "client_bound_reasons": [], "timing_warnings": [], "thresholds": {},
+            "workers": [{"worker": 0, "cpu_share": 0.4 if bound else 0.1, "lag": {"samples": 9, "p99_ms": 1.5}}]}))
+    return root
+
+
+def _env(gpu: str, driver: str, cuda: str, numpy: str, engine: str) -> dict[str, Any]:
+    return {"host": {"cpu": {"model": "EPYC", "usable_cores": 8, "logical_cores": 16}, "kernel": {"release": "6.1",
+                     "machine": "x86_64"}, "os": {"PRETTY_NAME": "Debian 12"}, "python": {"version": "3.11.7"},
+                     "packages": {"numpy": numpy, "scipy": "1.14"}, "memory_total_bytes": 1},
+            "gpus": {"driver_version": driver, "cuda_driver_version": cuda, "gpus": [{"name": gpu}, {"name": gpu}]},
+            "runtime": {"runtime": "docker", "engine_version": engine, "storage_driver": "overlay2"}}
+
+
+def test_the_setup_diff_names_what_differs(tmp_path: Path) -> None:
+    a = _bundle(tmp_path / "a", _env("NVIDIA H100", "550.54", "12.4", "1.26.4", "27.1"), {"oea": image().model_dump()})
+    b = _bundle(tmp_path / "b", _env("NVIDIA H200", "560.35", "12.6", "2.0.0", "28.2"),
+                {"oea": image(image_id="sha256:" + "9" * 64).model_dump()}, kit_version="0.2.0", bound=True)
+    rows = {r.what: r for r in setup_rows(a, b)}
+    assert rows["GPUs"].original == "2 x NVIDIA H100" and rows["GPUs"].new == "2 x NVIDIA H200"
+    assert not rows["GPU driver"].same and not rows["CUDA driver"].same and not rows["kit version"].same
+    assert rows["Python packages"].note == "numpy 1.26.4 → 2.0.0" and not rows["Python packages"].same
+    assert not rows["Docker engine"].same and rows["Docker storage"].same
+    assert rows["manifest.yaml sha256"].same and rows["CPU"].same and rows["plan (cells, order, levels)"].same
+    ids = identities(["oea"], "docker", a, b)
+    assert ids[0].status == "same_recipe"
+    client = client_rows(a, b, [4])
+    assert [(c.run, c.client_bound_cells, c.cpu_share_max) for c in client] == [
+        ("original", [], 0.1), ("new", ["oea-r1"], 0.4)]
+    assert client[0].lag_p99_ms_max == 1.5 and client[1].usable_cores == 8
