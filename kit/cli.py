@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 
 import click
 
-from kit import __version__
+from kit import __version__, cli_slurm
 from kit.bundle import archive as make_archive
 from kit.cleanup import clean_all
 from kit.compare import compare_bundles, render_comparison
@@ -378,6 +378,10 @@ def lock(manifest: Path, update: bool) -> None:
         click.echo(f"the manifest changed: sign it again with `kit sign {manifest} --key KEY`")
     else:
         click.echo("every base is already pinned; nothing changed")
+
+
+main.add_command(cli_slurm.submit)  # kit submit and kit jobs: Slurm (kit/cli_slurm.py)
+main.add_command(cli_slurm.jobs)
 
 
 def run_cli() -> None:

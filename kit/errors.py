@@ -16,6 +16,8 @@ class ExitCode(IntEnum):
     SERVER_FAILED = 7
     LOAD_FAILED = 8
     BUNDLE_INVALID = 9
+    SLURM_UNAVAILABLE = 10
+    SLURM_REFUSED = 11
     INTERRUPTED = 130
 
 
@@ -74,6 +76,18 @@ class LoadError(KitError):
 
 class BundleError(KitError):
     exit_code = ExitCode.BUNDLE_INVALID
+
+
+class SlurmUnavailable(KitError):
+    """No Slurm here: its commands are missing, or the controller does not answer."""
+
+    exit_code = ExitCode.SLURM_UNAVAILABLE
+
+
+class SlurmRefused(KitError):
+    """A Slurm command answered with an error (a bad option, an unknown partition or job, a limit)."""
+
+    exit_code = ExitCode.SLURM_REFUSED
 
 
 class CellsFailed(KitError):
