@@ -128,3 +128,17 @@ def test_slurm_allocation_from_the_job_environment() -> None:
     got = slurm_allocation(env)
     assert got is not None and got["job_id"] == "9" and got["node_list"] == "n[1-2]" and got["nodes"] == 2
     assert got["gpus_on_node"] == "8" and got["cpus_on_node"] is None and got["cluster"] is None
+
+
+def test_submit_refuses_before_touching_slurm(tmp_path: Path) -> None:
+    """Usage errors and multi-node manifests stop kit submit before any Slurm command runs (PATH has none)."""
+    from support.manifests import manifest_data, write_manifest
+
+    env = {"PATH": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "config")}
+    assert kit("submit", env=env).returncode == 2
+    m = write_manifest(tmp_path / "two.yaml", manifest_data("two", hardware={"nodes": 2}))
+    r = kit("submit", str(m), "--allow-unsigned", "--out", str(tmp_path / "out"), env=env)
+    assert r.returncode == 2 and "hardware.nodes is 2" in r.stderr, r.stderr
+    r = kit("submit", str(m), "--resume", str(tmp_path), env=env)
+    assert r.returncode == 2 and "not both" in r.stderr, r.stderr
+    assert not (tmp_path / "out").exists()
