@@ -31,7 +31,7 @@ from kit.gates import doctor
 from kit.images import lock_manifest
 from kit.images.context import image_contexts
 from kit.manifest import load_manifest, schema_text
-from kit.plan import estimate, make_plan
+from kit.plan import estimate, make_plan, parse_fraction, power_lines, power_plan
 from kit.plumbing.files import atomic_write
 from kit.progress import RichEvents, render_result
 from kit.report.rebuild import rebuild
@@ -219,22 +219,31 @@ def verify(targets: list[Path], trust: tuple[Path, ...], integrity_only: bool, a
 @click.option("--allow-unpinned", is_flag=True)
 @click.option("--itl-ms", type=float, default=20.0, show_default=True,
               help="Assumed inter-token latency for the time estimate.")
+@click.option("--cv", metavar="CV", help="Assumed between-cell CV of the primary metric: 5% or 0.05 (default 3%).")
+@click.option("--pilot", type=click.Path(path_type=Path), metavar="BUNDLE",
+              help="Measure the between-cell CV in an earlier bundle (its files must match its signed provenance).")
+@click.option("--target-effect", metavar="EFFECT",
+              help="Also print the repeats per arm that detect this change (e.g. 5% or 0.05) with 80% power.")
 @json_option
-def plan(manifest: Path, allow_unpinned: bool, itl_ms: float, as_json: bool) -> None:
+def plan(manifest: Path, allow_unpinned: bool, itl_ms: float, cv: str | None, pilot: Path | None,
+         target_effect: str | None, as_json: bool) -> None:
     """Print what each arm's server touches on the host (command, image, mounts, IPC, network, published
-    ports, env, pass_env names, GPUs, privileges), the ordered cells, gates and an estimate; touches no
-    Docker and no GPU."""
+    ports, env, pass_env names, GPUs, privileges), the ordered cells, gates, an estimate, and the smallest
+    effect on the primary metric the design detects with 80% power per level; touches no Docker, no GPU."""
     lm = load_manifest(manifest, allow_unpinned=allow_unpinned)
     m = lm.manifest
     p = make_plan(m)
     est = estimate(m, p, itl_ms=itl_ms)
+    pp = power_plan(m, cv=parse_fraction(cv, "--cv"), pilot=pilot,
+                    target_effect=parse_fraction(target_effect, "--target-effect"))
     if as_json:
         _echo_json({"manifest": str(manifest), "plan": p.as_dict(), "estimate": est.__dict__,
                     "runtime": m.runtime, "host": host_exposure(m), "server": m.server.model_dump(),
                     "model": m.model.model_dump(), "hardware": m.hardware.model_dump(),
-                    "arms": [a.model_dump() for a in m.arms], "gates": m.gates.model_dump()})
+                    "arms": [a.model_dump() for a in m.arms], "gates": m.gates.model_dump(), "power": pp.as_dict()})
         return
     _render_plan(lm, p, est, click.echo)
+    click.echo("\n".join(power_lines(pp)))
 
 
 def _render_plan(lm: Any, p: Any, est: Any, out: Callable[[str], None]) -> None:

@@ -1,14 +1,23 @@
-"""Expand a manifest into the ordered cells (arm x repeat) that a run executes."""
+"""Expand a manifest into the ordered cells (arm x repeat) that a run executes, estimate its duration, and say
+what its design can detect on the primary metric (the maths: ``kit.stats.power``)."""
 
 from __future__ import annotations
 
 import math
 import random
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
+from kit.bundle import verify_integrity
+from kit.errors import BundleError, UsageError
 from kit.files import JsonObject
 from kit.files.plan import PlanFile
 from kit.manifest import Manifest
+from kit.stats import power
+from kit.stats.ab import metric_by_key
+from kit.stats.bundle import level_samples
+from kit.stats.metrics import Metric
+from kit.stats.power import log_cell_stats, pooled_log_sd
 
 
 @dataclass(frozen=True)
@@ -105,3 +114,176 @@ def estimate(m: Manifest, plan: Plan, *, itl_ms: float = 20.0, start_s: float | 
         assumed_itl_ms=itl_ms,
         assumed_start_s=start,
     )
+
+
+# --------------------------------------------------------------------------- power before the run
+
+
+@dataclass(frozen=True)
+class LevelPower:
+    """One level's detectable effect on the primary metric (log effects; see kit.stats.power)."""
+
+    concurrency: int
+    log_sd: float  # between-cell SD of the log cell statistics
+    source: str  # "assumed", or where the pilot measured it
+    mde: float | None  # |log(arm/baseline)| detected with TARGET_POWER; None: out of reach
+    power_at_target: float | None = None  # with --target-effect: the planned design's power for it
+    repeats_needed: int | None = None  # with --target-effect: cells per arm for TARGET_POWER (None: > max)
+
+    @property
+    def cv(self) -> float:
+        """The between-cell coefficient of variation that ``log_sd`` means (lognormal)."""
+        return power.cv_from_sd(self.log_sd)
+
+
+@dataclass(frozen=True)
+class PowerPlan:
+    primary: str
+    repeats: int
+    arms_tested: int  # non-baseline arms
+    family: int  # m = levels x non-baseline arms
+    correction: str
+    alpha: float
+    levels: tuple[LevelPower, ...]
+    pilot: str | None = None
+    target_effect: float | None = None  # a relative change, e.g. 0.05
+    even: bool = False  # abba: repeats rounded up to even
+
+    @property
+    def tail(self) -> float:
+        """The two-sided tail the MDE uses: alpha/m (Bonferroni, and Holm's first, strictest step)."""
+        return self.alpha / self.family
+
+    def as_dict(self) -> JsonObject:
+        out: JsonObject = {k: v for k, v in asdict(self).items() if k != "levels"}
+        out.update(tail=self.tail, target_power=power.TARGET_POWER, max_repeats=power.MAX_REPEATS)
+        out["levels"] = [{**asdict(lv), "cv": lv.cv,
+                          "mde_pct_up": None if lv.mde is None else power.percent_up(lv.mde),
+                          "mde_pct_down": None if lv.mde is None else power.percent_down(lv.mde)}
+                         for lv in self.levels]
+        return out
+
+
+def parse_fraction(text: str | None, what: str) -> float | None:
+    """'5%' or '0.05' -> 0.05 (a bare number must be below 1: '5' is ambiguous); None stays None."""
+    if text is None:
+        return None
+    raw = text.strip()
+    pct = raw.endswith("%")
+    try:
+        value = float(raw[:-1] if pct else raw)
+    except ValueError:
+        raise UsageError(f"{what} {text!r} is not a number", hint=f"write e.g. {what} 5% or {what} 0.05") from None
+    if pct:
+        value /= 100
+    if not (math.isfinite(value) and value > 0) or (not pct and value >= 1):
+        raise UsageError(f"{what} {text!r} must be a positive fraction (0.05) or percentage (5%)",
+                         hint=f"write e.g. {what} 5% or {what} 0.05")
+    return value
+
+
+def pilot_sd(root: Path, metric: Metric) -> dict[int, tuple[float, int, int]]:
+    """Per level of a pilot bundle: the pooled within-arm SD of the log cell statistics of ``metric``, its df and
+    the cells used. The bundle's files must match its signed provenance (trust is not judged: it only informs a
+    plan); every arm needs 2 cells with the metric at every level."""
+    if not root.is_dir():
+        raise UsageError(f"pilot bundle {root}: no such directory", hint="give a bundle directory of an earlier run")
+    try:
+        verify_integrity(root)
+    except BundleError as e:
+        raise e.note("kit plan --pilot reads only bundles whose files match their signed provenance") from None
+    out: dict[int, tuple[float, int, int]] = {}
+    hint = "give a pilot with at least 2 repeats per arm that recorded it, or assume a CV with --cv"
+    for ls in level_samples(root):
+        logs = log_cell_stats(ls, metric)
+        for arm, cells in ls.arms.items():
+            if len(cells) < 2:
+                raise UsageError(f"pilot bundle {root}: arm {arm} has {len(cells)} ok cell(s) at c={ls.level}; the "
+                                 "between-cell variation needs at least 2", hint=hint)
+            if logs[arm].size < 2:
+                raise UsageError(f"pilot bundle {root}: arm {arm} at c={ls.level} has no {metric.key} in "
+                                 f"{len(cells) - logs[arm].size} of its {len(cells)} cells", hint=hint)
+        pooled = pooled_log_sd(logs.values())
+        if pooled is not None:
+            out[ls.level] = (pooled[0], pooled[1], sum(v.size for v in logs.values()))
+    if not out:
+        raise UsageError(f"pilot bundle {root}: no level with cells to measure", hint=hint)
+    return out
+
+
+def _pooled_over_levels(sds: dict[int, tuple[float, int, int]]) -> float:
+    df = sum(d for _, d, _ in sds.values())
+    return math.sqrt(sum(sd**2 * d for sd, d, _ in sds.values()) / df)
+
+
+def power_plan(m: Manifest, *, cv: float | None = None, pilot: Path | None = None,
+               target_effect: float | None = None) -> PowerPlan:
+    """The detectable effect per level on the primary metric for the manifest's design (docs/statistics.md,
+    "Power and the detectable effect"): CV assumed (``cv``, default 3 %) or measured in a ``pilot`` bundle."""
+    if cv is not None and pilot is not None:
+        raise UsageError("give --cv or --pilot, not both", hint="--pilot measures the CV; --cv assumes one")
+    metric = metric_by_key(m.analysis.primary)
+    k = m.design.repeats
+    arms_tested = len(m.arms) - 1
+    family = len(m.load.levels) * arms_tested
+    tail = (1 - m.analysis.confidence) / family
+    even = m.design.order == "abba"
+    sds = pilot_sd(pilot, metric) if pilot is not None else {}
+    levels = []
+    for c in m.load.levels:
+        if pilot is None:
+            sd, source = power.sd_from_cv(cv if cv is not None else power.DEFAULT_CV), "assumed"
+        elif c in sds:
+            sd, _, n = sds[c]
+            source = f"pilot c={c}, {n} cells"
+        else:
+            sd, source = _pooled_over_levels(sds), f"pilot: no c={c} there, pooled over its levels"
+        at_target = needed = None
+        if target_effect is not None:
+            effect = math.log1p(target_effect)
+            at_target = power.power(effect, sd, k, k, tail)
+            needed = power.repeats_needed(effect, sd, tail, even=even)
+        levels.append(LevelPower(c, sd, source, power.mde(sd, k, k, tail), at_target, needed))
+    return PowerPlan(primary=metric.key, repeats=k, arms_tested=arms_tested, family=family,
+                     correction=m.analysis.correction, alpha=1 - m.analysis.confidence, levels=tuple(levels),
+                     pilot=None if pilot is None else str(pilot), target_effect=target_effect, even=even)
+
+
+def _mde_text(d: float | None, repeats: int) -> str:
+    if d is None:
+        return ("nothing detectable (fewer than 2 cells per arm: kit gives no verdict)" if repeats < 2 else
+                "nothing detectable at any plausible size")
+    return (f"detects +{power.percent_up(d):.1f} % / −{power.percent_down(d):.1f} % "
+            f"(×{math.exp(d):.3f} / ×{math.exp(-d):.3f})")
+
+
+def power_lines(pp: PowerPlan) -> list[str]:
+    """``kit plan``'s power section: the detectable effect per level and, with a target, the repeats it needs."""
+    pct = f"{100 * power.TARGET_POWER:.0f} %"
+    step = ("Holm; the MDE uses its first, strictest step" if pp.correction == "holm" else "Bonferroni")
+    arms = f"{pp.arms_tested} arm{'s' if pp.arms_tested != 1 else ''}"
+    out = [f"  power on the primary metric {pp.primary} at {pct} (docs/statistics.md, \"Power and the detectable "
+           "effect\"):",
+           f"    Welch's t on log cell statistics, {pp.repeats} cells per arm; family m = {pp.family} "
+           f"({len(pp.levels)} levels x {arms}), {step}: two-sided alpha/m = "
+           f"{pp.alpha:.3g}/{pp.family} = {pp.tail:.3g}"]
+    for lv in pp.levels:
+        out.append(f"    c={lv.concurrency:<5} between-cell CV {100 * lv.cv:.1f} % ({lv.source}): "
+                   f"{_mde_text(lv.mde, pp.repeats)}")
+    if pp.target_effect is not None:
+        e = 100 * pp.target_effect
+        even = ", rounded up to even for ABBA" if pp.even else ""
+        out.append(f"    a change of ±{e:.3g} % (ratio ×{1 + pp.target_effect:.3g}; the decrease is as easy or easier) "
+                   f"at {pct} power needs, per arm{even}:")
+        for lv in pp.levels:
+            now = f"{pp.repeats} planned: power {100 * (lv.power_at_target or 0):.0f} %"
+            need = (f"{lv.repeats_needed} repeats" if lv.repeats_needed is not None else
+                    f"more than {power.MAX_REPEATS} repeats")
+            out.append(f"    c={lv.concurrency:<5} {need} ({now})")
+        if any(lv.repeats_needed is None for lv in pp.levels):
+            out.append(f"    out of reach within {power.MAX_REPEATS} repeats per arm: lower the between-cell CV (more "
+                       "requests per cell, a quieter machine) or test fewer levels x arms")
+    source = "measured in the pilot" if pp.pilot else "assumed: set it with --cv, or measure it with --pilot BUNDLE"
+    out.append(f"    assumes: log cell statistics normal with the same between-cell CV in both arms ({source}), "
+               "equal cells per arm, independent cells, no drift; the power is exact for kit's Welch test")
+    return out

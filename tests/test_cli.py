@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from kit.cli import main
@@ -39,6 +40,69 @@ def test_plan_orders_cells_and_touches_nothing(tmp_path: Path) -> None:
     text = CliRunner().invoke(main, ["plan", str(ROOT / "experiments/oea.yaml")]).output
     assert "8 GPU(s) clean" in text and "images/oea FROM image of arm baseline" in text
 
+
+
+def _power_lines(output: str) -> dict[int, str]:
+    """kit plan's per-level power lines, by concurrency."""
+    return {int(line.split()[0][2:]): line for line in output.splitlines()
+            if line.startswith("    c=") and "between-cell CV" in line}
+
+
+def test_plan_prints_the_detectable_effect_per_level() -> None:
+    r = CliRunner().invoke(main, ["plan", str(ROOT / "experiments/oea.yaml")])
+    assert r.exit_code == 0, r.output
+    lines = _power_lines(r.output)
+    assert sorted(lines) == [10, 64, 256, 1024]
+    # 3 cells per arm, m = 4 levels x 1 arm, alpha/m = 0.0125, CV 3 % (log sd 0.02999): exp(0.17436) = x1.190
+    assert all("between-cell CV 3.0 % (assumed): detects +19.0 % / −16.0 % (×1.190 / ×0.840)" in v
+               for v in lines.values()), lines
+    assert "family m = 4 (4 levels x 1 arm)" in r.output and "alpha/m = 0.05/4 = 0.0125" in r.output
+    assert "assumes: log cell statistics normal" in r.output
+    doubled = _power_lines(CliRunner().invoke(main, ["plan", str(ROOT / "experiments/oea.yaml"), "--cv", "6%"]).output)
+    assert "between-cell CV 6.0 % (assumed): detects +41.7 %" in doubled[10]  # about twice the log effect
+    data = json.loads(CliRunner().invoke(main, ["plan", str(ROOT / "experiments/oea.yaml"), "--json"]).output)
+    pw = data["power"]
+    assert (pw["family"], pw["repeats"], pw["primary"]) == (4, 3, "tpot_mean_ms") and pw["tail"] == pytest.approx(0.0125)
+    assert [round(lv["mde_pct_up"], 1) for lv in pw["levels"]] == [19.0] * 4
+
+
+def test_plan_target_effect_gives_repeats_per_arm() -> None:
+    r = CliRunner().invoke(main, ["plan", str(ROOT / "experiments/oea.yaml"), "--target-effect", "5%"])
+    assert r.exit_code == 0, r.output
+    assert r.output.count("11 repeats (3 planned: power 7 %)") == 4
+    r = CliRunner().invoke(main, ["plan", str(ROOT / "experiments/demo.yaml"), "--target-effect", "0.05"])
+    assert r.output.count("12 repeats (6 planned: power 42 %)") == 4 and "rounded up to even for ABBA" in r.output
+    r = CliRunner().invoke(main, ["plan", str(ROOT / "experiments/demo.yaml"), "--target-effect", "0.5%"])
+    assert r.exit_code == 0 and r.output.count("more than 100 repeats") == 4 and "out of reach" in r.output
+
+
+def test_plan_pilot_prints_a_measured_cv_and_bad_inputs_are_named(tmp_path: Path) -> None:
+    from support.bundles import ArmModel, BundleSpec, build_bundle
+
+    from kit.signing import generate_key
+
+    key = generate_key(tmp_path / "runner", "runner@test")
+    spec = BundleSpec(arms={"base": ArmModel(), "oea": ArmModel()}, repeats=3, levels=(1, 4), requests=12, tokens=6,
+                      cell_sd=0.08, seed=9)
+    pilot = build_bundle(tmp_path / "results", key, spec=spec).root
+    demo = str(ROOT / "experiments/demo.yaml")
+    r = CliRunner().invoke(main, ["plan", demo, "--pilot", str(pilot)])
+    assert r.exit_code == 0, r.output
+    lines = _power_lines(r.output)
+    assumed = _power_lines(CliRunner().invoke(main, ["plan", demo]).output)
+    assert "(pilot c=1, 6 cells)" in lines[1] and "(pilot c=4, 6 cells)" in lines[4]
+    assert "pooled over its levels" in lines[16] and "measured in the pilot" in r.output
+    assert all(lines[c].split("): ")[1] != assumed[c].split("): ")[1] for c in lines)
+    (pilot / "report.md").write_text("changed")
+    r = CliRunner().invoke(main, ["plan", demo, "--pilot", str(pilot)])
+    assert r.exit_code == ExitCode.BUNDLE_INVALID and "report.md" in r.output and "signed provenance" in r.output
+    for args, words in ((["--pilot", str(tmp_path / "none")], "no such directory"),
+                        (["--cv", "3%", "--pilot", str(pilot)], "not both"),
+                        (["--target-effect", "5"], "positive fraction (0.05) or percentage (5%)"),
+                        (["--cv", "abc"], "is not a number"),
+                        (["--cv", "-1%"], "positive fraction")):
+        r = CliRunner().invoke(main, ["plan", demo, *args])
+        assert r.exit_code == ExitCode.USAGE and words in r.output and "Traceback" not in r.output, (args, r.output)
 
 def test_design_orders() -> None:
     m = load_manifest(ROOT / "experiments/demo.yaml").manifest

@@ -1,4 +1,5 @@
-"""``report.md`` (verdicts first) and the CLI's verdict lines, drawn from a typed summary; nothing is recomputed."""
+"""``report.md`` (verdicts first) and the CLI's verdict lines, drawn from a typed summary; nothing is recomputed
+from records (what the design could detect is read back from each comparison's interval: ``kit.report.power``)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kit.files.summary import Distribution, Summary
+from kit.report.power import power_note, power_section, rules_out_text
 from kit.report.text import confidence_pct, fmt, ratio_ci_text, ratio_text
 
 # --------------------------------------------------------------------------- verdicts
@@ -21,6 +23,9 @@ def verdict_lines(summary: Summary) -> list[str]:
         if c.tested:
             role = "" if c.role == "primary" else " (secondary)"
             lines.append(f"  {c.arm} c={c.level:<4} {c.label:<12} {c.verdict}{role}")
+            note = power_note(c, a)
+            if note:
+                lines.append(f"      {note}")
     for lv in summary.client_bound_levels():
         lines.append(f"  WARNING: c={lv.concurrency} is client-bound ({', '.join(lv.client_bound_cells)}): "
                      "the client, not the server, may have set those numbers")
@@ -40,6 +45,9 @@ def _verdict_table(summary: Summary) -> list[str]:
             verdict = f"**{verdict}**"
         elif c.status not in ("significant", "not_significant", "descriptive"):
             verdict = f"⚠ {verdict}"
+        ruled = rules_out_text(c, level=False)
+        if ruled:
+            verdict += f" — {ruled}"
         level = "–" if c.interval_confidence is None else f"{100 * c.interval_confidence:.4g} %"
         rows.append(f"| {c.role} | {c.arm} | {c.level} | {c.label} | {fmt(c.baseline_value, unit)} | "
                     f"{fmt(c.arm_value, unit)} | {ratio_text(c.ratio)} {ratio_ci_text(c.ratio_ci)} | {level} | "
@@ -139,7 +147,8 @@ def render_markdown(summary: Summary, plots: Sequence[str] = ()) -> str:
              f"Primary (confirmatory): {a.primary}, {a.family_size} tests (levels × arms), {a.correction}-corrected "
              f"so that all hold together at {confidence_pct(summary)}; secondary metrics ({', '.join(a.secondary)}) "
              f"are a separate family of {a.secondary_family_size} tests, never bold. Unique experts/step, when "
-             "shown, is descriptive and not tested.", "", *_client_bound_section(summary), *_timing_section(summary)]
+             "shown, is descriptive and not tested.", "", *_client_bound_section(summary), *_timing_section(summary),
+             *power_section(summary)]
     lines += ["## Excluded cells", "", *_failed_section(summary), ""]
     for lv in summary.levels:
         flag = "  ⚠ CLIENT-BOUND: not a clean result" if lv.client_bound else ""

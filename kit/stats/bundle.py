@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any, cast
 
 from kit.errors import BundleError
-from kit.manifest import load_manifest
+from kit.manifest import Manifest, load_manifest
 from kit.plumbing.files import read_bounded
+from kit.stats.ab import LevelSamples
 from kit.stats.figures import cell_level_figures
 from kit.stats.requests import LevelRecords, RecordLike, reduce_records
 from kit.stats.shapes import CellLevelFigures, SummaryDoc
@@ -107,6 +108,17 @@ def summarize_bundle(root: Path) -> dict[str, Any]:
 
 def summary_of(root: Path) -> SummaryDoc:
     """The whole summary of a bundle, recomputed from its raw records (JSON-serialisable, rounded)."""
+    m, cells, by_cell, levels = _read_levels(root)
+    return summary_doc(m, [(c, by_cell[c.id]) for c in cells], levels)
+
+
+def level_samples(root: Path) -> list[LevelSamples]:
+    """Each level's per-arm cell samples, exactly as the summary's comparisons see them (``kit plan --pilot``)."""
+    return [lv.samples for lv in _read_levels(Path(root))[3]]
+
+
+def _read_levels(root: Path) -> tuple[Manifest, list[CellInfo], dict[str, dict[str, CellLevelFigures]],
+                                      list[LevelResult]]:
     plan = read_json(root / "plan.json")
     if not isinstance(plan, dict):
         raise BundleError(f"{root}: no readable plan.json")
@@ -125,4 +137,4 @@ def summary_of(root: Path) -> SummaryDoc:
                 by_cell[c.id][str(level)] = got[1]
                 measured.append((c, got[0], got[1]))
         levels.append(summarize_level(planned, arms, m.analysis.confidence, measured))
-    return summary_doc(m, [(c, by_cell[c.id]) for c in cells], levels)
+    return m, cells, by_cell, levels
