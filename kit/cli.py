@@ -125,7 +125,8 @@ trust_option = click.option(
 )
 
 
-@click.group(cls=KitGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=KitGroup, context_settings={"help_option_names": ["-h", "--help"]},
+             commands=[cli_slurm.submit, cli_slurm.jobs])  # kit submit, kit jobs: Slurm (kit/cli_slurm.py)
 @click.version_option(__version__, prog_name="kit")
 @click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
 def main(debug: bool) -> None:
@@ -387,10 +388,6 @@ def lock(manifest: Path, update: bool) -> None:
         click.echo(f"the manifest changed: sign it again with `kit sign {manifest} --key KEY`")
     else:
         click.echo("every base is already pinned; nothing changed")
-
-
-main.add_command(cli_slurm.submit)  # kit submit and kit jobs: Slurm (kit/cli_slurm.py)
-main.add_command(cli_slurm.jobs)
 
 
 def run_cli() -> None:
