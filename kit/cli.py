@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 
 import click
 
-from kit import __version__
+from kit import __version__, cli_slurm
 from kit.bundle import archive as make_archive
 from kit.cleanup import clean_all
 from kit.cli_options import echo_json as _echo_json
@@ -112,7 +112,8 @@ def _paths(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -
     return [Path(v) for v in value]
 
 
-@click.group(cls=KitGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=KitGroup, context_settings={"help_option_names": ["-h", "--help"]},
+             commands=[cli_slurm.submit, cli_slurm.jobs])  # kit submit, kit jobs: Slurm (kit/cli_slurm.py)
 @click.version_option(__version__, prog_name="kit")
 @click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
 def main(debug: bool) -> None:

@@ -30,6 +30,7 @@ from kit.files.environment import (
     NvLink,
     PowerLimits,
     PythonFacts,
+    SlurmAllocation,
     Temperatures,
     Topology,
     TopologyPair,
@@ -297,4 +298,28 @@ def git_info(directory: Path) -> GitInfo | None:
         dirty_files=status.splitlines()[:50] if status else [],
         branch=git("rev-parse", "--abbrev-ref", "HEAD"),
         toplevel=git("rev-parse", "--show-toplevel"),
+    )
+
+
+def slurm_allocation(environ: dict[str, str] | None = None) -> SlurmAllocation | None:
+    """The Slurm job this process runs in, from the SLURM_* variables slurmd sets; None outside a job."""
+    env = os.environ if environ is None else environ
+    job = env.get("SLURM_JOB_ID")
+    if not job:
+        return None
+
+    def text(*names: str) -> str | None:
+        return next((env[n] for n in names if env.get(n)), None)
+
+    def number(name: str) -> int | None:
+        v = env.get(name, "")
+        return int(v) if v.isdigit() else None
+
+    return SlurmAllocation(
+        job_id=job, array_job_id=text("SLURM_ARRAY_JOB_ID"), array_task_id=text("SLURM_ARRAY_TASK_ID"),
+        job_name=text("SLURM_JOB_NAME"), cluster=text("SLURM_CLUSTER_NAME"), partition=text("SLURM_JOB_PARTITION"),
+        node_list=text("SLURM_JOB_NODELIST", "SLURM_NODELIST"), nodes=number("SLURM_JOB_NUM_NODES"),
+        cpus_on_node=number("SLURM_CPUS_ON_NODE"), job_cpus_per_node=text("SLURM_JOB_CPUS_PER_NODE"),
+        gpus_on_node=text("SLURM_GPUS_ON_NODE", "SLURM_JOB_GPUS", "SLURM_GPUS_PER_NODE"),
+        submit_host=text("SLURM_SUBMIT_HOST"), submit_dir=text("SLURM_SUBMIT_DIR"),
     )

@@ -18,6 +18,8 @@ class ExitCode(IntEnum):
     BUNDLE_INVALID = 9
     NOT_REPRODUCED = 10  # kit reproduce: a comparison differs beyond the margin (docs/reproduce.md)
     INCONCLUSIVE = 11  # kit reproduce: nothing beyond the margin, but not every comparison within it
+    SLURM_UNAVAILABLE = 12
+    SLURM_REFUSED = 13
     INTERRUPTED = 130
 
 
@@ -90,6 +92,16 @@ class ReproduceInconclusive(KitError):
     interval straddles the margin, or a level is client-bound or has too few cells)."""
 
     exit_code = ExitCode.INCONCLUSIVE
+class SlurmUnavailable(KitError):
+    """No Slurm here: its commands are missing, or the controller does not answer."""
+
+    exit_code = ExitCode.SLURM_UNAVAILABLE
+
+
+class SlurmRefused(KitError):
+    """A Slurm command answered with an error (a bad option, an unknown partition or job, a limit)."""
+
+    exit_code = ExitCode.SLURM_REFUSED
 
 
 class CellsFailed(KitError):

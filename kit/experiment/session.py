@@ -112,4 +112,7 @@ def environment(inputs: RunInputs, runtime: Runtime) -> JsonObject:
     if m.hardware.gpus:
         env["gpus"] = envinfo.capture_gpus(NvmlProbe())
     env["git"] = envinfo.git_info(project_root(inputs.lm.path))
+    slurm = envinfo.slurm_allocation()
+    if slurm is not None:  # inside a Slurm job (kit submit): which job, partition, nodes and allocation
+        env["slurm"] = slurm
     return env

@@ -128,6 +128,25 @@ class GitInfo(TypedDict):
     toplevel: str | None
 
 
+class SlurmAllocation(TypedDict):
+    """environment.json's ``slurm``: the Slurm job a run (or resume) ran in, as its SLURM_* variables say
+    (null where the job did not set one). Present only inside a Slurm job."""
+
+    job_id: str
+    array_job_id: str | None
+    array_task_id: str | None
+    job_name: str | None
+    cluster: str | None
+    partition: str | None
+    node_list: str | None
+    nodes: int | None
+    cpus_on_node: int | None
+    job_cpus_per_node: str | None
+    gpus_on_node: str | None  # SLURM_GPUS_ON_NODE / SLURM_JOB_GPUS / SLURM_GPUS_PER_NODE, the first set
+    submit_host: str | None
+    submit_dir: str | None
+
+
 class EnvironmentDoc(TypedDict, total=False):
     """``environment.json`` (and ``environment.resume-<n>.json``): the machine a run (or resume) ran on."""
 
@@ -135,6 +154,7 @@ class EnvironmentDoc(TypedDict, total=False):
     runtime: dict[str, object]
     gpus: GpusFacts
     git: GitInfo | None
+    slurm: SlurmAllocation
 
 
 class EnvironmentFile(RootModel[EnvironmentDoc]):

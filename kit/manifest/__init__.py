@@ -1,6 +1,7 @@
 """The experiment manifest: pydantic models (``models``), strict loading of exact bytes and schema
 generation (``loading``). Every public name is importable from ``kit.manifest``."""
 
+from kit.manifest.hardware import Hardware
 from kit.manifest.loading import LoadedManifest, json_schema, load_manifest, project_root, read_bytes, schema_text
 from kit.manifest.models import (
     ENV_NAME_RE,
@@ -16,7 +17,6 @@ from kit.manifest.models import (
     Env,
     EnvName,
     Gates,
-    Hardware,
     ImageSpec,
     Load,
     Manifest,

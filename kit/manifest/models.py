@@ -20,6 +20,7 @@ from pydantic import (
     model_validator,
 )
 
+from kit.manifest.hardware import Hardware
 from kit.manifest.hostpaths import host_path_problem
 
 SCHEMA_ID = "urn:kit:manifest:1"
@@ -57,17 +58,6 @@ def _check_env_names(names: list[str], where: str) -> None:
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-
-class Hardware(_Model):
-    """What the experiment needs from the machine."""
-
-    gpus: Annotated[int, Field(ge=0, le=1024)] | Literal["all"] = Field(
-        0, description="Number of GPUs the server uses, or 'all'. 0 means no GPU (no GPU gate)."
-    )
-    gpu_name: str | None = Field(
-        None, description="If set, every GPU used must report this NVML name (e.g. 'NVIDIA H200')."
-    )
 
 
 class ModelSpec(_Model):

@@ -1,0 +1,29 @@
+"""The manifest's ``hardware`` section: what an experiment needs from the machine, and from a batch system
+(kit submit) the nodes to allocate. Its own module so that models.py stays under the size limit."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Hardware(BaseModel):
+    """What the experiment needs from the machine."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    gpus: Annotated[int, Field(ge=0, le=1024)] | Literal["all"] = Field(
+        0, description="Number of GPUs the server uses, or 'all'. 0 means no GPU (no GPU gate)."
+    )
+    gpu_name: str | None = Field(
+        None, description="If set, every GPU used must report this NVML name (e.g. 'NVIDIA H200')."
+    )
+    nodes: int = Field(
+        1, ge=1, le=1024, description="Nodes a batch system (kit submit) allocates for the run. kit runs its servers "
+        "on one node today: kit submit refuses more than 1."
+    )
+    gpus_per_node: Annotated[int, Field(ge=0, le=1024)] | None = Field(
+        None, description="GPUs kit submit asks for on each node (sbatch --gpus-per-node); default: 'gpus' when it "
+        "is a number, none when it is 'all' (an exclusive node has them all)."
+    )

@@ -1,0 +1,122 @@
+"""What kit asks Slurm for: the allocation a manifest's ``hardware`` needs, the ``#SBATCH`` options, and the
+batch script that runs ``kit run`` inside the allocation.
+
+The script ``exec``s ``kit run``, so kit is the batch step's main process: ``scancel`` (SIGTERM) and the
+time-limit warning (``--signal=B:TERM@120``) reach it directly, and its existing SIGTERM path stops the
+server and signs a consistent, resumable bundle before Slurm's KillWait runs out.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from kit.errors import UsageError
+from kit.manifest import Manifest
+
+JOB_PREFIX = "kit-"  # every job kit submits is named kit-<experiment> (kit jobs lists those)
+COMMENT_PREFIX = "kit "  # and carries a comment "kit out=DIR" or "kit bundle=DIR": where its bundle goes
+TERM_WARNING_S = 120  # SIGTERM this long before the time limit: kit stops the cell and signs the bundle
+# Options kit sets itself; --slurm-opt cannot change them (they decide what kit jobs finds and how kit stops).
+RESERVED = ("--array", "--job-name", "-J", "--comment", "--output", "-o", "--error", "-e", "--parsable",
+            "--wrap", "--export", "--chdir", "-D", "--signal")
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """What one experiment asks Slurm for."""
+
+    nodes: int
+    gpus_per_node: int | None  # None: no GPU request (no GPUs, or 'all' of an exclusive node)
+    exclusive: bool
+    all_gpus: bool = False  # hardware.gpus 'all' without gpus_per_node
+
+    def options(self) -> list[str]:
+        opts = [f"--nodes={self.nodes}", "--ntasks-per-node=1"]
+        if self.gpus_per_node:
+            opts.append(f"--gpus-per-node={self.gpus_per_node}")
+        if self.exclusive:
+            opts.append("--exclusive")
+        return opts
+
+    def describe(self) -> str:
+        gpus = f"{self.gpus_per_node} GPU(s) per node" if self.gpus_per_node else "no GPU request"
+        if self.gpus_per_node is None and self.all_gpus:
+            gpus += " (hardware.gpus 'all': the exclusive node's GPUs)"
+        return f"{self.nodes} node(s), {gpus}, {'exclusive' if self.exclusive else 'shared'}"
+
+
+def allocation(m: Manifest, *, exclusive: bool = True) -> Allocation:
+    hw = m.hardware
+    per_node = hw.gpus_per_node
+    if per_node is None and isinstance(hw.gpus, int) and hw.gpus > 0:
+        per_node = hw.gpus
+    return Allocation(nodes=hw.nodes, gpus_per_node=per_node or None, exclusive=exclusive,
+                      all_gpus=hw.gpus == "all" and per_node is None)
+
+
+def check_slurm_opts(opts: Sequence[str]) -> list[str]:
+    """--slurm-opt values: each one sbatch option (``--partition=gpu``, ``--time=04:00:00``), none of kit's own."""
+    for o in opts:
+        if not o.startswith("-") or any(c in o for c in "\n\r\0"):
+            raise UsageError(f"--slurm-opt {o!r} is not one sbatch option",
+                             hint="give each option whole, e.g. --slurm-opt=--partition=gpu --slurm-opt=--time=4:00:00")
+        name = o.split("=", 1)[0]
+        if name in RESERVED or (not o.startswith("--") and o[:2] in RESERVED):  # -Jname, -o file
+            raise UsageError(f"--slurm-opt {o}: kit sets {name} itself (it decides where the bundle and the log go "
+                             "and how kit stops the run)", hint="leave it out; kit submit --help lists the options")
+    return list(opts)
+
+
+def sbatch_options(alloc: Allocation, *, job_name: str, comment: str, log: Path, array: str | None,
+                   extra: Sequence[str]) -> list[str]:
+    """Every #SBATCH option of one job (or array), kit's first and the user's --slurm-opt last."""
+    opts = [f"--job-name={job_name}", f"--comment={comment}", f"--output={log}", "--export=ALL",
+            f"--signal=B:TERM@{TERM_WARNING_S}", *alloc.options()]
+    if array is not None:
+        opts.append(f"--array={array}")
+    return [*opts, *extra]
+
+
+def kit_run_argv(python: str, *, out_dir: Path, trust: Sequence[Path], allow_unsigned: bool, allow_unpinned: bool,
+                 key: Path | None, resume: Path | None = None) -> list[str]:
+    """``kit run`` as the job runs it: every path absolute, the trust policy passed through."""
+    argv = [python, "-m", "kit", "run", "--out", str(out_dir.resolve())]
+    for t in trust:
+        argv += ["--trust", str(t.resolve())]
+    argv += ["--allow-unsigned"] if allow_unsigned else []
+    argv += ["--allow-unpinned"] if allow_unpinned else []
+    argv += ["--key", str(key.resolve())] if key is not None else []
+    argv += ["--resume", str(resume.resolve())] if resume is not None else []
+    return argv
+
+
+def batch_script(options: Sequence[str], run_argv: Sequence[str], manifests: Sequence[Path], *,
+                 header: str) -> str:
+    """The batch script: #SBATCH lines, then ``exec kit run`` (one manifest, an array's task's manifest, or
+    none for a resume)."""
+    lines = ["#!/bin/bash", *(f"#SBATCH {shlex.quote(o)}" for o in options),
+             *(f"# {h}" for h in header.splitlines()), "set -euo pipefail"]
+    cmd = " ".join(shlex.quote(a) for a in run_argv)
+    if len(manifests) > 1:
+        lines.append("manifests=(" + " ".join(shlex.quote(str(p.resolve())) for p in manifests) + ")")
+        lines.append(f'exec {cmd} "${{manifests[$SLURM_ARRAY_TASK_ID]}}"')
+    elif manifests:
+        lines.append(f"exec {cmd} {shlex.quote(str(manifests[0].resolve()))}")
+    else:
+        lines.append(f"exec {cmd}")
+    return "\n".join(lines) + "\n"
+
+
+def render_allocation(m: Manifest, slurm_opts: Sequence[str] = (), *, exclusive: bool = True) -> list[str]:
+    """What `kit plan` shows for Slurm: the allocation the manifest asks for and the sbatch options kit submit
+    would use (the log and comment paths are placeholders until the shared directory is known)."""
+    alloc = allocation(m, exclusive=exclusive)
+    opts = sbatch_options(alloc, job_name=f"{JOB_PREFIX}{m.name}", comment=f"{COMMENT_PREFIX}out=OUT",
+                          log=Path("OUT/slurm/%x-%j.out"), array=None, extra=check_slurm_opts(slurm_opts))
+    lines = [f"  slurm (kit submit): {alloc.describe()}", "    sbatch " + " ".join(shlex.quote(o) for o in opts)]
+    if alloc.nodes > 1:
+        lines.append("    multi-node arms are not built yet: kit submit refuses hardware.nodes > 1")
+    return lines

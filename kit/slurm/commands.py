@@ -1,0 +1,113 @@
+"""The one adapter between kit and a Slurm cluster: its own commands (``sbatch``, ``srun``, ``squeue``,
+``scancel``, ``sacct``), run as subprocesses, read through their machine-readable output (``sbatch
+--parsable``, ``squeue --json``, ``sacct --parsable2``).
+
+A missing command or a controller that does not answer is ``SlurmUnavailable`` (exit 12); any other error
+Slurm reports is ``SlurmRefused`` (exit 13) with Slurm's own words. Nothing else in kit runs a Slurm
+command, so a REST (slurmrestd) or Kubernetes backend would replace this module and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from kit.errors import SlurmRefused, SlurmUnavailable
+from kit.slurm.queue import SACCT_FIELDS, JobInfo, parse_sacct, parse_squeue_json
+
+# What Slurm's clients print when the controller or munge cannot be reached (22.05 wording).
+_UNREACHABLE = ("Unable to contact slurm controller", "Zero Bytes were transmitted", "Socket timed out",
+                "Invalid authentication credential", "Munge", "munge", "Connection refused",
+                "Could not establish a configuration source")
+_NO_ACCOUNTING = "accounting storage is disabled"
+
+
+class SlurmAccountingDisabled(SlurmUnavailable):
+    """sacct has nothing to read: the cluster keeps no accounting (squeue still lists recent jobs)."""
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """What ``sbatch --parsable`` answered: the job id (the array's id for an array) and the cluster."""
+
+    job_id: str
+    cluster: str | None
+
+
+class Slurm:
+    """Slurm's commands behind one interface. ``env`` replaces the environment they see (tests point
+    SLURM_CONF elsewhere); ``timeout_s`` bounds every call but ``srun``'s."""
+
+    def __init__(self, *, env: Mapping[str, str] | None = None, timeout_s: float = 60.0) -> None:
+        self.env = dict(os.environ if env is None else env)
+        self.timeout_s = timeout_s
+
+    def _run(self, argv: Sequence[str], *, timeout_s: float | None = None) -> str:
+        try:
+            p = subprocess.run(list(argv), capture_output=True, text=True, env=self.env, check=False,
+                               timeout=timeout_s or self.timeout_s)
+        except FileNotFoundError:
+            raise SlurmUnavailable(f"`{argv[0]}` not found: Slurm's client commands are not installed here",
+                                   hint="run kit submit on a Slurm login node (Debian: apt-get install "
+                                        "slurm-client; a test cluster: scripts/ensure-slurm)") from None
+        except subprocess.TimeoutExpired:
+            raise SlurmUnavailable(f"`{' '.join(argv[:2])}` did not answer within {timeout_s or self.timeout_s:g} s",
+                                   hint="check the controller with `sinfo` and `scontrol ping`") from None
+        if p.returncode != 0:
+            said = (p.stderr.strip() or p.stdout.strip() or f"exit status {p.returncode}").splitlines()
+            text = "; ".join(said[-3:])
+            if _NO_ACCOUNTING in text:
+                raise SlurmAccountingDisabled(f"{argv[0]}: {text}",
+                                              hint="this cluster keeps no job accounting; squeue lists recent jobs")
+            if any(s in text for s in _UNREACHABLE):
+                raise SlurmUnavailable(f"{argv[0]} cannot reach the Slurm controller: {text}",
+                                       hint="check `scontrol ping` and that munged runs on this host")
+            raise SlurmRefused(f"{argv[0]} refused: {text}", hint=f"the command was: {' '.join(argv)}")
+        return p.stdout
+
+    def sbatch(self, script: Path, *, chdir: Path | None = None, extra: Sequence[str] = ()) -> Submitted:
+        """Queue a batch script (its ``#SBATCH`` lines carry the options); returns the job id."""
+        argv = ["sbatch", "--parsable", *([f"--chdir={chdir}"] if chdir else []), *extra, str(script)]
+        out = self._run(argv).strip().splitlines()
+        first = out[-1] if out else ""
+        job, _, cluster = first.partition(";")
+        if not job.strip().isdigit():
+            raise SlurmRefused(f"sbatch answered {first!r}, not a job id", hint=f"submit {script} by hand to see why")
+        return Submitted(job.strip(), cluster.strip() or None)
+
+    def squeue(self, *, job_ids: Sequence[str] = (), all_states: bool = True) -> list[JobInfo]:
+        """Jobs the controller knows (with ``all_states``, also those ended within its MinJobAge)."""
+        argv = ["squeue", "--json"]
+        if all_states:
+            argv.append("--states=all")
+        if job_ids:
+            argv.append(f"--jobs={','.join(job_ids)}")
+        out = self._run(argv)
+        try:
+            return parse_squeue_json(json.loads(out))
+        except (ValueError, KeyError, TypeError) as e:
+            raise SlurmRefused(f"squeue --json answered something kit cannot read ({e})",
+                               hint="kit reads Slurm 22.05's squeue --json (OpenAPI v0.0.38) and later") from None
+
+    def sacct(self, *, job_ids: Sequence[str] = (), name_prefix: str = "") -> list[JobInfo]:
+        """Finished jobs from accounting (``SlurmAccountingDisabled`` where the cluster keeps none)."""
+        argv = ["sacct", "--parsable2", "--noheader", "-X", f"--format={','.join(SACCT_FIELDS)}"]
+        if job_ids:
+            argv.append(f"--jobs={','.join(job_ids)}")
+        rows = parse_sacct(self._run(argv))
+        return [r for r in rows if r.name.startswith(name_prefix)]
+
+    def scancel(self, job_id: str, *, signal: str | None = None, batch_only: bool = False) -> None:
+        """Cancel a job (SIGTERM to its processes, then SIGKILL after the cluster's KillWait), or send it
+        ``signal`` only; ``batch_only`` signals just the batch script's process (kit run there)."""
+        argv = ["scancel", *([f"--signal={signal}"] if signal else []), *(["--batch"] if batch_only else []),
+                job_id]
+        self._run(argv)
+
+    def srun(self, options: Sequence[str], command: Sequence[str], *, timeout_s: float | None = None) -> str:
+        """Run a command as a job step (inside an allocation: a step on its nodes); returns its stdout."""
+        return self._run(["srun", *options, *command], timeout_s=timeout_s or 24 * 3600.0)

@@ -1,0 +1,144 @@
+"""The Slurm adapter without a cluster (fast tier): absent commands are exit 12, a refusing command exit 13
+(real processes standing in for Slurm's clients on PATH), squeue's JSON as Slurm 22.05 writes it, the options
+and batch script kit writes (parsed back by bash), and the SLURM_* variables a job sees."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+from slurm_helpers import kit
+from support.manifests import manifest_model
+
+from kit.envinfo import slurm_allocation
+from kit.errors import ExitCode, SlurmRefused, SlurmUnavailable, UsageError
+from kit.slurm import Slurm, allocation, render_allocation
+from kit.slurm.batch import batch_script, check_slurm_opts, kit_run_argv, sbatch_options
+from kit.slurm.queue import parse_sacct, parse_squeue_json
+
+# Trimmed from `squeue --json --states=all` on Debian's slurm-wlm 22.05.8 (task 1 of array 8 is job 8 itself).
+SQUEUE_22_05 = {"meta": {"plugin": {"type": "openapi/v0.0.38"}}, "jobs": [
+    {"job_id": 9, "name": "kit-sweep-a", "job_state": "COMPLETED", "partition": "debug", "nodes": "vm",
+     "node_count": 1, "tres_alloc_str": "cpu=2,mem=21694M,node=1,billing=2", "comment": "kit out=/shared",
+     "exit_code": 0, "current_working_directory": "/w", "array_job_id": 8, "array_task_id": 0,
+     "array_task_string": ""},
+    {"job_id": 8, "name": "kit-sweep-a", "job_state": "RUNNING", "partition": "debug", "nodes": "vm",
+     "node_count": 1, "tres_alloc_str": "", "tres_req_str": "cpu=1,node=1", "comment": "", "exit_code": 0,
+     "current_working_directory": "/w", "array_job_id": 8, "array_task_id": 1, "array_task_string": ""},
+    {"job_id": 12, "name": "kit-b", "job_state": "PENDING", "partition": "gpu", "nodes": "", "node_count": 0,
+     "comment": "", "exit_code": None, "array_job_id": 12, "array_task_id": None, "array_task_string": "2-5%2"},
+]}
+
+
+def test_squeue_json_of_slurm_22_05() -> None:
+    jobs = parse_squeue_json(SQUEUE_22_05)
+    assert [(j.job_id, j.display_id, j.state, j.active) for j in jobs] == [
+        ("9", "8_0", "COMPLETED", False), ("8", "8_1", "RUNNING", True), ("12", "12_[2-5%2]", "PENDING", True)]
+    assert jobs[0].allocation == "cpu=2,mem=21694M,node=1,billing=2" and jobs[1].allocation == "cpu=1,node=1"
+    assert jobs[0].comment == "kit out=/shared" and jobs[2].exit_code == ""
+
+
+def test_sacct_parsable2_rows() -> None:
+    text = "8_1|8|kit-a|CANCELLED by 0|debug|vm|1|cpu=2,node=1|kit out=/s|0:15|/w\nnot|a|row\n"
+    [j] = parse_sacct(text)
+    assert (j.display_id, j.job_id, j.state, j.node_count, j.exit_code) == ("8_1", "8", "CANCELLED", 1, "0:15")
+
+
+def _fake(tmp_path: Path, name: str, script: str) -> dict[str, str]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / name).write_text(f"#!/bin/sh\n{script}\n")
+    (bin_dir / name).chmod(0o755)
+    return {"PATH": str(bin_dir)}
+
+
+def test_missing_commands_are_slurm_unavailable_exit_10(tmp_path: Path) -> None:
+    sl = Slurm(env={"PATH": str(tmp_path)})
+    with pytest.raises(SlurmUnavailable) as e:
+        sl.squeue()
+    assert e.value.exit_code == ExitCode.SLURM_UNAVAILABLE == 12 and "not installed" in e.value.message
+    r = kit("jobs", env={"PATH": str(tmp_path)})  # the CLI: no traceback, the exit code from the one table
+    assert r.returncode == 12 and "squeue" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_refusals_and_an_unreachable_controller(tmp_path: Path) -> None:
+    env = _fake(tmp_path, "sbatch", 'echo "sbatch: error: invalid partition specified: nope" >&2; exit 1')
+    with pytest.raises(SlurmRefused) as refused:
+        Slurm(env=env).sbatch(tmp_path / "job.sh")
+    assert refused.value.exit_code == 13 and "invalid partition specified: nope" in refused.value.message
+    env = _fake(tmp_path, "squeue", 'echo "slurm_load_jobs error: Unable to contact slurm controller" >&2; exit 1')
+    with pytest.raises(SlurmUnavailable, match="cannot reach the Slurm controller"):
+        Slurm(env=env).squeue()
+    env = _fake(tmp_path, "sbatch", "echo 'Submitted batch job 5'")  # not --parsable's answer
+    with pytest.raises(SlurmRefused, match="not a job id"):
+        Slurm(env=env).sbatch(tmp_path / "job.sh")
+    env = _fake(tmp_path, "sbatch", "echo '41;kit'")
+    sub = Slurm(env=env).sbatch(tmp_path / "job.sh")
+    assert (sub.job_id, sub.cluster) == ("41", "kit")
+
+
+def test_allocation_from_hardware() -> None:
+    assert allocation(manifest_model({**_m(), "hardware": {"gpus": 8}})).options() == [
+        "--nodes=1", "--ntasks-per-node=1", "--gpus-per-node=8", "--exclusive"]
+    a = allocation(manifest_model({**_m(), "hardware": {"gpus": "all"}}), exclusive=False)
+    assert a.options() == ["--nodes=1", "--ntasks-per-node=1"] and "'all'" in a.describe()
+    two = allocation(manifest_model({**_m(), "hardware": {"gpus": 8, "nodes": 2, "gpus_per_node": 4}}))
+    assert "--nodes=2" in two.options() and "--gpus-per-node=4" in two.options()
+    lines = render_allocation(manifest_model({**_m(), "hardware": {"gpus": 2}}), ["--partition=gpu"])
+    assert "2 GPU(s) per node, exclusive" in lines[0] and lines[1].endswith("--partition=gpu")
+
+
+def _m() -> dict[str, object]:
+    from support.manifests import manifest_data
+
+    return manifest_data("alloc")
+
+
+def test_slurm_opts_must_be_single_options_and_not_kits_own() -> None:
+    assert check_slurm_opts(["--partition=gpu", "-t10"]) == ["--partition=gpu", "-t10"]
+    for bad in ["10", "partition=gpu", "--time=1\n#SBATCH --uid=0", "--job-name=x", "-Jx", "--array=0-3", "--output=/x"]:
+        with pytest.raises(UsageError):
+            check_slurm_opts([bad])
+
+
+def test_the_batch_script_is_what_bash_and_sbatch_read(tmp_path: Path) -> None:
+    a = allocation(manifest_model({**_m(), "hardware": {"gpus": 1}}))
+    odd = tmp_path / "dir with 'quote'"
+    opts = sbatch_options(a, job_name="kit-x", comment=f"kit out={odd}", log=odd / "slurm/%x-%j.out",
+                          array="0-1%1", extra=["--time=1:00:00"])
+    argv = kit_run_argv("/usr/bin/python3", out_dir=odd, trust=[tmp_path / "t"], allow_unsigned=False,
+                        allow_unpinned=True, key=None)
+    text = batch_script(opts, argv, [tmp_path / "a.yaml", odd / "b.yaml"], header="h")
+    assert subprocess.run(["bash", "-n"], input=text, text=True, check=False).returncode == 0
+    sbatch_lines = [shlex.split(line[len("#SBATCH "):])[0] for line in text.splitlines() if line.startswith("#SBATCH")]
+    assert sbatch_lines == opts  # each option one word, as sbatch's own quote-aware parser reads it
+    # the array task picks its manifest; print instead of exec to see the command bash would run
+    shown = subprocess.run(["bash", "-c", text.replace("exec ", "printf '%s\\n' "), "x"], text=True,
+                           capture_output=True, env={"SLURM_ARRAY_TASK_ID": "1"}, check=True).stdout.splitlines()
+    assert shown == [*argv, str(odd / "b.yaml")]
+
+
+def test_slurm_allocation_from_the_job_environment() -> None:
+    assert slurm_allocation({}) is None
+    env = {"SLURM_JOB_ID": "9", "SLURM_ARRAY_JOB_ID": "8", "SLURM_ARRAY_TASK_ID": "0", "SLURM_JOB_PARTITION": "gpu",
+           "SLURM_JOB_NODELIST": "n[1-2]", "SLURM_JOB_NUM_NODES": "2", "SLURM_GPUS_ON_NODE": "8",
+           "SLURM_CPUS_ON_NODE": "x"}
+    got = slurm_allocation(env)
+    assert got is not None and got["job_id"] == "9" and got["node_list"] == "n[1-2]" and got["nodes"] == 2
+    assert got["gpus_on_node"] == "8" and got["cpus_on_node"] is None and got["cluster"] is None
+
+
+def test_submit_refuses_before_touching_slurm(tmp_path: Path) -> None:
+    """Usage errors and multi-node manifests stop kit submit before any Slurm command runs (PATH has none)."""
+    from support.manifests import manifest_data, write_manifest
+
+    env = {"PATH": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "config")}
+    assert kit("submit", env=env).returncode == 2
+    m = write_manifest(tmp_path / "two.yaml", manifest_data("two", hardware={"nodes": 2}))
+    r = kit("submit", str(m), "--allow-unsigned", "--out", str(tmp_path / "out"), env=env)
+    assert r.returncode == 2 and "hardware.nodes is 2" in r.stderr, r.stderr
+    r = kit("submit", str(m), "--resume", str(tmp_path), env=env)
+    assert r.returncode == 2 and "not both" in r.stderr, r.stderr
+    assert not (tmp_path / "out").exists()
