@@ -29,7 +29,10 @@ def pct(x: float, digits: int = 1) -> str:
 
 
 def signed_pct(x: float) -> str:
-    return "–" if math.isnan(x) else f"{100 * x:+.1f} %".replace("-", "−")
+    if math.isnan(x):
+        return "–"
+    text = f"{100 * x:+.1f} %"
+    return "0.0 %" if text[1:] == "0.0 %" else text.replace("-", "−")
 
 
 def _ratio(num: float, den: int) -> float:
