@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.kit-installed
 TEST_STAMP := $(VENV)/.kit-test-extras
 
-.PHONY: demo test setup lint unit clean-venv
+.PHONY: demo test setup lint unit clean-venv stats-table
 
 # The fast unit tier: its selection, and the recipe that runs it and prints its wall time.
 UNIT := not docker and not slow and not gpu
@@ -58,3 +58,7 @@ unit: setup
 
 clean-venv:
 	rm -rf $(VENV)
+
+## Rerun the full statistics simulation (~3 minutes on one core) and rewrite its table in docs/statistics.md.
+stats-table: setup
+	PYTHONPATH=. $(BIN)/python -m tests.stats.sim --write-table docs/statistics.md
