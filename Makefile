@@ -46,6 +46,7 @@ lint: setup
 ## the unit tier first (its time printed), then the docker, slow and gpu tiers; every test runs once.
 test: $(TEST_STAMP)
 	./scripts/ensure-docker
+	./scripts/ensure-slurm
 	$(BIN)/ruff check kit tests benchmarks
 	$(BIN)/mypy
 	$(run_unit)
