@@ -26,7 +26,7 @@ setup: $(STAMP)
 
 # Test-only extras: the CPU build of torch (for the OEA routing tests; it installs from the local
 # wheel file on these machines; pinned in the same command so that transformers cannot move it),
-# transformers serve 5.24.0 and kit's launcher for it (images/transformers, tests/transformers),
+# transformers serve 5.24.0 and kit's launcher for it (images/transformers, tests/hfserve),
 # and a Docker engine when none answers.
 $(TEST_STAMP): $(STAMP)
 	$(BIN)/python -m pip install -q torch==2.13.0 "transformers[serving]==5.24.0" -e images/transformers

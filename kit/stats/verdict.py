@@ -41,6 +41,8 @@ def _num(x: float) -> str:
 def change_text(metric: Metric, ratio: float, ci: Sequence[float] | None, diff: float,
                 diff_ci: Sequence[float] | None) -> str:
     unit = f" {metric.unit}" if metric.unit else ""
+    if ratio != ratio or diff != diff:  # NaN: an arm has no ok cell at this level
+        return f"{metric.label}: no value in one arm"
     pct = f"{metric.label} {_signed(100 * (ratio - 1))} % (×{ratio:.3g})"
     if ci is not None:
         pct += f" [{_signed(100 * (ci[0] - 1))}, {_signed(100 * (ci[1] - 1))}]"

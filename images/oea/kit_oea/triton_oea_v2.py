@@ -19,7 +19,7 @@ knocked-out copy of the row); the chosen experts' weights are re-read from the l
 instead of one reduction per slot.
 
 ``KIT_OEA_V2_PATH`` (``auto`` | ``single`` | ``split``) and ``KIT_OEA_V2_SINGLE_MAX`` (largest batch for
-the single-program path under ``auto``, default 32) are read per call, so a benchmark can time both paths.
+the single-program path under ``auto``, default 4) are read per call, so a benchmark can time both paths.
 All launches are on the current stream with grids from shapes only: CUDA-graph safe.
 """
 
@@ -35,7 +35,8 @@ import triton.language as tl
 MAX_EXPERTS = 1024
 PATH_KNOB = "KIT_OEA_V2_PATH"
 SINGLE_MAX_KNOB = "KIT_OEA_V2_SINGLE_MAX"
-DEFAULT_SINGLE_MAX = 32
+# Measured on one H200 (benchmarks/results/h200-2026-12-01/oea_hook_overhead.md): single wins up to 4 rows, split from 8.
+DEFAULT_SINGLE_MAX = 4
 _SINGLE_TILE = 8192  # elements of one [BLOCK_M, BLOCK_N] tile in the single-program path
 _SPLIT_TILE = 2048  # the same for one program of the split path
 _HIST_CHUNK = 1024  # scratch ids histogrammed per step by kernel B (256 for batches with <= 256 base ids)
