@@ -20,8 +20,8 @@ EXIT_MEANINGS = {  # what each of kit.errors.ExitCode means to a script calling 
     ExitCode.BUNDLE_INVALID: "bundle verification failed (tampered, untrusted, not a bundle)",
     ExitCode.NOT_REPRODUCED: "kit reproduce: not reproduced (a comparison differs beyond the margin)",
     ExitCode.INCONCLUSIVE: "kit reproduce: inconclusive (nothing beyond the margin, not everything within it)",
-    ExitCode.SLURM_UNAVAILABLE: "kit submit/jobs: Slurm is not here (commands missing, or the controller does not answer)",
-    ExitCode.SLURM_REFUSED: "kit submit/jobs: a Slurm command refused (bad option, unknown partition or job, a limit)",
+    ExitCode.SLURM_UNAVAILABLE: "kit submit/jobs: no Slurm here (commands missing, or the controller does not answer)",
+    ExitCode.SLURM_REFUSED: "kit submit/jobs: Slurm refused (bad option, unknown partition or job, a limit)",
     ExitCode.INTERRUPTED: "interrupted (Ctrl-C, SIGTERM, SIGHUP); `kit run --resume` finishes the bundle",
 }
 

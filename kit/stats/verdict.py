@@ -7,6 +7,7 @@ higher throughput. See docs/statistics.md.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from kit.stats.metrics import Metric
@@ -41,7 +42,7 @@ def _num(x: float) -> str:
 def change_text(metric: Metric, ratio: float, ci: Sequence[float] | None, diff: float,
                 diff_ci: Sequence[float] | None) -> str:
     unit = f" {metric.unit}" if metric.unit else ""
-    if ratio != ratio or diff != diff:  # NaN: an arm has no ok cell at this level
+    if math.isnan(ratio) or math.isnan(diff):  # an arm has no ok cell at this level
         return f"{metric.label}: no value in one arm"
     pct = f"{metric.label} {_signed(100 * (ratio - 1))} % (×{ratio:.3g})"
     if ci is not None:
