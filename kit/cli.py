@@ -39,6 +39,7 @@ from kit.progress import RichEvents, render_result
 from kit.report.rebuild import rebuild
 from kit.server_spec import exposure_lines, host_exposure
 from kit.signing import generate_key, load_signing_key, sign_manifest, user_trust_file
+from kit.slurm import render_allocation
 from kit.verify import verify_target
 
 
@@ -228,10 +229,12 @@ def plan(manifest: Path, allow_unpinned: bool, itl_ms: float, cv: str | None, pi
         _echo_json({"manifest": str(manifest), "plan": p.as_dict(), "estimate": est.__dict__,
                     "runtime": m.runtime, "host": host_exposure(m), "server": m.server.model_dump(),
                     "model": m.model.model_dump(), "hardware": m.hardware.model_dump(),
-                    "arms": [a.model_dump() for a in m.arms], "gates": m.gates.model_dump(), "power": pp.as_dict()})
+                    "arms": [a.model_dump() for a in m.arms], "gates": m.gates.model_dump(), "power": pp.as_dict(),
+                    "slurm": render_allocation(m)})
         return
     _render_plan(lm, p, est, click.echo)
     click.echo("\n".join(power_lines(pp)))
+    click.echo("\n".join(render_allocation(m)))
 
 
 def _render_plan(lm: Any, p: Any, est: Any, out: Callable[[str], None]) -> None:

@@ -4,6 +4,7 @@ and batch script kit writes (parsed back by bash), and the SLURM_* variables a j
 
 from __future__ import annotations
 
+import json
 import shlex
 import subprocess
 from pathlib import Path
@@ -142,3 +143,18 @@ def test_submit_refuses_before_touching_slurm(tmp_path: Path) -> None:
     r = kit("submit", str(m), "--resume", str(tmp_path), env=env)
     assert r.returncode == 2 and "not both" in r.stderr, r.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_kit_plan_shows_the_slurm_allocation() -> None:
+    """`kit plan` prints the allocation and the sbatch options kit submit would use (text and --json)."""
+    root = Path(__file__).resolve().parents[2]
+    r = kit("plan", str(root / "experiments" / "demo.yaml"))
+    assert r.returncode == 0, r.stderr
+    assert "slurm (kit submit): 1 node(s)" in r.stdout and "sbatch --job-name=kit-demo" in r.stdout
+    assert "--exclusive" in r.stdout
+    j = kit("plan", "--json", str(root / "experiments" / "demo.yaml"))
+    assert j.returncode == 0, j.stderr
+
+
+    lines = json.loads(j.stdout)["slurm"]
+    assert any(line.strip().startswith("sbatch ") and "--nodes=1" in line for line in lines)
