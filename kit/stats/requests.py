@@ -173,7 +173,10 @@ def _censored_row(rec: RecordLike) -> tuple[float, ...] | None:
     chunks = _chunks(rec)
     ttft = float(chunks[0]) if chunks else float(e2e)
     n = len(chunks)
-    tpot = tpot_ns(ttft, float(e2e), n)
+    # TPOT from the chunks that arrived (first to last), not up to the moment the client gave up: the wait after
+    # the last chunk is not a token's time, and counting it made the arm with timeouts look slower (+0.8 % at 5 %
+    # timeouts, +2 % at 15 %, in tests/stats' simulation).
+    tpot = tpot_ns(ttft, float(chunks[-1]), n) if n > 1 else None
     itl_sum = float(chunks[-1] - chunks[0]) if n > 1 else 0.0
     return (ttft, float(e2e), tpot or 0.0, 0.0 if tpot is None else 1.0, itl_sum, max(n - 1, 0), n, 1.0)
 
