@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from kit.cli_options import echo_json, json_option, trust_option
-from kit.compare import comparison_json, compare_bundles, raise_for_verdict, render_comparison
+from kit.compare import compare_bundles, comparison_json, raise_for_verdict, render_comparison
 from kit.plan import parse_fraction
 from kit.progress import RichEvents
 from kit.reproduce import ReproduceOptions
@@ -74,7 +74,7 @@ def reproduce(source: Path, out_dir: Path, resume: Path | None, project: Path | 
               help="Exit as kit reproduce does: 10 when B does not reproduce A, 11 when inconclusive (else 0).")
 @json_option
 def compare(bundle_a: Path, bundle_b: Path, margin: str | None, strict: bool, as_json: bool) -> None:
-    """Compare two bundles: what differs in setup, each arm x level's figures (B / A), and whether B reproduces A.
+    """Compare two bundles: setup, each arm x level's figures (B / A), and whether B reproduces A.
 
     The verdicts are kit reproduce's (docs/reproduce.md), with A as the original and B as the new run: the primary
     metric per level, each arm and each A/B effect, with an equivalence test, and whether the A/B conclusion held.

@@ -183,7 +183,8 @@ def raise_for_verdict(result: BundleComparison) -> None:
     eq = result["equivalence"]
     if eq.verdict != "reproduced":
         error = NotReproduced if eq.verdict == "not_reproduced" else ReproduceInconclusive
-        raise error(f"B against A: {headline(eq)}", hint="the comparisons above say which level and arm, and by how much")
+        raise error(f"B against A: {headline(eq)}",
+                    hint="each comparison's line (or --json's equivalence) says which level and arm, and by how much")
 
 
 def _fmt(v: object) -> str:
