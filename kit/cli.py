@@ -22,8 +22,7 @@ from kit.bundle import archive as make_archive
 from kit.cleanup import clean_all
 from kit.cli_options import echo_json as _echo_json
 from kit.cli_options import json_option, trust_option
-from kit.cli_reproduce import reproduce
-from kit.compare import compare_bundles, render_comparison
+from kit.cli_reproduce import compare, reproduce
 from kit.compose import render_compose
 from kit.errors import ExitCode, KitError, UsageError
 from kit.experiment import RunOptions, run_experiment
@@ -296,20 +295,6 @@ def report(bundle: Path, key: Path | None) -> None:
 
 
 @main.command()
-@click.argument("bundle_a", type=click.Path(file_okay=False, exists=True, path_type=Path))
-@click.argument("bundle_b", type=click.Path(file_okay=False, exists=True, path_type=Path))
-@json_option
-def compare(bundle_a: Path, bundle_b: Path, as_json: bool) -> None:
-    """Compare two bundles: what differs in setup, and each arm x level's figures (B / A)."""
-    result = compare_bundles(bundle_a, bundle_b)
-    if as_json:
-        _echo_json(result)
-    else:
-        for line in render_comparison(result):
-            click.echo(line)
-
-
-@main.command()
 @click.argument("bundle", type=click.Path(file_okay=False, exists=True, path_type=Path))
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="Archive to write (.tar.gz).")
@@ -381,6 +366,7 @@ def lock(manifest: Path, update: bool) -> None:
 
 
 main.add_command(reproduce)
+main.add_command(compare)
 
 
 def run_cli() -> None:

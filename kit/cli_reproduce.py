@@ -1,5 +1,6 @@
-"""`kit reproduce` (registered on ``kit.cli.main``): parse, call ``kit.reproduce.reproduce``, render; the verdict's
-exit code (10 not reproduced, 11 inconclusive) comes from kit's one error mapping."""
+"""`kit reproduce` and `kit compare` (registered on ``kit.cli.main``): parse, call ``kit.reproduce.reproduce`` or
+``kit.compare.compare_bundles``, render; the verdict's exit code (10 not reproduced, 11 inconclusive; `kit compare`
+only with --strict) comes from kit's one error mapping."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from pathlib import Path
 import click
 
 from kit.cli_options import echo_json, json_option, trust_option
+from kit.compare import compare_bundles, comparison_json, raise_for_verdict, render_comparison
+from kit.plan import parse_fraction
 from kit.progress import RichEvents
 from kit.reproduce import ReproduceOptions
 from kit.reproduce import reproduce as reproduce_bundle
@@ -60,3 +63,28 @@ def reproduce(source: Path, out_dir: Path, resume: Path | None, project: Path | 
         if result.bundle is not None:
             click.echo(f"bundle: {result.bundle}")
     result.raise_for_verdict()
+
+
+@click.command()
+@click.argument("bundle_a", type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.argument("bundle_b", type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.option("--margin", metavar="FRACTION",
+              help="Equivalence margin, e.g. 5% or 0.05 (default: A's manifest's analysis.reproduce_margin).")
+@click.option("--strict", is_flag=True,
+              help="Exit as kit reproduce does: 10 when B does not reproduce A, 11 when inconclusive (else 0).")
+@json_option
+def compare(bundle_a: Path, bundle_b: Path, margin: str | None, strict: bool, as_json: bool) -> None:
+    """Compare two bundles: setup, each arm x level's figures (B / A), and whether B reproduces A.
+
+    The verdicts are kit reproduce's (docs/reproduce.md), with A as the original and B as the new run: the primary
+    metric per level, each arm and each A/B effect, with an equivalence test, and whether the A/B conclusion held.
+    Exit 0 whatever the verdict, unless --strict.
+    """
+    result = compare_bundles(bundle_a, bundle_b, parse_fraction(margin, "--margin"))
+    if as_json:
+        echo_json(comparison_json(result))
+    else:
+        for line in render_comparison(result):
+            click.echo(line)
+    if strict:
+        raise_for_verdict(result)

@@ -12,12 +12,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypedDict
 
-from pydantic import ValidationError
+from pydantic import BaseModel
 
-from kit.errors import BundleError
-from kit.files.read import MAX_FILE_BYTES
+from kit.errors import BundleError, KitError, NotReproduced, ReproduceInconclusive
+from kit.files.read import MAX_FILE_BYTES, read_file
+from kit.files.reproduce import Conclusion, ReproComparison, Verdict
 from kit.files.summary import ArmLevel, Summary
-from kit.plumbing.files import read_bounded, sha256_file
+from kit.manifest import load_manifest
+from kit.manifest.models import Analysis, Manifest
+from kit.plumbing.files import read_bounded
+from kit.reproduce.render import headline, verdict_lines
+from kit.reproduce.setup import setup_rows
+from kit.reproduce.verdict import counts, judge, overall
 
 FigureGet = Callable[[ArmLevel], float | None]
 
@@ -30,23 +36,7 @@ FIGURES: list[tuple[str, FigureGet, bool]] = [  # (label, figure of an arm_level
     ("E2E p50 ms", lambda f: f.e2e_ms.p50, False),
     ("experts/step", lambda f: f.server.unique_experts_per_step if f.server else None, False),
 ]
-
-SETUP: list[tuple[str, str, str]] = [  # (label, file, dotted path)
-    ("manifest sha256", "provenance", "manifest"),
-    ("kit version", "run.json", "kit_version"),
-    ("trust unverified", "run.json", "trust.signers"),  # run.json's claim; kit compare checks no signature
-    ("flags", "run.json", "flags"),
-    ("git commit", "environment.json", "git.commit"),
-    ("host CPU", "environment.json", "host.cpu.model"),
-    ("cores", "environment.json", "host.cpu.usable_cores"),
-    ("kernel", "environment.json", "host.kernel.release"),
-    ("python", "environment.json", "host.python.version"),
-    ("packages", "environment.json", "host.packages"),
-    ("GPU driver", "environment.json", "gpus.driver_version"),
-    ("GPUs", "environment.json", "gpus.gpus"),
-    ("runtime", "environment.json", "runtime"),
-    ("images", "images.json", ""),
-]
+DEFAULT_MARGIN = Analysis().reproduce_margin
 
 
 class SetupRow(TypedDict):
@@ -54,6 +44,7 @@ class SetupRow(TypedDict):
     a: object
     b: object
     same: bool
+    note: str
 
 
 class FigureRow(TypedDict):
@@ -67,11 +58,27 @@ class FigureRow(TypedDict):
     client_bound: bool
 
 
+class Equivalence(BaseModel):
+    """`kit reproduce`'s verdict with A as the original and B as the new run (kit.reproduce.verdict.judge)."""
+
+    primary: str
+    margin: float
+    margin_from: str  # "--margin", or where the default came from
+    confidence: float
+    verdict: Verdict
+    counts: dict[str, int]
+    comparisons: list[ReproComparison]
+    conclusion_held: bool | None
+    conclusions: list[Conclusion]
+    notes: list[str]
+
+
 class BundleComparison(TypedDict):
     a: str
     b: str
     setup: list[SetupRow]
     figures: list[FigureRow]
+    equivalence: Equivalence
 
 
 def _load(root: Path, name: str) -> object:
@@ -88,34 +95,20 @@ def _load(root: Path, name: str) -> object:
         raise BundleError(f"{p}: not a readable JSON file ({e})", hint=f"run `kit verify {root}`") from None
 
 
-def _summary(root: Path) -> Summary:
-    doc = _load(root, "summary.json")
-    try:
-        return Summary.model_validate(doc)
-    except ValidationError as e:
-        raise BundleError(f"{root / 'summary.json'}: not a kit summary ({e.error_count()} problems: "
-                          f"{e.errors()[0]['loc']}: {e.errors()[0]['msg']})", hint=f"run `kit report {root}`") from None
+def _trust_claim(doc: object) -> object:
+    trust = doc.get("trust") if isinstance(doc, dict) else None
+    return trust.get("signers") if isinstance(trust, dict) else None
 
 
-def _get(obj: object, dotted: str) -> object:
-    for part in [p for p in dotted.split(".") if p]:
-        if not isinstance(obj, dict):
-            return None
-        obj = obj.get(part)
-    return obj
-
-
-def _manifest_digest(root: Path) -> str | None:
-    p = root / "manifest.yaml"
-    return sha256_file(p)[0] if p.exists() else None
-
-
-def _setup(root: Path) -> dict[str, object]:
-    files = {name: _load(root, name) for name in ("run.json", "environment.json", "images.json")}
-    out: dict[str, object] = {}
-    for label, name, dotted in SETUP:
-        out[label] = _manifest_digest(root) if name == "provenance" else _get(files[name], dotted)
-    return out
+def _setup(a: Path, b: Path) -> list[SetupRow]:
+    """kit reproduce's setup diff (kit.reproduce.setup), plus run.json's trust claim and images.json; every JSON file
+    it reads is first read here under the bundle read policy, so an odd one is exit 9, not a silent blank."""
+    docs = [{name: _load(root, name) for name in ("run.json", "environment.json", "images.json")} for root in (a, b)]
+    rows: list[SetupRow] = [{"what": r.what, "a": r.original, "b": r.new, "same": r.same, "note": r.note}
+                            for r in setup_rows(a, b)]
+    extra = [("trust unverified", _trust_claim(docs[0]["run.json"]), _trust_claim(docs[1]["run.json"])),  # a claim
+             ("images", docs[0]["images.json"], docs[1]["images.json"])]
+    return rows + [{"what": w, "a": x, "b": y, "same": x == y, "note": ""} for w, x, y in extra]
 
 
 def _figures(summary: Summary) -> dict[tuple[str, int], ArmLevel]:
@@ -126,15 +119,44 @@ def _ratio(x: float | None, y: float | None) -> float | None:
     return y / x if isinstance(x, (int, float)) and isinstance(y, (int, float)) and x else None
 
 
-def compare_bundles(a: Path, b: Path) -> BundleComparison:
+def _manifest(root: Path) -> Manifest | None:
+    p = root / "manifest.yaml"
+    if not p.exists() and not p.is_symlink():
+        return None
+    try:
+        return load_manifest(p, allow_unpinned=True).manifest
+    except KitError as e:
+        raise BundleError(f"{p}: not a kit manifest ({e.message})", hint=f"run `kit verify {root}`") from None
+
+
+def equivalence(a: Path, sa: Summary, sb: Summary, margin: float | None) -> Equivalence:
+    """B judged against A as `kit reproduce` judges a re-run against its source; the margin is ``margin`` when given,
+    else A's manifest's analysis.reproduce_margin (kit's default when A has no manifest.yaml)."""
+    m = _manifest(a)
+    if margin is not None:
+        used, where = margin, "--margin"
+    elif m is not None:
+        used, where = m.analysis.reproduce_margin, "A's manifest (analysis.reproduce_margin)"
+    else:
+        used, where = DEFAULT_MARGIN, "kit's default (A has no manifest.yaml)"
+    comps, concl = judge(sa, sb, used, sa.analysis.confidence, even=m is not None and m.design.order == "abba")
+    held = [c.held for c in concl if c.held is not None]
+    notes = [f"B's primary metric is {sb.analysis.primary}; A's ({sa.analysis.primary}) is compared"] \
+        if sb.analysis.primary != sa.analysis.primary else []
+    return Equivalence(primary=sa.analysis.primary, margin=used, margin_from=where, confidence=sa.analysis.confidence,
+                       verdict=overall(comps), counts=counts(comps), comparisons=comps,
+                       conclusion_held=all(held) if held else None, conclusions=concl, notes=notes)
+
+
+def compare_bundles(a: Path, b: Path, margin: float | None = None) -> BundleComparison:
     for root in (a, b):
         if not (root / "run.json").exists():
             raise BundleError(f"{root} is not a kit bundle (no run.json)")
         if not (root / "summary.json").exists():
             raise BundleError(f"{root} has no summary.json", hint=f"run `kit report {root}`")
-    sa, sb = _setup(a), _setup(b)
-    setup: list[SetupRow] = [{"what": k, "a": sa[k], "b": sb[k], "same": sa[k] == sb[k]} for k in sa]
-    fa, fb = _figures(_summary(a)), _figures(_summary(b))
+    setup = _setup(a, b)
+    sa, sb = read_file(a, "summary.json", Summary), read_file(b, "summary.json", Summary)
+    fa, fb = _figures(sa), _figures(sb)
     rows: list[FigureRow] = []
     for key in sorted(set(fa) | set(fb)):
         va, vb = fa.get(key), fb.get(key)
@@ -148,7 +170,21 @@ def compare_bundles(a: Path, b: Path) -> BundleComparison:
                 "higher_is_better": higher,
                 "client_bound": bool((va is not None and va.client_bound) or (vb is not None and vb.client_bound)),
             })
-    return {"a": str(a), "b": str(b), "setup": setup, "figures": rows}
+    return {"a": str(a), "b": str(b), "setup": setup, "figures": rows, "equivalence": equivalence(a, sa, sb, margin)}
+
+
+def comparison_json(result: BundleComparison) -> dict[str, object]:
+    """What `kit compare --json` prints."""
+    return {**result, "equivalence": result["equivalence"].model_dump(mode="json")}
+
+
+def raise_for_verdict(result: BundleComparison) -> None:
+    """`kit compare --strict`: exit 10 (not reproduced) or 11 (inconclusive), as `kit reproduce`; else nothing."""
+    eq = result["equivalence"]
+    if eq.verdict != "reproduced":
+        error = NotReproduced if eq.verdict == "not_reproduced" else ReproduceInconclusive
+        raise error(f"B against A: {headline(eq)}",
+                    hint="each comparison's line (or --json's equivalence) says which level and arm, and by how much")
 
 
 def _fmt(v: object) -> str:
@@ -164,17 +200,21 @@ def render_comparison(result: BundleComparison) -> list[str]:
     lines = [f"A: {result['a']}", f"B: {result['b']}",
              "NOT VERIFIED: kit compare reads what each bundle's files claim (trust included) and checks no "
              "signature; run `kit verify` on each bundle first", "", "setup:"]
+    width = max((len(s["what"]) for s in result["setup"]), default=0)
     for s in result["setup"]:
         mark = "same" if s["same"] else "DIFFERS"
-        lines.append(f"  {s['what']:<16} {mark:<8} " + (_fmt(s["a"]) if s["same"] else f"A={_fmt(s['a'])}  "
-                                                          f"B={_fmt(s['b'])}"))
+        text = _fmt(s["a"]) if s["same"] else f"A={_fmt(s['a'])}  B={_fmt(s['b'])}"
+        lines.append(f"  {s['what']:<{width}} {mark:<8} {text}" + (f" ({s['note']})" if s["note"] else ""))
     lines += ["", f"{'arm':<12}{'c':>6}  {'figure':<14}{'A':>12}{'B':>12}{'B/A':>9}"]
     for r in result["figures"]:
         ratio = f"{r['ratio_b_over_a']:.3f}" if r["ratio_b_over_a"] is not None else "-"
         flag = "  client-bound" if r["client_bound"] else ""
         lines.append(f"{r['arm']:<12}{r['level']:>6}  {r['figure']:<14}{_fmt(r['a']):>12}{_fmt(r['b']):>12}"
                      f"{ratio:>9}{flag}")
-    lines.append("")
-    lines.append("B/A is a plain ratio of the two runs' pooled figures, without a confidence interval; the "
-                 "A/B verdicts between arms are in each bundle's report.md.")
+    eq = result["equivalence"]
+    lines += ["", "B/A above is a plain ratio of the two runs' pooled figures, without a confidence interval. Below, "
+              "B is judged against A as `kit reproduce` judges a re-run against its source (A the original, B the "
+              "new run; docs/reproduce.md).", f"margin ±{100 * eq.margin:.3g} % from {eq.margin_from}", ""]
+    lines += verdict_lines(eq, "equivalence")
+    lines += [f"note: {n}" for n in eq.notes] + ["", headline(eq)]
     return lines

@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 import json
+from typing import Protocol
 
-from kit.files.reproduce import ClientRow, ReproduceFile, SetupRow
+from kit.files.reproduce import ClientRow, Conclusion, ReproComparison, ReproduceFile, SetupRow, Verdict
 
 VERDICT_WORD = {"reproduced": "REPRODUCED", "not_reproduced": "NOT REPRODUCED", "inconclusive": "INCONCLUSIVE"}
 STATUS_WORD = {"reproduced": "reproduced", "not_reproduced": "NOT reproduced", "inconclusive": "inconclusive"}
@@ -33,7 +34,26 @@ def _client_text(r: ClientRow) -> str:
             f"lag p99 ≤{lag}, client-bound cells: {bound}")
 
 
-def headline(r: ReproduceFile) -> str:
+class Judged(Protocol):
+    """What the verdict's words need: a ``ReproduceFile``, or `kit compare`'s equivalence of two bundles."""
+
+    @property
+    def verdict(self) -> Verdict: ...
+    @property
+    def counts(self) -> dict[str, int]: ...
+    @property
+    def primary(self) -> str: ...
+    @property
+    def margin(self) -> float: ...
+    @property
+    def confidence(self) -> float: ...
+    @property
+    def comparisons(self) -> list[ReproComparison]: ...
+    @property
+    def conclusions(self) -> list[Conclusion]: ...
+
+
+def headline(r: Judged) -> str:
     """One line: the verdict, how many comparisons made it, and whether the A/B conclusion held."""
     n = len(r.comparisons)
     ok, bad, undecided = (r.counts.get(k, 0) for k in ("reproduced", "not_reproduced", "inconclusive"))
@@ -48,7 +68,7 @@ def headline(r: ReproduceFile) -> str:
     return f"verdict: {VERDICT_WORD[r.verdict]}: {text}; {conclusion_text(r)}"
 
 
-def conclusion_text(r: ReproduceFile) -> str:
+def conclusion_text(r: Judged) -> str:
     """Whether the A/B conclusion held, at how many of the levels that could be judged."""
     n = len(r.conclusions)
     judged = [c for c in r.conclusions if c.held is not None]
@@ -76,14 +96,19 @@ def lines(r: ReproduceFile) -> list[str]:
         out += [f"               {d}" for d in i.differences]
     out.append("load client (worst cell per level):")
     out += [f"  c={c.level:<5} {c.run:<8} {_client_text(c)}" for c in r.client]
-    out += ["", f"reproduction of {r.primary} (margin ±{100 * r.margin:.3g} %, "
-                f"{100 * (1 - 2 * (1 - r.confidence)):.0f} % intervals; docs/reproduce.md):"]
-    out += [f"  {STATUS_WORD[c.verdict]:<15} {c.text}" for c in r.comparisons]
-    out.append(f"A/B conclusion ({r.primary}, each arm vs the baseline):")
-    out += [f"  {c.text}" for c in r.conclusions] or ["  no non-baseline arm"]
+    out += ["", *verdict_lines(r, "reproduction")]
     out += [f"note: {n}" for n in r.notes]
     out += ["", headline(r)]
     return out
+
+
+def verdict_lines(r: Judged, what: str) -> list[str]:
+    """Every comparison's line, then the A/B conclusion at each level (``what``: the title's first word)."""
+    out = [f"{what} of {r.primary} (margin ±{100 * r.margin:.3g} %, "
+           f"{100 * (1 - 2 * (1 - r.confidence)):.0f} % intervals; docs/reproduce.md):"]
+    out += [f"  {STATUS_WORD[c.verdict]:<15} {c.text}" for c in r.comparisons]
+    out.append(f"A/B conclusion ({r.primary}, each arm vs the baseline):")
+    return out + ([f"  {c.text}" for c in r.conclusions] or ["  no non-baseline arm"])
 
 
 def markdown(r: ReproduceFile, bundle: str) -> str:

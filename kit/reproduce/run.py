@@ -31,7 +31,7 @@ from kit.reproduce.render import headline, lines, markdown
 from kit.reproduce.sealing import copy_source, predicate
 from kit.reproduce.setup import client_rows, setup_rows
 from kit.reproduce.source import Source, opened
-from kit.reproduce.verdict import judge, overall
+from kit.reproduce.verdict import counts, judge, overall
 from kit.runtime import Runtime
 
 
@@ -152,7 +152,7 @@ def seal(src: Source, root: Path, opts: ReproduceOptions) -> ReproduceFile:
     report = ReproduceFile(
         source=src.ref, verdict=overall(comps), primary=m.analysis.primary, margin=m.analysis.reproduce_margin,
         confidence=m.analysis.confidence,
-        counts={v: sum(1 for c in comps if c.verdict == v) for v in ("reproduced", "not_reproduced", "inconclusive")},
+        counts=counts(comps),
         comparisons=comps, conclusion_held=(all(held) if held else None), conclusions=concl,
         setup=setup_rows(src.root, root), images=identities([a.name for a in m.arms], m.runtime, src.root, root),
         client=client_rows(src.root, root, [lv.concurrency for lv in src.summary.levels]),

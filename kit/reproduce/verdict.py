@@ -275,6 +275,11 @@ def overall(comparisons: list[ReproComparison]) -> Verdict:
     return "inconclusive"
 
 
+def counts(comparisons: list[ReproComparison]) -> dict[str, int]:
+    """How many comparisons got each verdict."""
+    return {v: sum(1 for c in comparisons if c.verdict == v) for v in ("reproduced", "not_reproduced", "inconclusive")}
+
+
 def judge(original: Summary, new: Summary, margin: float, confidence: float, *, even: bool = False,
           ) -> tuple[list[ReproComparison], list[Conclusion]]:
     """Every comparison of the primary metric (each arm per level, then each effect per level) and the A/B
