@@ -10,8 +10,13 @@ from e2e_helpers import ROOT, bundle_of, kit, own_network, read_json, tiny_manif
 @pytest.mark.slow
 def test_aa_experiment_reports_no_significant_difference(tmp_path: Path, port: int,
                                                          isolated: dict[str, str]) -> None:
-    """The same arm twice: every level must say 'no significant difference' (two real runs here;
-    the 10-run requirement is checked on simulated bundles in tests/stats)."""
+    """The same arm twice, two real runs: no primary verdict may be significant, with one exception allowed over
+    the two runs' six primary comparisons. The primary family's false-alarm rate is at most 5 % per run by design
+    (tests/stats' simulation measures 2.7 % at 3 cells), so demanding zero in every real run would make this test
+    fail a few times in a hundred for no fault; two false alarms in two runs happen about once in a thousand.
+    Guardrail statuses (client-bound, the client's TTFT share, error rates) withhold a verdict and are never
+    'significant'. The 10-run false-alarm requirement is checked on simulated bundles in tests/stats."""
+    significant: list[str] = []
     for run in range(2):
         m = tiny_manifest(tmp_path / f"aa{run}.yaml", port, name=f"aa{run}", same_arms=True, levels=(1, 4, 8),
                           requests=24, output_tokens=12, repeats=3)
@@ -19,13 +24,16 @@ def test_aa_experiment_reports_no_significant_difference(tmp_path: Path, port: i
         r = kit("run", str(m), "--out", str(out), "--allow-unsigned", env=isolated, timeout=600)
         assert r.returncode == 0, r.stderr
         summary = read_json(bundle_of(out) / "summary.json")
-        tested = [c for c in summary["comparisons"] if c["tested"]]
-        assert tested
-        for c in tested:
-            if c["status"] == "client_bound":
-                continue  # never a clean verdict either way
-            assert not c["significant"], c["verdict"]
-            assert c["verdict"].startswith("no significant difference"), c["verdict"]
+        primary = [c for c in summary["comparisons"] if c["tested"] and c["role"] == "primary"]
+        assert primary
+        for c in primary:
+            if c["status"] == "not_significant":
+                assert c["verdict"].startswith("no significant difference"), c["verdict"]
+            elif c["status"] == "significant":
+                significant.append(c["verdict"])
+            else:  # a guardrail withheld it: never a verdict either way
+                assert not c["significant"], c["verdict"]
+    assert len(significant) <= 1, significant
 
 
 @pytest.mark.slow
