@@ -88,7 +88,7 @@ def test_allocation_from_hardware() -> None:
     two = allocation(manifest_model({**_m(), "hardware": {"gpus": 8, "nodes": 2, "gpus_per_node": 4}}))
     assert "--nodes=2" in two.options() and "--gpus-per-node=4" in two.options()
     lines = render_allocation(manifest_model({**_m(), "hardware": {"gpus": 2}}), ["--partition=gpu"])
-    assert "2 GPU(s) per node, exclusive" in lines[0] and lines[1].endswith("--partition=gpu")
+    assert "2 GPU(s) per node, exclusive" in lines[0] and lines[1].startswith("    sbatch --partition=gpu --job-name=")
 
 
 def _m() -> dict[str, object]:
@@ -98,10 +98,36 @@ def _m() -> dict[str, object]:
 
 
 def test_slurm_opts_must_be_single_options_and_not_kits_own() -> None:
-    assert check_slurm_opts(["--partition=gpu", "-t10"]) == ["--partition=gpu", "-t10"]
-    for bad in ["10", "partition=gpu", "--time=1\n#SBATCH --uid=0", "--job-name=x", "-Jx", "--array=0-3", "--output=/x"]:
+    ok = ["--partition=gpu", "-t10", "-pdebug", "--exclusive", "--export-file=f", "-vp", "-Hpgpu-ajob", "--time=1:00"]
+    assert check_slurm_opts(ok) == ok
+    for bad in ["10", "partition=gpu", "--time=1\n#SBATCH --uid=0", "--job-name=x", "-Jx", "--array=0-3", "--output=/x",
+                "--", "-", "--=x"]:
         with pytest.raises(UsageError):
             check_slurm_opts([bad])
+
+
+# sbatch (getopt_long) takes an unambiguous prefix of a long option and clusters short flags: checked against
+# slurm-wlm 22.05.8, where `#SBATCH --ar=0-1` made an array 0-1 and `#SBATCH -HJother` named the job "other".
+@pytest.mark.parametrize(("opt", "sets"), [
+    ("--job=evil", "--job-name"), ("--arr=0-3", "--array"), ("--ar=0-1", "--array"), ("--sig=B:USR1@5", "--signal"),
+    ("--out=/tmp/x", "--output"), ("--exp=NONE", "--export"), ("--err=/x", "--error"), ("--ch=/", "--chdir"),
+    ("--comm=x", "--comment"), ("--pars", "--parsable"), ("--wr=id", "--wrap"), ("--job-name evil", "--job-name"),
+    ("-a0-3", "-a (--array)"), ("-a", "-a (--array)"), ("-J", "-J (--job-name)"), ("-o/x", "-o (--output)"),
+    ("-e/x", "-e (--error)"), ("-D/", "-D (--chdir)"), ("-HJother", "-J (--job-name)"), ("-vQa0-1", "-a (--array)"),
+])
+def test_abbreviations_and_short_forms_of_kits_options_are_refused(opt: str, sets: str) -> None:
+    with pytest.raises(UsageError) as e:
+        check_slurm_opts([opt])
+    assert e.value.message.startswith(f"--slurm-opt {opt}: kit sets {sets} itself")
+
+
+def test_kits_options_come_after_the_users_so_that_kits_win(tmp_path: Path) -> None:
+    a = allocation(manifest_model({**_m(), "hardware": {"gpus": 1}}))
+    opts = sbatch_options(a, job_name="kit-x", comment="kit out=/s", log=tmp_path / "log", array="0-1",
+                          extra=["--partition=gpu", "--gpus-per-node=4"])
+    assert opts[:2] == ["--partition=gpu", "--gpus-per-node=4"]
+    assert opts[2:] == ["--job-name=kit-x", "--comment=kit out=/s", f"--output={tmp_path / 'log'}", "--export=ALL",
+                        "--signal=B:TERM@120", *a.options(), "--array=0-1"]
 
 
 def test_the_batch_script_is_what_bash_and_sbatch_read(tmp_path: Path) -> None:
