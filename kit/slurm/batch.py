@@ -101,7 +101,7 @@ def sbatch_options(alloc: Allocation, *, job_name: str, comment: str, log: Path,
 def kit_run_argv(python: str, *, out_dir: Path, trust: Sequence[Path], allow_unsigned: bool, allow_unpinned: bool,
                  key: Path | None, resume: Path | None = None) -> list[str]:
     """``kit run`` as the job runs it: every path absolute, the trust policy passed through."""
-    argv = [python, "-m", "kit", "run", "--out", str(out_dir.resolve())]
+    argv = [python, "-P", "-m", "kit", "run", "--out", str(out_dir.resolve())]
     for t in trust:
         argv += ["--trust", str(t.resolve())]
     argv += ["--allow-unsigned"] if allow_unsigned else []

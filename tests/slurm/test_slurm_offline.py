@@ -184,3 +184,27 @@ def test_kit_plan_shows_the_slurm_allocation() -> None:
 
     lines = json.loads(j.stdout)["slurm"]
     assert any(line.strip().startswith("sbatch ") and "--nodes=1" in line for line in lines)
+
+
+def test_the_job_runs_the_installed_kit_not_a_kit_package_in_the_submit_directory(tmp_path: Path) -> None:
+    """The job starts in the submit directory; python -P keeps a ``kit/`` there off sys.path."""
+    import os
+    import sys
+
+    from kit import __version__
+
+    shadow = tmp_path / "kit"
+    shadow.mkdir()
+    (shadow / "__init__.py").write_text("")
+    (shadow / "__main__.py").write_text("print('shadowed')\n")
+    argv = kit_run_argv(sys.executable, out_dir=tmp_path, trust=[], allow_unsigned=False, allow_unpinned=False,
+                        key=None)
+    assert argv[:5] == [sys.executable, "-P", "-m", "kit", "run"]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+
+    def version(python_argv: list[str]) -> str:
+        return subprocess.run([*python_argv, "--version"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                              check=False).stdout.strip()
+
+    assert version(argv[:4]) == f"kit, version {__version__}"
+    assert version([sys.executable, "-m", "kit"]) == "shadowed"  # what the job ran before -P
