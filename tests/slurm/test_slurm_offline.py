@@ -208,3 +208,41 @@ def test_the_job_runs_the_installed_kit_not_a_kit_package_in_the_submit_director
 
     assert version(argv[:4]) == f"kit, version {__version__}"
     assert version([sys.executable, "-m", "kit"]) == "shadowed"  # what the job ran before -P
+
+
+def _job(job_id: int, comment: str) -> dict[str, object]:
+    return {"job_id": job_id, "name": f"kit-j{job_id}", "job_state": "COMPLETED", "partition": "debug",
+            "nodes": "vm", "node_count": 1, "comment": comment, "exit_code": 0, "array_job_id": 0}
+
+
+def test_kit_jobs_lists_only_this_users_jobs_and_notes_a_directory_it_cannot_read(tmp_path: Path) -> None:
+    """squeue --me and sacct --user=UID (fakes on PATH record what kit asked); a job whose directory cannot be
+    read (a name too long for the file system; another user's mode-700 directory) gets a note, not a crash."""
+    import os
+
+    args = tmp_path / "args"
+    readable, secret = tmp_path / "shared", tmp_path / "other" / "private"
+    readable.mkdir()
+    secret.mkdir(parents=True)
+    jobs = [_job(5, f"kit out={readable}"), _job(6, f"kit out={tmp_path / ('x' * 300)}"),
+            _job(7, f"kit out={secret}")]
+    _fake(tmp_path, "squeue", f"echo \"squeue $*\" >> {args}\nprintf '%s' '{json.dumps({'jobs': jobs})}'")
+    env = _fake(tmp_path, "sacct", f'echo "sacct $*" >> {args}\n'
+                                   'echo "sacct: error: Slurm accounting storage is disabled" >&2; exit 1')
+    secret.parent.chmod(0o000)  # another user's directory (root reads it anyway)
+    try:
+        r = kit("jobs", "--json", env=env)
+        text = kit("jobs", env=env)
+    finally:
+        secret.parent.chmod(0o755)
+    assert r.returncode == 0 and text.returncode == 0, r.stderr + text.stderr
+    got = {j["job_id"]: j for j in json.loads(r.stdout)}
+    assert got["5"]["note"] is None and got["5"]["bundle"] is None
+    assert got["6"]["note"] == f"cannot read {tmp_path / ('x' * 300)}: File name too long"
+    if os.geteuid() != 0:
+        assert got["7"]["note"] == f"cannot read {secret}: Permission denied"
+    assert "- (cannot read " in text.stdout and "Traceback" not in text.stderr + r.stderr
+    calls = args.read_text().splitlines()
+    assert all("--me" in c.split() for c in calls if c.startswith("squeue"))
+    assert all(f"--user={os.getuid()}" in c.split() for c in calls if c.startswith("sacct"))
+    assert len(calls) == 4
