@@ -204,6 +204,11 @@ def pilot_sd(root: Path, metric: Metric) -> dict[int, tuple[float, int, int]]:
                 raise UsageError(f"pilot bundle {root}: arm {arm} at c={ls.level} has no {metric.key} in "
                                  f"{len(cells) - logs[arm].size} of its {len(cells)} cells", hint=hint)
         pooled = pooled_log_sd(logs.values())
+        if pooled is not None and power.cv_from_sd(pooled[0]) < power.MIN_CV:
+            raise UsageError(f"pilot bundle {root}: the cells at c={ls.level} have the same {metric.key} in every "
+                             f"arm (between-cell CV {power.cv_from_sd(pooled[0]):.3g}): the pilot shows no variation "
+                             "to plan with", hint="a pilot of real runs varies from cell to cell (were its cells "
+                             "replayed or cached?); or assume a CV with --cv")
         if pooled is not None:
             out[ls.level] = (pooled[0], pooled[1], sum(v.size for v in logs.values()))
     if not out:
@@ -222,6 +227,11 @@ def power_plan(m: Manifest, *, cv: float | None = None, pilot: Path | None = Non
     "Power and the detectable effect"): CV assumed (``cv``, default 3 %) or measured in a ``pilot`` bundle."""
     if cv is not None and pilot is not None:
         raise UsageError("give --cv or --pilot, not both", hint="--pilot measures the CV; --cv assumes one")
+    if cv is not None and cv < power.MIN_CV:
+        raise UsageError(f"--cv {cv:g} is below {power.MIN_CV:g}: a between-cell CV that small is no variation to "
+                         "plan with (the detectable effect would be 0)",
+                         hint=f"assume a realistic CV (default {power.DEFAULT_CV:.0%}), or measure it with "
+                         "--pilot BUNDLE")
     metric = metric_by_key(m.analysis.primary)
     k = m.design.repeats
     arms_tested = len(m.arms) - 1

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from kit import __version__
 from kit.bundle import sign_provenance
+from kit.errors import KitError
 from kit.experiment.session import BundleSession
 from kit.files import JsonObject
 from kit.files.run import FailedCell, RunFile
@@ -67,23 +68,36 @@ def predicate(run: RunFile, c: Closing) -> JsonObject:
         "resolvedDependencies": [
             {"uri": f"docker-image:{a}", "digest": {"sha256": i.image_id.split(":")[-1]}, "annotations": i.as_dict()}
             for a, i in c.images.items()
-        ] + model_dependency(c.m),
+        ] + model_dependency(c.m, run.status, c.notices),
         "metadata": {"startedOn": run.started, "finishedOn": run.finished},
     }
 
 
-def model_dependency(m: Manifest) -> list[JsonObject]:
-    """The model directory's sha256 tree when the manifest asks for it (``model.digest``); a directory that
-    cannot be read is recorded with the reason instead of a digest."""
-    if not (m.model.digest and m.model.path):
+def model_dependency(m: Manifest, status: str, notices: list[str]) -> list[JsonObject]:
+    """The model directory's sha256 tree when the manifest asks for it (``model.digest``).
+
+    Hashed only when the run completes: reading every byte of a large model while interrupts are deferred
+    could outlast a scheduler's grace period (Slurm kills 30 s after SIGTERM) before the bundle is signed. Any
+    other ending records the digest as deferred (a resumed run that completes hashes then); a directory that
+    cannot be hashed is recorded with the reason and added to ``notices``."""
+    if not m.model.digest:
+        return []
+    if not m.model.path:
+        notices.append("model.digest is set but model.path is not: no model digest recorded")
         return []
     path = Path(m.model.path).expanduser().absolute()
+    dep: JsonObject = {"uri": f"file://{path}", "digest": {}}
     notes: JsonObject = {"model.path": m.model.path, "method": METHOD}
+    if status != "complete":
+        deferred = f"the run ended {status}; the model is hashed when the run completes (kit run --resume)"
+        return [{**dep, "annotations": {**notes, "deferred": deferred}}]
     try:
         tree = tree_digest(path)
-    except OSError as e:
-        return [{"uri": f"file://{path}", "digest": {}, "annotations": {**notes, "error": str(e)}}]
-    return [{"uri": f"file://{path}", "digest": {"sha256": tree.digest},
+    except (OSError, KitError) as e:
+        why = e.message if isinstance(e, KitError) else str(e)
+        notices.append(f"model.digest: {path} was not hashed ({why}); the provenance records no model digest")
+        return [{**dep, "annotations": {**notes, "error": why}}]
+    return [{**dep, "digest": {"sha256": tree.digest},
              "annotations": {**notes, "files": len(tree.files), "bytes": tree.bytes}}]
 
 

@@ -8,6 +8,7 @@ server and signs a consistent, resumable bundle before Slurm's KillWait runs out
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,9 +21,12 @@ JOB_PREFIX = "kit-"  # every job kit submits is named kit-<experiment> (kit jobs
 COMMENT_PREFIX = "kit "  # and carries a comment "kit out=DIR" or "kit bundle=DIR": where its bundle goes
 TERM_WARNING_S = 120  # SIGTERM this long before the time limit: kit stops the cell and signs the bundle
 # Options kit sets itself; --slurm-opt cannot change them (they decide what kit jobs finds and how kit stops).
-RESERVED = ("--array", "--job-name", "-J", "--comment", "--output", "-o", "--error", "-e", "--parsable",
-            "--wrap", "--export", "--chdir", "-D", "--signal")
-
+# sbatch takes any unambiguous prefix of a long option (--job=x is --job-name=x, --ar=0-3 is --array=0-3), so
+# a name that is a prefix of one of these is refused too; the short forms are letters in a cluster (-HJx).
+RESERVED = ("--array", "--job-name", "--comment", "--output", "--error", "--parsable", "--wrap", "--export",
+            "--chdir", "--signal")
+RESERVED_SHORT = {"a": "--array", "J": "--job-name", "o": "--output", "e": "--error", "D": "--chdir"}
+_FLAG_LETTERS = "hHIkOQsuvVW"  # sbatch's short options that take no argument: a cluster goes on after them
 
 @dataclass(frozen=True)
 class Allocation:
@@ -60,30 +64,44 @@ def allocation(m: Manifest, *, exclusive: bool = True) -> Allocation:
 def check_slurm_opts(opts: Sequence[str]) -> list[str]:
     """--slurm-opt values: each one sbatch option (``--partition=gpu``, ``--time=04:00:00``), none of kit's own."""
     for o in opts:
-        if not o.startswith("-") or any(c in o for c in "\n\r\0"):
+        if not re.match(r"--?[A-Za-z]", o) or any(c in o for c in "\n\r\0"):
             raise UsageError(f"--slurm-opt {o!r} is not one sbatch option",
                              hint="give each option whole, e.g. --slurm-opt=--partition=gpu --slurm-opt=--time=4:00:00")
-        name = o.split("=", 1)[0]
-        if name in RESERVED or (not o.startswith("--") and o[:2] in RESERVED):  # -Jname, -o file
+        if (name := reserved_option(o)) is not None:
             raise UsageError(f"--slurm-opt {o}: kit sets {name} itself (it decides where the bundle and the log go "
                              "and how kit stops the run)", hint="leave it out; kit submit --help lists the options")
     return list(opts)
 
 
+def reserved_option(o: str) -> str | None:
+    """The reserved option ``o`` would set as sbatch reads it (a long name's unambiguous prefix, a short letter
+    anywhere in a cluster of flags), or None."""
+    if o.startswith("--"):
+        name = re.split(r"[=\s]", o, maxsplit=1)[0]
+        return next((r for r in RESERVED if r.startswith(name)), None)
+    for letter in o[1:]:
+        if letter in RESERVED_SHORT:
+            return f"-{letter} ({RESERVED_SHORT[letter]})"
+        if letter not in _FLAG_LETTERS:
+            return None  # an option that takes an argument: the rest of the word is its value
+    return None
+
+
 def sbatch_options(alloc: Allocation, *, job_name: str, comment: str, log: Path, array: str | None,
                    extra: Sequence[str]) -> list[str]:
-    """Every #SBATCH option of one job (or array), kit's first and the user's --slurm-opt last."""
+    """Every #SBATCH option of one job (or array): the user's --slurm-opt first, kit's after them (sbatch takes
+    the last value of an option given twice, so kit's win even where ``check_slurm_opts`` missed one)."""
     opts = [f"--job-name={job_name}", f"--comment={comment}", f"--output={log}", "--export=ALL",
             f"--signal=B:TERM@{TERM_WARNING_S}", *alloc.options()]
     if array is not None:
         opts.append(f"--array={array}")
-    return [*opts, *extra]
+    return [*extra, *opts]
 
 
 def kit_run_argv(python: str, *, out_dir: Path, trust: Sequence[Path], allow_unsigned: bool, allow_unpinned: bool,
                  key: Path | None, resume: Path | None = None) -> list[str]:
     """``kit run`` as the job runs it: every path absolute, the trust policy passed through."""
-    argv = [python, "-m", "kit", "run", "--out", str(out_dir.resolve())]
+    argv = [python, "-P", "-m", "kit", "run", "--out", str(out_dir.resolve())]
     for t in trust:
         argv += ["--trust", str(t.resolve())]
     argv += ["--allow-unsigned"] if allow_unsigned else []

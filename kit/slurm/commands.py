@@ -79,9 +79,10 @@ class Slurm:
             raise SlurmRefused(f"sbatch answered {first!r}, not a job id", hint=f"submit {script} by hand to see why")
         return Submitted(job.strip(), cluster.strip() or None)
 
-    def squeue(self, *, job_ids: Sequence[str] = (), all_states: bool = True) -> list[JobInfo]:
-        """Jobs the controller knows (with ``all_states``, also those ended within its MinJobAge)."""
-        argv = ["squeue", "--json"]
+    def squeue(self, *, job_ids: Sequence[str] = (), all_states: bool = True, mine: bool = False) -> list[JobInfo]:
+        """Jobs the controller knows (with ``all_states``, also those ended within its MinJobAge); ``mine``:
+        only this user's (``--me``, Slurm 22.05 and later)."""
+        argv = ["squeue", "--json", *(["--me"] if mine else [])]
         if all_states:
             argv.append("--states=all")
         if job_ids:
@@ -93,9 +94,11 @@ class Slurm:
             raise SlurmRefused(f"squeue --json answered something kit cannot read ({e})",
                                hint="kit reads Slurm 22.05's squeue --json (OpenAPI v0.0.38) and later") from None
 
-    def sacct(self, *, job_ids: Sequence[str] = (), name_prefix: str = "") -> list[JobInfo]:
-        """Finished jobs from accounting (``SlurmAccountingDisabled`` where the cluster keeps none)."""
-        argv = ["sacct", "--parsable2", "--noheader", "-X", f"--format={','.join(SACCT_FIELDS)}"]
+    def sacct(self, *, job_ids: Sequence[str] = (), name_prefix: str = "", mine: bool = False) -> list[JobInfo]:
+        """Finished jobs from accounting (``SlurmAccountingDisabled`` where the cluster keeps none); ``mine``:
+        only this user's (``--user=UID``: root and operators otherwise see everyone's)."""
+        argv = ["sacct", "--parsable2", "--noheader", "-X", f"--format={','.join(SACCT_FIELDS)}",
+                *([f"--user={os.getuid()}"] if mine else [])]
         if job_ids:
             argv.append(f"--jobs={','.join(job_ids)}")
         rows = parse_sacct(self._run(argv))

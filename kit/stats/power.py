@@ -33,6 +33,8 @@ from kit.stats.model import HSU_DF
 
 TARGET_POWER = 0.8
 DEFAULT_CV = 0.03
+MIN_CV = 1e-6  # a between-cell CV below this is no variation to plan with (the MDE rounds to 0; below ~1e-154
+# the log SD underflows to 0 and the power is undefined): `kit plan` refuses it, assumed or measured
 MAX_REPEATS = 100  # per arm: beyond this, `kit plan --target-effect` says the effect is out of reach
 QUADRATURE_NODES = 48  # Gauss–Jacobi nodes over R; tests/stats/test_power.py checks against adaptive quadrature
 _MAX_LOG_EFFECT = 20.0  # a ratio of e^20: no detectable effect below it means none at all

@@ -88,7 +88,7 @@ def test_allocation_from_hardware() -> None:
     two = allocation(manifest_model({**_m(), "hardware": {"gpus": 8, "nodes": 2, "gpus_per_node": 4}}))
     assert "--nodes=2" in two.options() and "--gpus-per-node=4" in two.options()
     lines = render_allocation(manifest_model({**_m(), "hardware": {"gpus": 2}}), ["--partition=gpu"])
-    assert "2 GPU(s) per node, exclusive" in lines[0] and lines[1].endswith("--partition=gpu")
+    assert "2 GPU(s) per node, exclusive" in lines[0] and lines[1].startswith("    sbatch --partition=gpu --job-name=")
 
 
 def _m() -> dict[str, object]:
@@ -98,10 +98,36 @@ def _m() -> dict[str, object]:
 
 
 def test_slurm_opts_must_be_single_options_and_not_kits_own() -> None:
-    assert check_slurm_opts(["--partition=gpu", "-t10"]) == ["--partition=gpu", "-t10"]
-    for bad in ["10", "partition=gpu", "--time=1\n#SBATCH --uid=0", "--job-name=x", "-Jx", "--array=0-3", "--output=/x"]:
+    ok = ["--partition=gpu", "-t10", "-pdebug", "--exclusive", "--export-file=f", "-vp", "-Hpgpu-ajob", "--time=1:00"]
+    assert check_slurm_opts(ok) == ok
+    for bad in ["10", "partition=gpu", "--time=1\n#SBATCH --uid=0", "--job-name=x", "-Jx", "--array=0-3", "--output=/x",
+                "--", "-", "--=x"]:
         with pytest.raises(UsageError):
             check_slurm_opts([bad])
+
+
+# sbatch (getopt_long) takes an unambiguous prefix of a long option and clusters short flags: checked against
+# slurm-wlm 22.05.8, where `#SBATCH --ar=0-1` made an array 0-1 and `#SBATCH -HJother` named the job "other".
+@pytest.mark.parametrize(("opt", "sets"), [
+    ("--job=evil", "--job-name"), ("--arr=0-3", "--array"), ("--ar=0-1", "--array"), ("--sig=B:USR1@5", "--signal"),
+    ("--out=/tmp/x", "--output"), ("--exp=NONE", "--export"), ("--err=/x", "--error"), ("--ch=/", "--chdir"),
+    ("--comm=x", "--comment"), ("--pars", "--parsable"), ("--wr=id", "--wrap"), ("--job-name evil", "--job-name"),
+    ("-a0-3", "-a (--array)"), ("-a", "-a (--array)"), ("-J", "-J (--job-name)"), ("-o/x", "-o (--output)"),
+    ("-e/x", "-e (--error)"), ("-D/", "-D (--chdir)"), ("-HJother", "-J (--job-name)"), ("-vQa0-1", "-a (--array)"),
+])
+def test_abbreviations_and_short_forms_of_kits_options_are_refused(opt: str, sets: str) -> None:
+    with pytest.raises(UsageError) as e:
+        check_slurm_opts([opt])
+    assert e.value.message.startswith(f"--slurm-opt {opt}: kit sets {sets} itself")
+
+
+def test_kits_options_come_after_the_users_so_that_kits_win(tmp_path: Path) -> None:
+    a = allocation(manifest_model({**_m(), "hardware": {"gpus": 1}}))
+    opts = sbatch_options(a, job_name="kit-x", comment="kit out=/s", log=tmp_path / "log", array="0-1",
+                          extra=["--partition=gpu", "--gpus-per-node=4"])
+    assert opts[:2] == ["--partition=gpu", "--gpus-per-node=4"]
+    assert opts[2:] == ["--job-name=kit-x", "--comment=kit out=/s", f"--output={tmp_path / 'log'}", "--export=ALL",
+                        "--signal=B:TERM@120", *a.options(), "--array=0-1"]
 
 
 def test_the_batch_script_is_what_bash_and_sbatch_read(tmp_path: Path) -> None:
@@ -158,3 +184,65 @@ def test_kit_plan_shows_the_slurm_allocation() -> None:
 
     lines = json.loads(j.stdout)["slurm"]
     assert any(line.strip().startswith("sbatch ") and "--nodes=1" in line for line in lines)
+
+
+def test_the_job_runs_the_installed_kit_not_a_kit_package_in_the_submit_directory(tmp_path: Path) -> None:
+    """The job starts in the submit directory; python -P keeps a ``kit/`` there off sys.path."""
+    import os
+    import sys
+
+    from kit import __version__
+
+    shadow = tmp_path / "kit"
+    shadow.mkdir()
+    (shadow / "__init__.py").write_text("")
+    (shadow / "__main__.py").write_text("print('shadowed')\n")
+    argv = kit_run_argv(sys.executable, out_dir=tmp_path, trust=[], allow_unsigned=False, allow_unpinned=False,
+                        key=None)
+    assert argv[:5] == [sys.executable, "-P", "-m", "kit", "run"]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+
+    def version(python_argv: list[str]) -> str:
+        return subprocess.run([*python_argv, "--version"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                              check=False).stdout.strip()
+
+    assert version(argv[:4]) == f"kit, version {__version__}"
+    assert version([sys.executable, "-m", "kit"]) == "shadowed"  # what the job ran before -P
+
+
+def _job(job_id: int, comment: str) -> dict[str, object]:
+    return {"job_id": job_id, "name": f"kit-j{job_id}", "job_state": "COMPLETED", "partition": "debug",
+            "nodes": "vm", "node_count": 1, "comment": comment, "exit_code": 0, "array_job_id": 0}
+
+
+def test_kit_jobs_lists_only_this_users_jobs_and_notes_a_directory_it_cannot_read(tmp_path: Path) -> None:
+    """squeue --me and sacct --user=UID (fakes on PATH record what kit asked); a job whose directory cannot be
+    read (a name too long for the file system; another user's mode-700 directory) gets a note, not a crash."""
+    import os
+
+    args = tmp_path / "args"
+    readable, secret = tmp_path / "shared", tmp_path / "other" / "private"
+    readable.mkdir()
+    secret.mkdir(parents=True)
+    jobs = [_job(5, f"kit out={readable}"), _job(6, f"kit out={tmp_path / ('x' * 300)}"),
+            _job(7, f"kit out={secret}")]
+    _fake(tmp_path, "squeue", f"echo \"squeue $*\" >> {args}\nprintf '%s' '{json.dumps({'jobs': jobs})}'")
+    env = _fake(tmp_path, "sacct", f'echo "sacct $*" >> {args}\n'
+                                   'echo "sacct: error: Slurm accounting storage is disabled" >&2; exit 1')
+    secret.parent.chmod(0o000)  # another user's directory (root reads it anyway)
+    try:
+        r = kit("jobs", "--json", env=env)
+        text = kit("jobs", env=env)
+    finally:
+        secret.parent.chmod(0o755)
+    assert r.returncode == 0 and text.returncode == 0, r.stderr + text.stderr
+    got = {j["job_id"]: j for j in json.loads(r.stdout)}
+    assert got["5"]["note"] is None and got["5"]["bundle"] is None
+    assert got["6"]["note"] == f"cannot read {tmp_path / ('x' * 300)}: File name too long"
+    if os.geteuid() != 0:
+        assert got["7"]["note"] == f"cannot read {secret}: Permission denied"
+    assert "- (cannot read " in text.stdout and "Traceback" not in text.stderr + r.stderr
+    calls = args.read_text().splitlines()
+    assert all("--me" in c.split() for c in calls if c.startswith("squeue"))
+    assert all(f"--user={os.getuid()}" in c.split() for c in calls if c.startswith("sacct"))
+    assert len(calls) == 4

@@ -119,3 +119,34 @@ def test_bad_pilots_are_named_errors(pilot: Path, tmp_path: Path) -> None:
         pilot_sd(single_token, TPOT)
     with pytest.raises(UsageError, match="not both"):
         power_plan(load_manifest(ROOT / "experiments" / "demo.yaml").manifest, cv=0.03, pilot=pilot)
+
+
+def test_a_cv_too_small_to_plan_with_is_a_usage_error_not_an_internal_one() -> None:
+    """--cv 1e-200 squared underflows to 0 (the log SD with it): a clear refusal, exit 2, from the CLI too."""
+    import subprocess
+    import sys
+
+    from kit.stats.power import MIN_CV, sd_from_cv
+
+    assert sd_from_cv(1e-200) == 0.0  # why: ln(1 + CV²) is 0 in floating point
+    m = load_manifest(ROOT / "experiments" / "demo.yaml").manifest
+    for cv in (1e-200, MIN_CV / 2):
+        with pytest.raises(UsageError, match=r"--cv .* is below 1e-06") as e:
+            power_plan(m, cv=cv)
+        assert e.value.exit_code == 2 and e.value.hint and "--pilot" in e.value.hint
+    assert power_plan(m, cv=MIN_CV).levels[0].mde is not None
+    r = subprocess.run([sys.executable, "-m", "kit", "plan", str(ROOT / "experiments" / "demo.yaml"), "--cv",
+                        "1e-200"], capture_output=True, text=True, cwd=ROOT, check=False)
+    assert r.returncode == 2 and "is below 1e-06" in r.stderr and "internal error" not in r.stderr
+
+
+def test_a_pilot_whose_cells_are_identical_says_it_shows_no_variation(tmp_path: Path) -> None:
+    """Replayed records (the same six per arm and level in every repeat) give a between-cell SD of exactly 0."""
+    same = _signed(tmp_path, BundleSpec(arms=PILOT.arms, repeats=2, levels=(1, 4), toy_records=True))
+    means = _tpot_cell_means(same)
+    assert all(len(set(v)) == 1 for arms in means.values() for v in arms.values())  # identical, from the files
+    with pytest.raises(UsageError, match=r"cells at c=1 have the same tpot_mean_ms in every arm .*no variation"):
+        pilot_sd(same, TPOT)
+    m = load_manifest(ROOT / "experiments" / "demo.yaml").manifest
+    with pytest.raises(UsageError, match="no variation"):
+        power_plan(m, pilot=same)
