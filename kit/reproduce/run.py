@@ -83,7 +83,8 @@ def _inputs(src: Source, opts: ReproduceOptions, run_opts: RunOptions) -> RunInp
                              f"(sha256 {src.ref.manifest_sha256[:16]}...)",
                              hint="give the reproduction bundle that `kit reproduce` started from this source")
         return inputs
-    label = (opts.project or Path.cwd()) / f"reproduce-{src.ref.run_id}.yaml"  # its project holds images/
+    # a constant name, never the source's run id (the source's runner wrote it): its directory is the project root
+    label = (opts.project or Path.cwd()) / "reproduce-source.yaml"  # its project holds images/
     try:
         return inputs_of(label, raw, src.read_bytes("manifest.yaml.sig"), run_opts)
     except SignatureError as e:
