@@ -107,8 +107,8 @@ def setup_rows(original: Path, new: Path) -> list[SetupRow]:
 
 def model_tree(root: Path) -> str | None:
     """The model directory's sha256 tree as the bundle's signed provenance records it (``model.digest: true``: a
-    ``file://`` entry of resolvedDependencies, kit.experiment.finish), "unreadable: <why>" when the run could not
-    read it, or None when it was not recorded."""
+    ``file://`` entry of resolvedDependencies, kit.experiment.finish), "not hashed: <why>" when the run could not
+    read it or deferred it (it did not complete), or None when it was not recorded."""
     if not (root / PROVENANCE).is_file():
         return None
     try:
@@ -119,14 +119,17 @@ def model_tree(root: Path) -> str | None:
     for d in deps if isinstance(deps, list) else []:
         if isinstance(d, dict) and str(d.get("uri", "")).startswith("file://"):
             digest = _get(d, "digest.sha256")
-            return f"sha256:{digest}" if isinstance(digest, str) else f"unreadable: {_get(d, 'annotations.error')}"
+            if isinstance(digest, str):
+                return f"sha256:{digest}"
+            why = _get(d, "annotations.error") or _get(d, "annotations.deferred") or "no digest recorded"
+            return f"not hashed: {why}"
     return None
 
 
 def _model_note(a: str | None, b: str | None) -> str:
     if a is None or b is None:
         return f"model.digest was off in the {'original' if a is None else 'new'} run: only one side is hashed"
-    return "" if a == b else "the model files differ (or could not be read)"
+    return "" if a == b else "the model files differ (or one run could not hash them)"
 
 
 def _plan_text(p: PlanFile) -> str:

@@ -139,7 +139,7 @@ def test_the_model_sha256_tree_is_compared_from_both_signed_provenances(
     row = next(r for r in setup_rows(original.root, changed.root) if r.what == "model sha256 tree")
     assert not row.same and row.original == want and row.new != want and "differ" in row.note
     unread = _with_model(signed_bundle("unread"), runner, model, error="Permission denied")
-    assert model_tree(unread.root) == "unreadable: Permission denied"
+    assert model_tree(unread.root) == "not hashed: Permission denied"
     off = _with_model(signed_bundle("off"), runner, None)
     row = next(r for r in setup_rows(original.root, off.root) if r.what == "model sha256 tree")
     assert not row.same and row.new is None and "model.digest was off in the new run" in row.note
