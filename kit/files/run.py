@@ -10,6 +10,8 @@ from kit.files import JsonObject
 from kit.files.base import BundleFile, Loose
 from kit.files.reproduce import Reproduces
 
+RUN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+
 
 class RunFlags(Loose):
     allow_unsigned: bool = False
@@ -37,7 +39,8 @@ class RunFile(BundleFile):
 
     file_pattern: ClassVar[str] = "run.json"
 
-    run_id: str
+    # what Bundle.create makes (6 hex) or is given (one safe path component); never a path: readers build names from it
+    run_id: str = Field(pattern=RUN_ID_PATTERN)
     experiment: str = ""
     kit_version: str = ""
     status: str = "running"  # running | complete | failed | interrupted

@@ -209,6 +209,8 @@ class Streamer:
         self.phase = Phase("setup", "", 0, None, {})
         self.pools: list[ConnectionPool] = []
         self.demux = Demux(self._on_readable)
+        # transformers serve ends a stream at its finish_reason event; others send [DONE] (a body cut before: failed)
+        self.finish_ends = cfg.dialect == "transformers"
 
     def new_pool(self) -> ConnectionPool:
         host, port = self.url.host, self.url.port or 80
@@ -290,12 +292,15 @@ class Streamer:
         elif not resp.message_complete:
             raise ConnectionError("connection closed mid-stream")
         if req.error is None:
-            # The stream ends with `data: [DONE]` (OpenAI, sglang, vLLM), or at the end of the body after an event
-            # with a finish_reason (transformers serve sends no [DONE]); a body cut off before either is a failure.
-            if not (req.done or req.finish_seen):
-                req.error = "stream ended without [DONE] or a finish_reason"
+            # The stream ends with `data: [DONE]` (OpenAI, sglang, vLLM), or, in the transformers dialect only, at
+            # the end of the body after an event with a finish_reason; a body cut off before that is a failure.
+            if not self._ended(req):
+                req.error = "stream ended without [DONE]" + (" or a finish_reason" if self.finish_ends else "")
             elif not req.chunk_ns:
                 req.error = "no content chunk"
+
+    def _ended(self, req: Request) -> bool:
+        return req.done or (self.finish_ends and req.finish_seen)
 
     def _on_readable(self, req: Request) -> None:
         """Called by the demultiplexer for a ready socket: one read, one timestamp, then parse."""
@@ -315,7 +320,7 @@ class Streamer:
                     req.first_lag_ns = max(0, now + self.phase.clock_offset_ns - rx)
                 if not req.resp.message_complete:
                     return
-            elif req.done or req.finish_seen:  # a close-delimited body ends like this, after its last event
+            elif self._ended(req):  # a close-delimited body ends like this, after its last event
                 req.resp.message_complete = True
             else:
                 raise ConnectionError("connection closed mid-stream")

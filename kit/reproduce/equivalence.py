@@ -116,11 +116,26 @@ def repeats_needed(c: Contrast, delta: float, alpha: float, *, even: bool = Fals
     if gap <= 0:
         return None
     squares = sum(v * v for v, _ in c.groups)
-    for k in range(2, MAX_REPEATS + 1):
-        df = (k - 1) * total**2 / squares  # Welch–Satterthwaite with k cells in every group
-        if float(sps.t.ppf(1 - alpha, df)) * math.sqrt(total / k) < gap:
-            return k + (k % 2) if even else k
-    return None
+    k = np.arange(2, MAX_REPEATS + 1)
+    df = (k - 1) * total**2 / squares  # Welch–Satterthwaite with k cells in every group
+    decides = np.flatnonzero(sps.t.ppf(1 - alpha, df) * np.sqrt(total / k) < gap)
+    if decides.size == 0:
+        return None
+    first = int(k[decides[0]])
+    return first + (first % 2) if even else first
+
+
+def holm_adjusted(pvalues: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values, in the input order: the j-th smallest (0-based) times m - j, made
+    non-decreasing along the order, capped at 1 (as statsmodels' ``multipletests(method="holm")``). Comparing each to
+    alpha is Holm's procedure: the family's chance of any false rejection is at most alpha."""
+    m = len(pvalues)
+    out = [1.0] * m
+    running = 0.0
+    for j, i in enumerate(sorted(range(m), key=lambda i: (pvalues[i], i))):
+        running = max(running, min(1.0, (m - j) * pvalues[i]))
+        out[i] = running
+    return out
 
 
 def log_margin(margin: float) -> float:

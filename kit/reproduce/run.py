@@ -83,7 +83,8 @@ def _inputs(src: Source, opts: ReproduceOptions, run_opts: RunOptions) -> RunInp
                              f"(sha256 {src.ref.manifest_sha256[:16]}...)",
                              hint="give the reproduction bundle that `kit reproduce` started from this source")
         return inputs
-    label = (opts.project or Path.cwd()) / f"reproduce-{src.ref.run_id}.yaml"  # its project holds images/
+    # a constant name, never the source's run id (the source's runner wrote it): its directory is the project root
+    label = (opts.project or Path.cwd()) / "reproduce-source.yaml"  # its project holds images/
     try:
         return inputs_of(label, raw, src.read_bytes("manifest.yaml.sig"), run_opts)
     except SignatureError as e:
@@ -120,7 +121,8 @@ def reproduce(opts: ReproduceOptions, events: Events | None = None) -> Reproduce
         return ReproduceResult(result.bundle, report, lines(report))
 
 
-def notes(src: Source, new_run: RunFile, inputs_signed: bool, runtime: str, model_path: str | None) -> list[str]:
+def notes(src: Source, new_run: RunFile, inputs_signed: bool, runtime: str, model_path: str | None,
+          model_digest: bool = False) -> list[str]:
     out = []
     if src.run.status != "complete":
         out.append(f"the original run ended {src.run.status!r}; its failed cells are left out, as in its own report")
@@ -130,9 +132,11 @@ def notes(src: Source, new_run: RunFile, inputs_signed: bool, runtime: str, mode
     if not inputs_signed:
         out.append("the manifest is not approved by your policy (re-run with --allow-unsigned)")
     if runtime == "process":
-        out.append("process runtime: no images; each arm's server command is compared instead"
-                   + (f"; the model files at {model_path} are not hashed by kit, so their identity is not checked"
-                      if model_path else ""))
+        model = "" if not model_path else (
+            f"; the model files at {model_path} are compared by the sha256 tree each run's signed provenance records "
+            "(model.digest, in the setup)" if model_digest else
+            f"; the model files at {model_path} are not hashed (model.digest is off), so their identity is not checked")
+        out.append("process runtime: no images; each arm's server command is compared instead" + model)
     if new_run.resumed:
         out.append(f"the new run was resumed {len(new_run.resumed)} time(s)")
     return out
@@ -156,7 +160,7 @@ def seal(src: Source, root: Path, opts: ReproduceOptions) -> ReproduceFile:
         comparisons=comps, conclusion_held=(all(held) if held else None), conclusions=concl,
         setup=setup_rows(src.root, root), images=identities([a.name for a in m.arms], m.runtime, src.root, root),
         client=client_rows(src.root, root, [lv.concurrency for lv in src.summary.levels]),
-        notes=notes(src, run, bool(run.trust.get("signed")), m.runtime, m.model.path))
+        notes=notes(src, run, bool(run.trust.get("signed")), m.runtime, m.model.path, m.model.digest))
     pieces = predicate(bundle)
     bundle.remove_provenance()
     copy_source(src.root, bundle)

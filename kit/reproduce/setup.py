@@ -9,6 +9,8 @@ from pathlib import Path
 
 from pydantic import RootModel
 
+from kit.bundle import PROVENANCE
+from kit.bundle.verify import read_envelope
 from kit.errors import BundleError
 from kit.files.client import ClientReport
 from kit.files.plan import PlanFile
@@ -97,7 +99,37 @@ def setup_rows(original: Path, new: Path) -> list[SetupRow]:
     if _get(ea, "runtime.runtime") == "docker" or _get(eb, "runtime.runtime") == "docker":
         rows += [_row(label, _get(ea, f"runtime.{k}"), _get(eb, f"runtime.{k}")) for label, k in DOCKER]
     rows.append(_row("flags", ra.get("flags"), rb.get("flags")))
+    ma, mb = model_tree(original), model_tree(new)
+    if ma is not None or mb is not None:  # model.digest on in either run
+        rows.append(_row("model sha256 tree", ma, mb, note=_model_note(ma, mb)))
     return rows
+
+
+def model_tree(root: Path) -> str | None:
+    """The model directory's sha256 tree as the bundle's signed provenance records it (``model.digest: true``: a
+    ``file://`` entry of resolvedDependencies, kit.experiment.finish), "not hashed: <why>" when the run could not
+    read it or deferred it (it did not complete), or None when it was not recorded."""
+    if not (root / PROVENANCE).is_file():
+        return None
+    try:
+        _, _, stmt = read_envelope(root / PROVENANCE, str(root))
+    except BundleError:
+        return None
+    deps = _get(stmt, "predicate.buildDefinition.resolvedDependencies")
+    for d in deps if isinstance(deps, list) else []:
+        if isinstance(d, dict) and str(d.get("uri", "")).startswith("file://"):
+            digest = _get(d, "digest.sha256")
+            if isinstance(digest, str):
+                return f"sha256:{digest}"
+            why = _get(d, "annotations.error") or _get(d, "annotations.deferred") or "no digest recorded"
+            return f"not hashed: {why}"
+    return None
+
+
+def _model_note(a: str | None, b: str | None) -> str:
+    if a is None or b is None:
+        return f"model.digest was off in the {'original' if a is None else 'new'} run: only one side is hashed"
+    return "" if a == b else "the model files differ (or one run could not hash them)"
 
 
 def _plan_text(p: PlanFile) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -22,6 +22,7 @@ from kit.reproduce.equivalence import (
     contrast,
     difference,
     equivalence,
+    holm_adjusted,
     log_margin,
     logs,
     repeats_needed,
@@ -98,6 +99,9 @@ class Judge:
     margin: float
     alpha: float
     even: bool  # ABBA: repeats advice rounded up to an even number
+    # Holm-adjusted p-values of the family of tests that can each say "not reproduced", by (test, arm, level): test
+    # "fisher" (an arm's failure rate), "arm" and "effect" (the minimum-effect tests); empty: the raw p-values
+    adjusted: dict[tuple[str, str, int], float] = field(default_factory=dict)
 
     @property
     def metric(self) -> str:
@@ -110,8 +114,14 @@ class Judge:
     def cells(self, run: Summary, arm: str, level: int) -> ArmCells:
         return arm_cells(run, arm, level, self.metric)
 
-    def decide(self, c: Contrast | None, withheld: str | None) -> tuple[str, Verdict, dict[str, object]]:
-        """status, verdict and the numbers of one comparison (shown even when the verdict is withheld)."""
+    def p(self, key: tuple[str, str, int], raw: float) -> float:
+        return self.adjusted.get(key, raw)
+
+    def decide(self, c: Contrast | None, withheld: str | None, key: tuple[str, str, int],
+               ) -> tuple[str, Verdict, dict[str, object]]:
+        """status, verdict and the numbers of one comparison (shown even when the verdict is withheld); "not
+        reproduced" only when the minimum-effect test's Holm-adjusted p is below alpha (``reason`` says so when the
+        raw one alone was)."""
         delta = log_margin(self.margin)
         nums: dict[str, object] = {"ratio": None, "ratio_ci": None, "log_estimate": None, "log_se": None,
                                    "df": None, "p_equivalent": None, "p_different": None, "repeats_needed": None}
@@ -124,9 +134,15 @@ class Judge:
         if withheld is not None:
             verdict: Verdict = "not_reproduced" if withheld == "error_rate_differs" else "inconclusive"
             return withheld, verdict, nums
-        if eq.decision == "inconclusive":
+        decision = eq.decision
+        if decision == "not_reproduced" and self.p(key, eq.p_different) >= self.alpha:
+            decision = "inconclusive"
+            nums["reason"] = (f"beyond the margin alone (p={eq.p_different:.2g}) but not after Holm's correction over "
+                              f"the {len(self.adjusted)} tests that could each say NOT reproduced (adjusted "
+                              f"p={self.p(key, eq.p_different):.2g})")
+        if decision == "inconclusive":
             nums["repeats_needed"] = repeats_needed(c, delta, self.alpha, even=self.even)
-        return eq.decision, eq.decision, nums
+        return decision, decision, nums
 
     def guard(self, groups: list[ArmCells]) -> str | None:
         if any(g.client_bound for g in groups):
@@ -139,15 +155,17 @@ class Judge:
         o, n = self.cells(self.original, arm, level), self.cells(self.new, arm, level)
         c = contrast(logs(n.values), logs(o.values))
         withheld = None
-        p_fail = fisher_p(n.failed, n.requests, o.failed, o.requests)
-        if c is not None and p_fail is not None and p_fail < self.alpha:
+        p_fail = self.fisher(arm, level)
+        if c is not None and p_fail is not None and self.p(("fisher", arm, level), p_fail) < self.alpha:
             withheld = "error_rate_differs"
         elif c is not None:
             withheld = self.guard([o, n])
-        status, verdict, nums = self.decide(c, withheld)
-        reason = WITHHELD.get(status, "")
+        status, verdict, nums = self.decide(c, withheld, ("arm", arm, level))
+        reason = str(nums.pop("reason", WITHHELD.get(status, "")))
         if status == "error_rate_differs":
-            reason = f"failed {o.failed}/{o.requests} originally, {n.failed}/{n.requests} now (Fisher p={p_fail:.2g})"
+            assert p_fail is not None
+            reason = (f"failed {o.failed}/{o.requests} originally, {n.failed}/{n.requests} now (Fisher p={p_fail:.2g}"
+                      f", Holm-adjusted {self.p(('fisher', arm, level), p_fail):.2g})")
         comp = ReproComparison.model_validate({
             "kind": "arm", "arm": arm, "level": level, "metric": self.metric, "original": _gm(o.values),
             "new": _gm(n.values), "interval_confidence": 1 - 2 * self.alpha, "margin": self.margin,
@@ -167,15 +185,21 @@ class Judge:
             ab = [_primary(run, arm, level, self.metric) for run in (self.original, self.new)]
             withheld = "ab_withheld" if any(x is not None and x.status == "error_rate_differs" for x in ab) \
                 else self.guard(list(groups.values()))
-        status, verdict, nums = self.decide(c, withheld)
+        status, verdict, nums = self.decide(c, withheld, ("effect", arm, level))
+        reason = str(nums.pop("reason", WITHHELD.get(status, "")))
         comp = ReproComparison.model_validate({
             "kind": "effect", "arm": arm, "baseline": base, "level": level, "metric": self.metric,
             "original": math.exp(co.estimate) if co else None, "new": math.exp(cn.estimate) if cn else None,
             "interval_confidence": 1 - 2 * self.alpha, "margin": self.margin,
             "cells": CellCounts(original=min(_count(groups["original", a].values) for a in (arm, base)),
                                 new=min(_count(groups["new", a].values) for a in (arm, base))),
-            "status": status, "verdict": verdict, "reason": WITHHELD.get(status, ""), "text": "", **nums})
+            "status": status, "verdict": verdict, "reason": reason, "text": "", **nums})
         return comp.model_copy(update={"text": comparison_text(comp, self.repeats_now(*groups.values()))})
+
+    def fisher(self, arm: str, level: int) -> float | None:
+        """Fisher's exact p of the arm's failed/all requests at the level, original against new (None: no failure)."""
+        o, n = self.cells(self.original, arm, level), self.cells(self.new, arm, level)
+        return fisher_p(n.failed, n.requests, o.failed, o.requests)
 
     @staticmethod
     def repeats_now(*groups: ArmCells) -> int:
@@ -217,6 +241,8 @@ def comparison_text(c: ReproComparison, repeats: int) -> str:
         need = (f"about {c.repeats_needed} repeats per arm in each run would decide (these runs had {repeats})"
                 if c.repeats_needed else f"more than {MAX_REPEATS} repeats per arm in each run would be needed (the "
                 "difference is close to the margin, or the cells vary too much for it)")
+        if c.reason:  # beyond the margin, but not after the family's correction
+            return f"{what} {c.reason}: inconclusive; {need}"
         return f"{what} straddles the {bounds}: inconclusive; {need}"
     if c.status == "too_few_cells":
         return f"{what}: inconclusive ({c.reason}); at least 2 ok cells per arm in each run are needed"
@@ -283,11 +309,29 @@ def counts(comparisons: list[ReproComparison]) -> dict[str, int]:
 def judge(original: Summary, new: Summary, margin: float, confidence: float, *, even: bool = False,
           ) -> tuple[list[ReproComparison], list[Conclusion]]:
     """Every comparison of the primary metric (each arm per level, then each effect per level) and the A/B
-    conclusions, levels and arms as the original planned them."""
-    j = Judge(original, new, margin, 1 - confidence, even)
+    conclusions, levels and arms as the original planned them.
+
+    Each route to "not reproduced" is a test at alpha: every arm's failure rate (Fisher) and every comparison's
+    minimum-effect test. They are one family, Holm-corrected (as kit's A/B comparisons are), so that the overall
+    verdict "not reproduced" is wrong with chance at most alpha when nothing changed; the family is fixed before any
+    decision (every test with a p-value, withheld or not). TOST needs no correction: "reproduced" needs every one."""
+    raw = Judge(original, new, margin, 1 - confidence, even)
     levels = [lv.concurrency for lv in original.levels]
     arms = list(original.arms)
-    comps = [j.arm(a, lv) for lv in levels for a in arms]
     others = [a for a in arms if a != original.baseline]
-    comps += [j.effect(a, lv) for lv in levels for a in others]
+
+    def run(j: Judge) -> list[ReproComparison]:
+        return [j.arm(a, lv) for lv in levels for a in arms] + [j.effect(a, lv) for lv in levels for a in others]
+
+    family: dict[tuple[str, str, int], float] = {}
+    for lv in levels:
+        for a in arms:
+            p_fail = raw.fisher(a, lv)
+            if p_fail is not None:
+                family["fisher", a, lv] = p_fail
+    for c in run(raw):
+        if c.p_different is not None:
+            family[c.kind, c.arm, c.level] = c.p_different
+    adjusted = dict(zip(family, holm_adjusted(list(family.values())), strict=True))
+    comps = run(Judge(original, new, margin, 1 - confidence, even, adjusted))
     return comps, [conclusion(original, new, a, lv) for lv in levels for a in others]

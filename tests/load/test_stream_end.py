@@ -132,3 +132,18 @@ def test_an_unknown_dialect_is_refused_before_any_driver_runs(tmp_path: Path) ->
 
     with pytest.raises(LoadError, match="dialect 'vllm' is not one of sglang, transformers"):
         validate(make_spec("http://127.0.0.1:1", dialect="vllm"))
+
+
+def test_other_dialects_still_need_done(servers: dict[str, Server], tmp_path: Path) -> None:
+    """Only transformers serve ends a stream at its finish_reason: for sglang (and OpenAI, vLLM) a body that stops
+    after its last token and finish_reason but before `data: [DONE]` was cut, and the request fails as before."""
+    with LoadSession(processes=1) as load:
+        for style in ("chunked", "close", "finish-in-last-token"):
+            spec = make_spec(servers[style].base_url, concurrency=2, requests=3, warmup_requests=0, output_tokens=5,
+                             dialect="sglang", tags={"arm": style, "repeat": 1, "level": 2})
+            res = load.run_level(spec, tmp_path / style)
+            recs = read_records(res.records_path)
+            assert res.ok == 0 and res.errors == 3, style
+            cut = "connection closed mid-stream" if style == "close" else "stream ended without [DONE]"
+            assert {r["error"] for r in recs} == {cut}, style
+            assert all(r["client_tokens"] == 5 for r in recs)

@@ -5,12 +5,18 @@ writes it (identical, the same recipe with another ID, another recipe), server c
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kit.bundle import Bundle, sign_provenance
 from kit.files.images import BuiltImage
+from kit.plumbing.treedigest import tree_digest
 from kit.reproduce.identity import command_identity, identities, image_identity
-from kit.reproduce.setup import client_rows, setup_rows
+from kit.reproduce.run import notes
+from kit.reproduce.setup import client_rows, model_tree, setup_rows
+from kit.reproduce.source import opened
+from kit.signing import SigningKey
 
 LAYERS = [f"sha256:{i:064x}" for i in range(1, 6)]
 
@@ -102,3 +108,51 @@ def test_the_setup_diff_names_what_differs(tmp_path: Path) -> None:
     assert [(c.run, c.client_bound_cells, c.cpu_share_max) for c in client] == [
         ("original", [], 0.1), ("new", ["oea-r1"], 0.4)]
     assert client[0].lag_p99_ms_max == 1.5 and client[1].usable_cores == 8
+
+
+def _with_model(b: Bundle, runner: SigningKey, model: Path | None, error: str | None = None) -> Bundle:
+    """Re-sign ``b`` with the model entry kit.experiment.finish records when model.digest is on (a file:// entry
+    with the directory's sha256 tree), or none (model.digest off)."""
+    deps: list[dict[str, Any]] = []
+    if model is not None:
+        digest = {} if error else {"sha256": tree_digest(model).digest}
+        deps.append({"uri": f"file://{model}", "digest": digest,
+                     "annotations": {"model.path": str(model), **({"error": error} if error else {})}})
+    sign_provenance(b, runner, predicate={"internalParameters": {"runtime": "process"}, "resolvedDependencies": deps})
+    return b
+
+
+def test_the_model_sha256_tree_is_compared_from_both_signed_provenances(
+        signed_bundle: Callable[..., Bundle], runner: SigningKey, tmp_path: Path) -> None:
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "weights.bin").write_bytes(b"\0" * 1000)
+    (model / "config.json").write_text('{"layers": 2}')
+    original = _with_model(signed_bundle("orig"), runner, model)
+    same = _with_model(signed_bundle("same"), runner, model)
+    want = "sha256:" + tree_digest(model).digest
+    assert model_tree(original.root) == want
+    row = next(r for r in setup_rows(original.root, same.root) if r.what == "model sha256 tree")
+    assert row.same and row.original == row.new == want
+    (model / "weights.bin").write_bytes(b"\1" + b"\0" * 999)  # one byte of the weights changed
+    changed = _with_model(signed_bundle("changed"), runner, model)
+    row = next(r for r in setup_rows(original.root, changed.root) if r.what == "model sha256 tree")
+    assert not row.same and row.original == want and row.new != want and "differ" in row.note
+    unread = _with_model(signed_bundle("unread"), runner, model, error="Permission denied")
+    assert model_tree(unread.root) == "not hashed: Permission denied"
+    off = _with_model(signed_bundle("off"), runner, None)
+    row = next(r for r in setup_rows(original.root, off.root) if r.what == "model sha256 tree")
+    assert not row.same and row.new is None and "model.digest was off in the new run" in row.note
+    plain = _with_model(signed_bundle("plain"), runner, None)
+    assert not any(r.what == "model sha256 tree" for r in setup_rows(off.root, plain.root))
+
+
+def test_not_hashed_is_said_only_when_model_digest_is_off(signed_bundle: Callable[..., Bundle],
+                                                          trust_file: Path) -> None:
+    b = signed_bundle()
+    with opened(b.root, [trust_file], allow_untrusted=False) as src:
+        run = src.run
+        off = notes(src, run, True, "process", "/models/m", model_digest=False)
+        on = notes(src, run, True, "process", "/models/m", model_digest=True)
+    assert any("not hashed (model.digest is off)" in n for n in off)
+    assert not any("not hashed" in n for n in on) and any("sha256 tree" in n for n in on)

@@ -4,15 +4,17 @@ untrusted (refused, or accepted with the flag and recorded), tampered (exit 9), 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from kit.bundle import PROVENANCE, Bundle, BundleUntrusted, archive
+from kit.bundle import PROVENANCE, Bundle, BundleUntrusted, archive, sign_provenance
 from kit.errors import BundleError, ExitCode, SignatureError, UsageError
 from kit.reproduce import ReproduceOptions, reproduce
+from kit.reproduce.run import _inputs, _run_options
 from kit.reproduce.source import opened
 from kit.signing import SigningKey, generate_key
 
@@ -110,3 +112,29 @@ def test_a_source_whose_plan_this_kit_would_not_make_is_refused(signed_bundle: S
     with pytest.raises(SignatureError) as e2:  # and without --allow-unsigned, the manifest's signature first
         reproduce(ReproduceOptions(source=b.root, trust=[trust_file], dry_run=True))
     assert e2.value.exit_code == 4 and "--allow-unsigned" in str(e2.value)
+
+
+def test_a_source_run_id_that_is_a_path_is_refused(signed_bundle: SignedBundle, runner: SigningKey,
+                                                  tmp_path: Path) -> None:
+    """The source's run.json is its runner's word: a run id that climbs out of the project (which named the manifest
+    the re-run resolves images/ from) is refused as the bundle's own file, even from an untrusted source."""
+    b = signed_bundle()
+    run = json.loads(b.path("run.json").read_bytes())
+    run["run_id"] = "/../../../tmp/evil/x"
+    b.write_json("run.json", run)
+    sign_provenance(b, runner, predicate={"internalParameters": {"runtime": "process"}})
+    with pytest.raises(BundleError) as e, opened(b.root, [], allow_untrusted=True):
+        pass
+    assert e.value.exit_code == 9 and "run_id" in str(e.value)
+
+
+def test_the_manifest_is_labelled_in_the_project_whatever_the_run_id(signed_bundle: SignedBundle,
+                                                                     trust_file: Path, tmp_path: Path) -> None:
+    """The re-run's manifest is named by a constant in the project (its project root holds images/)."""
+    b = signed_bundle()
+    project = tmp_path / "project"
+    project.mkdir()
+    opts = ReproduceOptions(source=b.root, trust=[trust_file], allow_unsigned=True, project=project)
+    with opened(b.root, [trust_file], allow_untrusted=False) as src:
+        inputs = _inputs(src, opts, _run_options(opts))
+    assert inputs.lm.path == project / "reproduce-source.yaml" and inputs.lm.project_root == project
