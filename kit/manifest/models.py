@@ -73,7 +73,7 @@ class ModelSpec(_Model):
     digest: bool = Field(
         False,
         description="Record the sha256 tree of 'path' (every file's sha256, one digest over the sorted list; "
-        "kit.plumbing.treedigest) in the bundle's signed provenance when the run ends. Reads every byte of the "
+        "kit.plumbing.treedigest) in the bundle's signed provenance when the run completes. Reads every byte of the "
         "model (about a second per GB).",
     )
 
