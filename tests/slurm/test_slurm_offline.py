@@ -157,6 +157,7 @@ def test_slurm_allocation_from_the_job_environment() -> None:
     assert got["gpus_on_node"] == "8" and got["cpus_on_node"] is None and got["cluster"] is None
 
 
+@pytest.mark.slow  # spawns kit several times (~3 s): the slow tier keeps the fast one under budget
 def test_submit_refuses_before_touching_slurm(tmp_path: Path) -> None:
     """Usage errors and multi-node manifests stop kit submit before any Slurm command runs (PATH has none)."""
     from support.manifests import manifest_data, write_manifest
@@ -171,6 +172,7 @@ def test_submit_refuses_before_touching_slurm(tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow  # spawns kit several times (~3 s): the slow tier keeps the fast one under budget
 def test_kit_plan_shows_the_slurm_allocation() -> None:
     """`kit plan` prints the allocation and the sbatch options kit submit would use (text and --json)."""
     root = Path(__file__).resolve().parents[2]
@@ -186,6 +188,7 @@ def test_kit_plan_shows_the_slurm_allocation() -> None:
     assert any(line.strip().startswith("sbatch ") and "--nodes=1" in line for line in lines)
 
 
+@pytest.mark.slow  # spawns kit several times (~3 s): the slow tier keeps the fast one under budget
 def test_the_job_runs_the_installed_kit_not_a_kit_package_in_the_submit_directory(tmp_path: Path) -> None:
     """The job starts in the submit directory; python -P keeps a ``kit/`` there off sys.path."""
     import os
@@ -215,6 +218,7 @@ def _job(job_id: int, comment: str) -> dict[str, object]:
             "nodes": "vm", "node_count": 1, "comment": comment, "exit_code": 0, "array_job_id": 0}
 
 
+@pytest.mark.slow  # spawns kit several times (~3 s): the slow tier keeps the fast one under budget
 def test_kit_jobs_lists_only_this_users_jobs_and_notes_a_directory_it_cannot_read(tmp_path: Path) -> None:
     """squeue --me and sacct --user=UID (fakes on PATH record what kit asked); a job whose directory cannot be
     read (a name too long for the file system; another user's mode-700 directory) gets a note, not a crash."""
