@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import hashlib
 import os
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from kit.errors import ManifestError
-from kit.plumbing.files import CHUNK
+from kit.plumbing.files import sha256_file
 
 METHOD = "sha256 of sorted '<relative path>\\0<file sha256>\\n' lines over every regular file"
 
@@ -26,18 +25,6 @@ class TreeDigest:
     digest: str
     files: dict[str, str]  # relative path -> sha256
     bytes: int
-
-
-def _file_sha256(path: Path) -> tuple[str, int]:
-    h = hashlib.sha256()
-    size = 0
-    with path.open("rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            raise OSError(f"{path}: not a regular file")
-        while chunk := f.read(CHUNK):
-            h.update(chunk)
-            size += len(chunk)
-    return h.hexdigest(), size
 
 
 def tree_digest(root: Path) -> TreeDigest:
@@ -60,7 +47,7 @@ def tree_digest(root: Path) -> TreeDigest:
             path = Path(top) / name
             if not path.is_file():  # a dangling link, a socket, a FIFO
                 continue
-            digest, size = _file_sha256(path)
+            digest, size = sha256_file(path.resolve())  # a link to a file counts as that file
             files[path.relative_to(root).as_posix()] = digest
             total += size
     ordered = sorted(files.items())
