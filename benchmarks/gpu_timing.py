@@ -228,3 +228,10 @@ def write_json(out_dir: Path | None, name: str, payload: dict[str, Any]) -> None
         return
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / name).write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+
+
+def write_results(out_dir: Path | None, stem: str, payload: dict[str, Any], report: str) -> None:
+    """A benchmark's final results: ``<stem>.json`` and the printed report as ``<stem>.md`` in ``out_dir``."""
+    write_json(out_dir, f"{stem}.json", payload)
+    if out_dir is not None:
+        (out_dir / f"{stem}.md").write_text(report + "\n", encoding="utf-8")

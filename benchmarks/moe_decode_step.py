@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from gpu_timing import Budget, call_time_s, copy_tbps, environment, log, measure, plan, write_json
+from gpu_timing import Budget, call_time_s, copy_tbps, environment, log, measure, plan, write_json, write_results
 from moe_decode_report import PAPER, ratios, render
 
 SHAPES: dict[str, dict[str, Any]] = {
@@ -356,9 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     }  # fmt: skip
     report = render(result)
     print(report, flush=True)
-    write_json(args.out, "moe_decode_step.json", result)
-    if args.out:
-        (args.out / "moe_decode_step.md").write_text(report + "\n", encoding="utf-8")
+    write_results(args.out, "moe_decode_step", result, report)
     return 0
 
 

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from gpu_timing import Budget, environment, log, measure, table, write_json
+from gpu_timing import Budget, environment, log, measure, table, write_json, write_results
 
 SHAPES: dict[str, dict[str, Any]] = {
     "glm5": {"n": 256, "k": 8, "k0": 4, "softmax": False, "bias": True, "scale": 2.5},
@@ -279,9 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {"benchmark": "oea_hook_overhead", "env": environment(), "shapes": SHAPES, "target_us": TARGET_US,
               "reps": args.reps, "samples": args.samples, "rows": rows, "skipped": skipped,
               "seconds": round(time.monotonic() - t0, 1)}  # fmt: skip
-    write_json(args.out, "oea_hook_overhead.json", result)
-    if args.out:
-        (args.out / "oea_hook_overhead.md").write_text(report + "\n", encoding="utf-8")
+    write_results(args.out, "oea_hook_overhead", result, report)
     return 0
 
 
