@@ -62,14 +62,20 @@ def env_of(tmp: Path) -> dict[str, str]:
             "DOCKER_HOST": f"unix://{tmp}/no-docker.sock", "PYTHONPATH": str(ROOT)}
 
 
+def run_original(setup: dict[str, Path], env: dict[str, str]) -> Path:
+    """Sign the tiny manifest with the example key and run it into tmp/a: the bundle to reproduce."""
+    tmp = setup["tmp"]
+    assert kit("sign", str(setup["manifest"]), "--key", str(EXAMPLE_KEY), env=env).returncode == 0
+    r = kit("run", str(setup["manifest"]), "--out", str(tmp / "a"), "--trust", str(setup["policy"]), "--key",
+            str(setup["key"]), env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return only(tmp / "a")
+
+
 def test_run_archive_reproduce_verify(setup: dict[str, Path]) -> None:
     tmp, key, policy = setup["tmp"], setup["key"], setup["policy"]
     env = env_of(tmp)
-    assert kit("sign", str(setup["manifest"]), "--key", str(EXAMPLE_KEY), env=env).returncode == 0
-    r = kit("run", str(setup["manifest"]), "--out", str(tmp / "a"), "--trust", str(policy), "--key", str(key),
-            env=env)
-    assert r.returncode == 0, r.stdout + r.stderr
-    original = only(tmp / "a")
+    original = run_original(setup, env)
     tar = tmp / "shared.tar.gz"
     assert kit("archive", str(original), "-o", str(tar), env=env).returncode == 0
 
@@ -124,11 +130,7 @@ def test_run_archive_reproduce_verify(setup: dict[str, Path]) -> None:
 def test_untrusted_tampered_and_unapproved_sources_are_refused_before_anything_runs(setup: dict[str, Path]) -> None:
     tmp, key, policy = setup["tmp"], setup["key"], setup["policy"]
     env = env_of(tmp)
-    assert kit("sign", str(setup["manifest"]), "--key", str(EXAMPLE_KEY), env=env).returncode == 0
-    r = kit("run", str(setup["manifest"]), "--out", str(tmp / "a"), "--trust", str(policy), "--key", str(key),
-            env=env)
-    assert r.returncode == 0, r.stdout + r.stderr
-    original = only(tmp / "a")
+    original = run_original(setup, env)
     manifest_only = tmp / "manifest-only"
     manifest_only.write_text(policy.read_text().splitlines()[0] + "\n")  # approves the manifest, trusts no runner
 
