@@ -9,7 +9,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.client import HTTPConnection
@@ -18,6 +17,10 @@ from pathlib import Path
 import pytest
 from hf_helpers import HF_ENV, IMAGE_DIR, OEA_DIR
 from support.ports import free_port
+
+from kit.plumbing.net import http_ok
+from kit.plumbing.poll import poll_until
+from kit.plumbing.procs import stop_group
 
 pytest.importorskip("transformers", reason="transformers is not installed (make test installs it)")
 
@@ -45,27 +48,18 @@ def launch(model: Path, port: int, log: Path, **env: str) -> subprocess.Popen[by
 def server(model: Path, log: Path, **env: str) -> Iterator[int]:
     port = free_port()
     proc = launch(model, port, log, **env)
+
+    def healthy() -> bool:
+        assert proc.poll() is None, log.read_text()[-3000:]
+        return http_ok(f"http://127.0.0.1:{port}/health")
+
     try:
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline:
-            assert proc.poll() is None, log.read_text()[-3000:]
-            try:
-                c = HTTPConnection("127.0.0.1", port, timeout=2)
-                c.request("GET", "/health")
-                if c.getresponse().status == 200:
-                    break
-            except OSError:
-                time.sleep(0.2)
-        else:
+        if not poll_until(healthy, 180, interval=0.2):
             pytest.fail(f"no /health within 180 s:\n{log.read_text()[-3000:]}")
         yield port
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_group(proc.pid, 30, reap=proc.poll)  # its own session: the whole group goes
+        proc.wait()
 
 
 def stream(port: int, i: int) -> tuple[list[str], dict[str, int], str | None]:
