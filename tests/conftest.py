@@ -3,9 +3,13 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from support.ports import free_port
+
+if TYPE_CHECKING:
+    from kit.signing import SigningKey
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -20,6 +24,14 @@ def root() -> Path:
 def port() -> int:
     """A port outside the ephemeral range, free now (see support.ports)."""
     return free_port()
+
+
+@pytest.fixture
+def runner(tmp_path: Path) -> SigningKey:
+    """A fresh runner key (signs bundles' provenance) under the test's tmp dir."""
+    from kit.signing import generate_key
+
+    return generate_key(tmp_path / "keys" / "runner_ed25519", "kit-runner@testhost")
 
 
 @pytest.fixture

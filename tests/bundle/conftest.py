@@ -17,11 +17,6 @@ def _home(kit_home: Path) -> Path:
 
 
 @pytest.fixture
-def runner(tmp_path: Path) -> SigningKey:
-    return generate_key(tmp_path / "keys" / "runner_ed25519", "kit-runner@testhost")
-
-
-@pytest.fixture
 def stranger(tmp_path: Path) -> SigningKey:
     return generate_key(tmp_path / "keys" / "stranger_ed25519", "mallory@elsewhere")
 

@@ -9,7 +9,7 @@ import pytest
 from reproduce_helpers import signed
 
 from kit.bundle import Bundle
-from kit.signing import SigningKey, generate_key
+from kit.signing import SigningKey
 
 SignedBundle = Callable[..., Bundle]
 
@@ -18,11 +18,6 @@ SignedBundle = Callable[..., Bundle]
 def _home(kit_home: Path) -> Path:
     """Every test here has its own ~/.config/kit: nothing of the user's trust counts."""
     return kit_home
-
-
-@pytest.fixture
-def runner(tmp_path: Path) -> SigningKey:
-    return generate_key(tmp_path / "keys" / "runner_ed25519", "kit-runner@testhost")
 
 
 @pytest.fixture
