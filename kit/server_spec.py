@@ -21,6 +21,7 @@ from kit.manifest import Manifest
 from kit.manifest.hostpaths import host_path_problem
 from kit.manifest.models import LOADER_ENV
 from kit.plan import Cell
+from kit.plumbing.affinity import format_cpulist, parse_cpulist
 from kit.runtime import BASE_ENV_NAMES, BASE_ENV_PREFIXES, ServerSpec, secret_env_from
 from kit.runtime.docker.config import container_config
 
@@ -86,6 +87,7 @@ def server_spec(m: Manifest, cell: Cell, run_id: str, log_path: Path, *, image: 
         shm_size=m.server.shm_size,
         ipc_host=m.server.ipc_host,
         model_mount=(resolved_mount_source(m.model.path), m.model.mount_at) if docker and m.model.path else None,
+        cpus=m.server.cpus,
     )
 
 
@@ -129,6 +131,7 @@ class ArmExposure(TypedDict):
     inherited_env: list[str]  # names taken from your environment when set (process runtime)
     pass_env: list[str]  # names only: the values are secrets
     gpus: str
+    cpus: str  # server.cpus, or "any"
     privileges: dict[str, str | bool | dict[str, int]]
 
 
@@ -142,6 +145,13 @@ def _gpu_text(m: Manifest) -> str:
     return f"{n}{name} GPU(s) that pass the GPU gate; {var} is set to exactly their UUIDs"
 
 
+def cpu_overlap(m: Manifest) -> str:
+    """The CPUs server.cpus and load.cpus both name (as a CPU list), or ''."""
+    if not (m.server.cpus and m.load.cpus):
+        return ""
+    return format_cpulist(parse_cpulist(m.server.cpus) & parse_cpulist(m.load.cpus))
+
+
 def _warnings(m: Manifest, spec: ServerSpec, env: dict[str, str]) -> list[str]:
     out = [f"{k}={env[k]!r} in env changes what code the server loads" for k in sorted(LOADER_ENV & set(env))]
     out += [f"{k} is passed through from your environment and changes what code the server loads"
@@ -150,6 +160,9 @@ def _warnings(m: Manifest, spec: ServerSpec, env: dict[str, str]) -> list[str]:
         out.append("ipc_host: the server shares the host's IPC namespace and /dev/shm")
     if spec.host in ALL_INTERFACES:
         out.append(f"port {spec.port} is reachable from other machines (bound to {spec.host}, all interfaces)")
+    shared = cpu_overlap(m)
+    if shared:
+        out.append(f"server.cpus and load.cpus share CPU(s) {shared}: the load client competes with the server")
     if m.runtime == "process":
         out.append("process runtime: the server runs as you, with your files, network and IPC (no isolation)")
     return out
@@ -167,7 +180,7 @@ def arm_exposure(m: Manifest, arm: str) -> ArmExposure:
             network="host (a process on this machine)",
             published=[PublishedView(host=spec.host, port=spec.port, container_port=None)],
             env=env, inherited_env=[*BASE_ENV_NAMES, *(f"{p}*" for p in BASE_ENV_PREFIXES)],
-            pass_env=list(m.server.pass_env), gpus=_gpu_text(m),
+            pass_env=list(m.server.pass_env), gpus=_gpu_text(m), cpus=m.server.cpus or "any",
             privileges={"user": "you (the user running kit)", "privileged": False, "cwd": os.getcwd()},
         )
     gpus: Literal["all"] | None = "all" if m.hardware.gpus else None
@@ -187,6 +200,7 @@ def arm_exposure(m: Manifest, arm: str) -> ArmExposure:
         published=[PublishedView(host=h, port=p, container_port=int(c.split("/")[0]))
                    for c, (h, p) in cfg.get("ports", {}).items()],
         env=env, inherited_env=[], pass_env=list(m.server.pass_env), gpus=_gpu_text(m),
+        cpus=m.server.cpus or "any",
         privileges={"user": "the image's USER (root unless the image sets one)", "privileged": False,
                     "capabilities": "Docker's default set (none added)", "init": True, "ulimits": ulimits},
     )
@@ -220,6 +234,7 @@ def exposure_lines(view: ArmExposure) -> list[str]:
     out.append("    pass_env (names only; values come from your environment, redacted in every file): "
                + (" ".join(view["pass_env"]) or "(none)"))
     out.append(f"    gpus: {view['gpus']}")
+    out.append(f"    cpus: {view['cpus']}")
     out.append("    privileges: " + "; ".join(f"{k} {v}" for k, v in view["privileges"].items()))
     return out
 

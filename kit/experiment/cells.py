@@ -65,7 +65,7 @@ class CellRunner:
                                image=self.image_ids.get(cell.arm), gpus=self.gpu_ids)
             drivers = max(process_count(level_spec(self.m, cell, lv, spec.base_url)) for lv in self.plan.levels)
             # one set of load drivers per cell: they import Locust while the server starts, and run every level
-            with LoadSession(processes=drivers) as load:
+            with LoadSession(processes=drivers, cpus=self.m.load.cpus) as load:
                 t0 = time.monotonic()
                 server = self.runtime.start(spec)
                 self.bundle.write_json(f"cells/{cell.id}/server.json", ServerFile.model_validate(server.describe()))

@@ -42,7 +42,7 @@ def level_spec(m: Manifest, cell: Cell, lv: LevelPlan, base_url: str) -> LevelSp
         prompt_tokens=m.load.prompt_tokens, output_tokens=m.load.output_tokens,
         seed=m.load.seed + lv.concurrency, request_timeout_s=m.load.request_timeout_s,
         processes=0 if m.load.processes == "auto" else m.load.processes, dialect=m.load.dialect,
-        tags={"arm": cell.arm, "repeat": cell.repeat, "level": lv.concurrency},
+        cpus=m.load.cpus, tags={"arm": cell.arm, "repeat": cell.repeat, "level": lv.concurrency},
     )
 
 

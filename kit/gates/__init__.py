@@ -8,6 +8,7 @@ naming every failure and its fix.
 - GPU (``gpu``): only when the manifest uses GPUs; see ``kit.gates.gpu``.
 - Container GPUs (``docker_gpu_runtime``): with the docker runtime and GPUs, the engine can pass them
   through (NVIDIA runtime or CDI); see ``kit.gates.container_gpu``.
+- CPUs (``cpus``): only when the manifest pins server or load to CPUs; see ``kit.gates.cpus``.
 - Ports (``ports``): every port free on the exact address it will be bound on; see ``kit.gates.ports``.
 - Leftovers (``leftover_containers``, ``leftover_processes``): no kit server of another run still alive.
 """
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from kit.gates.container_gpu import check_container_gpus
+from kit.gates.cpus import check_cpus
 from kit.gates.gpu import check_gpus
 from kit.gates.leftovers import check_containers, check_process_groups
 from kit.gates.ports import check_ports
@@ -57,6 +59,8 @@ def run_gates(
         checks.append(check)
         if m.runtime == "docker" and phase != "after":
             checks.append(check_container_gpus(m, docker_client))
+    if (cpus := check_cpus(m)) is not None:
+        checks.append(cpus)
     checks.append(check_ports(m))
     checks.append(check_containers(m, run_id=run_id, phase=phase, client=docker_client))
     checks.append(check_process_groups(run_id=run_id, phase=phase))

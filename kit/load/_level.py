@@ -249,7 +249,7 @@ def write_client_json(spec: LevelSpec, result: LevelResult, stats: list[WorkerSt
         "schema": 1,
         "spec": asdict(spec),
         "processes": result.processes,
-        "usable_cores": usable_cores(),
+        "usable_cores": usable_cores(spec.cpus),
         "ok": result.ok,
         "errors": result.errors,
         "out_tokens": result.out_tokens,

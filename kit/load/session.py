@@ -22,6 +22,7 @@ from types import TracebackType
 from kit.load._level import LevelRun, ProgressRelay, finish, plan
 from kit.load._procs import EXIT_WAIT_S, DriverProcess
 from kit.load.spec import LevelResult, LevelSpec, Progress, preflight, process_count, validate
+from kit.plumbing.affinity import parse_cpulist, pinned
 from kit.plumbing.poll import poll_until
 
 
@@ -32,8 +33,9 @@ class LoadSession:
     something else, e.g. waits for the server); more start when a level needs them.
     """
 
-    def __init__(self, processes: int = 1) -> None:
+    def __init__(self, processes: int = 1, cpus: str | None = None) -> None:
         self.prestart = max(0, processes)
+        self.cpus = parse_cpulist(cpus) if cpus else None  # every driver runs on these (load.cpus)
         self._procs: list[DriverProcess] = []
         self._dir: Path | None = None
         self._spawned = 0
@@ -104,7 +106,8 @@ class LoadSession:
         if self._dir is None:
             self._dir = Path(tempfile.mkdtemp(prefix="kit-load-"))
         while len(self._procs) < n:
-            self._procs.append(DriverProcess(self._dir / f"driver-{self._spawned}.stderr"))
+            with pinned(self.cpus):
+                self._procs.append(DriverProcess(self._dir / f"driver-{self._spawned}.stderr"))
             self._spawned += 1
         return self._procs[:n]
 

@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 
 from kit.errors import LoadError
 from kit.load.prompts import DIALECTS
+from kit.plumbing.affinity import parse_cpulist
 
 ENDPOINTS = ("chat", "completions")
 STREAMS_PER_PROCESS = 256
@@ -32,6 +33,7 @@ class LevelSpec:
     processes: int           # 0 = auto: one process per ~256 streams, capped by free cores
     tags: dict[str, str | int] = field(default_factory=dict)  # copied into every record
     dialect: str = "sglang"  # request fields for fixed length and usage: kit.load.prompts.DIALECTS
+    cpus: str | None = None  # Linux CPU list the driver processes run on (load.cpus); None: wherever kit may
 
 
 @dataclass(frozen=True)
@@ -64,7 +66,10 @@ class Progress:
     elapsed_s: float
 
 
-def usable_cores() -> int:
+def usable_cores(cpus: str | None = None) -> int:
+    """CPUs the load may use: the pinned list's size, else this process's affinity."""
+    if cpus:
+        return len(parse_cpulist(cpus))
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
@@ -78,7 +83,7 @@ def auto_processes(concurrency: int, cores: int | None = None) -> int:
 
 def process_count(spec: LevelSpec) -> int:
     """How many driver processes the level uses."""
-    n = spec.processes or auto_processes(spec.concurrency)
+    n = spec.processes or auto_processes(spec.concurrency, usable_cores(spec.cpus))
     return max(1, min(n, spec.concurrency, spec.requests))
 
 

@@ -12,6 +12,7 @@ import re
 from typing import Annotated, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -22,6 +23,7 @@ from pydantic import (
 
 from kit.manifest.hardware import Hardware
 from kit.manifest.hostpaths import host_path_problem
+from kit.plumbing.affinity import format_cpulist, parse_cpulist
 
 SCHEMA_ID = "urn:kit:manifest:1"
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -39,6 +41,13 @@ EnvName = Annotated[str, Field(pattern=ENV_NAME_RE)]
 Port = Annotated[int, Field(ge=1, le=65535)]
 PositiveInt = Annotated[int, Field(ge=1)]
 Env = dict[Annotated[str, Field(pattern=ENV_NAME_RE)], str]
+
+
+def _cpulist(v: str) -> str:
+    return format_cpulist(parse_cpulist(v))  # checked, and spelled as the kernel spells it
+
+
+CpuList = Annotated[str, Field(max_length=4096, pattern=r"^[0-9][0-9,\- ]*$"), AfterValidator(_cpulist)]
 
 # GPUs come from hardware.gpus and the GPU gate; these would override the gated selection.
 GPU_ENV = frozenset({"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"})
@@ -105,6 +114,12 @@ class Server(_Model):
     stop_grace_s: float = Field(30.0, ge=0, le=3600, description="Grace between SIGTERM and SIGKILL.")
     shm_size: str | None = Field(None, pattern=r"^[0-9]+[bkmg]?$", description="Container /dev/shm size, e.g. 32g.")
     ipc_host: bool = Field(False, description="Share the host's IPC namespace (then shm_size is ignored).")
+    cpus: CpuList | None = Field(
+        None, description="CPUs every arm's server runs on, as a Linux CPU list ('2-7', '0,2,4-6'): the process "
+        "runtime pins the server's process (and so all it starts), docker sets the container's cpuset. Default: "
+        "wherever the scheduler puts it. Give a launch-bound server (eager PyTorch decoding) cores that load.cpus "
+        "and other work do not use.",
+    )
     env: Env = Field(default_factory=dict, description="Environment for every arm's server.")
     pass_env: list[EnvName] = Field(
         default_factory=list,
@@ -206,6 +221,10 @@ class Load(_Model):
     request_timeout_s: float = Field(600.0, gt=0)
     processes: Annotated[int, Field(ge=1, le=256)] | Literal["auto"] = Field(
         "auto", description="Load processes per level; 'auto' spreads large levels over free cores."
+    )
+    cpus: CpuList | None = Field(
+        None, description="CPUs the load processes run on, as a Linux CPU list ('8-15'); processes 'auto' then "
+        "counts these. Default: the CPUs kit itself may use.",
     )
     dialect: Literal["sglang", "transformers"] = Field(
         "sglang",

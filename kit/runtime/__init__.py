@@ -52,6 +52,7 @@ class ServerSpec:
     ipc_host: bool = False
     model_mount: tuple[str, str] | None = None  # (host path, container path), read-only
     extra: dict[str, object] = field(default_factory=dict)  # docker options: "ulimits", "mem_limit"
+    cpus: str | None = None  # Linux CPU list the server runs on (server.cpus), or anywhere
 
     @property
     def base_url(self) -> str:
@@ -117,6 +118,8 @@ class ProcessDescription(TypedDict):
     secret_env_names: list[str]
     inherited_env_names: list[str]
     cwd: str
+    cpus: str | None  # server.cpus as asked
+    cpus_allowed: str | None  # the kernel's Cpus_allowed_list of the leader once started (the proof)
 
 
 class ContainerDescription(TypedDict):

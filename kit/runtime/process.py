@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import IO
 
 from kit.errors import ServerError
+from kit.plumbing.affinity import parse_cpulist, pinned, process_cpus
 from kit.plumbing.clock import utc_now
 from kit.plumbing.logpump import LogPump
 from kit.plumbing.net import http_ok, port_bindable
@@ -71,6 +72,7 @@ class ProcessServer:
         self.pump = pump
         self.started = time.monotonic()
         self._stopped: StopInfo | None = None
+        self.cpus_allowed = process_cpus(proc.pid)  # read while it surely lives: describe() may come after stop
 
     def _tail(self) -> str:
         return "\n".join(f"    {self.spec.redact(line)}" for line in tail_lines(self.spec.log_path, 30))
@@ -137,6 +139,8 @@ class ProcessServer:
             # the names it got from kit's environment: only the minimal base (PATH, HOME, LANG, ...)
             inherited_env_names=self.inherited,
             cwd=str(self.spec.log_path.parent),
+            cpus=self.spec.cpus,
+            cpus_allowed=self.cpus_allowed,
         )
 
 
@@ -148,20 +152,29 @@ class ProcessRuntime:
         env = server_environment(spec)
         inherited = sorted(set(base_environment()) - set(spec.env) - set(spec.secret_env))
         try:
-            proc = subprocess.Popen(
-                spec.command,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                env=env,
-                cwd=spec.log_path.parent,  # the cell's own directory: nothing planted in kit's cwd is on its path
-                start_new_session=True,
-            )
+            with pinned(parse_cpulist(spec.cpus) if spec.cpus else None):
+                proc = self._popen(spec, env)
         except OSError as e:
             raise ServerError(
                 f"cannot start server for {spec.arm}: {spec.command[0]}: {e.strerror or e}",
-                hint="check server.command (or the arm's command) in the manifest",
+                hint="check server.command (or the arm's command) in the manifest, and server.cpus",
             ) from None
+        return self._supervise(spec, proc, inherited)
+
+    @staticmethod
+    def _popen(spec: ServerSpec, env: dict[str, str]) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            spec.command,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=spec.log_path.parent,  # the cell's own directory: nothing planted in kit's cwd is on its path
+            start_new_session=True,
+        )
+
+    @staticmethod
+    def _supervise(spec: ServerSpec, proc: subprocess.Popen[bytes], inherited: list[str]) -> ProcessServer:
         try:
             stdout = proc.stdout
             assert stdout is not None

@@ -225,3 +225,22 @@ def test_missing_image_is_a_server_error(client: Any, tmp_path: Path) -> None:
     with pytest.raises(ServerError, match="not found"):
         DockerRuntime(client).start(spec)
     assert names_left(client, spec) == []
+
+
+def test_server_cpus_become_the_containers_cpuset(client: Any, engine_image: Any, tmp_path: Path) -> None:
+    import os
+    from dataclasses import replace
+
+    last = str(max(os.sched_getaffinity(0)))
+    spec = replace(make_spec(tmp_path, engine_image.image_id, "engine"), cpus=last)
+    server = DockerRuntime(client).start(spec)
+    try:
+        server.wait_ready()
+        assert server.describe()["inspect"]["HostConfig"]["CpusetCpus"] == last
+        # the kernel's view inside the container: the engine (and init) may run on that CPU only
+        out = client.containers.get(server.describe()["container_id"]).exec_run(
+            ["sh", "-c", "grep Cpus_allowed_list /proc/1/status /proc/self/status"]).output.decode()
+        assert [line.split(":")[-1].strip() for line in out.splitlines()] == [last, last], out
+    finally:
+        server.stop()
+    assert names_left(client, spec) == []

@@ -127,3 +127,17 @@ def test_driver_runs_one_level_from_a_config_file(sse_server: Callable[..., Fake
     events = [json.loads(line)["event"] for line in out.stdout.splitlines()]
     assert events[-1] == "done" and "warm" in events and "start" in events
     assert len(read_records(records)) == 4
+
+
+def test_load_cpus_pin_every_driver_and_are_recorded(sse_server: Callable[..., FakeServer], tmp_path: Path) -> None:
+    from kit.plumbing.affinity import available_cpus, process_cpus
+
+    last = str(max(available_cpus()))
+    srv = sse_server(5.0, 2.0)
+    spec = make_spec(srv.base_url, concurrency=2, requests=4, warmup_requests=0, processes=2, cpus=last,
+                     tags={"arm": "A", "repeat": 0, "level": 2})
+    with LoadSession(processes=2, cpus=last) as load:
+        assert [process_cpus(p) for p in load.pids] == [last, last]
+        res = load.run_level(spec, tmp_path / "level-2")
+    client = json.loads(res.client_path.read_text())
+    assert res.ok == 4 and client["spec"]["cpus"] == last and client["usable_cores"] == 1

@@ -99,3 +99,39 @@ def test_check_alive_after_kill(tmp_path: Path, port: int) -> None:
     with pytest.raises(ServerError, match="exit code -9"):
         server.check_alive()
     server.stop()
+
+
+def test_server_cpus_pin_the_server_and_what_it_starts(tmp_path: Path, port: int) -> None:
+    from kit.plumbing.affinity import available_cpus, process_cpus
+
+    last = max(available_cpus())
+    # the server starts a thread-heavy child before it listens: both must be pinned from their first instruction
+    script = (
+        "import os, subprocess, sys\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+        "open('child.pid', 'w').write(str(child.pid))\n"
+        f"os.execvp(sys.executable, [sys.executable, '-m', 'http.server', '{port}', '--bind', '127.0.0.1'])\n"
+    )
+    before = os.sched_getaffinity(0)
+    server = ProcessRuntime().start(_spec(tmp_path, port, [sys.executable, "-c", script], cpus=str(last)))
+    try:
+        assert os.sched_getaffinity(0) == before  # kit's own thread is back where it was
+        server.wait_ready()
+        child = int((tmp_path / "child.pid").read_text())
+        assert process_cpus(server.proc.pid) == process_cpus(child) == str(last)
+        d = server.describe()
+        assert d["cpus"] == str(last) and d["cpus_allowed"] == str(last)
+    finally:
+        server.stop()
+
+
+def test_unpinned_server_records_where_it_may_run(tmp_path: Path, port: int) -> None:
+    from kit.plumbing.affinity import available_cpus, format_cpulist
+
+    cmd = [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"]
+    server = ProcessRuntime().start(_spec(tmp_path, port, cmd))
+    try:
+        d = server.describe()
+        assert d["cpus"] is None and d["cpus_allowed"] == format_cpulist(available_cpus())
+    finally:
+        server.stop()

@@ -75,6 +75,7 @@ class ContainerConfig(TypedDict, total=False):
     shm_size: str
     mounts: list[Mount]
     mem_limit: object
+    cpuset_cpus: str
 
 
 def container_config(spec: ServerSpec) -> ContainerConfig:
@@ -114,6 +115,8 @@ def container_config(spec: ServerSpec) -> ContainerConfig:
     if spec.model_mount is not None:
         src, dst = spec.model_mount
         kwargs["mounts"] = [Mount(target=dst, source=src, type="bind", read_only=True)]
+    if spec.cpus:
+        kwargs["cpuset_cpus"] = spec.cpus  # the container's cgroup cpuset (inspect: HostConfig.CpusetCpus)
     if "mem_limit" in spec.extra:
         kwargs["mem_limit"] = spec.extra["mem_limit"]
     return kwargs
