@@ -26,10 +26,11 @@ setup: $(STAMP)
 
 # Test-only extras: the CPU build of torch (for the OEA routing tests; it installs from the local
 # wheel file on these machines; pinned in the same command so that transformers cannot move it),
+# Triton 3.6.0 (the H200 machine's: the OEA kernels run under its interpreter on the CPU, tests/oea),
 # transformers serve 5.24.0 and kit's launcher for it (images/transformers, tests/hfserve),
 # and a Docker engine when none answers.
-$(TEST_STAMP): $(STAMP)
-	$(BIN)/python -m pip install -q torch==2.13.0 "transformers[serving]==5.24.0" -e images/transformers
+$(TEST_STAMP): $(STAMP) Makefile
+	$(BIN)/python -m pip install -q torch==2.13.0 triton==3.6.0 "transformers[serving]==5.24.0" -e images/transformers
 	touch $(TEST_STAMP)
 
 ## Set everything up and run the embedded default experiment end to end (CPU only, no Docker). The example

@@ -7,6 +7,10 @@
 #                                                on its path (a .pth file), the 8-layer model made on the GPU
 #   benchmarks/h200_session.sh known OUT         the known answer without kit: moe_decode_step.py, eager decode
 #                                                step (no CUDA graph, as transformers serve runs), grouped_mm
+#   benchmarks/h200_session.sh kernels OUT       the OEA kernels: their GPU tests, the hook's overhead over plain
+#                                                top-k (oea_hook_overhead.py), moe_decode_step.py with and without
+#                                                CUDA graphs (needs only `setup nomodel`)
+#   benchmarks/h200_session.sh profile OUT       oea_eager_profile.py: host time and syncs of an eager decode step
 #   benchmarks/h200_session.sh run MANIFEST SECONDS OUT     kit run for at most SECONDS, then the bundle to OUT
 #   benchmarks/h200_session.sh resume SECONDS OUT [TAR]     kit run --resume of the bundle (from TAR when the
 #                                                machine is a fresh one), then the bundle to OUT
@@ -31,6 +35,7 @@ setup() {
   $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir .whl/*.whl
   printf '%s\n' "$PWD" "$PWD/images/transformers" "$PWD/images/oea" > "$site/kit-dev.pth"
   $PY -c 'import torch, transformers, triton, kit, kit_hf, kit_oea; print("setup:", torch.__version__, "transformers", transformers.__version__, "triton", triton.__version__, "kit", kit.__version__, torch.cuda.get_device_name(0))'
+  [ "${1:-}" = nomodel ] && return 0
   local t0=$SECONDS
   $PY -m kit_hf.make_model qwen3-30b-a3b "$MODEL" --layers 8 --dtype bfloat16 --device cuda --print-digest
   echo "setup: model in $((SECONDS - t0)) s; GPU: $(gpu_line)"
@@ -39,6 +44,25 @@ setup() {
 known() {
   $PY benchmarks/moe_decode_step.py --out "$1" --layers 8 --impls grouped_mm --parts step --batches 1,4 \
     --no-graph --cell-seconds 3 --max-seconds 60
+}
+
+kernels() {  # each step bounded; if the kernel tests fail, the benchmarks still finish (short barrier waits)
+  if ! timeout 150 $PY -m pytest -q -p no:cacheprovider -m "gpu or slow or not slow" tests/oea/test_triton_oea.py \
+      tests/oea/test_oea_gpu.py; then
+    export KIT_OEA_MAX_SPIN=256
+    echo "kernel tests failed or timed out: the benchmarks below run with KIT_OEA_MAX_SPIN=256"
+  fi
+  timeout 170 $PY benchmarks/oea_hook_overhead.py --out "$1/hook" --max-seconds 120 || echo "hook benchmark exit $?"
+  timeout 130 $PY benchmarks/moe_decode_step.py --out "$1/graph" --layers 8 --batches 16,1,4,64 \
+    --impls grouped_mm,batched_mm --oea-paths auto,split --cell-seconds 3 --max-seconds 90 || echo "graph exit $?"
+  timeout 70 $PY benchmarks/moe_decode_step.py --out "$1/eager" --layers 8 --batches 1,4,16,64 \
+    --impls grouped_mm,batched_mm --parts step --no-graph --cell-seconds 2 --max-seconds 40 || echo "eager exit $?"
+}
+
+profile() {
+  for b in 1 4; do
+    timeout 90 $PY benchmarks/oea_eager_profile.py --out "$1/profile-b$b" --batch "$b" --impl grouped_mm --steps 20
+  done
 }
 
 bundle_out() {  # the newest bundle as a tarball (the results folder is too deep to come back as files)

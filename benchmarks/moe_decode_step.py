@@ -1,16 +1,16 @@
 """Known answer for kit's transformers A/B: one MoE layer and one decode step, baseline vs OEA, measured without kit.
 
     PYTHONPATH=images/oea python3 benchmarks/moe_decode_step.py --out DIR [--shape qwen3-30b-a3b] [--layers 12]
-        [--impls grouped_mm,batched_mm,eager] [--batches 1,4,16,64] [--k0 3] [--oea-kernels default,v2]
+        [--impls grouped_mm,batched_mm,eager] [--batches 1,4,16,64] [--k0 3] [--oea-paths auto]
         [--prompt-len 256] [--parts moe,step] [--max-seconds 240]
 
 Builds ``Qwen3MoeForCausalLM`` from a config (no hub): shape ``qwen3-30b-a3b`` (hidden 2048, 128 experts,
 top-8, MoE intermediate 768, 32 heads / 4 KV heads of 128, vocab 151936; ``--layers`` layers, default 12)
 or ``tiny-cpu`` (smoke tests), seeded random weights (normal, std 0.02; norms 1), bf16 on CUDA, fp32 on
 the CPU. OEA is the shared hook ``kit_oea.hf.reroute_router_output`` applied to the output of
-``Qwen3MoeTopKRouter.forward`` (decode only: the prompt's prefill runs without it). ``--oea-kernels``
-picks which fused kernels ``kit_oea.oea.oea_reroute_`` dispatches to on CUDA (``default``: kit_oea.triton_oea;
-``v2``: kit_oea.triton_oea_v2), one OEA arm each.
+``Qwen3MoeTopKRouter.forward`` (decode only: the prompt's prefill runs without it). ``--oea-paths``
+picks which path of the fused kernels (``kit_oea.triton_oea``: ``auto``, ``single``, ``fused``, ``split``,
+set as ``KIT_OEA_PATH``) the OEA arm takes on CUDA, one OEA arm each.
 
 Per experts implementation (``model.set_experts_implementation``) and batch size it times, with the
 baseline and OEA arms interleaved (see ``gpu_timing.measure``: CUDA events, warm-up, median and IQR,
@@ -73,7 +73,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--impls", default="grouped_mm,batched_mm,eager")
     p.add_argument("--batches", default="1,4,16,64")
     p.add_argument("--k0", type=int, default=3)
-    p.add_argument("--oea-kernels", default="default", help="comma list of default,v2 (one OEA arm each)")
+    p.add_argument("--oea-paths", default="auto", help="comma list of auto,single,fused,split (one OEA arm each)")
     p.add_argument("--parts", default="moe,step", help="comma list of moe,step")
     p.add_argument("--prompt-len", type=int, default=256)
     p.add_argument("--moe-blocks", type=int, default=4, help="distinct MoE blocks cycled in the moe timing")
@@ -132,27 +132,20 @@ def patch_router(norm_default: bool) -> None:
     qm.Qwen3MoeTopKRouter.forward = forward
 
 
-def select_oea_kernel(kernel: str) -> None:
-    """Point kit_oea.oea's fused path at the chosen Triton module (a no-op on the CPU)."""
-    from kit_oea import oea
-
-    if kernel == "default":
-        oea._triton, oea._triton_error = None, None
-        return
-    from kit_oea import triton_oea_v2
-
-    oea._triton, oea._triton_error = triton_oea_v2, None
+def select_oea_path(path: str) -> None:
+    """The fused kernels' path for the next calls (``KIT_OEA_PATH``, read per call; a no-op on the CPU)."""
+    os.environ["KIT_OEA_PATH"] = path
 
 
 def arms(kernels: list[str], k0: int) -> list[tuple[str, int, str]]:
-    return [("baseline", 0, "default")] + [(f"oea-{kern}" if len(kernels) > 1 else "oea", k0, kern) for kern in kernels]
+    return [("baseline", 0, "auto")] + [(f"oea-{kern}" if len(kernels) > 1 else "oea", k0, kern) for kern in kernels]
 
 
-def with_arm(k0: int, kernel: str, fn: Callable[[], object]) -> Callable[[], object]:
+def with_arm(k0: int, path: str, fn: Callable[[], object]) -> Callable[[], object]:
     """``fn`` run with the router set for one arm (a Python flag, fixed when a graph is captured)."""
 
     def run() -> object:
-        select_oea_kernel(kernel)
+        select_oea_path(path)
         ROUTER["k0"] = k0
         try:
             return fn()
@@ -301,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
     if device.type == "cpu":
         torch.set_num_threads(1)  # CPU runs are smoke tests on shared machines: no spinning thread pool
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
-    args.kernel_list = [k.strip() for k in args.oea_kernels.split(",") if k.strip()]
+    args.kernel_list = [k.strip() for k in args.oea_paths.split(",") if k.strip()]
     impls = [s.strip() for s in args.impls.split(",") if s.strip()]
     batches = [int(s) for s in args.batches.split(",") if s.strip()]
     parts = [s.strip() for s in args.parts.split(",") if s.strip()]

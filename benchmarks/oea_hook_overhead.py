@@ -7,13 +7,15 @@ For each shape and decode batch size M, starting from router logits ``[M, N]`` (
 
 - ``plain``: the plain routing step in sglang's layout (GLM-5: sigmoid, + correction bias, top-8, weights
   gathered, renormalised, x2.5; Qwen3: softmax, top-8, renormalised), written into int32 ids / fp32 weights;
-- ``v1``: plain + ``kit_oea.triton_oea`` (memset + two kernels, what kit's sglang patch runs today);
-- ``v2``, ``v2-single`` (M <= 128), ``v2-split`` (M >= 8): plain + ``kit_oea.triton_oea_v2`` (its auto path,
-  and each of its two paths forced, to place the threshold between them);
+- ``oea``: plain + ``kit_oea.triton_oea`` on its default (auto) path, what kit's sglang patch runs;
+- ``single`` (M <= 128), ``fused`` (every M), ``split`` (M >= 8): plain + each of its paths forced, to place
+  the auto threshold;
 - ``torch`` (``--with-torch``): plain + the torch-ops reference ``reroute_torch_``;
 - Qwen3 shape only, in transformers' layout (int64 ids, bf16 weights, what ``Qwen3MoeTopKRouter`` returns):
-  ``hf-plain``; ``hf-v1`` / ``hf-v2``: hf-plain + ``kit_oea.hf.reroute_router_output`` dispatching to v1 / v2
-  (it converts to int32/fp32 and back); ``hf-v2-direct``: hf-plain + v2 in place on the int64/bf16 tensors.
+  ``hf-plain``; ``hf-oea``: hf-plain + ``kit_oea.hf.reroute_router_output`` (in place on those tensors).
+
+After the timings, ``barrier_timeouts`` (fused programs that gave up waiting at the grid barrier: 0 unless
+the grid was not resident at once) is read and recorded.
 
 Each variant is one CUDA graph of ``--reps`` calls, replayed round-robin with the others (CUDA events,
 median and IQR). The overhead is the variant's median minus the median of ``plain`` (``hf-plain`` for the
@@ -102,9 +104,9 @@ class Case:
 def with_path(path: str | None, fn: Fn) -> Fn:
     def run() -> object:
         if path is None:
-            os.environ.pop("KIT_OEA_V2_PATH", None)
+            os.environ.pop("KIT_OEA_PATH", None)
         else:
-            os.environ["KIT_OEA_V2_PATH"] = path
+            os.environ["KIT_OEA_PATH"] = path
         return fn()
 
     return run
@@ -112,7 +114,6 @@ def with_path(path: str | None, fn: Fn) -> Fn:
 
 def variants(case: Case, args: argparse.Namespace) -> dict[str, tuple[str, Fn]]:
     """name -> (baseline name, callable)."""
-    from kit_oea import oea
     from kit_oea.hf import reroute_router_output
     from kit_oea.oea import reroute_torch_
 
@@ -124,38 +125,27 @@ def variants(case: Case, args: argparse.Namespace) -> dict[str, tuple[str, Fn]]:
                                                                       scoring_func=scoring, **case.kwargs())))  # fmt: skip
     if case.device.type != "cuda":
         return out
-    from kit_oea import triton_oea, triton_oea_v2
+    from kit_oea import triton_oea
 
-    def fused(module: Any) -> Fn:
-        return lambda: (case.plain(), module.oea_reroute_triton_(case.ids, case.w, case.logits, softmax=soft,
-                                                                 **case.kwargs()))  # fmt: skip
+    def fused(path: str | None) -> Fn:
+        return with_path(path, lambda: (case.plain(), triton_oea.oea_reroute_triton_(
+            case.ids, case.w, case.logits, softmax=soft, **case.kwargs())))  # fmt: skip
 
-    out["v1"] = ("plain", fused(triton_oea))
-    out["v2"] = ("plain", with_path(None, fused(triton_oea_v2)))
+    out["oea"] = ("plain", fused(None))
     if case.m <= 128:  # each path forced where it might win, to place the auto threshold
-        out["v2-single"] = ("plain", with_path("single", fused(triton_oea_v2)))
+        out["single"] = ("plain", fused("single"))
+    out["fused"] = ("plain", fused("fused"))
     if case.m >= 8:
-        out["v2-split"] = ("plain", with_path("split", fused(triton_oea_v2)))
+        out["split"] = ("plain", fused("split"))
     if soft and case.bias is None and case.shape["scale"] is None:
         k0 = case.shape["k0"]
 
-        def hf(module: Any) -> Fn:
-            def run() -> object:
-                oea._triton, oea._triton_error = module, None
-                logits, w, ids = case.hf_plain()
-                return reroute_router_output(logits, w, ids, k0=k0, norm_topk_prob=True)
-
-            return run
-
-        def direct() -> object:
+        def hf() -> object:
             logits, w, ids = case.hf_plain()
-            triton_oea_v2.oea_reroute_triton_(ids, w, logits, softmax=True, **case.kwargs())
-            return logits, w, ids
+            return reroute_router_output(logits, w, ids, k0=k0, norm_topk_prob=True)
 
         out["hf-plain"] = ("hf-plain", case.hf_plain)
-        out["hf-v1"] = ("hf-plain", hf(triton_oea))
-        out["hf-v2"] = ("hf-plain", hf(triton_oea_v2))
-        out["hf-v2-direct"] = ("hf-plain", with_path(None, direct))
+        out["hf-oea"] = ("hf-plain", with_path(None, hf))
     return out
 
 
@@ -227,7 +217,7 @@ def run_cell(shape_name: str, m: int, args: argparse.Namespace, device: torch.de
 
 
 def render(rows: list[dict[str, Any]]) -> str:
-    names = ["v1", "v2", "v2-single", "v2-split", "torch", "hf-v1", "hf-v2", "hf-v2-direct"]
+    names = ["oea", "single", "fused", "split", "torch", "hf-oea"]
     present = [n for n in names if any(f"{n}_extra_us" in r for r in rows)]
     shown = []
     for r in rows:
@@ -275,10 +265,16 @@ def main(argv: list[str] | None = None) -> int:
     report = render(rows)
     if skipped:
         report += f"\n\nSkipped (--max-seconds): {', '.join(skipped)}"
+    timeouts = None
+    if device.type == "cuda":
+        from kit_oea import triton_oea
+
+        timeouts = triton_oea.barrier_timeouts(device)
+        report += f"\n\nFused-path programs that gave up waiting at the grid barrier: {timeouts}"
     print(report, flush=True)
     result = {"benchmark": "oea_hook_overhead", "env": environment(), "shapes": SHAPES, "target_us": TARGET_US,
               "reps": args.reps, "samples": args.samples, "rows": rows, "skipped": skipped,
-              "seconds": round(time.monotonic() - t0, 1)}  # fmt: skip
+              "barrier_timeouts": timeouts, "seconds": round(time.monotonic() - t0, 1)}  # fmt: skip
     write_results(args.out, "oea_hook_overhead", result, report)
     return 0
 

@@ -9,6 +9,7 @@ import sys
 import zipfile
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 
@@ -103,3 +104,21 @@ def reference(
             w = w / w.sum()
         weights[i, : len(chosen)] = w * (1.0 if scale is None else scale)
     return ids, weights
+
+
+def patch_triton_interpreter_scalars() -> None:
+    """Triton 3.6's interpreter turns a scalar kernel argument into a 1-element 1-D array and takes
+    ``int(array)`` for ``range(0, M, ...)``, which NumPy 2.4 refuses (only 0-d arrays convert). Patched here,
+    in the tests that interpret kernels on the CPU, to read the one element; compiled kernels are untouched."""
+    from triton.runtime import interpreter
+
+    original = interpreter._patch_lang_tensor
+    if getattr(original, "_kit_scalar_fix", False):
+        return
+
+    def patched(tensor: Any, scope: Any) -> None:
+        original(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
+
+    patched._kit_scalar_fix = True  # type: ignore[attr-defined]
+    interpreter._patch_lang_tensor = patched

@@ -4,8 +4,10 @@
 ``[M, E]``, top-k weights ``[M, k]`` in the logits' dtype (softmax probabilities, renormalised over the
 top-k when ``norm_topk_prob``) and expert ids ``[M, k]`` int64. ``reroute_router_output`` takes that
 triple and returns the OEA triple, computed by ``kit_oea.oea.oea_reroute_`` (the fused Triton kernels on
-CUDA, torch ops elsewhere) on an int32/fp32 copy, the layout the sglang hook works on. Everything stays
-CUDA-graph safe (no host sync, shapes from shapes only).
+CUDA, torch ops elsewhere) in place on the router's own int64 ids and weights (the kernels take any id and
+weight dtype; weights are computed in fp32 and rounded once to the router's dtype, as the router itself
+does), so no dtype copies are launched. Everything stays CUDA-graph safe (no host sync, shapes from shapes
+only).
 
 Which forward passes are decode steps is the caller's business (the transformers launcher decides it
 per batch; a benchmark of decode steps applies it always).
@@ -30,8 +32,11 @@ def reroute_router_output(
     if router_logits.dim() != 2:
         raise ValueError(f"router_logits must be 2-D [M, E], got shape {tuple(router_logits.shape)}")
     k = selected_experts.shape[-1]
-    ids = selected_experts.reshape(-1, k).to(torch.int32)
-    weights = routing_weights.reshape(-1, k).to(torch.float32)
+    if tuple(routing_weights.shape) != tuple(selected_experts.shape):
+        raise ValueError(f"routing_weights {tuple(routing_weights.shape)} != selected_experts "
+                         f"{tuple(selected_experts.shape)}")  # fmt: skip
+    ids = selected_experts.reshape(-1, k)  # a view of the router's fresh output (a copy if it is not contiguous)
+    weights = routing_weights.reshape(-1, k)
     oea_reroute_(
         ids,
         weights,
@@ -44,4 +49,4 @@ def reroute_router_output(
         routed_scaling_factor=None,
         num_token_non_padded=None,
     )
-    return router_logits, weights.to(routing_weights.dtype), ids.to(selected_experts.dtype)
+    return router_logits, weights.reshape(routing_weights.shape), ids.reshape(selected_experts.shape)

@@ -1,9 +1,9 @@
-"""kit_oea.triton_oea_v2 (the one/two-launch OEA kernels) against the torch reference ``reroute_torch_``.
+"""kit_oea.triton_oea (the fused OEA kernels) against the torch reference ``reroute_torch_``.
 
 Runs the Triton kernels on the CPU through Triton's interpreter (``TRITON_INTERPRET=1``, set only while
-this file loads its own copy of the module) or compiled on a CUDA GPU when there is one. Both code paths
-(``single``: one program, union in registers; ``split``: base ids + histogram) are checked on the same
-inputs: exact ids, weights allclose, including batch 1, rows without a token (``-1`` ids, padding past
+this file loads its own copy of the module) or compiled on a CUDA GPU when there is one. All three paths
+(``single``: one program, union in registers; ``fused``: one program per block of rows and a grid barrier;
+``split``: base ids + histogram) are checked on the same inputs: exact ids, weights allclose, including batch 1, rows without a token (``-1`` ids, padding past
 ``num_token_non_padded``), heavy ties, an active set smaller than k, a fused shared column, int64 ids with
 bf16 weights (the transformers layout) and strided logits. Skipped when Triton does not import.
 """
@@ -25,16 +25,16 @@ if importlib.util.find_spec("triton") is None:
     pytest.skip("triton is not installed (the kernels cannot run or be interpreted)", allow_module_level=True)
 
 from kit_oea.oea import reroute_torch_  # noqa: E402
-from oea_helpers import IMAGE_DIR, reference  # noqa: E402
+from oea_helpers import IMAGE_DIR, patch_triton_interpreter_scalars, reference  # noqa: E402
 
 pytestmark = pytest.mark.slow  # ~11 s interpreted on 2 CPU cores
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-PATHS = ["single", "split"]
+PATHS = ["single", "split", "fused"]
 
 
-def _load_v2() -> ModuleType:
-    """A private copy of triton_oea_v2; on the CPU, interpreted. Triton reads TRITON_INTERPRET as each
+def _load_kernels() -> ModuleType:
+    """A private copy of triton_oea; on the CPU, interpreted. Triton reads TRITON_INTERPRET as each
     @triton.jit function is decorated, its own standard library included, so on the CPU triton must not
     have been imported before this module sets it."""
     before = os.environ.get("TRITON_INTERPRET")
@@ -46,8 +46,11 @@ def _load_v2() -> ModuleType:
     try:
         import triton  # noqa: F401  (decorates triton.language's own jit functions under the setting above)
 
+        if DEVICE == "cpu":
+            patch_triton_interpreter_scalars()
+
         spec = importlib.util.spec_from_file_location(
-            "kit_oea_v2_under_test", IMAGE_DIR / "kit_oea" / "triton_oea_v2.py"
+            "kit_oea_triton_under_test", IMAGE_DIR / "kit_oea" / "triton_oea.py"
         )
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
@@ -60,7 +63,7 @@ def _load_v2() -> ModuleType:
             os.environ["TRITON_INTERPRET"] = before
 
 
-V2 = _load_v2()
+TK = _load_kernels()
 
 
 @pytest.fixture(autouse=True)
@@ -72,7 +75,12 @@ def _interpret(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(params=PATHS)
 def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    monkeypatch.setenv(V2.PATH_KNOB, request.param)
+    monkeypatch.setenv(TK.PATH_KNOB, request.param)
+    if request.param == "fused" and DEVICE == "cpu":
+        # The interpreter runs a grid's programs one after another, so a program waiting at the barrier
+        # never sees the others arrive: one program per launch here (the barrier passes at once). Several
+        # programs are tested below with the give-up path, and on a GPU with the real grid.
+        monkeypatch.setenv(TK.MAX_PROGRAMS_KNOB, "1")
     yield request.param
 
 
@@ -100,7 +108,7 @@ def make(
 
 def run_both(x: SimpleNamespace, *, k: int, k0: int, softmax: bool, renormalize: bool = True,
              scale: float | None = None, ntnp: int | None = None) -> tuple[Any, Any, Any, Any]:  # fmt: skip
-    """(reference ids, reference weights, v2 ids, v2 weights); the reference on int32/fp32 CPU copies."""
+    """(reference ids, reference weights, kernel ids, kernel weights); the reference on int32/fp32 CPU copies."""
     nt = None if ntnp is None else torch.tensor(ntnp, dtype=torch.int32)
     ref_ids, ref_w = x.ids.to(torch.int32).clone(), x.weights.float().clone()
     reroute_torch_(ref_ids, ref_w, x.logits, k0=k0, k=k, scoring_func="softmax" if softmax else "sigmoid",
@@ -113,7 +121,7 @@ def run_both(x: SimpleNamespace, *, k: int, k0: int, softmax: bool, renormalize:
         "corr": None if x.corr is None else x.corr.to(DEVICE),
         "nt": None if nt is None else nt.to(DEVICE),
     }
-    V2.oea_reroute_triton_(dev["ids"], dev["w"], dev["logits"], k0=k0, k=k, softmax=softmax,
+    TK.oea_reroute_triton_(dev["ids"], dev["w"], dev["logits"], k0=k0, k=k, softmax=softmax,
                            correction_bias=dev["corr"], renormalize=renormalize, routed_scaling_factor=scale,
                            num_token_non_padded=dev["nt"])  # fmt: skip
     return ref_ids, ref_w, dev["ids"].cpu(), dev["w"].cpu()
@@ -208,11 +216,80 @@ def test_fresh_random_batches(path: str) -> None:
 
 def test_empty_batch_and_path_knob(monkeypatch: pytest.MonkeyPatch) -> None:
     x = make(0, 32, 4, seed=0)
-    V2.oea_reroute_triton_(x.ids, x.weights, x.logits, k0=2, k=4, softmax=True, correction_bias=None,
+    TK.oea_reroute_triton_(x.ids, x.weights, x.logits, k0=2, k=4, softmax=True, correction_bias=None,
                            renormalize=True, routed_scaling_factor=None, num_token_non_padded=None)  # fmt: skip
-    monkeypatch.setenv(V2.PATH_KNOB, "auto")
-    monkeypatch.setenv(V2.SINGLE_MAX_KNOB, "8")
-    assert (V2.choose_path(8), V2.choose_path(9)) == ("single", "split")
-    monkeypatch.setenv(V2.PATH_KNOB, "fast")
-    with pytest.raises(ValueError, match="expected auto, single or split"):
-        V2.choose_path(1)
+    monkeypatch.setenv(TK.PATH_KNOB, "auto")
+    monkeypatch.setenv(TK.SINGLE_MAX_KNOB, "8")
+    assert (TK.choose_path(8), TK.choose_path(9)) == ("single", "fused")
+    monkeypatch.setenv(TK.PATH_KNOB, "fast")
+    with pytest.raises(ValueError, match="expected auto, single, split or fused"):
+        TK.choose_path(1)
+
+
+def _state_words() -> tuple[int, int, int]:
+    state = TK._state[TK._device_key(torch.device(DEVICE))].cpu()
+    return int(state[int(TK._COUNT)]), int(state[int(TK._GEN)]), int(state[int(TK._TIMEOUTS)])
+
+
+def test_fused_barrier_bookkeeping_and_give_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three programs, each waiting at most two polls. Interpreted (programs run in turn), the first two give
+    up: they count a timeout and route their rows as plain top-k; the last one to arrive sees every
+    program's marks, so its rows get the batch's whole union; the count is back to 0 and the generation one
+    further for the next call. On a GPU all three are resident: no timeout, every row OEA."""
+    m, n, k, k0 = 9, 64, 8, 3
+    monkeypatch.setenv(TK.PATH_KNOB, "fused")
+    monkeypatch.setenv(TK.MAX_PROGRAMS_KNOB, "3")  # 4 rows a program: rows 0-3, 4-7, 8
+    monkeypatch.setenv(TK.SPIN_KNOB, "2")
+    x = make(m, n, k, seed=21)
+    ref_ids, ref_w, ids, w = run_both(x, k=k, k0=k0, softmax=True)
+    count, gen, timeouts = _state_words()
+    plain_ids, plain_w = x.ids.to(torch.int32).clone(), x.weights.float().clone()
+    reroute_torch_(plain_ids, plain_w, x.logits, k0=k, k=k, scoring_func="softmax", correction_bias=None,
+                   renormalize=True, routed_scaling_factor=None, num_token_non_padded=None)  # fmt: skip
+    assert count == 0
+    if DEVICE == "cpu":
+        assert_same(plain_ids[:8], plain_w[:8], ids[:8], w[:8])
+        assert_same(ref_ids[8:], ref_w[8:], ids[8:], w[8:])
+        assert not torch.equal(ref_ids[:8], plain_ids[:8])  # the case tells the two routings apart
+    else:
+        assert_same(ref_ids, ref_w, ids, w)
+    before = (gen, timeouts)
+    run_both(x, k=k, k0=k0, softmax=True)
+    count, gen, timeouts = _state_words()
+    assert count == 0 and gen == before[0] + 1
+    assert timeouts - before[1] == (2 if DEVICE == "cpu" else 0)
+
+
+@pytest.mark.skipif(DEVICE != "cuda", reason="the fused path's barrier with a real grid needs a CUDA GPU")
+@pytest.mark.parametrize(("n", "k", "k0", "softmax", "bias"), [(128, 8, 3, True, False), (256, 8, 4, False, True)])
+def test_fused_grid_on_the_gpu(monkeypatch: pytest.MonkeyPatch, n: int, k: int, k0: int, softmax: bool,
+                               bias: bool) -> None:  # fmt: skip
+    """Every program resident: up to one program per SM (132 on an H200) and more rows per program past that;
+    exact against the reference, no program gave up, and a CUDA graph replays the fused launch on new data."""
+    monkeypatch.setenv(TK.PATH_KNOB, "fused")
+    for m in (5, 8, 64, 131, 132, 133, 257, 1024, 3001):
+        x = make(m, n, k, seed=m, bias=bias, minus_one_rows=(m // 2,))
+        assert_same(*run_both(x, k=k, k0=k0, softmax=softmax, ntnp=m - 1))
+    assert TK.barrier_timeouts(torch.device("cuda")) == 0
+    m = 256
+    x = make(m, n, k, seed=9, bias=bias)
+    logits, ids, w = x.logits.cuda(), x.ids.cuda(), x.weights.cuda()
+    corr = None if x.corr is None else x.corr.cuda()
+    kw = {"k0": k0, "k": k, "softmax": softmax, "correction_bias": corr, "renormalize": True,
+          "routed_scaling_factor": None, "num_token_non_padded": None}  # fmt: skip
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        TK.oea_reroute_triton_(ids, w, logits, **kw)
+    for seed in (1, 2, 3):
+        fresh = make(m, n, k, seed=seed, bias=bias)
+        fresh.corr = x.corr
+        logits.copy_(fresh.logits.cuda())
+        ids.copy_(fresh.ids.cuda())
+        w.copy_(fresh.weights.cuda())
+        graph.replay()
+        ref_ids, ref_w = fresh.ids.clone(), fresh.weights.clone()
+        reroute_torch_(ref_ids, ref_w, fresh.logits, k0=k0, k=k, scoring_func="softmax" if softmax else "sigmoid",
+                       correction_bias=fresh.corr, renormalize=True, routed_scaling_factor=None,
+                       num_token_non_padded=None)  # fmt: skip
+        assert_same(ref_ids, ref_w, ids.cpu(), w.cpu())
+    assert TK.barrier_timeouts(torch.device("cuda")) == 0
