@@ -9,7 +9,7 @@ top-8, MoE intermediate 768, 32 heads / 4 KV heads of 128, vocab 151936; ``--lay
 or ``tiny-cpu`` (smoke tests), seeded random weights (normal, std 0.02; norms 1), bf16 on CUDA, fp32 on
 the CPU. OEA is the shared hook ``kit_oea.hf.reroute_router_output`` applied to the output of
 ``Qwen3MoeTopKRouter.forward`` (decode only: the prompt's prefill runs without it). ``--oea-paths``
-picks which path of the fused kernels (``kit_oea.triton_oea``: ``auto``, ``single``, ``fused``, ``split``,
+picks which path of the fused kernels (``kit_oea.triton_oea``: ``auto``, ``single``, ``split``,
 set as ``KIT_OEA_PATH``) the OEA arm takes on CUDA, one OEA arm each.
 
 Per experts implementation (``model.set_experts_implementation``) and batch size it times, with the
@@ -73,7 +73,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--impls", default="grouped_mm,batched_mm,eager")
     p.add_argument("--batches", default="1,4,16,64")
     p.add_argument("--k0", type=int, default=3)
-    p.add_argument("--oea-paths", default="auto", help="comma list of auto,single,fused,split (one OEA arm each)")
+    p.add_argument("--oea-paths", default="auto", help="comma list of auto,single,split (one OEA arm each)")
     p.add_argument("--parts", default="moe,step", help="comma list of moe,step")
     p.add_argument("--prompt-len", type=int, default=256)
     p.add_argument("--moe-blocks", type=int, default=4, help="distinct MoE blocks cycled in the moe timing")

@@ -6,7 +6,9 @@
 
 Builds the same model and replayable decode step as ``moe_decode_step.py`` (its functions), then per arm
 (baseline, OEA k0=3 through ``kit_oea.hf``): the host time to enqueue one step (``perf_counter`` around the
-step, then a synchronize timed on its own), the step's wall time, and a ``torch.profiler`` table of the
+step, then a synchronize timed on its own) and the step's wall time, the arms alternating step by step (a
+first version timed them one after the other; see benchmarks/results/h200-kernels-2026-12-01), and a
+``torch.profiler`` table of the
 operators with the most host (self CPU) time, with the count of device-to-host synchronisations
 (``aten::item`` / ``aten::_local_scalar_dense`` / ``cudaStreamSynchronize``). Output: Markdown on stdout and
 ``oea_eager_profile.json`` / ``.md`` in ``--out``.
@@ -15,6 +17,7 @@ operators with the most host (self CPU) time, with the count of device-to-host s
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -41,20 +44,32 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def profile_arm(step: Any, device: torch.device, steps: int, top: int) -> dict[str, Any]:
+def time_arms(arms: dict[str, Any], device: torch.device, steps: int) -> dict[str, dict[str, float]]:
+    """Median host enqueue time and wall time of one step per arm, the arms alternating step by step (a host
+    that slows down or speeds up during the run then affects every arm alike)."""
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    for _ in range(3):
-        step()
+    for fn in arms.values():
+        for _ in range(3):
+            fn()
     sync()
-    enqueue, wall = [], []
+    enqueue: dict[str, list[float]] = {name: [] for name in arms}
+    wall: dict[str, list[float]] = {name: [] for name in arms}
     for _ in range(steps):
-        t0 = time.perf_counter()
-        step()
-        t1 = time.perf_counter()
-        sync()
-        t2 = time.perf_counter()
-        enqueue.append((t1 - t0) * 1e6)
-        wall.append((t2 - t0) * 1e6)
+        for name, fn in arms.items():
+            t0 = time.perf_counter()
+            fn()
+            t1 = time.perf_counter()
+            sync()
+            t2 = time.perf_counter()
+            enqueue[name].append((t1 - t0) * 1e6)
+            wall[name].append((t2 - t0) * 1e6)
+    return {name: {"enqueue_us_median": statistics.median(enqueue[name]),
+                   "wall_us_median": statistics.median(wall[name])} for name in arms}  # fmt: skip
+
+
+def profile_arm(step: Any, device: torch.device, steps: int, top: int) -> dict[str, Any]:
+    """Operator counts and host time per step under ``torch.profiler`` (one arm at a time: counts, not timings)."""
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     acts = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if device.type == "cuda" else [])
     with torch.profiler.profile(activities=acts) as prof:
         for _ in range(steps):
@@ -64,8 +79,6 @@ def profile_arm(step: Any, device: torch.device, steps: int, top: int) -> dict[s
     rows = sorted(events, key=lambda e: e.self_cpu_time_total, reverse=True)[:top]
     syncs = {e.key: e.count // steps for e in events if e.key in SYNC_OPS}
     return {
-        "enqueue_us_median": sorted(enqueue)[len(enqueue) // 2],
-        "wall_us_median": sorted(wall)[len(wall) // 2],
         "syncs_per_step": syncs,
         "top_self_cpu": [
             {"op": e.key, "calls_per_step": e.count / steps, "self_cpu_us_per_step": e.self_cpu_time_total / steps}
@@ -94,7 +107,8 @@ def main(argv: list[str] | None = None) -> int:
             return model(input_ids=state["ids"], position_ids=state["pos"], use_cache=True, **{kw: state["cache"]})
 
         arms = {"baseline": mds.with_arm(0, "auto", step), "oea": mds.with_arm(args.k0, "auto", step)}
-        result["arms"] = {name: profile_arm(fn, device, args.steps, args.top) for name, fn in arms.items()}
+        timings = time_arms(arms, device, args.steps)
+        result["arms"] = {name: timings[name] | profile_arm(fn, device, args.steps, args.top) for name, fn in arms.items()}
     lines = [f"## Eager decode step, {args.impl}, batch {args.batch}, {args.layers} layers (per step)", ""]
     for name, r in result["arms"].items():
         lines.append(f"- {name}: enqueue {r['enqueue_us_median']:.0f} us, wall {r['wall_us_median']:.0f} us, "

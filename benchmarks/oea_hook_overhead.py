@@ -8,14 +8,11 @@ For each shape and decode batch size M, starting from router logits ``[M, N]`` (
 - ``plain``: the plain routing step in sglang's layout (GLM-5: sigmoid, + correction bias, top-8, weights
   gathered, renormalised, x2.5; Qwen3: softmax, top-8, renormalised), written into int32 ids / fp32 weights;
 - ``oea``: plain + ``kit_oea.triton_oea`` on its default (auto) path, what kit's sglang patch runs;
-- ``single`` (M <= 128), ``fused`` (every M), ``split`` (M >= 8): plain + each of its paths forced, to place
-  the auto threshold;
+- ``single`` (M <= 128), ``split`` (M >= 8): plain + each of its two paths forced, to place the auto
+  threshold;
 - ``torch`` (``--with-torch``): plain + the torch-ops reference ``reroute_torch_``;
 - Qwen3 shape only, in transformers' layout (int64 ids, bf16 weights, what ``Qwen3MoeTopKRouter`` returns):
   ``hf-plain``; ``hf-oea``: hf-plain + ``kit_oea.hf.reroute_router_output`` (in place on those tensors).
-
-After the timings, ``barrier_timeouts`` (fused programs that gave up waiting at the grid barrier: 0 unless
-the grid was not resident at once) is read and recorded.
 
 Each variant is one CUDA graph of ``--reps`` calls, replayed round-robin with the others (CUDA events,
 median and IQR). The overhead is the variant's median minus the median of ``plain`` (``hf-plain`` for the
@@ -127,16 +124,15 @@ def variants(case: Case, args: argparse.Namespace) -> dict[str, tuple[str, Fn]]:
         return out
     from kit_oea import triton_oea
 
-    def fused(path: str | None) -> Fn:
+    def kernel(path: str | None) -> Fn:
         return with_path(path, lambda: (case.plain(), triton_oea.oea_reroute_triton_(
             case.ids, case.w, case.logits, softmax=soft, **case.kwargs())))  # fmt: skip
 
-    out["oea"] = ("plain", fused(None))
+    out["oea"] = ("plain", kernel(None))
     if case.m <= 128:  # each path forced where it might win, to place the auto threshold
-        out["single"] = ("plain", fused("single"))
-    out["fused"] = ("plain", fused("fused"))
+        out["single"] = ("plain", kernel("single"))
     if case.m >= 8:
-        out["split"] = ("plain", fused("split"))
+        out["split"] = ("plain", kernel("split"))
     if soft and case.bias is None and case.shape["scale"] is None:
         k0 = case.shape["k0"]
 
@@ -217,7 +213,7 @@ def run_cell(shape_name: str, m: int, args: argparse.Namespace, device: torch.de
 
 
 def render(rows: list[dict[str, Any]]) -> str:
-    names = ["oea", "single", "fused", "split", "torch", "hf-oea"]
+    names = ["oea", "single", "split", "torch", "hf-oea"]
     present = [n for n in names if any(f"{n}_extra_us" in r for r in rows)]
     shown = []
     for r in rows:
@@ -265,16 +261,10 @@ def main(argv: list[str] | None = None) -> int:
     report = render(rows)
     if skipped:
         report += f"\n\nSkipped (--max-seconds): {', '.join(skipped)}"
-    timeouts = None
-    if device.type == "cuda":
-        from kit_oea import triton_oea
-
-        timeouts = triton_oea.barrier_timeouts(device)
-        report += f"\n\nFused-path programs that gave up waiting at the grid barrier: {timeouts}"
     print(report, flush=True)
     result = {"benchmark": "oea_hook_overhead", "env": environment(), "shapes": SHAPES, "target_us": TARGET_US,
               "reps": args.reps, "samples": args.samples, "rows": rows, "skipped": skipped,
-              "barrier_timeouts": timeouts, "seconds": round(time.monotonic() - t0, 1)}  # fmt: skip
+              "seconds": round(time.monotonic() - t0, 1)}  # fmt: skip
     write_results(args.out, "oea_hook_overhead", result, report)
     return 0
 

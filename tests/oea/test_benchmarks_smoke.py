@@ -72,3 +72,17 @@ def test_moe_decode_step_runs_on_cpu(tmp_path: Path) -> None:
             assert r["T_baseline"] == 4 and r["T_oea"] == 2  # tiny-cpu routes top-4; OEA keeps top-k0 = 2
     moe = [r for r in result["rows"] if r["part"] == "moe"]
     assert all(r["floor_us"] > 0 and r["roofline_frac"] is not None for r in moe)
+
+
+@pytest.mark.slow
+def test_eager_profile_runs_on_cpu(tmp_path: Path) -> None:
+    if importlib.util.find_spec("transformers") is None:
+        pytest.skip("transformers is not installed")
+    args = ("--shape", "tiny-cpu", "--layers", "2", "--batch", "2", "--steps", "3", "--prompt-len", "8")
+    result = run_bench("oea_eager_profile.py", tmp_path, *args)
+    assert set(result["arms"]) == {"baseline", "oea"}
+    for arm in result["arms"].values():
+        assert 0 < arm["enqueue_us_median"] <= arm["wall_us_median"]
+        assert arm["top_self_cpu"] and all(t["calls_per_step"] > 0 for t in arm["top_self_cpu"])
+    ops = {arm: {t["op"] for t in r["top_self_cpu"]} for arm, r in result["arms"].items()}
+    assert "aten::_grouped_mm" in ops["baseline"]  # the experts implementation asked for is the one profiled

@@ -1,9 +1,9 @@
 """kit_oea.triton_oea (the fused OEA kernels) against the torch reference ``reroute_torch_``.
 
 Runs the Triton kernels on the CPU through Triton's interpreter (``TRITON_INTERPRET=1``, set only while
-this file loads its own copy of the module) or compiled on a CUDA GPU when there is one. All three paths
-(``single``: one program, union in registers; ``fused``: one program per block of rows and a grid barrier;
-``split``: base ids + histogram) are checked on the same inputs: exact ids, weights allclose, including batch 1, rows without a token (``-1`` ids, padding past
+this file loads its own copy of the module) or compiled on a CUDA GPU when there is one. Both paths
+(``single``: one program, union in registers; ``split``: base ids + histogram) are checked on the same
+inputs: exact ids, weights allclose, including batch 1, rows without a token (``-1`` ids, padding past
 ``num_token_non_padded``), heavy ties, an active set smaller than k, a fused shared column, int64 ids with
 bf16 weights (the transformers layout) and strided logits. Skipped when Triton does not import.
 """
@@ -30,7 +30,7 @@ from oea_helpers import IMAGE_DIR, patch_triton_interpreter_scalars, reference  
 pytestmark = pytest.mark.slow  # ~11 s interpreted on 2 CPU cores
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-PATHS = ["single", "split", "fused"]
+PATHS = ["single", "split"]
 
 
 def _load_kernels() -> ModuleType:
@@ -76,11 +76,6 @@ def _interpret(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture(params=PATHS)
 def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     monkeypatch.setenv(TK.PATH_KNOB, request.param)
-    if request.param == "fused" and DEVICE == "cpu":
-        # The interpreter runs a grid's programs one after another, so a program waiting at the barrier
-        # never sees the others arrive: one program per launch here (the barrier passes at once). Several
-        # programs are tested below with the give-up path, and on a GPU with the real grid.
-        monkeypatch.setenv(TK.MAX_PROGRAMS_KNOB, "1")
     yield request.param
 
 
@@ -220,57 +215,20 @@ def test_empty_batch_and_path_knob(monkeypatch: pytest.MonkeyPatch) -> None:
                            renormalize=True, routed_scaling_factor=None, num_token_non_padded=None)  # fmt: skip
     monkeypatch.setenv(TK.PATH_KNOB, "auto")
     monkeypatch.setenv(TK.SINGLE_MAX_KNOB, "8")
-    assert (TK.choose_path(8), TK.choose_path(9)) == ("single", "fused")
+    assert (TK.choose_path(8), TK.choose_path(9)) == ("single", "split")
     monkeypatch.setenv(TK.PATH_KNOB, "fast")
-    with pytest.raises(ValueError, match="expected auto, single, split or fused"):
+    with pytest.raises(ValueError, match="expected auto, single or split"):
         TK.choose_path(1)
 
 
-def _state_words() -> tuple[int, int, int]:
-    state = TK._state[TK._device_key(torch.device(DEVICE))].cpu()
-    return int(state[int(TK._COUNT)]), int(state[int(TK._GEN)]), int(state[int(TK._TIMEOUTS)])
-
-
-def test_fused_barrier_bookkeeping_and_give_up(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Three programs, each waiting at most two polls. Interpreted (programs run in turn), the first two give
-    up: they count a timeout and route their rows as plain top-k; the last one to arrive sees every
-    program's marks, so its rows get the batch's whole union; the count is back to 0 and the generation one
-    further for the next call. On a GPU all three are resident: no timeout, every row OEA."""
-    m, n, k, k0 = 9, 64, 8, 3
-    monkeypatch.setenv(TK.PATH_KNOB, "fused")
-    monkeypatch.setenv(TK.MAX_PROGRAMS_KNOB, "3")  # 4 rows a program: rows 0-3, 4-7, 8
-    monkeypatch.setenv(TK.SPIN_KNOB, "2")
-    x = make(m, n, k, seed=21)
-    ref_ids, ref_w, ids, w = run_both(x, k=k, k0=k0, softmax=True)
-    count, gen, timeouts = _state_words()
-    plain_ids, plain_w = x.ids.to(torch.int32).clone(), x.weights.float().clone()
-    reroute_torch_(plain_ids, plain_w, x.logits, k0=k, k=k, scoring_func="softmax", correction_bias=None,
-                   renormalize=True, routed_scaling_factor=None, num_token_non_padded=None)  # fmt: skip
-    assert count == 0
-    if DEVICE == "cpu":
-        assert_same(plain_ids[:8], plain_w[:8], ids[:8], w[:8])
-        assert_same(ref_ids[8:], ref_w[8:], ids[8:], w[8:])
-        assert not torch.equal(ref_ids[:8], plain_ids[:8])  # the case tells the two routings apart
-    else:
-        assert_same(ref_ids, ref_w, ids, w)
-    before = (gen, timeouts)
-    run_both(x, k=k, k0=k0, softmax=True)
-    count, gen, timeouts = _state_words()
-    assert count == 0 and gen == before[0] + 1
-    assert timeouts - before[1] == (2 if DEVICE == "cpu" else 0)
-
-
-@pytest.mark.skipif(DEVICE != "cuda", reason="the fused path's barrier with a real grid needs a CUDA GPU")
+@pytest.mark.skipif(DEVICE != "cuda", reason="compiled kernels on a real grid need a CUDA GPU")
 @pytest.mark.parametrize(("n", "k", "k0", "softmax", "bias"), [(128, 8, 3, True, False), (256, 8, 4, False, True)])
-def test_fused_grid_on_the_gpu(monkeypatch: pytest.MonkeyPatch, n: int, k: int, k0: int, softmax: bool,
-                               bias: bool) -> None:  # fmt: skip
-    """Every program resident: up to one program per SM (132 on an H200) and more rows per program past that;
-    exact against the reference, no program gave up, and a CUDA graph replays the fused launch on new data."""
-    monkeypatch.setenv(TK.PATH_KNOB, "fused")
-    for m in (5, 8, 64, 131, 132, 133, 257, 1024, 3001):
-        x = make(m, n, k, seed=m, bias=bias, minus_one_rows=(m // 2,))
-        assert_same(*run_both(x, k=k, k0=k0, softmax=softmax, ntnp=m - 1))
-    assert TK.barrier_timeouts(torch.device("cuda")) == 0
+def test_auto_path_on_the_gpu(n: int, k: int, k0: int, softmax: bool, bias: bool) -> None:
+    """The default path from 1 row to past one program per SM (132 on an H200), exact against the reference,
+    then replayed from a CUDA graph on new data (the scratch buffer of the split path comes from the graph)."""
+    for m in (1, 4, 5, 8, 64, 131, 132, 133, 257, 1024, 3001):
+        x = make(m, n, k, seed=m, bias=bias, minus_one_rows=(m // 2,) if m > 1 else ())
+        assert_same(*run_both(x, k=k, k0=k0, softmax=softmax, ntnp=m - 1 if m > 1 else None))
     m = 256
     x = make(m, n, k, seed=9, bias=bias)
     logits, ids, w = x.logits.cuda(), x.ids.cuda(), x.weights.cuda()
@@ -292,4 +250,3 @@ def test_fused_grid_on_the_gpu(monkeypatch: pytest.MonkeyPatch, n: int, k: int, 
                        correction_bias=fresh.corr, renormalize=True, routed_scaling_factor=None,
                        num_token_non_padded=None)  # fmt: skip
         assert_same(ref_ids, ref_w, ids.cpu(), w.cpu())
-    assert TK.barrier_timeouts(torch.device("cuda")) == 0

@@ -9,10 +9,10 @@ already masked to ``-1``) do not contribute to ``S`` and come out as ids ``-1``,
 broken by the lower expert index, exactly as ``kit.engine.routing.oea_route`` (numpy) does.
 
 Two implementations of the in-place hook ``oea_reroute_``: fixed-shape torch ops (``reroute_torch_``, the
-reference and the CPU path) and two fused Triton kernels (``kit_oea.triton_oea``), taken on CUDA when
-Triton imports (``KIT_OEA_IMPL`` overrides). Measured on one H200 under a CUDA graph, GLM-5 shape
-(256 experts, top-8, k0=4): the torch ops add 78-124 us per MoE layer (batch 1-1024; the plain routing
-step itself is 20-43 us), the fused kernels 7-14 us.
+reference and the CPU path) and fused Triton kernels (``kit_oea.triton_oea``: one launch up to 4 rows, two
+above), taken on CUDA when Triton imports (``KIT_OEA_IMPL`` overrides). Measured on one H200 under a CUDA
+graph, GLM-5 shape (256 experts, top-8, k0=4): the torch ops add 78-124 us per MoE layer (batch 1-1024; the
+plain routing step itself is 23-44 us), the fused kernels 2.6-7.4 us up to 512 rows and 12.7 us at 1024.
 
 Everything here is CUDA-graph safe: shapes depend only on input shapes, there is no ``.item()``,
 ``.tolist()``, ``.cpu()``, boolean-mask indexing or host-to-device copy, and Python control flow depends

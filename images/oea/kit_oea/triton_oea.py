@@ -1,33 +1,31 @@
-"""The OEA hook as fused Triton kernels: one launch per MoE layer, no memset (``kit_oea.oea`` calls it on CUDA).
+"""The OEA hook as fused Triton kernels: one or two launches per MoE layer, no memset (``kit_oea.oea`` calls it on CUDA).
 
 Contract: ``oea_reroute_triton_`` rewrites the routed columns of ``topk_ids`` / ``topk_weights`` in place,
 exactly as ``kit_oea.oea.reroute_torch_`` (the reference) does; ``supports`` says which tensors it takes
 (any id and weight dtype: int32/fp32 as sglang keeps them, int64/bf16 as transformers' router returns
-them). Three paths, chosen per call by the batch size ``M``:
+them). Two paths, chosen per call by the batch size ``M``:
 
 - **single** (default up to 4 rows): ONE program holds the batch as ``[BLOCK_M, BLOCK_N]`` tiles, builds
   the union of every valid row's top-``k0`` in registers, then picks every row's top-``k`` among it. No
   scratch memory, no state. Its cost grows with the batch.
-- **fused** (default above): one program per ``BLOCK_M`` rows, at most one per SM, and ONE grid barrier.
-  Each program marks its valid rows' top-``k0`` experts in a small persistent per-device buffer with the
-  call's *generation* number (so the marks never need clearing), arrives at a counter, and waits until the
-  last program to arrive has reset the counter and advanced the generation; then every expert whose mark
-  equals this call's generation is in the union, and the program selects for its rows. The wait is bounded:
-  a program that gives up (possible only when the grid's programs cannot all be resident at once, e.g.
-  another kernel holding SMs) routes its rows as plain top-k and counts a timeout (``barrier_timeouts``),
-  so it can never hang the GPU. Under CUDA-graph capture before the buffer exists, the split path runs.
-- **split** (fallback, and for comparison): kernel A writes every row's top-``k0`` ids to a scratch
-  ``[M, k0]`` buffer (fully overwritten, no memset); kernel B, one program per ``BLOCK_M`` rows, rebuilds
-  the union from it with ``tl.histogram`` and selects. Two launches, stateless.
+- **split** (default above): kernel A writes every row's top-``k0`` ids to a scratch ``[M, k0]`` buffer
+  (fully overwritten, no memset); kernel B, one program per ``BLOCK_M`` rows, rebuilds the union from it
+  with ``tl.histogram`` and selects. Two launches, stateless.
+
+Measured on one H200 under a CUDA graph (benchmarks/results/h200-kernels-2026-12-01): +2.6 to +5.3 us over
+plain top-k up to 4 rows, +5.3 to +7.4 us from 8 to 512 rows (the second launch alone costs about as much as
+a whole single-path call), +12.7 us for GLM-5 at 1024 rows (every program of kernel B histograms all 4096
+base ids). A one-launch path with a grid barrier (marks tagged with a per-call generation in a persistent
+buffer, so nothing needs clearing) was built and measured correct but slower, +6.3 to +7.6 us: its four
+serialised round trips to L2 cost more than a second launch; it is in the history (commit 7f16e21).
 
 Per row, each expert's rank and index are packed into one int64 key (order-preserving float bits << 32 |
 (BLOCK_N - 1 - index)), so one ``max`` finds the best expert with ties to the lower index; the i-th step
 takes the largest key below the previous one; the chosen experts' weights are re-read from the logits with
 one gather. An earlier version (a memset and two kernels, 7-14 us over plain top-k on one H200) is gone.
 
-``KIT_OEA_PATH`` (``auto`` | ``single`` | ``fused`` | ``split``), ``KIT_OEA_SINGLE_MAX`` (largest batch for
-the single path under ``auto``), ``KIT_OEA_MAX_PROGRAMS`` and ``KIT_OEA_MAX_SPIN`` (the fused grid's size
-and its wait bound) are read per call, so benchmarks and tests can force each path. All launches are on
+``KIT_OEA_PATH`` (``auto`` | ``single`` | ``split``) and ``KIT_OEA_SINGLE_MAX`` (largest batch for the
+single path under ``auto``, default 4) are read per call, so benchmarks and tests can force each path. All launches are on
 the current stream with grids from shapes only: CUDA-graph safe.
 """
 
@@ -49,23 +47,6 @@ _SINGLE_TILE = 8192  # elements of one [BLOCK_M, BLOCK_N] tile in the single-pro
 _SPLIT_TILE = 2048  # the same for one program of the split path
 _HIST_CHUNK = 1024  # scratch ids histogrammed per step by kernel B (256 for batches with <= 256 base ids)
 _sm_count: dict[int, int] = {}
-# The fused path's persistent state, one int32 buffer per device: [count, generation, timeouts, spare, marks...].
-# It is consistent between launches (count 0, every mark at most the generation), so graph replays and eager
-# calls may interleave; two launches must not run at the same time on one device (calls per layer are
-# sequential on one stream). Made on the first eager call; a launch under graph capture before that takes
-# the split path (a buffer made during capture would hold garbage until the graph is replayed).
-_COUNT = tl.constexpr(0)
-_GEN = tl.constexpr(1)
-_TIMEOUTS = tl.constexpr(2)
-_MARKS = tl.constexpr(4)
-_state: dict[int, torch.Tensor] = {}
-MAX_PROGRAMS_KNOB = "KIT_OEA_MAX_PROGRAMS"
-SPIN_KNOB = "KIT_OEA_MAX_SPIN"
-# A waiting program gives up after this many polls of the generation (about 0.1-0.5 s on an H200): it then
-# routes its rows as plain top-k and counts a timeout. Only a launch whose programs are not all resident
-# at once can wait that long (the grid is at most one program per SM, so only another kernel's blocks can
-# delay one); see ``barrier_timeouts``.
-DEFAULT_MAX_SPIN = 1 << 20
 
 
 @triton.jit
@@ -233,52 +214,6 @@ def _split_select_kernel(
                   w_ptr, stride_w, scale, K, BLOCK_N, BLOCK_K, SOFTMAX, RENORMALIZE)  # fmt: skip
 
 
-@triton.jit
-def _fused_kernel(
-    logits_ptr, stride_l, bias_ptr, ids_ptr, stride_i, w_ptr, stride_w, ntnp_ptr, state_ptr, M, N, scale,
-    K: tl.constexpr, K0: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    HAS_BIAS: tl.constexpr, HAS_NTNP: tl.constexpr, SOFTMAX: tl.constexpr, RENORMALIZE: tl.constexpr,
-    MAX_SPIN: tl.constexpr,
-):  # fmt: skip
-    """Fused path: one launch, one grid barrier. Each program marks its valid rows' top-k0 experts in the
-    persistent state with this call's generation, waits until every program has arrived, then selects."""
-    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
-    rmask = rows < M
-    offs = tl.arange(0, BLOCK_N)
-    nmask = offs < N
-    key, mx, den = _row_keys(logits_ptr, stride_l, bias_ptr, rows, rmask, offs, nmask, BLOCK_N, HAS_BIAS, SOFTMAX)
-    valid = _rows_valid(ids_ptr, stride_i, ntnp_ptr, rows, rmask, K, BLOCK_K, HAS_NTNP)
-    kth = tl.max(key, axis=1)
-    for _ in tl.static_range(K0 - 1):
-        kth = _next_key(key, kth)
-    chosen = (key >= kth[:, None]) & valid[:, None] & nmask[None, :]
-    local = tl.max(chosen.to(tl.int32), axis=0) > 0
-    gen = tl.atomic_add(state_ptr + _GEN, 0)  # this call's generation: every program reads the same one
-    mark = gen + 1
-    tl.store(state_ptr + _MARKS + offs, tl.zeros([BLOCK_N], dtype=tl.int32) + mark, mask=local)
-    tl.debug_barrier()  # the whole program's marks are written before its arrival (release) below
-    arrived = tl.atomic_add(state_ptr + _COUNT, 1)
-    gave_up = tl.full([], 0, tl.int32)
-    if arrived == tl.num_programs(0) - 1:  # the last to arrive resets the count and opens the next generation
-        tl.atomic_xchg(state_ptr + _COUNT, 0)
-        tl.atomic_add(state_ptr + _GEN, 1)
-    else:
-        now = tl.atomic_add(state_ptr + _GEN, 0)
-        spins = tl.full([], 0, tl.int32)
-        while (now == gen) & (spins < MAX_SPIN):
-            now = tl.atomic_add(state_ptr + _GEN, 0)
-            spins += 1
-        if now == gen:
-            gave_up = tl.full([], 1, tl.int32)
-            tl.atomic_add(state_ptr + _TIMEOUTS, 1)
-    tl.debug_barrier()
-    marks = tl.load(state_ptr + _MARKS + offs, mask=nmask, other=0, volatile=True)
-    # A program that gave up waiting routes its rows as plain top-k (every expert active): never a hang.
-    active = ((marks == mark) | local | (gave_up != 0)) & nmask
-    _select_store(key, mx, den, active, rows, rmask, valid, logits_ptr, stride_l, ids_ptr, stride_i, w_ptr,
-                  stride_w, scale, K, BLOCK_N, BLOCK_K, SOFTMAX, RENORMALIZE)  # fmt: skip
-
-
 def supports(
     router_logits: torch.Tensor,
     topk_ids: torch.Tensor,
@@ -298,49 +233,15 @@ def supports(
 
 
 def choose_path(m: int) -> str:
-    """``single``, ``split`` or ``fused`` for a batch of ``m`` rows (``KIT_OEA_PATH``, ``KIT_OEA_SINGLE_MAX``):
-    under ``auto``, ``single`` up to the threshold and ``fused`` above it."""
+    """``single`` or ``split`` for a batch of ``m`` rows (``KIT_OEA_PATH``, ``KIT_OEA_SINGLE_MAX``)."""
     path = os.environ.get(PATH_KNOB, "auto").strip().lower() or "auto"
-    if path not in ("auto", "single", "split", "fused"):
-        raise ValueError(f"{PATH_KNOB}={path!r}: expected auto, single, split or fused")
+    if path not in ("auto", "single", "split"):
+        raise ValueError(f"{PATH_KNOB}={path!r}: expected auto, single or split")
     if path != "auto":
         return path
     raw = os.environ.get(SINGLE_MAX_KNOB, "").strip()
     single_max = int(raw) if raw else DEFAULT_SINGLE_MAX
-    return "single" if m <= single_max else "fused"
-
-
-def _device_key(device: torch.device) -> str:
-    if device.type != "cuda":
-        return device.type
-    return f"cuda:{device.index if device.index is not None else torch.cuda.current_device()}"
-
-
-def _fused_state(device: torch.device) -> torch.Tensor | None:
-    """The device's barrier state, made on first use outside graph capture; None while capturing before that."""
-    key = _device_key(device)
-    state = _state.get(key)
-    if state is None:
-        if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
-            return None
-        state = torch.zeros(int(_MARKS) + MAX_EXPERTS, dtype=torch.int32, device=device)
-        _state[key] = state
-    return state
-
-
-def barrier_timeouts(device: torch.device) -> int:
-    """How many programs of fused launches on ``device`` gave up waiting so far (0 unless something kept a
-    launch's programs from being resident together). Reads the device: not for a captured region."""
-    state = _state.get(_device_key(device))
-    return 0 if state is None else int(state[int(_TIMEOUTS)].item())
-
-
-def _int_knob(name: str, default: int) -> int:
-    raw = os.environ.get(name, "").strip()
-    value = int(raw) if raw else default
-    if value < 1:
-        raise ValueError(f"{name}={raw!r}: expected an integer >= 1")
-    return value
+    return "single" if m <= single_max else "split"
 
 
 def _sms(device: torch.device) -> int:
@@ -376,19 +277,7 @@ def oea_reroute_triton_(
     flags = {"HAS_BIAS": correction_bias is not None, "HAS_NTNP": num_token_non_padded is not None, "SOFTMAX": softmax}
     scale = 1.0 if routed_scaling_factor is None else float(routed_scaling_factor)
     stride_l, stride_i, stride_w = router_logits.stride(0), topk_ids.stride(0), topk_weights.stride(0)
-    path = choose_path(m)
-    state = _fused_state(router_logits.device) if path == "fused" else None
-    if path == "fused" and state is not None:
-        max_programs = _int_knob(MAX_PROGRAMS_KNOB, _sms(router_logits.device))
-        block_m = triton.next_power_of_2(triton.cdiv(m, max_programs))
-        _fused_kernel[(triton.cdiv(m, block_m),)](
-            router_logits, stride_l, bias, topk_ids, stride_i, topk_weights, stride_w, ntnp, state, m, n, scale,
-            K=k, K0=k0, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, RENORMALIZE=renormalize,
-            MAX_SPIN=_int_knob(SPIN_KNOB, DEFAULT_MAX_SPIN), num_warps=4 if block_m * block_n <= 2048 else 8,
-            **flags,
-        )  # fmt: skip
-        return
-    if path == "single":
+    if choose_path(m) == "single":
         block_m = min(triton.next_power_of_2(m), max(1, _SINGLE_TILE // block_n))
         _single_kernel[(1,)](
             router_logits, stride_l, bias, topk_ids, stride_i, topk_weights, stride_w, ntnp, m, n, scale,
