@@ -249,6 +249,9 @@ def _render_plan(lm: Any, p: Any, est: Any, out: Callable[[str], None]) -> None:
     if gpus:
         gates.insert(0, f"{gpus} GPU(s) clean: NVML v2 used <= {m.gates.gpu_memory_threshold_mib} MiB, "
                         f"no processes (deadline {m.gates.gpu_deadline_s:g} s)")
+    if m.runtime == "slurm":
+        gates = [f"on each of the {m.hardware.nodes} nodes: " + "; ".join(gates[:-1]) + f" (first node); rank 0's "
+                 f"port {m.ranks.dist_init_port} free on the first node; no process of a kit rank left", gates[-1]]
     out("  gates before every start and after every stop: " + "; ".join(gates))
     out("  levels: " + ", ".join(f"c={lv.concurrency} ({lv.requests} req + {lv.warmup} warm-up)" for lv in p.levels))
     out("  cells in run order:")

@@ -10,8 +10,9 @@ from pathlib import Path
 import click
 
 from kit.errors import UsageError
-from kit.slurm import SubmitOptions, list_jobs, render_jobs, submit_resume
-from kit.slurm import submit as submit_all
+from kit.slurm import list_jobs, render_jobs
+from kit.submit import SubmitOptions, submit_resume
+from kit.submit import submit as submit_all
 
 
 @click.command()

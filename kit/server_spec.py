@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shlex
 import sys
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Literal, TypedDict
@@ -22,7 +23,7 @@ from kit.manifest.hostpaths import host_path_problem
 from kit.manifest.models import LOADER_ENV
 from kit.plan import Cell
 from kit.plumbing.affinity import format_cpulist, parse_cpulist
-from kit.runtime import BASE_ENV_NAMES, BASE_ENV_PREFIXES, ServerSpec, secret_env_from
+from kit.runtime import BASE_ENV_NAMES, BASE_ENV_PREFIXES, RankSpec, ServerSpec, secret_env_from
 from kit.runtime.docker.config import container_config
 
 ALL_INTERFACES = ("0.0.0.0", "::")
@@ -39,9 +40,15 @@ def substitute(args: list[str], values: dict[str, str]) -> list[str]:
 
 
 def server_spec(m: Manifest, cell: Cell, run_id: str, log_path: Path, *, image: str | None = None,
-                gpus: list[str] | None = None) -> ServerSpec:
+                gpus: list[str] | None = None, nodes: Sequence[str] = ()) -> ServerSpec:
+    """``nodes``: the allocation's hosts in order (runtime slurm; rank r runs on ``nodes[r]``)."""
     arm = m.arm(cell.arm)
     docker = m.runtime == "docker"
+    slurm = m.runtime == "slurm"
+    if slurm and len(nodes) != m.hardware.nodes:
+        raise ManifestError(f"hardware.nodes is {m.hardware.nodes} but the allocation has {len(nodes)} node(s) "
+                            f"({', '.join(nodes) or 'none'})",
+                            hint="run it through kit submit, which allocates hardware.nodes nodes")
     cport = m.server.container_port or m.server.port
     # the process runtime starts the server in the cell's directory: a relative model.path is resolved from
     # kit's working directory, as the docker runtime resolves the directory it mounts
@@ -54,19 +61,25 @@ def server_spec(m: Manifest, cell: Cell, run_id: str, log_path: Path, *, image: 
         "model_path": model_path,
         "served_name": m.model.served_name,
         "python": "python3" if docker else sys.executable,
+        "node_rank": "0",
+        "nnodes": str(len(nodes) if slurm else 1),
+        "dist_init_addr": f"{nodes[0] if slurm else m.server.host}:{m.ranks.dist_init_port}",
     }
-    command = substitute([*(arm.command or m.server.command), *arm.args], values)
+    argv = [*(arm.command or m.server.command), *arm.args]
+    command = substitute(argv, values)
+    ranks = tuple(RankSpec(r, host, substitute(argv, {**values, "node_rank": str(r)}))
+                  for r, host in enumerate(nodes)) if slurm else ()
     labels = {"kit.run": run_id, "kit.experiment": m.name, "kit.arm": arm.name,
               "kit.repeat": str(cell.repeat), "kit.cell": cell.id}
     gpu_req: list[str] | Literal["all"] | None = None
     env = {**m.server.env, **arm.env}
     if docker and m.hardware.gpus:
         gpu_req = gpus if gpus else "all"
-    elif m.hardware.gpus and gpus:
+    elif m.hardware.gpus and gpus and not slurm:
         # the process runtime: the server sees exactly the GPUs the gate checked, in PCI order (the manifest
         # cannot override them: CUDA_* GPU variables are refused in its env)
         env = {**env, "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": ",".join(gpus)}
-    elif not docker and not m.hardware.gpus:
+    elif not docker and not m.hardware.gpus:  # (ranks of runtime slurm: the GPUs Slurm gives each node's step)
         env = {**env, "CUDA_VISIBLE_DEVICES": ""}  # no GPU asked for: none visible (as docker's "void")
     return ServerSpec(
         name=f"kit-{m.name}-{run_id}-{cell.id}"[:120],
@@ -88,6 +101,7 @@ def server_spec(m: Manifest, cell: Cell, run_id: str, log_path: Path, *, image: 
         ipc_host=m.server.ipc_host,
         model_mount=(resolved_mount_source(m.model.path), m.model.mount_at) if docker and m.model.path else None,
         cpus=m.server.cpus,
+        ranks=ranks,
     )
 
 
@@ -114,6 +128,12 @@ class PublishedView(TypedDict):
     container_port: int | None  # None: the process runtime listens on the host itself
 
 
+class RankView(TypedDict):
+    rank: int
+    node: str
+    command: list[str]
+
+
 class ArmExposure(TypedDict):
     """Everything one arm's server touches on the host (`kit plan --json`, under "host")."""
 
@@ -133,6 +153,8 @@ class ArmExposure(TypedDict):
     gpus: str
     cpus: str  # server.cpus, or "any"
     privileges: dict[str, str | bool | dict[str, int]]
+    ranks: list[RankView]  # runtime slurm: one per node (NODE0 = the allocation's first node), else none
+
 
 
 def _gpu_text(m: Manifest) -> str:
@@ -165,12 +187,20 @@ def _warnings(m: Manifest, spec: ServerSpec, env: dict[str, str]) -> list[str]:
         out.append(f"server.cpus and load.cpus share CPU(s) {shared}: the load client competes with the server")
     if m.runtime == "process":
         out.append("process runtime: the server runs as you, with your files, network and IPC (no isolation)")
+    if m.runtime == "slurm" and m.ranks.container == "none":
+        out.append(f"runtime slurm: each of the {m.hardware.nodes} ranks runs as you on its node of the allocation, "
+                   "with your files, network and IPC (no isolation)")
     return out
+
+
+def plan_nodes(m: Manifest) -> list[str]:
+    """Stand-ins for the allocation's nodes where there is no allocation yet (`kit plan`)."""
+    return [f"NODE{i}" for i in range(m.hardware.nodes)] if m.runtime == "slurm" else []
 
 
 def arm_exposure(m: Manifest, arm: str) -> ArmExposure:
     """Everything one arm's server touches on the host, from the same spec and container settings a run uses."""
-    spec = server_spec(m, Cell(0, arm, 1), "plan", Path(os.devnull))
+    spec = server_spec(m, Cell(0, arm, 1), "plan", Path(os.devnull), nodes=plan_nodes(m))
     a = m.arm(arm)
     if m.runtime != "docker" or a.image is None:
         env = {**spec.env, "PYTHONUNBUFFERED": "1"}
@@ -182,6 +212,7 @@ def arm_exposure(m: Manifest, arm: str) -> ArmExposure:
             env=env, inherited_env=[*BASE_ENV_NAMES, *(f"{p}*" for p in BASE_ENV_PREFIXES)],
             pass_env=list(m.server.pass_env), gpus=_gpu_text(m), cpus=m.server.cpus or "any",
             privileges={"user": "you (the user running kit)", "privileged": False, "cwd": os.getcwd()},
+            ranks=[RankView(rank=r.rank, node=r.host, command=list(r.command)) for r in spec.ranks],
         )
     gpus: Literal["all"] | None = "all" if m.hardware.gpus else None
     cfg = container_config(replace(spec, image="(built per run)", gpus=gpus, secret_env={}))
@@ -203,6 +234,7 @@ def arm_exposure(m: Manifest, arm: str) -> ArmExposure:
         cpus=m.server.cpus or "any",
         privileges={"user": "the image's USER (root unless the image sets one)", "privileged": False,
                     "capabilities": "Docker's default set (none added)", "init": True, "ulimits": ulimits},
+        ranks=[],
     )
 
 
@@ -213,8 +245,9 @@ def host_exposure(m: Manifest) -> list[ArmExposure]:
 
 def exposure_lines(view: ArmExposure) -> list[str]:
     """One arm's exposure as `kit plan` prints it (warnings first, marked with !)."""
-    out = [f"  arm {view['arm']} ({view['runtime']}):", *(f"    ! {w}" for w in view["warnings"]),
-           f"    command: {shlex.join(view['command'])}"]
+    out = [f"  arm {view['arm']} ({view['runtime']}):", *(f"    ! {w}" for w in view["warnings"])]
+    out += [f"    rank {r['rank']} on {r['node']}: {shlex.join(r['command'])}" for r in view["ranks"]] or [
+        f"    command: {shlex.join(view['command'])}"]
     image = view["image"]
     if image is not None:
         base = image["base"] or f"image of arm {image['base_arm']}"

@@ -52,6 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="std of the fixed per-expert router bias (expert popularity); default: see config")
     p.add_argument("--max-batch", type=_positive, default=256, help="most sequences in a decode step")
     p.add_argument("--served-name", default="kit-moe", help="model name of the API")
+    p.add_argument("--nnodes", type=_positive, default=1, help="ranks of a server that spans nodes (kit.engine.ranks)")
+    p.add_argument("--node-rank", type=_non_negative, default=0, help="this rank (0 serves the API)")
+    p.add_argument("--dist-init-addr", default=None, help="HOST:PORT of rank 0's rendezvous (with --nnodes > 1)")
     p.add_argument("--threads", type=_positive, default=None,
                    help=f"BLAS threads (default {DEFAULT_THREADS}, or OPENBLAS_NUM_THREADS if set)")
     return p
@@ -80,17 +83,29 @@ def main(argv: list[str] | None = None) -> int:
     cfg = config_from_args(args)
     try:
         cfg.validate()
+        check_ranks(args)
     except ValueError as exc:
         parser.error(str(exc))
     threads = set_blas_threads(args.threads)
 
     # numpy (through the server) only now, after the BLAS thread count is pinned
-    from kit.engine.server import configure_logging, serve
+    from kit.engine.server import configure_logging, serve, serve_rank
 
     configure_logging()
+    if args.node_rank > 0:
+        return asyncio.run(serve_rank(args.dist_init_addr, args.node_rank, args.nnodes))
     logging.getLogger("kit.engine").info("%d BLAS thread(s); %s", threads, cfg)
-    asyncio.run(serve(cfg, args.host, args.port, args.max_batch, args.served_name))
-    return 0
+    return asyncio.run(serve(cfg, args.host, args.port, args.max_batch, args.served_name, nnodes=args.nnodes,
+                             dist_init_addr=args.dist_init_addr))
+
+
+def check_ranks(args: argparse.Namespace) -> None:
+    if args.node_rank >= args.nnodes:
+        raise ValueError(f"--node-rank {args.node_rank} must be below --nnodes {args.nnodes}")
+    if args.nnodes > 1:
+        from kit.engine.ranks import parse_addr
+
+        parse_addr(args.dist_init_addr or "")
 
 
 if __name__ == "__main__":

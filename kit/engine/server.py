@@ -25,6 +25,7 @@ from aiohttp import web
 from kit.engine.config import ModelConfig
 from kit.engine.metrics import EngineMetrics
 from kit.engine.model import MoEModel
+from kit.engine.ranks import Rendezvous, follow, parse_addr
 from kit.engine.scheduler import Aborted, Finished, Request, Scheduler
 from kit.engine.tokenizer import decode_token, encode
 
@@ -257,10 +258,12 @@ async def _collect(req: Request, maker: ChunkMaker) -> web.Response:
 class Handlers:
     """The HTTP handlers, bound to one scheduler."""
 
-    def __init__(self, scheduler: Scheduler, served_name: str, vocab: int) -> None:
+    def __init__(self, scheduler: Scheduler, served_name: str, vocab: int,
+                 ready: Callable[[], bool] = lambda: True) -> None:
         self.scheduler = scheduler
         self.served_name = served_name
         self.vocab = vocab
+        self.ready = ready
 
     async def chat_completions(self, request: web.Request) -> web.StreamResponse:
         return await self._generate(request, chat=True)
@@ -273,7 +276,9 @@ class Handlers:
         return web.json_response({"object": "list", "data": [card]})
 
     async def health(self, request: web.Request) -> web.Response:
-        # The weights are built before the server listens, so answering at all means ready.
+        # The weights are built before the server listens; a server that spans nodes also waits for its ranks.
+        if not self.ready():
+            return web.Response(status=503, text="waiting for the other ranks")
         return web.Response(text="ok")
 
     async def metrics(self, request: web.Request) -> web.Response:
@@ -297,9 +302,10 @@ class Handlers:
                 req.cancel()  # client went away (or the handler was cancelled): free the batch slot
 
 
-def build_app(scheduler: Scheduler, served_name: str, vocab: int) -> web.Application:
+def build_app(scheduler: Scheduler, served_name: str, vocab: int,
+              ready: Callable[[], bool] = lambda: True) -> web.Application:
     """The aiohttp application around a scheduler."""
-    handlers = Handlers(scheduler, served_name, vocab)
+    handlers = Handlers(scheduler, served_name, vocab, ready)
     app = web.Application()
     app.router.add_post("/v1/chat/completions", handlers.chat_completions)
     app.router.add_post("/v1/completions", handlers.completions)
@@ -337,19 +343,34 @@ def engine_info(cfg: ModelConfig) -> dict[str, str]:
             "seed": str(cfg.seed)}
 
 
-async def serve(cfg: ModelConfig, host: str, port: int, max_batch: int, served_name: str) -> None:
-    """Build the model, listen, print the ready line, and run until SIGTERM/SIGINT."""
-    loop = asyncio.get_running_loop()
+def _stop_event() -> asyncio.Event:
     stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    return stop
 
+
+async def serve_rank(addr: str, rank: int, nnodes: int) -> int:
+    """A rank above 0 of a server that spans nodes (kit.engine.ranks): its exit status."""
+    return await follow(addr, rank, nnodes, _stop_event())
+
+
+async def serve(cfg: ModelConfig, host: str, port: int, max_batch: int, served_name: str,
+                nnodes: int = 1, dist_init_addr: str | None = None) -> int:
+    """Build the model, listen, print the ready line, and run until SIGTERM/SIGINT (exit status 0), or, as rank 0
+    of ``nnodes``, until another rank leaves (exit status 1)."""
+    stop = _stop_event()
+    ranks = Rendezvous(nnodes)
+    if nnodes > 1:
+        await ranks.start(parse_addr(dist_init_addr or "")[1])
     t0 = time.perf_counter()
-    model = await loop.run_in_executor(None, MoEModel, cfg)
+    model = await asyncio.get_running_loop().run_in_executor(None, MoEModel, cfg)
     log.info("built %d MiB of random weights in %.1fs (seed %d)", cfg.weight_bytes >> 20,
              time.perf_counter() - t0, cfg.seed)
     scheduler = Scheduler(model, EngineMetrics(layers=cfg.layers, info=engine_info(cfg)), max_batch)
-    runner, make_site = _runner_and_site(build_app(scheduler, served_name, cfg.vocab), host, port, 0.5)
+    app = build_app(scheduler, served_name, cfg.vocab, ready=lambda: nnodes == 1 or ranks.ready.is_set())
+    runner, make_site = _runner_and_site(app, host, port, 0.5)
     await runner.setup()
     await make_site().start()
     scheduler.start()
@@ -357,14 +378,18 @@ async def serve(cfg: ModelConfig, host: str, port: int, max_batch: int, served_n
     oea = f" with OEA k0={cfg.oea_k0} on decode steps" if cfg.oea_k0 else ""
     log.info("routing: top-%d%s; max batch %d", cfg.top_k, oea, max_batch)
 
-    await stop.wait()
+    left = asyncio.ensure_future(ranks.failed.wait())
+    await asyncio.wait({asyncio.ensure_future(stop.wait()), left}, return_when=asyncio.FIRST_COMPLETED)
+    status = 1 if ranks.failed.is_set() else 0
     log.info("stopping")
+    await ranks.close()
     await scheduler.stop(timeout=0.5)
     try:
         await asyncio.wait_for(runner.cleanup(), timeout=1.5)
     except TimeoutError:
         log.warning("server cleanup timed out")
     log.info("stopped")
+    return status
 
 
 def configure_logging() -> None:

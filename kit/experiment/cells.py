@@ -4,6 +4,7 @@ before, during and after, and kit's own overhead in it recorded."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kit.bundle import Bundle
@@ -16,7 +17,7 @@ from kit.files import JsonObject
 from kit.files.cell import CellFile, OverheadParts, ServerStopped
 from kit.files.run import FailedCell
 from kit.files.server import ServerFile
-from kit.gates import run_gates
+from kit.gates import Check, GateReport, run_gates
 from kit.load import LoadSession, process_count
 from kit.manifest import Manifest
 from kit.nvml import NvmlProbe
@@ -39,9 +40,10 @@ class CellRunner:
     failed: dict[str, FailedCell] = field(default_factory=dict)
     gpu_ids: list[str] | None = None
     gpu_indices: list[int] = field(default_factory=list)
+    nodes: NodeGates | None = None  # runtime slurm: the allocation's nodes and their gates
 
     def gates(self, cell: Cell, phase: str) -> None:
-        report = run_gates(self.m, phase=phase, run_id=self.bundle.run_id)
+        report = gate_report(self.m, phase, self.bundle.run_id, self.nodes)
         self.bundle.append_jsonl(f"cells/{cell.id}/gates.jsonl", report.as_dict())
         if report.gpus:
             self.gpu_ids = [g["uuid"] for g in report.gpus]
@@ -62,7 +64,8 @@ class CellRunner:
             self.gates(cell, "before")
             state.gpu_temperature_start = self.temperatures()
             spec = server_spec(self.m, cell, self.bundle.run_id, cdir / "server.log",
-                               image=self.image_ids.get(cell.arm), gpus=self.gpu_ids)
+                               image=self.image_ids.get(cell.arm), gpus=self.gpu_ids,
+                               nodes=self.nodes.hosts if self.nodes else ())
             drivers = max(process_count(level_spec(self.m, cell, lv, spec.base_url)) for lv in self.plan.levels)
             # one set of load drivers per cell: they import Locust while the server starts, and run every level
             with LoadSession(processes=drivers, cpus=self.m.load.cpus) as load:
@@ -122,6 +125,23 @@ class CellRunner:
         if not self.m.hardware.gpus or not self.gpu_indices:
             return None
         return gpu_temperatures(NvmlProbe(), self.gpu_indices)
+
+
+@dataclass(frozen=True)
+class NodeGates:
+    """The nodes a server of runtime slurm spans (rank r on ``hosts[r]``) and how to gate them all."""
+
+    hosts: list[str]
+    check: Callable[[str | None, str], list[Check]]  # (run_id, phase) -> a check per gate per node
+
+
+def gate_report(m: Manifest, phase: str, run_id: str | None, nodes: NodeGates | None) -> GateReport:
+    """The gates of ``phase`` here, and with runtime slurm those of every node (the GPU gate runs there only:
+    each node checks its own share of the GPUs)."""
+    report = run_gates(m, phase=phase, run_id=run_id, check_gpu=False if nodes is not None else None)
+    if nodes is not None:
+        report.checks += nodes.check(run_id, phase)
+    return report
 
 
 def record_overhead(state: CellFile, wall_s: float) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 from kit.bundle import Bundle, runner_key
 from kit.cleanup import refuse_live_runs
 from kit.errors import CellsFailed, Interrupted, KitError
-from kit.experiment.cells import CellRunner
+from kit.experiment.cells import CellRunner, NodeGates, gate_report
 from kit.experiment.finish import Closing, finalize, verdicts
 from kit.experiment.images import prepare_images
 from kit.experiment.inputs import RunInputs, load_for_run
@@ -17,19 +17,28 @@ from kit.experiment.signals import deferred_interrupts, signals_as_interrupts
 from kit.files import JsonObject
 from kit.files.cell import CellFile
 from kit.files.run import FailedCell
-from kit.gates import run_gates
 from kit.images import ImageInfo
 from kit.manifest import Manifest
 from kit.plan import Cell, make_plan
 from kit.runtime import Runtime
 from kit.runtime.docker import DockerRuntime
 from kit.runtime.process import ProcessRuntime
+from kit.slurm.ranks import SlurmRanksRuntime
 
 
 def default_runtime(m: Manifest) -> Runtime:
     if m.runtime == "docker":
         return DockerRuntime()
+    if m.runtime == "slurm":
+        return SlurmRanksRuntime.from_environment(m)  # inside an allocation of hardware.nodes nodes, or exit 2
     return ProcessRuntime()
+
+
+def node_gates(runtime: Runtime, manifest_path: Path) -> NodeGates | None:
+    """With runtime slurm: the nodes and their gates (run on each node against the manifest kit verified)."""
+    if not isinstance(runtime, SlurmRanksRuntime):
+        return None
+    return NodeGates(runtime.nodes, lambda run_id, phase: runtime.node_gates(manifest_path, run_id, phase))
 
 
 class Experiment:
@@ -40,6 +49,7 @@ class Experiment:
         self.m = inputs.lm.manifest
         self.plan = make_plan(self.m)
         self.runtime: Runtime = opts.runtime or default_runtime(self.m)
+        self.nodes = node_gates(self.runtime, inputs.lm.path.resolve())
         self.preflight_report: JsonObject = {}
         self.images: dict[str, ImageInfo] = {}
         self.cells: CellRunner | None = None
@@ -51,7 +61,7 @@ class Experiment:
     def preflight(self, session: BundleSession | None) -> None:
         """Every gate once before anything is built, created or even written: a machine that cannot run
         the experiment stops it with exit 5 and no bundle (when resuming, the report lands in the bundle)."""
-        report = run_gates(self.m, phase="before", run_id=session.run_id if session is not None else None)
+        report = gate_report(self.m, "before", session.run_id if session is not None else None, self.nodes)
         self.preflight_report = report.as_dict()
         if session is not None:
             session.bundle.append_jsonl("gates.jsonl", self.preflight_report)
@@ -68,7 +78,7 @@ class Experiment:
         self.images = prepare_images(self.inputs.lm, session, allow_unpinned=self.opts.allow_unpinned,
                                      trust=self.inputs.trust)
         self.cells = CellRunner(self.m, self.plan, session.bundle, self.runtime, self.events,
-                                image_ids={a: i.image_id for a, i in self.images.items()})
+                                image_ids={a: i.image_id for a, i in self.images.items()}, nodes=self.nodes)
         todo = cells_to_run(session.bundle, self.plan.cells)
         done = len(self.plan.cells) - len(todo)
         if done:

@@ -96,7 +96,7 @@ def check_containers(m: Manifest, *, run_id: str | None, phase: str, client: Any
     found, error = _list_kit_containers(client)
     if found is None:
         evidence = ContainersEvidence(docker=None, reason=error, runtime=m.runtime)
-        if m.runtime == "process":
+        if m.runtime != "docker":
             evidence["skipped"] = True
             return timer.check(CONTAINERS, True, f"skipped: Docker not reachable ({error})", None, evidence)
         return timer.check(

@@ -158,10 +158,13 @@ def _busy(targets: list[tuple[str, int]]) -> dict[tuple[str, int], str]:
     return out
 
 
-def check_ports(m: Manifest) -> Check:
+def check_ports(m: Manifest, *, ports: list[int] | None = None, host: str | None = None, name: str = NAME) -> Check:
+    """Every port free on the address it will be bound on: by default server.port, server.extra_ports and
+    gates.ports on server.host (``ports``/``host`` name others: a node's share, rank 0's rendezvous port)."""
     timer = Timer()
-    ports = [m.server.port, *m.server.extra_ports, *m.gates.ports]
-    addresses = bind_addresses(m.server.host)
+    ports = [m.server.port, *m.server.extra_ports, *m.gates.ports] if ports is None else ports
+    host = m.server.host if host is None else host
+    addresses = bind_addresses(host)
     targets = [(a, p) for p in ports for a in addresses]
     first = time.monotonic()
     busy: dict[tuple[str, int], str] = {}
@@ -175,15 +178,15 @@ def check_ports(m: Manifest) -> Check:
         return not busy or "EADDRNOTAVAIL" in busy.values()
 
     poll_until(settled, m.gates.port_deadline_s, interval=POLL_S)
-    evidence = PortsEvidence(host=m.server.host, addresses=addresses, ports=ports, deadline_s=m.gates.port_deadline_s,
+    evidence = PortsEvidence(host=host, addresses=addresses, ports=ports, deadline_s=m.gates.port_deadline_s,
                              polls=polls, waited_s=round(time.monotonic() - first, 6))
     if not busy:
         msg = f"port{'s' if len(ports) != 1 else ''} {', '.join(map(str, ports))} free on {' and '.join(addresses)}"
-        return timer.check(NAME, True, msg, None, evidence)
-    return _failed(timer, busy, evidence)
+        return timer.check(name, True, msg, None, evidence)
+    return _failed(timer, busy, evidence, name)
 
 
-def _failed(timer: Timer, busy: dict[tuple[str, int], str], evidence: PortsEvidence) -> Check:
+def _failed(timer: Timer, busy: dict[tuple[str, int], str], evidence: PortsEvidence, name: str) -> Check:
     evidence["busy"] = [BusyPort(address=a, port=p, error=e) for (a, p), e in busy.items()]
     evidence["owners"] = {}
     parts: list[str] = []
@@ -210,4 +213,4 @@ def _failed(timer: Timer, busy: dict[tuple[str, int], str], evidence: PortsEvide
         hint = "server.host must be an address of this machine (or 0.0.0.0 / ::)"
     else:
         hint = f"{procinfo.fix_text(holders)}; or choose other ports in the manifest"
-    return timer.check(NAME, False, "; ".join(parts), hint, evidence)
+    return timer.check(name, False, "; ".join(parts), hint, evidence)

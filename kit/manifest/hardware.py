@@ -20,8 +20,8 @@ class Hardware(BaseModel):
         None, description="If set, every GPU used must report this NVML name (e.g. 'NVIDIA H200')."
     )
     nodes: int = Field(
-        1, ge=1, le=1024, description="Nodes a batch system (kit submit) allocates for the run. kit runs its servers "
-        "on one node today: kit submit refuses more than 1."
+        1, ge=1, le=1024, description="Nodes a batch system (kit submit) allocates for the run; more than 1 needs "
+        "runtime: slurm (one server rank per node)."
     )
     gpus_per_node: Annotated[int, Field(ge=0, le=1024)] | None = Field(
         None, description="GPUs kit submit asks for on each node (sbatch --gpus-per-node); default: 'gpus' when it "

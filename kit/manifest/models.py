@@ -23,6 +23,7 @@ from pydantic import (
 
 from kit.manifest.hardware import Hardware
 from kit.manifest.hostpaths import host_path_problem
+from kit.manifest.ranks import Ranks, check_ranks
 from kit.plumbing.affinity import format_cpulist, parse_cpulist
 
 SCHEMA_ID = "urn:kit:manifest:1"
@@ -100,7 +101,9 @@ class ModelSpec(_Model):
 
 class Server(_Model):
     """How each arm's server is started and probed. Placeholders in 'command' and 'args':
-    {host}, {port}, {model_path}, {served_name}, {python} (the Python running kit)."""
+    {host}, {port}, {model_path}, {served_name}, {python} (the Python running kit), and for servers that span
+    nodes {node_rank}, {nnodes}, {dist_init_addr} (rank 0's host:ranks.dist_init_port; on one node 0, 1 and
+    server.host:ranks.dist_init_port)."""
 
     command: list[Annotated[str, Field(max_length=4096)]] = Field(
         min_length=1, description="The server's argv (for docker: the container's command)."
@@ -320,7 +323,10 @@ class Manifest(_Model):
     name: Name
     description: str = ""
     hardware: Hardware = Field(default_factory=Hardware)
-    runtime: Literal["docker", "process"]
+    runtime: Literal["docker", "process", "slurm"] = Field(
+        description="How servers start: 'process' (a process group here), 'docker' (a container here), or 'slurm' "
+        "(one rank per node of the Slurm allocation kit runs in, see 'ranks'; kit submit makes the allocation)."
+    )
     model: ModelSpec
     server: Server
     arms: list[Arm] = Field(min_length=2, max_length=16)
@@ -328,6 +334,7 @@ class Manifest(_Model):
     design: Design = Field(default_factory=Design)
     gates: Gates = Field(default_factory=Gates)
     analysis: Analysis = Field(default_factory=Analysis)
+    ranks: Ranks = Field(default_factory=Ranks, description="Servers of one rank per node (runtime: slurm).")
 
     @field_validator("arms")
     @classmethod
@@ -356,6 +363,7 @@ class Manifest(_Model):
         ports = [self.server.port, *self.server.extra_ports, *self.gates.ports]
         if len(set(ports)) != len(ports):
             raise ValueError("server.port, server.extra_ports and gates.ports must not repeat a port")
+        check_ranks(self)
         return self
 
     @property
@@ -372,3 +380,4 @@ class Manifest(_Model):
             for a in self.arms
             if a.image is not None and a.image.base is not None and not PINNED_RE.match(a.image.base)
         ]
+

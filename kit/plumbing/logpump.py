@@ -6,9 +6,16 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable
+from functools import partial
 from pathlib import Path
+from typing import IO
 
 MAX_LINE = 1 << 20  # a line longer than this is written in pieces rather than held in memory
+
+
+def pipe_chunks(src: IO[bytes]) -> Iterable[bytes]:
+    """A child's output as it comes (a line at a time, or less when a line is very long)."""
+    return iter(partial(src.readline, 1 << 16), b"")
 
 
 def split_lines(chunks: Iterable[bytes]) -> Iterable[bytes]:

@@ -29,6 +29,15 @@ MIN_DERIVED = 6  # encoded forms shorter than this are not redacted (they would 
 
 
 @dataclass(frozen=True)
+class RankSpec:
+    """One rank of a server that spans nodes (runtime slurm): which node it runs on and its command."""
+
+    rank: int
+    host: str  # the node's name in the allocation (rank 0: the first node, where kit runs)
+    command: list[str]
+
+
+@dataclass(frozen=True)
 class ServerSpec:
     """Everything needed to start one arm's server for one cell (placeholders already resolved)."""
 
@@ -53,6 +62,7 @@ class ServerSpec:
     model_mount: tuple[str, str] | None = None  # (host path, container path), read-only
     extra: dict[str, object] = field(default_factory=dict)  # docker options: "ulimits", "mem_limit"
     cpus: str | None = None  # Linux CPU list the server runs on (server.cpus), or anywhere
+    ranks: tuple[RankSpec, ...] = ()  # runtime slurm: one per node, rank 0's command is ``command``
 
     @property
     def base_url(self) -> str:
@@ -94,7 +104,25 @@ class ContainerStopDetails(TypedDict, total=False):
     removed: bool
 
 
-StopDetails = ProcessStopDetails | ContainerStopDetails
+class RankStop(TypedDict):
+    """How one rank of a server that spans nodes ended."""
+
+    rank: int
+    node: str
+    step_id: str | None  # JOB.STEP as the controller knew it (None: not found, its srun was signalled)
+    exit_code: int | None
+    signal: str | None  # "SIGTERM" (scancel --signal=TERM), "SIGKILL" (the step cancelled), None: had ended
+
+
+class RanksStopDetails(TypedDict):
+    """How a server of runtime slurm ended: every rank, and any srun process left on kit's node (none)."""
+
+    job_id: str
+    ranks: list[RankStop]
+    srun_left: list[int]
+
+
+StopDetails = ProcessStopDetails | ContainerStopDetails | RanksStopDetails
 
 
 @dataclass
@@ -133,7 +161,28 @@ class ContainerDescription(TypedDict):
     inspect: JsonObject
 
 
-ServerDescription = ProcessDescription | ContainerDescription
+class RankDescription(TypedDict):
+    rank: int
+    node: str
+    step_name: str  # the job step's name (srun --job-name)
+    srun_pid: int  # the srun process on kit's node
+    command: list[str]
+    log: str  # its log in the cell's directory
+
+
+class RanksDescription(TypedDict):
+    """server.json of a server of runtime slurm: one rank per node, each a job step."""
+
+    runtime: Literal["slurm"]
+    job_id: str
+    container: str  # "none" or "pyxis"
+    container_image: str | None
+    env: dict[str, str]
+    secret_env_names: list[str]
+    ranks: list[RankDescription]
+
+
+ServerDescription = ProcessDescription | ContainerDescription | RanksDescription
 
 
 class RunningServer(Protocol):
@@ -260,6 +309,11 @@ __all__ = [
     "ContainerStopDetails",
     "ProcessDescription",
     "ProcessStopDetails",
+    "RankDescription",
+    "RankSpec",
+    "RankStop",
+    "RanksDescription",
+    "RanksStopDetails",
     "RunningServer",
     "Runtime",
     "ServerDescription",

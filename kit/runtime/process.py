@@ -16,15 +16,13 @@ import contextlib
 import signal
 import subprocess
 import time
-from collections.abc import Iterable
 from functools import partial
 from pathlib import Path
-from typing import IO
 
 from kit.errors import ServerError
 from kit.plumbing.affinity import parse_cpulist, pinned, process_cpus
 from kit.plumbing.clock import utc_now
-from kit.plumbing.logpump import LogPump
+from kit.plumbing.logpump import LogPump, pipe_chunks
 from kit.plumbing.net import http_ok, port_bindable
 from kit.plumbing.poll import Deadline, poll_until
 from kit.plumbing.procs import group_members, signal_group, stop_group
@@ -54,11 +52,6 @@ __all__ = ["ProcessRuntime", "ProcessServer", "kill_leftover_groups", "port_bind
 READY_FIRST_S = 0.05  # readiness polls: 50 ms, then x1.5 up to 1 s
 READY_BACKOFF = 1.5
 READY_MAX_S = 1.0
-
-
-def _chunks(src: IO[bytes]) -> Iterable[bytes]:
-    """The child's output as it comes (a line at a time, or less when a line is very long)."""
-    return iter(partial(src.readline, 1 << 16), b"")
 
 
 class ProcessServer:
@@ -178,7 +171,7 @@ class ProcessRuntime:
         try:
             stdout = proc.stdout
             assert stdout is not None
-            pump = LogPump(partial(_chunks, stdout), spec.log_path, spec.redact, name=f"log-{spec.name}")
+            pump = LogPump(partial(pipe_chunks, stdout), spec.log_path, spec.redact, name=f"log-{spec.name}")
             pump.start()
             record = write_record(ServerRecord(
                 pgid=proc.pid, pid=proc.pid, run_id=spec.labels.get("kit.run"), cell=spec.labels.get("kit.cell"),

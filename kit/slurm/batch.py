@@ -135,6 +135,10 @@ def render_allocation(m: Manifest, slurm_opts: Sequence[str] = (), *, exclusive:
     opts = sbatch_options(alloc, job_name=f"{JOB_PREFIX}{m.name}", comment=f"{COMMENT_PREFIX}out=OUT",
                           log=Path("OUT/slurm/%x-%j.out"), array=None, extra=check_slurm_opts(slurm_opts))
     lines = [f"  slurm (kit submit): {alloc.describe()}", "    sbatch " + " ".join(shlex.quote(o) for o in opts)]
-    if alloc.nodes > 1:
-        lines.append("    multi-node arms are not built yet: kit submit refuses hardware.nodes > 1")
+    if m.runtime == "slurm":
+        r = m.ranks
+        how = f"in pyxis container {r.container_image}" if r.container == "pyxis" else "as a process"
+        lines.append(f"    ranks: one per node ({alloc.nodes}), each a job step {how}; rank 0 on the first node serves "
+                     f"the API and listens on {r.dist_init_port} for the others; gates on every node before each "
+                     "start and after each stop")
     return lines

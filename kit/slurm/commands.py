@@ -113,4 +113,26 @@ class Slurm:
 
     def srun(self, options: Sequence[str], command: Sequence[str], *, timeout_s: float | None = None) -> str:
         """Run a command as a job step (inside an allocation: a step on its nodes); returns its stdout."""
-        return self._run(["srun", *options, *command], timeout_s=timeout_s or 24 * 3600.0)
+        return self._run(["srun", *options, "--", *command], timeout_s=timeout_s or 24 * 3600.0)
+
+    def start_step(self, options: Sequence[str], command: Sequence[str], *, env: Mapping[str, str],
+                   cwd: Path) -> subprocess.Popen[bytes]:
+        """Start a long-running job step (``srun OPTIONS -- COMMAND``) in its own session, stdout and stderr
+        on one pipe; the caller owns it (``steps`` finds its step id by ``--job-name``, ``scancel`` ends it)."""
+        argv = ["srun", *options, "--", *command]
+        try:
+            return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    env=dict(env), cwd=cwd, start_new_session=True)
+        except FileNotFoundError:
+            raise SlurmUnavailable("`srun` not found: Slurm's client commands are not installed here",
+                                   hint="runtime slurm runs inside a Slurm allocation (kit submit)") from None
+
+    def hostnames(self, nodelist: str) -> list[str]:
+        """A node list in Slurm's compressed form (``gpu[01-03,07]``) as host names, in order."""
+        return self._run(["scontrol", "show", "hostnames", nodelist]).split()
+
+    def steps(self, job_id: str) -> dict[str, str]:
+        """The job's running steps: step name -> step id (``JOB.STEP``)."""
+        out = self._run(["squeue", "--steps", f"--jobs={job_id}", "--noheader", "--format=%i %j"])
+        pairs = (line.split(maxsplit=1) for line in out.splitlines() if line.strip())
+        return {p[1].strip(): p[0] for p in pairs if len(p) == 2}

@@ -25,19 +25,19 @@ def submitted_ids(stdout: str) -> list[str]:
     return [line.split(" (")[0].split()[-1] for line in stdout.splitlines() if line.startswith("submitted ")]
 
 
-def jobs_of(job_id: str) -> list[JobInfo]:
+def jobs_of(job_id: str, slurm: Slurm | None = None) -> list[JobInfo]:
     """The job, or an array's tasks, as squeue (all states) sees them."""
-    return [j for j in Slurm().squeue() if j.job_id == job_id or j.display_id.startswith(f"{job_id}_")]
+    return [j for j in (slurm or Slurm()).squeue() if j.job_id == job_id or j.display_id.startswith(f"{job_id}_")]
 
 
-def wait_done(job_id: str, timeout: float = 150) -> list[JobInfo]:
+def wait_done(job_id: str, timeout: float = 150, slurm: Slurm | None = None) -> list[JobInfo]:
     """Wait until the job (every task of an array) has ended; returns its final records."""
     def ended() -> list[JobInfo] | None:
-        jobs = jobs_of(job_id)
+        jobs = jobs_of(job_id, slurm)
         return jobs if jobs and not any(j.active or "[" in j.display_id for j in jobs) else None
 
     done = poll_until(ended, timeout, interval=0.2, backoff=1.5, max_interval=1.0)
-    assert done, f"job {job_id} did not end within {timeout} s: {jobs_of(job_id)}"
+    assert done, f"job {job_id} did not end within {timeout} s: {jobs_of(job_id, slurm)}"
     return done
 
 

@@ -85,7 +85,7 @@ def test_allocation_from_hardware() -> None:
         "--nodes=1", "--ntasks-per-node=1", "--gpus-per-node=8", "--exclusive"]
     a = allocation(manifest_model({**_m(), "hardware": {"gpus": "all"}}), exclusive=False)
     assert a.options() == ["--nodes=1", "--ntasks-per-node=1"] and "'all'" in a.describe()
-    two = allocation(manifest_model({**_m(), "hardware": {"gpus": 8, "nodes": 2, "gpus_per_node": 4}}))
+    two = allocation(manifest_model({**_m(), "runtime": "slurm", "hardware": {"gpus": 8, "nodes": 2, "gpus_per_node": 4}}))
     assert "--nodes=2" in two.options() and "--gpus-per-node=4" in two.options()
     lines = render_allocation(manifest_model({**_m(), "hardware": {"gpus": 2}}), ["--partition=gpu"])
     assert "2 GPU(s) per node, exclusive" in lines[0] and lines[1].startswith("    sbatch --partition=gpu --job-name=")
@@ -159,14 +159,15 @@ def test_slurm_allocation_from_the_job_environment() -> None:
 
 @pytest.mark.slow  # spawns kit several times (~3 s): the slow tier keeps the fast one under budget
 def test_submit_refuses_before_touching_slurm(tmp_path: Path) -> None:
-    """Usage errors and multi-node manifests stop kit submit before any Slurm command runs (PATH has none)."""
+    """Usage errors and a manifest asking for nodes its runtime cannot use stop kit submit before any Slurm
+    command runs (PATH has none)."""
     from support.manifests import manifest_data, write_manifest
 
     env = {"PATH": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "config")}
     assert kit("submit", env=env).returncode == 2
     m = write_manifest(tmp_path / "two.yaml", manifest_data("two", hardware={"nodes": 2}))
     r = kit("submit", str(m), "--allow-unsigned", "--out", str(tmp_path / "out"), env=env)
-    assert r.returncode == 2 and "hardware.nodes is 2" in r.stderr, r.stderr
+    assert r.returncode == 3 and "hardware.nodes is 2 but runtime is process" in r.stderr, r.stderr
     r = kit("submit", str(m), "--resume", str(tmp_path), env=env)
     assert r.returncode == 2 and "not both" in r.stderr, r.stderr
     assert not (tmp_path / "out").exists()

@@ -79,12 +79,7 @@ def _check(path: Path | None, opts: SubmitOptions, resume: Path | None = None) -
     """Signature and trust over the manifest's exact bytes, as `kit run` checks them (exit 4 when untrusted)."""
     inputs = load_for_run(path, _run_options(opts, resume))
     m = inputs.lm.manifest
-    alloc = allocation(m, exclusive=opts.exclusive)
-    if alloc.nodes > 1:
-        raise UsageError(f"{inputs.lm.path}: hardware.nodes is {alloc.nodes}; kit runs an experiment's servers on "
-                         "one node so far (multi-node arms are not built yet)",
-                         hint="set hardware.nodes to 1, or run the servers by hand (docs/slurm.md)")
-    return _Verified(inputs.lm.path, m.name, alloc)
+    return _Verified(inputs.lm.path, m.name, allocation(m, exclusive=opts.exclusive))
 
 
 def _prepare(opts: SubmitOptions) -> tuple[list[str], Path]:

@@ -1,0 +1,157 @@
+"""A server that spans two nodes (runtime slurm) on a real two-node Slurm cluster of containers
+(containers.py): `kit submit` queues the job from this machine, `kit run` runs on the first node and starts one
+rank of the demo engine per node as a job step, with the gates of both nodes before every start and after
+every stop; killing one rank fails its cell and leaves nothing on either node.
+
+Checked against what kit did not write: Slurm's own squeue (job state, node list, steps) and the processes
+in each node's container (``ps`` through ``docker exec``)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+from containers import ContainerCluster, available, shared_paths
+from slurm_helpers import bundles, kit, read_json, submitted_ids, wait_done
+
+from kit.bundle import runner_key, runner_trust_line
+from kit.plumbing.poll import poll_until
+from kit.slurm import Slurm
+
+pytestmark = [pytest.mark.slow, pytest.mark.docker]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ContainerCluster]:
+    why = available()
+    if why is not None:
+        if os.environ.get("CI"):
+            pytest.fail(f"the two-node container cluster cannot be made: {why}")
+        pytest.skip(f"the two-node container cluster cannot be made: {why}")
+    shared = tmp_path_factory.mktemp("multinode")
+    c = ContainerCluster(shared / "slurm", shared_paths(shared))
+    c.start(Path("/etc/munge/munge.key"))
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+@dataclass(frozen=True)
+class Mn:
+    env: dict[str, str]
+    slurm: Slurm
+    trust: Path
+    out: Path
+    tmp: Path
+
+    def manifest(self, name: str, *, requests: int) -> Path:
+        """experiments/demo-2node.yaml cut to one level and one repeat per arm, renamed, signed with the
+        example key."""
+        data = yaml.safe_load((ROOT / "experiments" / "demo-2node.yaml").read_text())
+        data["name"] = name
+        data["load"].update(levels=[1], requests_per_level=[requests], warmup_requests=1, output_tokens=8,
+                            prompt_tokens=8)
+        data["design"] = {"repeats": 1, "order": "interleaved"}
+        path = self.tmp / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
+        r = kit("sign", str(path), "--key", str(ROOT / "keys" / "example_ed25519"), env=self.env)
+        assert r.returncode == 0, r.stderr
+        return path
+
+    def submit(self, manifest: Path) -> str:
+        r = kit("submit", str(manifest), "--out", str(self.out), "--trust", str(self.trust), env=self.env)
+        assert r.returncode == 0, r.stdout + r.stderr
+        [job_id] = submitted_ids(r.stdout)
+        return job_id
+
+
+@pytest.fixture
+def mn(cluster: ContainerCluster, monkeypatch: pytest.MonkeyPatch) -> Mn:
+    """Own config (runner key) and state directories on the nodes' shared storage, no Docker engine for kit,
+    and a trust file for the example key's manifests and this runner's bundles."""
+    tmp = Path(str(cluster.shared[1])) / os.environ.get("PYTEST_CURRENT_TEST", "t").split("::")[-1].split()[0]
+    tmp.mkdir(parents=True, exist_ok=True)
+    env = {"XDG_CONFIG_HOME": str(tmp / "config"), "XDG_STATE_HOME": str(tmp / "state"),
+           "DOCKER_HOST": f"unix://{tmp}/no-docker.sock", **cluster.env}
+    for k in ("XDG_CONFIG_HOME", "XDG_STATE_HOME"):
+        monkeypatch.setenv(k, env[k])
+    key, _ = runner_key(None)
+    trust = tmp / "allowed_signers"
+    trust.write_text((ROOT / "allowed_signers").read_text() + runner_trust_line(key) + "\n")
+    return Mn(env=env, slurm=Slurm(env={**os.environ, **cluster.env}), trust=trust, out=tmp / "shared", tmp=tmp)
+
+
+def engines(cluster: ContainerCluster, node: str) -> list[str]:
+    """Every kit.engine process in the node's container, as its ps sees them."""
+    out = cluster.exec(node, "ps", "-eo", "pid,args").stdout
+    return [line.strip() for line in out.splitlines() if "kit.engine" in line]
+
+
+def checks_by_phase(cell_dir: Path) -> dict[str, dict[str, bool]]:
+    lines = [yaml.safe_load(line) for line in (cell_dir / "gates.jsonl").read_text().splitlines()]
+    return {line["phase"]: {c["name"]: c["ok"] for c in line["checks"]} for line in lines}
+
+
+def test_two_ranks_on_two_nodes_with_gates_on_both(mn: Mn, cluster: ContainerCluster) -> None:
+    job_id = mn.submit(mn.manifest("mn-ab", requests=8))
+    [job] = wait_done(job_id, timeout=240, slurm=mn.slurm)
+    log = next((mn.out / "slurm").glob(f"*-{job_id}.out")).read_text()
+    assert job.state == "COMPLETED" and job.nodes == "knode[1-2]", (job, log[-3000:])
+    [b] = bundles(mn.out)
+    assert read_json(b / "run.json")["status"] == "complete"
+    env = read_json(b / "environment.json")["slurm"]
+    assert env["job_id"] == job_id and env["nodes"] == 2 and env["node_list"] == "knode[1-2]"
+    for cell in ("baseline-r1", "oea-r1"):
+        cdir = b / "cells" / cell
+        server = read_json(cdir / "server.json")
+        assert server["runtime"] == "slurm" and server["job_id"] == job_id
+        assert [(r["rank"], r["node"]) for r in server["ranks"]] == [(0, "knode1"), (1, "knode2")]
+        assert "--node-rank 1" in " ".join(server["ranks"][1]["command"])
+        assert "--dist-init-addr knode1:18091" in " ".join(server["ranks"][1]["command"])
+        assert "rank 1 of 2: joined rank 0 at knode1:18091" in (cdir / "server.rank1.log").read_text()
+        phases = checks_by_phase(cdir)
+        for phase in ("before", "after"):
+            names = phases[phase]
+            assert all(names.values()), (cell, phase, names)
+            assert {"ranks@knode1", "ranks@knode2", "ports@knode1", "rendezvous_port@knode1"} <= set(names)
+        stop = read_json(cdir / "cell.json")["stop"]
+        assert [r["node"] for r in stop["ranks"]] == ["knode1", "knode2"] and stop["srun_left"] == []
+    v = kit("verify", "--trust", str(mn.trust), str(b), env=mn.env)
+    assert v.returncode == 0 and "TRUSTED" in v.stdout, v.stdout + v.stderr
+    assert engines(cluster, "knode1") == [] and engines(cluster, "knode2") == []
+
+
+def test_killing_one_rank_fails_the_cell_and_leaves_nothing_on_either_node(mn: Mn, cluster: ContainerCluster) -> None:
+    job_id = mn.submit(mn.manifest("mn-kill", requests=400))
+
+    def recording() -> bool:  # the first cell is under load: records are being appended
+        return any(p.stat().st_size > 0 for p in mn.out.glob("*/cells/*/level-*/records.jsonl"))
+
+    assert poll_until(recording, 120, interval=0.2), "no records within 120 s"
+    assert len(engines(cluster, "knode2")) == 1
+    killed = cluster.exec("knode2", "pkill", "-KILL", "-f", "kit.engine .*--node-rank 1")
+    assert killed.returncode == 0, killed.stderr
+    [job] = wait_done(job_id, timeout=300, slurm=mn.slurm)
+    log = next((mn.out / "slurm").glob(f"*-{job_id}.out")).read_text()
+    assert job.state == "FAILED", (job, log[-3000:])  # kit run exits 7: a cell's server failed
+    [b] = bundles(mn.out)
+    assert read_json(b / "run.json")["status"] == "failed"
+    cells = {c: read_json(b / "cells" / c / "cell.json") for c in ("baseline-r1", "oea-r1")}
+    failed = [c for c, s in cells.items() if s["status"] == "failed"]
+    assert len(failed) == 1, {c: (s["status"], s.get("reason")) for c, s in cells.items()}
+    reason = cells[failed[0]]["reason"]
+    assert "rank 1" in reason and "knode2" in reason, reason  # the killed rank is named, whichever ended first
+    after = checks_by_phase(b / "cells" / failed[0])["after"]
+    assert after["ranks@knode1"] and after["ranks@knode2"], after  # nothing of a rank left on either node
+    assert engines(cluster, "knode1") == [] and engines(cluster, "knode2") == []
+    assert mn.slurm.steps(job_id) == {}  # no step of the job left running
+    ok = next(c for c in cells if c not in failed)
+    assert all(checks_by_phase(b / "cells" / ok)["after"].values())  # the other cell ran on clean nodes
+    v = kit("verify", "--trust", str(mn.trust), str(b), env=mn.env)
+    assert v.returncode == 0, v.stdout + v.stderr
