@@ -13,6 +13,7 @@ import os
 import sys
 
 from kit.engine.config import ModelConfig  # pure data, no numpy
+from kit.engine.ranks import parse_addr  # asyncio only, no numpy
 
 DEFAULT_THREADS = 1
 
@@ -103,8 +104,6 @@ def check_ranks(args: argparse.Namespace) -> None:
     if args.node_rank >= args.nnodes:
         raise ValueError(f"--node-rank {args.node_rank} must be below --nnodes {args.nnodes}")
     if args.nnodes > 1:
-        from kit.engine.ranks import parse_addr
-
         parse_addr(args.dist_init_addr or "")
 
 

@@ -77,7 +77,7 @@ def test_each_rank_gets_its_own_command() -> None:
         assert argv[argv.index("--nnodes") + 1] == "3"
         assert argv[argv.index("--dist-init-addr") + 1] == "gpu07:18091"
     assert spec.command == spec.ranks[0].command
-    with pytest.raises(Exception, match="hardware.nodes is 3 but the allocation has 2 node"):
+    with pytest.raises(Exception, match=r"hardware\.nodes is 3 but the allocation has 2 node"):
         server_spec(m, Cell(0, "baseline", 1), "run1", Path("/tmp/x/server.log"), nodes=["a", "b"])
     one = server_spec(manifest_model({**manifest_data("one"), "server": {**manifest_data("one")["server"],  # type: ignore[dict-item]
                                                                           "command": RANKED}}),
