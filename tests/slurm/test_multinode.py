@@ -105,8 +105,11 @@ def test_two_ranks_on_two_nodes_with_gates_on_both(mn: Mn, cluster: ContainerClu
     assert job.state == "COMPLETED" and job.nodes == "knode[1-2]", (job, log[-3000:])
     [b] = bundles(mn.out)
     assert read_json(b / "run.json")["status"] == "complete"
-    env = read_json(b / "environment.json")["slurm"]
+    environment = read_json(b / "environment.json")
+    env = environment["slurm"]
     assert env["job_id"] == job_id and env["nodes"] == 2 and env["node_list"] == "knode[1-2]"
+    assert environment["runtime"] == {"runtime": "slurm", "job_id": job_id, "nodes": ["knode1", "knode2"],
+                                      "launcher": "srun", "container": "none", "container_image": None}
     for cell in ("baseline-r1", "oea-r1"):
         cdir = b / "cells" / cell
         server = read_json(cdir / "server.json")
