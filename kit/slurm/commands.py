@@ -127,6 +127,11 @@ class Slurm:
             raise SlurmUnavailable("`srun` not found: Slurm's client commands are not installed here",
                                    hint="runtime slurm runs inside a Slurm allocation (kit submit)") from None
 
+    def srun_offers(self, option: str) -> bool:
+        """Whether this cluster's srun takes ``option`` (``srun --help`` lists it; a SPANK plugin's options,
+        such as pyxis' ``--container-image``, appear there only where the plugin is installed)."""
+        return any(word.split("=")[0] == option for word in self._run(["srun", "--help"]).split())
+
     def hostnames(self, nodelist: str) -> list[str]:
         """A node list in Slurm's compressed form (``gpu[01-03,07]``) as host names, in order."""
         return self._run(["scontrol", "show", "hostnames", nodelist]).split()

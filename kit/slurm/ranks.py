@@ -225,9 +225,17 @@ class SlurmRanksRuntime:
         self.m, self.slurm, self.alloc = m, slurm, alloc
 
     @classmethod
-    def from_environment(cls, m: Manifest, slurm: Slurm | None = None) -> SlurmRanksRuntime:
+    def from_environment(cls, m: Manifest, slurm: Slurm | None = None,
+                         environ: Mapping[str, str] | None = None) -> SlurmRanksRuntime:
+        """The runtime for the allocation kit runs in (exit 2 outside one, or where the cluster cannot start
+        the ranks as the manifest asks)."""
         sl = slurm or Slurm()
-        return cls(m, sl, allocation_nodes(m, sl))
+        alloc = allocation_nodes(m, sl, environ)
+        if m.ranks.container == "pyxis" and not sl.srun_offers("--container-image"):
+            raise UsageError("ranks.container is pyxis, but this cluster's srun has no --container-image option "
+                             "(the pyxis plugin is not installed here)",
+                             hint="run on a cluster with pyxis and enroot, or set ranks.container: none")
+        return cls(m, sl, alloc)
 
     @property
     def nodes(self) -> list[str]:

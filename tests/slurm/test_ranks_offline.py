@@ -6,6 +6,7 @@ real two-node cluster is tests/slurm/test_multinode.py."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -211,3 +212,25 @@ def test_the_demo_engine_is_ready_only_with_every_rank_and_ends_when_one_leaves(
     finally:
         r0.kill()
         r0.wait()
+
+
+def test_pyxis_is_refused_where_srun_has_no_container_image_option() -> None:
+    """This machine's srun (Debian's Slurm 22.05, no pyxis plugin) offers --container (OCI) but not
+    --container-image: a pyxis manifest stops before anything starts, saying why."""
+    if shutil.which("srun") is None:
+        pytest.skip("no srun here (scripts/ensure-slurm installs it)")
+    slurm = Slurm()
+    assert slurm.srun_offers("--nodelist") and not slurm.srun_offers("--container-image")
+    m = manifest_model(ranked(ranks={"container": "pyxis", "container_image": "/shared/x.sqsh"}))
+
+    class ThreeNodes(Slurm):  # the job's node list as scontrol would expand it (no job here)
+        def hostnames(self, nodelist: str) -> list[str]:
+            return ["n1", "n2", "n3"]
+
+    env = {"SLURM_JOB_ID": "7", "SLURM_JOB_NODELIST": "n[1-3]", "SLURMD_NODENAME": "n1"}
+    with pytest.raises(UsageError, match="no --container-image option") as e:
+        SlurmRanksRuntime.from_environment(m, ThreeNodes(), env)
+    assert "ranks.container: none" in (e.value.hint or "")
+    assert SlurmRanksRuntime.from_environment(manifest_model(ranked()), ThreeNodes(), env).nodes == ["n1", "n2", "n3"]
+    with pytest.raises(UsageError, match="goes on the allocation's first node n1"):
+        SlurmRanksRuntime.from_environment(manifest_model(ranked()), ThreeNodes(), {**env, "SLURMD_NODENAME": "n2"})
