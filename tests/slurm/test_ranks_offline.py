@@ -47,6 +47,7 @@ def ranked(**over: object) -> dict[str, object]:
 @pytest.mark.parametrize(("over", "says"), [
     ({"runtime": "process"}, "hardware.nodes is 3 but runtime is process"),
     ({"ranks": {"dist_init_port": 18090}}, "ranks.dist_init_port 18090 is also server.port"),
+    ({"server": {"command": RANKED, "port": 18090, "cpus": "0"}}, "server.cpus pins a server kit starts here"),
     ({"ranks": {"container": "pyxis"}}, "ranks.container is pyxis but ranks.container_image is not set"),
     ({"ranks": {"container_image": "/sq/img.sqsh"}}, "need ranks.container: pyxis"),
     ({"ranks": {"container": "pyxis", "container_image": "x", "container_mounts": ["data:/data"]}}, "/SRC:/DST"),
