@@ -4,7 +4,8 @@ life cycle sglang's multi-node servers have, without sharded compute.
 Rank 0 serves the API and listens on the rendezvous port; every other rank connects to it, says
 ``kit-rank R N`` and stays connected. Rank 0 answers ``/health`` only once all N-1 have joined, and any rank
 whose peer connection drops exits with status 1, as a NCCL failure takes the other ranks down: killing one
-rank ends the server. Ranks above 0 hold no weights and serve no HTTP (the demo's compute stays on rank 0).
+rank ends the server. A rank told to stop (SIGTERM) says ``bye`` first: then rank 0 stops too, with
+status 0. Ranks above 0 hold no weights and serve no HTTP (the demo's compute stays on rank 0).
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ class Rendezvous:
         self.nnodes = nnodes
         self.joined: set[int] = set()
         self.ready = asyncio.Event()
-        self.failed = asyncio.Event()  # a rank left (its connection closed)
+        self.failed = asyncio.Event()  # a rank left (its connection closed without a bye)
+        self.ended = asyncio.Event()  # a rank left: with a bye (it was stopped) or without
         self.reason = ""
         self._server: asyncio.Server | None = None
 
@@ -67,15 +69,20 @@ class Rendezvous:
         log.info("rank 0: rank %d joined (%d of %d)", rank, len(self.joined), self.nnodes - 1)
         if len(self.joined) == self.nnodes - 1:
             self.ready.set()
+        said = b""
         try:
-            await reader.read()  # until the peer's connection closes
+            said = await reader.read()  # until the peer's connection closes
         except ConnectionError:
             pass
         except asyncio.CancelledError:
             return  # the server is shutting down: not a rank leaving
-        self.reason = f"rank {rank} left (its connection closed)"
-        log.error("rank 0: %s: stopping", self.reason)
-        self.failed.set()
+        if said.strip() == b"bye":
+            log.info("rank 0: rank %d was stopped: stopping", rank)
+        else:
+            self.reason = f"rank {rank} left (its connection closed)"
+            log.error("rank 0: %s: stopping", self.reason)
+            self.failed.set()
+        self.ended.set()
 
     async def close(self) -> None:
         if self._server is not None:
@@ -84,21 +91,34 @@ class Rendezvous:
                 await asyncio.wait_for(self._server.wait_closed(), 1.0)
 
 
+async def _join(host: str, port: int, rank: int,
+                nnodes: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+    """One try: connect, say who this rank is, and get rank 0's ok (a half-made connection is closed: rank 0
+    would otherwise count it as joined)."""
+    writer: asyncio.StreamWriter | None = None
+    try:
+        reader, writer = await asyncio.open_connection(host, port)
+        writer.write(f"{HELLO} {rank} {nnodes}\n".encode())
+        await writer.drain()
+        if (await asyncio.wait_for(reader.readline(), HELLO_TIMEOUT_S)).strip() == b"ok":
+            return reader, writer
+    except (OSError, TimeoutError):
+        pass
+    if writer is not None:
+        writer.close()
+    return None
+
+
 async def follow(addr: str, rank: int, nnodes: int, stop: asyncio.Event, deadline_s: float = 600.0) -> int:
     """A rank above 0: join rank 0 (retrying until it listens), then stay until SIGTERM (exit 0) or until
     rank 0's connection closes (exit 1)."""
     host, port = parse_addr(addr)
     end = time.monotonic() + deadline_s
     while True:
-        try:
-            reader, writer = await asyncio.open_connection(host, port)
-            writer.write(f"{HELLO} {rank} {nnodes}\n".encode())
-            await writer.drain()
-            if (await asyncio.wait_for(reader.readline(), HELLO_TIMEOUT_S)).strip() == b"ok":
-                break
-            writer.close()
-        except (OSError, TimeoutError):
-            pass
+        joined = await _join(host, port, rank, nnodes)
+        if joined is not None:
+            reader, writer = joined
+            break
         if stop.is_set():
             return 0
         if time.monotonic() > end:
@@ -109,11 +129,15 @@ async def follow(addr: str, rank: int, nnodes: int, stop: asyncio.Event, deadlin
     gone = asyncio.ensure_future(reader.read())
     stopped = asyncio.ensure_future(stop.wait())
     done, _ = await asyncio.wait({gone, stopped}, return_when=asyncio.FIRST_COMPLETED)
-    writer.close()
     if stopped in done:
         gone.cancel()
+        with contextlib.suppress(OSError):
+            writer.write(b"bye\n")
+            await writer.drain()
+        writer.close()
         log.info("rank %d: stopping", rank)
         return 0
+    writer.close()
     stopped.cancel()
     log.error("rank %d: rank 0 left (its connection closed): stopping", rank)
     return 1

@@ -378,7 +378,7 @@ async def serve(cfg: ModelConfig, host: str, port: int, max_batch: int, served_n
     oea = f" with OEA k0={cfg.oea_k0} on decode steps" if cfg.oea_k0 else ""
     log.info("routing: top-%d%s; max batch %d", cfg.top_k, oea, max_batch)
 
-    left = asyncio.ensure_future(ranks.failed.wait())
+    left = asyncio.ensure_future(ranks.ended.wait())
     await asyncio.wait({asyncio.ensure_future(stop.wait()), left}, return_when=asyncio.FIRST_COMPLETED)
     status = 1 if ranks.failed.is_set() else 0
     log.info("stopping")

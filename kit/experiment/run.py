@@ -34,11 +34,11 @@ def default_runtime(m: Manifest) -> Runtime:
     return ProcessRuntime()
 
 
-def node_gates(runtime: Runtime, manifest_path: Path) -> NodeGates | None:
-    """With runtime slurm: the nodes and their gates (run on each node against the manifest kit verified)."""
+def node_gates(runtime: Runtime) -> NodeGates | None:
+    """With runtime slurm: the nodes and their gates (each node is given the manifest kit verified)."""
     if not isinstance(runtime, SlurmRanksRuntime):
         return None
-    return NodeGates(runtime.nodes, lambda run_id, phase: runtime.node_gates(manifest_path, run_id, phase))
+    return NodeGates(runtime.nodes, runtime.node_gates)
 
 
 class Experiment:
@@ -49,7 +49,7 @@ class Experiment:
         self.m = inputs.lm.manifest
         self.plan = make_plan(self.m)
         self.runtime: Runtime = opts.runtime or default_runtime(self.m)
-        self.nodes = node_gates(self.runtime, inputs.lm.path.resolve())
+        self.nodes = node_gates(self.runtime)
         self.preflight_report: JsonObject = {}
         self.images: dict[str, ImageInfo] = {}
         self.cells: CellRunner | None = None

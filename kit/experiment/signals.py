@@ -1,38 +1,16 @@
 """Signals during a run: SIGTERM and SIGHUP end it like Ctrl-C, and no signal interrupts the stopping of
-a server or the signing of the bundle."""
+a server or the signing of the bundle (``deferred_interrupts``, from ``kit.plumbing.interrupts``)."""
 
 from __future__ import annotations
 
 import contextlib
 import signal
-import threading
 from collections.abc import Iterator
 from types import FrameType
 
+from kit.plumbing.interrupts import deferred_interrupts, on_main_thread
 
-def on_main_thread() -> bool:
-    """Signal handlers can only be set from the main thread (tests run the loop elsewhere too)."""
-    return threading.current_thread() is threading.main_thread()
-
-
-@contextlib.contextmanager
-def deferred_interrupts() -> Iterator[list[int]]:
-    """Hold SIGINT/SIGTERM while a server is being stopped: a second Ctrl-C must not leave it running.
-    The signals that arrived are re-delivered (as KeyboardInterrupt) once the block is done."""
-    pending: list[int] = []
-    if not on_main_thread():
-        yield pending
-        return
-    old = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-    for sig in old:
-        signal.signal(sig, lambda n, _f: pending.append(n))
-    try:
-        yield pending
-    finally:
-        for sig, handler in old.items():
-            signal.signal(sig, handler)
-    if pending:
-        raise KeyboardInterrupt
+__all__ = ["deferred_interrupts", "on_main_thread", "signals_as_interrupts"]
 
 
 @contextlib.contextmanager

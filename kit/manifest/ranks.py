@@ -62,8 +62,8 @@ def check_ranks(m: Manifest) -> None:
             raise ValueError(f"arm(s) {', '.join(with_image)}: runtime slurm starts no kit-built image; use "
                              "ranks.container: pyxis with ranks.container_image, or runtime docker on one node")
         if m.server.cpus is not None:
-            raise ValueError("server.cpus pins a server kit starts here; the ranks of runtime slurm run where Slurm puts "
-                             "them: leave server.cpus out and ask Slurm (kit submit --slurm-opt=--cpus-per-task=N)")
+            raise ValueError("server.cpus pins a server kit starts here; the ranks of runtime slurm run where Slurm "
+                             "puts them: leave server.cpus out; ask Slurm (kit submit --slurm-opt=--cpus-per-task=N)")
         if r.dist_init_port in (m.server.port, *m.server.extra_ports, *m.gates.ports):
             raise ValueError(f"ranks.dist_init_port {r.dist_init_port} is also server.port, server.extra_ports or "
                              "gates.ports: give rank 0's rendezvous its own port")

@@ -46,7 +46,7 @@ class Slurm:
         self.env = dict(os.environ if env is None else env)
         self.timeout_s = timeout_s
 
-    def _run(self, argv: Sequence[str], *, timeout_s: float | None = None) -> str:
+    def _run(self, argv: Sequence[str], *, timeout_s: float | None = None, check: bool = True) -> str:
         try:
             p = subprocess.run(list(argv), capture_output=True, text=True, env=self.env, check=False,
                                timeout=timeout_s or self.timeout_s)
@@ -57,7 +57,7 @@ class Slurm:
         except subprocess.TimeoutExpired:
             raise SlurmUnavailable(f"`{' '.join(argv[:2])}` did not answer within {timeout_s or self.timeout_s:g} s",
                                    hint="check the controller with `sinfo` and `scontrol ping`") from None
-        if p.returncode != 0:
+        if p.returncode != 0 and check:
             said = (p.stderr.strip() or p.stdout.strip() or f"exit status {p.returncode}").splitlines()
             text = "; ".join(said[-3:])
             if _NO_ACCOUNTING in text:
@@ -111,9 +111,11 @@ class Slurm:
                 job_id]
         self._run(argv)
 
-    def srun(self, options: Sequence[str], command: Sequence[str], *, timeout_s: float | None = None) -> str:
-        """Run a command as a job step (inside an allocation: a step on its nodes); returns its stdout."""
-        return self._run(["srun", *options, "--", *command], timeout_s=timeout_s or 24 * 3600.0)
+    def srun(self, options: Sequence[str], command: Sequence[str], *, timeout_s: float | None = None,
+             check: bool = True) -> str:
+        """Run a command as a job step (inside an allocation: a step on its nodes); returns its stdout (also
+        when a task failed, with ``check`` False)."""
+        return self._run(["srun", *options, "--", *command], timeout_s=timeout_s or 24 * 3600.0, check=check)
 
     def start_step(self, options: Sequence[str], command: Sequence[str], *, env: Mapping[str, str],
                    cwd: Path) -> subprocess.Popen[bytes]:

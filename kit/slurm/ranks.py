@@ -5,19 +5,21 @@ kit runs on the allocation's first node (the batch step of ``kit submit``). Each
 --kill-on-bad-exit=1 --export=ALL --chdir=CELL_DIR [--container-image=... --container-mounts=...] --
 COMMAND``, whose srun runs here in a session of its own, its output (the rank's stdout and stderr) pumped
 into the cell's log (rank 0: ``server.log``, rank r: ``server.rankR.log``) with secrets redacted. The step
-gets the environment a process-runtime server gets (``server_environment``; no SLURM_* variables of the
-batch step, which would change srun's defaults) plus ``KIT_RANK=RUN/CELL/R``, which the rank's processes
-inherit and the node gates look for (``kit.slurm.nodecheck``).
+gets the environment a process-runtime server gets (``server_environment``; none of the batch step's SLURM_*
+variables, which would change srun's defaults) plus ``KIT_RANK=JOB/RUN/CELL/R``, which the rank's processes
+inherit and the node gates look for (``kit.slurm.nodecheck``). kit's own Slurm commands get only
+``client_environment()``: never kit's variables or a pass_env secret.
 
 - **Ready** when rank 0 answers ``server.readiness_path`` on server.host:server.port (kit's node); the
   server must itself wait for its other ranks before it answers (the demo engine and sglang do). Any
-  rank's step ending before or after that fails the cell, naming the rank, its node and its log's tail.
-- **Stop**: ``scancel --signal=TERM JOB.STEP`` for every rank still running (the rank's tasks get SIGTERM;
-  the step ends when they exit), ``stop_grace_s``, then ``scancel JOB.STEP`` (Slurm kills the step's
-  processes on its node), then SIGKILL to any srun still here. The proof that nothing is left is the
-  after-stop gate on every node (``ranks@NODE``: no process carries a rank tag; ports; GPUs).
-- Records of the srun process groups go to ``state_dir()`` like the process runtime's, so the leftover gate
-  and `kit clean` find them here if kit dies (Slurm ends every step with the job).
+  rank's srun ending before or after that fails the cell, naming every rank that ended and the first's log.
+- **Stop**, with interrupts held: ``scancel --signal=TERM`` to every step of the server the controller lists
+  (SIGTERM to the srun here of a rank it does not list: srun then ends its step itself), ``stop_grace_s``,
+  then ``scancel --signal=KILL`` to what is still listed, then SIGKILL to any srun still here; then the
+  controller must list no step of the server, and no srun of it may be left here, or the stop fails
+  naming them. The after-stop gates on every node check the processes themselves (``ranks@NODE``).
+- Records of the srun process groups go to ``state_dir()`` like the process runtime's and stay while any
+  process of one is left, so the leftover gate and `kit clean` find them (Slurm ends every step with the job).
 """
 
 from __future__ import annotations
@@ -25,17 +27,18 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from subprocess import Popen
 
 from kit.errors import KitError, ServerError, UsageError
 from kit.gates.result import Check
 from kit.manifest import Manifest
 from kit.plumbing.clock import utc_now
+from kit.plumbing.interrupts import deferred_interrupts
 from kit.plumbing.logpump import LogPump, pipe_chunks
 from kit.plumbing.net import http_ok
 from kit.plumbing.poll import Deadline, poll_until
@@ -48,21 +51,29 @@ from kit.runtime import (
     RankStop,
     ServerSpec,
     StopInfo,
+    base_environment,
     redact_env,
     server_environment,
     tail_lines,
 )
 from kit.runtime.records import ServerRecord, boot_id, cmdline, start_ticks, write_record
 from kit.slurm.commands import Slurm
-from kit.slurm.nodecheck import RANK_TAG, node_gates, node_name
+from kit.slurm.nodecheck import RANK_TAG, node_gates, node_name, rank_tag
 
-KILL_WAIT_S = 30.0  # after scancel of a step: Slurm's KillWait (30 s by default) before SIGKILL to srun here
-SLURM_CLIENT_ENV = ("SLURM_CONF",)  # what srun itself needs from kit's environment to find the cluster
+KILL_WAIT_S = 15.0  # after scancel --signal=KILL of the steps: until the controller no longer lists them
+SLURM_CLIENT_ENV = ("SLURM_CONF",)  # what Slurm's commands need from kit's environment to find the cluster
+
+
+def client_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """What kit's own Slurm commands (the gates' srun, squeue, scancel, scontrol) get: the base a server
+    gets and SLURM_CONF."""
+    env = os.environ if environ is None else environ
+    return {**base_environment(env), **{k: env[k] for k in SLURM_CLIENT_ENV if k in env}}
 
 
 @dataclass(frozen=True)
 class AllocationNodes:
-    """The allocation kit runs in: the job, its nodes in order, and this node (which must be the first)."""
+    """The allocation kit runs in: the job and its nodes in order (kit runs on the first)."""
 
     job_id: str
     nodes: list[str]
@@ -91,10 +102,10 @@ class _Rank:
     spec: RankSpec
     step_name: str
     log_path: Path
-    proc: Popen[bytes]
-    pump: LogPump
-    record: Path
-    ended_at: float | None = None  # when kit first saw its step end
+    proc: subprocess.Popen[bytes]
+    pump: LogPump | None = None
+    record: Path | None = None  # its srun's record in state_dir()
+    ended_at: float | None = None  # when kit first saw its srun end
 
     def ended(self) -> int | None:
         code = self.proc.poll()
@@ -117,13 +128,14 @@ class RankedServer:
         return "\n".join(f"    {self.spec.redact(line)}" for line in tail_lines(rank.log_path, 30))
 
     def _raise_if_a_rank_ended(self, what: str) -> None:
-        """ServerError naming every rank whose step has ended (the first seen first), with the first's log."""
+        """ServerError naming every rank whose srun has ended (the first seen first), with the first's log."""
         ended = [r for r in self.ranks if r.ended() is not None]
         if not ended:
             return
         ended.sort(key=lambda r: (r.ended_at or 0.0, r.spec.rank))
         for r in ended:
-            r.pump.join(timeout=2)
+            if r.pump is not None:
+                r.pump.join(timeout=2)
         first, *rest = ended
         also = "".join(f"; then rank {r.spec.rank} on {r.spec.host} (exit code {r.proc.returncode})" for r in rest)
         raise ServerError(
@@ -152,58 +164,72 @@ class RankedServer:
         self._raise_if_a_rank_ended("died")
 
     def stop(self) -> StopInfo:
-        if self._stopped is not None:
-            return self._stopped
-        t0 = time.monotonic()
-        slurm, job = self.runtime.slurm, self.runtime.alloc.job_id
-        try:
-            step_ids = slurm.steps(job)
-        except KitError:
-            step_ids = {}  # the controller does not answer: signal the srun processes instead
-        stops = {r.spec.rank: RankStop(rank=r.spec.rank, node=r.spec.host, step_id=step_ids.get(r.step_name),
-                                       exit_code=None, signal=None) for r in self.ranks}
-        for r in self.ranks:
-            if r.ended() is None:
-                stops[r.spec.rank]["signal"] = "SIGTERM"
-                self._signal(r, stops[r.spec.rank]["step_id"], "TERM")
-        poll_until(lambda: all(r.ended() is not None for r in self.ranks), self.spec.stop_grace_s, interval=0.05,
-                   backoff=1.5, max_interval=0.5)
-        for r in self.ranks:
-            if r.ended() is None:
-                stops[r.spec.rank]["signal"] = "SIGKILL"
-                self._signal(r, stops[r.spec.rank]["step_id"], None)
-        poll_until(lambda: all(r.ended() is not None for r in self.ranks), KILL_WAIT_S, interval=0.05,
-                   backoff=1.5, max_interval=0.5)
-        left = []
-        for r in self.ranks:
-            stop_group(r.proc.pid, 0.0, reap=r.proc.poll)  # srun here: SIGKILL if it is still around
-            stops[r.spec.rank]["exit_code"] = r.proc.wait(timeout=30)
-            left += group_members(r.proc.pid)
-            r.pump.join(timeout=5)
-            with contextlib.suppress(FileNotFoundError):
-                r.record.unlink()
-        if left:
-            raise ServerError(f"srun processes {left} of {self.spec.name} still here after SIGKILL",
-                              hint=f"kill -KILL {' '.join(map(str, left))}; scancel the job's steps")
-        ranks = [stops[r.spec.rank] for r in self.ranks]
-        first = ranks[0] if ranks else None
-        self._stopped = StopInfo(
-            exit_code=first["exit_code"] if first else None, signal=first["signal"] if first else None,
-            stop_s=round(time.monotonic() - t0, 4),
-            details=RanksStopDetails(job_id=job, ranks=ranks, srun_left=left),
-        )
+        """Every rank ended, and proven gone with the controller; no interrupt can cut this short."""
+        if self._stopped is None:
+            with deferred_interrupts():
+                self._stopped = self._stop()
         return self._stopped
 
-    def _signal(self, rank: _Rank, step_id: str | None, sig: str | None) -> None:
-        """TERM to the step's tasks (or a cancel of the step with sig None); the srun here when the step is
-        not known to the controller. scancel's answer is not used: Slurm 22.05's ``scancel --signal=TERM
-        JOB.STEP`` signals the step and then exits 225 ("Kill job error on job step id JOB"), and answers 0
-        for a step that does not exist; whether the rank ended is what the stop waits for."""
-        if step_id is None:
-            signal_group(rank.proc.pid, signal.SIGTERM if sig == "TERM" else signal.SIGKILL)
-            return
-        with contextlib.suppress(KitError):
-            self.runtime.slurm.scancel(step_id, signal=sig)
+    def _live_steps(self) -> dict[str, str] | None:
+        """This server's steps the controller lists as running, name -> JOB.STEP (None: it does not answer)."""
+        names = {r.step_name for r in self.ranks}
+        try:
+            listed = self.runtime.slurm.steps(self.runtime.alloc.job_id)
+        except KitError:
+            return None
+        return {name: sid for name, sid in listed.items() if name in names}
+
+    def _gone(self) -> bool:
+        return all(r.ended() is not None for r in self.ranks) and not self._live_steps()
+
+    def _signal_all(self, stops: dict[int, RankStop], sig: str) -> None:
+        """``sig`` (TERM or KILL) to every step of the server the controller lists; SIGTERM to the srun here of
+        a rank it does not list (srun then ends its step itself: a SIGKILLed srun would leave it running).
+        scancel's answer is not used: Slurm 22.05's ``scancel --signal=TERM JOB.STEP`` delivers the signal and
+        exits 225 ("Kill job error on job step id JOB"), and answers 0 for a step that does not exist."""
+        live = self._live_steps() or {}
+        for r in self.ranks:
+            stop = stops[r.spec.rank]
+            sid = live.get(r.step_name)
+            if sid is not None:
+                stop["step_id"], stop["signal"] = sid, f"SIG{sig}"
+                with contextlib.suppress(KitError):
+                    self.runtime.slurm.scancel(sid, signal=sig)
+            elif r.ended() is None:
+                stop["signal"] = stop["signal"] or "SIGTERM"
+                signal_group(r.proc.pid, signal.SIGTERM)
+
+    def _stop(self) -> StopInfo:
+        t0 = time.monotonic()
+        stops = {r.spec.rank: RankStop(rank=r.spec.rank, node=r.spec.host, step_id=None, exit_code=None, signal=None)
+                 for r in self.ranks}
+        self._signal_all(stops, "TERM")
+        if not poll_until(self._gone, self.spec.stop_grace_s, interval=0.1, backoff=1.5, max_interval=0.5):
+            self._signal_all(stops, "KILL")
+            poll_until(self._gone, KILL_WAIT_S, interval=0.1, backoff=1.5, max_interval=0.5)
+        left: list[int] = []
+        for r in self.ranks:
+            stop_group(r.proc.pid, 0.0, reap=r.proc.poll)  # an srun still here: SIGKILL (its step is gone by now)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                stops[r.spec.rank]["exit_code"] = r.proc.wait(timeout=10)
+            members = group_members(r.proc.pid)
+            left += members
+            if r.pump is not None:
+                r.pump.join(timeout=5)
+            if r.record is not None and not members:
+                r.record.unlink(missing_ok=True)  # kept while anything of it is here: kit clean finds it
+        steps = self._live_steps() or {}
+        if left or steps:
+            what = "; ".join([*([f"srun processes {left} here"] if left else []),
+                              *([f"job steps {', '.join(steps.values())} still running"] if steps else [])])
+            raise ServerError(f"ranks of {self.spec.name} not gone after SIGKILL: {what}",
+                              hint=f"scancel --signal=KILL {' '.join(steps.values()) or self.runtime.alloc.job_id}"
+                                   + (f"; kill -KILL {' '.join(map(str, left))}" if left else "") + "; kit clean")
+        ranks = [stops[r.spec.rank] for r in self.ranks]
+        first = ranks[0] if ranks else None
+        return StopInfo(exit_code=first["exit_code"] if first else None, signal=first["signal"] if first else None,
+                        stop_s=round(time.monotonic() - t0, 4),
+                        details=RanksStopDetails(job_id=self.runtime.alloc.job_id, ranks=ranks, srun_left=left))
 
     def describe(self) -> RanksDescription:
         r = self.runtime.m.ranks
@@ -229,7 +255,7 @@ class SlurmRanksRuntime:
                          environ: Mapping[str, str] | None = None) -> SlurmRanksRuntime:
         """The runtime for the allocation kit runs in (exit 2 outside one, or where the cluster cannot start
         the ranks as the manifest asks)."""
-        sl = slurm or Slurm()
+        sl = slurm or Slurm(env=client_environment())
         alloc = allocation_nodes(m, sl, environ)
         if m.ranks.container == "pyxis" and not sl.srun_offers("--container-image"):
             raise UsageError("ranks.container is pyxis, but this cluster's srun has no --container-image option "
@@ -261,46 +287,34 @@ class SlurmRanksRuntime:
                               hint="kit.server_spec.server_spec(..., nodes=...) makes one per node")
         spec.log_path.parent.mkdir(parents=True, exist_ok=True)
         server = RankedServer(spec, self)
-        base = server_environment(spec)
-        client = {k: os.environ[k] for k in SLURM_CLIENT_ENV if k in os.environ}
+        env = {**server_environment(spec), **{k: v for k, v in client_environment().items() if k in SLURM_CLIENT_ENV}}
         run, cell = spec.labels.get("kit.run", "run"), spec.labels.get("kit.cell", "cell")
         try:
             for rank in spec.ranks:
                 step = f"kit-rank-{run}-{cell}-{rank.rank}"
                 log = spec.log_path if rank.rank == 0 else spec.log_path.with_name(f"server.rank{rank.rank}.log")
-                env = {**base, **client, RANK_TAG: f"{run}/{cell}/{rank.rank}"}
                 proc = self.slurm.start_step(self.step_options(rank, step, spec.log_path.parent), rank.command,
-                                             env=env, cwd=spec.log_path.parent)
-                server.ranks.append(self._supervise(spec, rank, step, log, proc))
+                                             env={**env, RANK_TAG: rank_tag(self.alloc.job_id, run, cell, rank.rank)},
+                                             cwd=spec.log_path.parent)
+                r = _Rank(rank, step, log, proc)
+                server.ranks.append(r)  # first: from here on stop() ends it, whatever fails next
+                assert proc.stdout is not None
+                r.pump = LogPump(partial(pipe_chunks, proc.stdout), log, spec.redact, name=f"log-{step}")
+                r.pump.start()
+                r.record = write_record(ServerRecord(
+                    pgid=proc.pid, pid=proc.pid, run_id=run, cell=cell, command=["srun", "...", *rank.command],
+                    started=utc_now(), boot_id=boot_id(), start_ticks=start_ticks(proc.pid), cmdline=cmdline(proc.pid),
+                ))
         except BaseException:
             with contextlib.suppress(KitError):
-                server.stop()  # nothing may outlive a failed start
+                server.stop()  # nothing may outlive a failed start (interrupts are held while it stops)
             raise
         return server
 
-    @staticmethod
-    def _supervise(spec: ServerSpec, rank: RankSpec, step: str, log: Path, proc: Popen[bytes]) -> _Rank:
-        try:
-            stdout = proc.stdout
-            assert stdout is not None
-            pump = LogPump(partial(pipe_chunks, stdout), log, spec.redact, name=f"log-{step}")
-            pump.start()
-            record = write_record(ServerRecord(
-                pgid=proc.pid, pid=proc.pid, run_id=spec.labels.get("kit.run"), cell=spec.labels.get("kit.cell"),
-                command=["srun", "...", *rank.command], started=utc_now(), boot_id=boot_id(),
-                start_ticks=start_ticks(proc.pid), cmdline=cmdline(proc.pid),
-            ))
-        except BaseException:
-            signal_group(proc.pid, signal.SIGKILL)
-            proc.wait()
-            raise
-        return _Rank(rank, step, log, proc, pump, record)
-
-    def node_gates(self, manifest_path: Path, run_id: str | None, phase: str) -> list[Check]:
-        """Every node's gates (``kit.slurm.nodecheck``) for a gates line; ``manifest_path`` on storage every
-        node sees (the manifest kit verified)."""
+    def node_gates(self, run_id: str | None, phase: str) -> list[Check]:
+        """Every node's gates (``kit.slurm.nodecheck``, given the verified manifest itself) for a gates line."""
         return node_gates(self.m, self.slurm, job_id=self.alloc.job_id, nodes=self.alloc.nodes,
-                          manifest_path=manifest_path, step_name=f"kit-gates-{run_id or 'preflight'}-{phase}")
+                          step_name=f"kit-gates-{run_id or 'preflight'}-{phase}")
 
     def describe(self) -> dict[str, object]:
         r = self.m.ranks

@@ -50,11 +50,14 @@ class Mn:
     out: Path
     tmp: Path
 
-    def manifest(self, name: str, *, requests: int) -> Path:
-        """experiments/demo-2node.yaml cut to one level and one repeat per arm, renamed, signed with the
-        example key."""
+    def manifest(self, name: str, *, requests: int, command: list[str] | None = None, grace: float = 5) -> Path:
+        """experiments/demo-2node.yaml cut to one level and one repeat per arm, renamed (another server
+        command, stop grace), signed with the example key."""
         data = yaml.safe_load((ROOT / "experiments" / "demo-2node.yaml").read_text())
         data["name"] = name
+        data["server"]["stop_grace_s"] = grace
+        if command is not None:
+            data["server"]["command"] = command
         data["load"].update(levels=[1], requests_per_level=[requests], warmup_requests=1, output_tokens=8,
                             prompt_tokens=8)
         data["design"] = {"repeats": 1, "order": "interleaved"}
@@ -91,6 +94,14 @@ def engines(cluster: ContainerCluster, node: str) -> list[str]:
     """Every kit.engine process in the node's container, as its ps sees them."""
     out = cluster.exec(node, "ps", "-eo", "pid,args").stdout
     return [line.strip() for line in out.splitlines() if "kit.engine" in line]
+
+
+def tagged(cluster: ContainerCluster, node: str) -> dict[int, str]:
+    """pid -> KIT_RANK of every process in the node's container that has one (read from /proc there)."""
+    script = ('for d in /proc/[0-9]*; do t=$(tr "\\0" "\\n" < $d/environ 2>/dev/null | grep "^KIT_RANK="); '
+              '[ -n "$t" ] && echo "${d#/proc/} ${t#KIT_RANK=}"; done; true')
+    out = cluster.exec(node, "sh", "-c", script).stdout
+    return {int(pid): tag for pid, tag in (line.split() for line in out.splitlines() if line.strip())}
 
 
 def checks_by_phase(cell_dir: Path) -> dict[str, dict[str, bool]]:
@@ -133,28 +144,56 @@ def test_two_ranks_on_two_nodes_with_gates_on_both(mn: Mn, cluster: ContainerClu
 def test_killing_one_rank_fails_the_cell_and_leaves_nothing_on_either_node(mn: Mn, cluster: ContainerCluster) -> None:
     job_id = mn.submit(mn.manifest("mn-kill", requests=400))
 
-    def recording() -> bool:  # the first cell is under load: records are being appended
-        return any(p.stat().st_size > 0 for p in mn.out.glob("*/cells/*/level-*/records.jsonl"))
+    def first_cell() -> str | None:  # the first cell under load: records are being appended
+        found = [p for p in mn.out.glob("*/cells/*/level-*/records.jsonl") if p.stat().st_size > 0]
+        return found[0].parents[1].name if found else None
 
-    assert poll_until(recording, 120, interval=0.2), "no records within 120 s"
-    assert len(engines(cluster, "knode2")) == 1
-    killed = cluster.exec("knode2", "pkill", "-KILL", "-f", "kit.engine .*--node-rank 1")
-    assert killed.returncode == 0, killed.stderr
+    cell = poll_until(first_cell, 120, interval=0.2)
+    assert cell, "no records within 120 s"
+    ranks = {pid: tag for pid, tag in tagged(cluster, "knode2").items() if f"/{cell}/1" in tag}
+    assert len(ranks) == 1, tagged(cluster, "knode2")  # the rank's one process (the engine: it execs nothing)
+    [pid] = ranks
+    assert cluster.exec("knode2", "kill", "-KILL", str(pid)).returncode == 0
+    [b] = bundles(mn.out)
+
+    def failed_and_next_started() -> bool:  # kit stopped that cell's ranks; the job goes on with the next cell
+        cells = [p.parent.name for p in (b / "cells").glob("*/cell.json")]
+        return read_json(b / "cells" / cell / "cell.json")["status"] == "failed" and len(cells) == 2
+
+    assert poll_until(failed_and_next_started, 120, interval=0.1), read_json(b / "cells" / cell / "cell.json")
+    # now, with the job still running: nothing of the failed cell's ranks on either node, no step of it
+    assert [t for n in ("knode1", "knode2") for t in tagged(cluster, n).values() if f"/{cell}/" in t] == []
+    assert [n for n in mn.slurm.steps(job_id) if f"-{cell}-" in n] == []
     [job] = wait_done(job_id, timeout=300, slurm=mn.slurm)
     log = next((mn.out / "slurm").glob(f"*-{job_id}.out")).read_text()
     assert job.state == "FAILED", (job, log[-3000:])  # kit run exits 7: a cell's server failed
-    [b] = bundles(mn.out)
     assert read_json(b / "run.json")["status"] == "failed"
-    cells = {c: read_json(b / "cells" / c / "cell.json") for c in ("baseline-r1", "oea-r1")}
-    failed = [c for c, s in cells.items() if s["status"] == "failed"]
-    assert len(failed) == 1, {c: (s["status"], s.get("reason")) for c, s in cells.items()}
-    reason = cells[failed[0]]["reason"]
-    assert "rank 1" in reason and "knode2" in reason, reason  # the killed rank is named, whichever ended first
-    after = checks_by_phase(b / "cells" / failed[0])["after"]
-    assert after["ranks@knode1"] and after["ranks@knode2"], after  # nothing of a rank left on either node
-    assert engines(cluster, "knode1") == [] and engines(cluster, "knode2") == []
-    assert mn.slurm.steps(job_id) == {}  # no step of the job left running
-    ok = next(c for c in cells if c not in failed)
-    assert all(checks_by_phase(b / "cells" / ok)["after"].values())  # the other cell ran on clean nodes
+    state = read_json(b / "cells" / cell / "cell.json")
+    assert "rank 1" in state["reason"] and "knode2" in state["reason"], state["reason"]  # the killed rank is named
+    after = checks_by_phase(b / "cells" / cell)["after"]
+    assert after["ranks@knode1"] and after["ranks@knode2"], after
+    other = next(c.name for c in (b / "cells").iterdir() if c.name != cell)
+    assert read_json(b / "cells" / other / "cell.json")["status"] == "ok"
+    assert all(checks_by_phase(b / "cells" / other)["after"].values())
     v = kit("verify", "--trust", str(mn.trust), str(b), env=mn.env)
     assert v.returncode == 0, v.stdout + v.stderr
+
+
+def test_a_rank_that_ignores_sigterm_is_killed_through_slurm(mn: Mn, cluster: ContainerCluster) -> None:
+    """Rank 1 ignores SIGTERM (a shell that traps it, then sleep): after server.stop_grace_s kit has Slurm
+    kill its step (scancel --signal=KILL), and the node gate finds nothing left."""
+    engine = ("{python} -m kit.engine --host {host} --port {port} --served-name {served_name} --experts 16 "
+              "--top-k 4 --layers 2 --hidden 64 --expert-ffn 64")
+    command = ["sh", "-c", f"if [ {{node_rank}} = 0 ]; then exec {engine}; else trap '' TERM; exec sleep 600; fi"]
+    job_id = mn.submit(mn.manifest("mn-term", requests=4, command=command, grace=2))
+    [job] = wait_done(job_id, timeout=240, slurm=mn.slurm)
+    log = next((mn.out / "slurm").glob(f"*-{job_id}.out")).read_text()
+    assert job.state == "COMPLETED", (job, log[-3000:])
+    [b] = bundles(mn.out)
+    for cell in ("baseline-r1", "oea-r1"):
+        stop = read_json(b / "cells" / cell / "cell.json")["stop"]
+        signals = {r["rank"]: r["signal"] for r in stop["ranks"]}
+        assert signals == {0: "SIGTERM", 1: "SIGKILL"}, stop
+        assert stop["stop_s"] >= 2 and stop["srun_left"] == []
+        assert all(checks_by_phase(b / "cells" / cell)["after"].values())
+    assert tagged(cluster, "knode2") == {} and tagged(cluster, "knode1") == {}

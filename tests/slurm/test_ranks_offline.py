@@ -5,6 +5,7 @@ real two-node cluster is tests/slurm/test_multinode.py."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -26,7 +27,7 @@ from kit.plan import Cell
 from kit.plumbing.poll import poll_until
 from kit.server_spec import server_spec
 from kit.slurm import Slurm
-from kit.slurm.nodecheck import RANK_TAG, check_ranks, parse_labelled, rank_processes
+from kit.slurm.nodecheck import MARKER, RANK_TAG, check_ranks, parse_labelled, rank_processes, report_of
 from kit.slurm.ranks import AllocationNodes, SlurmRanksRuntime, allocation_nodes
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -136,37 +137,48 @@ def test_kit_plan_shows_every_rank_and_the_gates_of_every_node() -> None:
 
 
 def test_rank_processes_are_found_by_their_tag_and_named() -> None:
-    tag = f"run{os.getpid()}/cell/1"
+    job = f"9{os.getpid()}"
+    tag = f"{job}/run/cell/1"
+    other = subprocess.Popen(["sleep", "60"], env={**os.environ, RANK_TAG: f"1{job}/run/cell/0"})  # another job
     p = subprocess.Popen(["sleep", "60"], env={**os.environ, RANK_TAG: tag})
     try:
-        assert (p.pid, tag) in rank_processes()
-        held = check_ranks(0.2)
+        assert (p.pid, tag) in rank_processes()[0]
+        held = check_ranks(0.2, job)
         assert not held.ok and f"PID {p.pid}" in held.message and tag in held.message and "sleep" in held.message
-        assert f"kill -KILL {p.pid}" in (held.hint or "")
+        assert f"kill -KILL {p.pid}" in (held.hint or "") and str(other.pid) not in (held.hint or "")
     finally:
         p.kill()
         p.wait()
-    assert (p.pid, tag) not in rank_processes()
-    ours = [pid for pid, t in rank_processes() if t.startswith(f"run{os.getpid()}/")]
-    assert ours == []
+    try:
+        passed = check_ranks(0.2, job)  # another job's rank is evidence, never a reason to kill it
+        assert passed.ok and "1 of other jobs" in passed.message, passed.message
+        assert [x["pid"] for x in passed.evidence["other_jobs"]] == [other.pid]  # type: ignore[index, union-attr]
+    finally:
+        other.kill()
+        other.wait()
 
 
 def test_a_rank_exiting_during_the_wait_passes_the_gate() -> None:
-    p = subprocess.Popen(["sleep", "0.5"], env={**os.environ, RANK_TAG: "x/y/1"})
+    p = subprocess.Popen(["sleep", "0.5"], env={**os.environ, RANK_TAG: "77/y/z/1"})
     try:
-        check = check_ranks(10.0)
+        check = check_ranks(10.0, "77")
         assert check.ok, check.message
     finally:
         p.kill()
         p.wait()
 
 
-def test_srun_labelled_output_is_put_back_together() -> None:
-    text0 = '{"node": "n1", "checks": [' + ", ".join(['{"name": "x"}'] * 200) + "]}"
-    text1 = '{"node": "n2", "checks": []}'
-    pieces0 = [text0[i:i + 1024] for i in range(0, len(text0), 1024)]
-    lines = [f"0: {pieces0[0]}", f"1: {text1}", *[f"0: {p}" for p in pieces0[1:]], "srun: some notice"]
-    assert parse_labelled("\n".join(lines) + "\n") == {0: text0, 1: text1}
+def test_srun_labelled_output_is_put_back_together_and_the_report_found_in_noise() -> None:
+    report = '{"node": "n1", "checks": [' + ", ".join(['{"name": "x"}'] * 200) + "]}"
+    text0 = "a library printed this\n" + MARKER + report
+    # as srun --label writes a task's output: each line, in pieces of at most 1024 bytes, each piece labelled
+    pieces0 = [ln[i:i + 1024] for ln in text0.split("\n") for i in range(0, len(ln), 1024)]
+    lines = [f"0: {pieces0[0]}", f"1: {MARKER}{{}}", *[f"0: {p}" for p in pieces0[1:]], "srun: some notice",
+             "0: and this after it"]
+    texts = parse_labelled("\n".join(lines) + "\n")
+    assert report_of(texts[0]) == json.loads(report)
+    assert report_of(texts[1]) == {} and report_of("no marker here") is None
+    assert report_of(MARKER + '{"node": "n1", "checks": [trunc') is None
 
 
 def http_status(url: str) -> int | None:
@@ -187,7 +199,7 @@ def _engine(port: int, rank: int, dist: int, tmp: Path) -> subprocess.Popen[byte
     return subprocess.Popen(cmd, stdout=(tmp / f"r{rank}.log").open("wb"), stderr=subprocess.STDOUT, cwd=tmp)
 
 
-@pytest.mark.parametrize("kill", ["rank1", "rank0"])
+@pytest.mark.parametrize("kill", ["rank1", "rank0", "term-rank1"])
 def test_the_demo_engine_is_ready_only_with_every_rank_and_ends_when_one_leaves(tmp_path: Path, kill: str) -> None:
     port, dist = free_port(), free_port()
     r0 = _engine(port, 0, dist, tmp_path)
@@ -203,10 +215,15 @@ def test_the_demo_engine_is_ready_only_with_every_rank_and_ends_when_one_leaves(
                 r1.send_signal(signal.SIGKILL)
                 assert r0.wait(timeout=15) == 1  # rank 0 saw rank 1 leave
                 assert "rank 1 left" in (tmp_path / "r0.log").read_text()
-            else:
+            elif kill == "rank0":
                 r0.send_signal(signal.SIGTERM)
                 assert r0.wait(timeout=15) == 0
                 assert r1.wait(timeout=15) == 1  # rank 1 saw rank 0 leave
+            else:  # rank 1 told to stop says so: rank 0 stops as cleanly
+                r1.send_signal(signal.SIGTERM)
+                assert r1.wait(timeout=15) == 0
+                assert r0.wait(timeout=15) == 0
+                assert "rank 1 was stopped" in (tmp_path / "r0.log").read_text()
         finally:
             r1.kill()
             r1.wait()
