@@ -10,6 +10,7 @@ import threading
 from collections.abc import Iterator
 
 HELD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_holding: list[list[int]] = []  # the pending lists of the blocks in force (the outermost one collects)
 
 
 def on_main_thread() -> bool:
@@ -20,17 +21,20 @@ def on_main_thread() -> bool:
 @contextlib.contextmanager
 def deferred_interrupts() -> Iterator[list[int]]:
     """Hold SIGINT, SIGTERM and SIGHUP for the block; the signals that arrived are re-delivered (as
-    KeyboardInterrupt) once it is done."""
-    pending: list[int] = []
-    if not on_main_thread():
-        yield pending
+    KeyboardInterrupt) once it is done. A block inside another holds nothing of its own: the outer one
+    collects the signals and re-delivers them when it is done (an inner re-delivery would cut the outer short)."""
+    if not on_main_thread() or _holding:
+        yield _holding[0] if _holding else []
         return
+    pending: list[int] = []
     old = {sig: signal.getsignal(sig) for sig in HELD}
     for sig in old:
         signal.signal(sig, lambda n, _f: pending.append(n))
+    _holding.append(pending)
     try:
         yield pending
     finally:
+        _holding.pop()
         for sig, handler in old.items():
             signal.signal(sig, handler)
     if pending:
