@@ -15,7 +15,9 @@ so they compare with a client's ``perf_counter_ns`` on the same host). ``send_ns
 just before each content chunk was written (no client can have read it earlier).
 
 Fault modes for tests: ``--fail-every N`` answers every Nth completion request with HTTP 500,
-``--stall-after K`` stops sending (but keeps the connection open) after K tokens.
+``--stall-after K`` stops sending (but keeps the connection open) after K tokens, ``--max-tokens-cap C``
+answers at most C tokens whatever a request asks for (a complete response, usage counting what was sent), as
+an engine does whose context limit or an end-of-sequence it does not suppress ends a response early.
 
 Used by ``benchmarks/loadgen.py`` and by the tests in ``tests/load/``. Prints ``LISTENING <port>`` on
 stdout once it accepts connections.
@@ -46,6 +48,7 @@ class Config:
     fail_every: int
     stall_after: int
     log: IO[str] | None
+    max_tokens_cap: int = 0
 
 
 @dataclass
@@ -272,6 +275,8 @@ class HttpProtocol(asyncio.Protocol):
         cfg = self.server.cfg
         model = str(req.get("model", "fake"))
         n = int(str(req.get("max_tokens") or req.get("max_completion_tokens") or 16))
+        if cfg.max_tokens_cap > 0:
+            n = min(n, cfg.max_tokens_cap)
         opts = req.get("stream_options")
         usage = isinstance(opts, dict) and bool(opts.get("include_usage"))
         first, token, last, usage_tpl = self.server.templates(chat, model)
@@ -311,7 +316,7 @@ async def serve(args: argparse.Namespace) -> None:
     log = open(args.log, "a", encoding="utf-8") if args.log else None  # noqa: SIM115
     cfg = Config(ttft_ns=int(args.ttft_ms * 1e6), itl_ns=int(args.itl_ms * 1e6), tick_ns=args.tick_us * 1000,
                  empty_first_chunk=not args.no_empty_first_chunk, fail_every=args.fail_every,
-                 stall_after=args.stall_after, log=log)
+                 stall_after=args.stall_after, log=log, max_tokens_cap=args.max_tokens_cap)
     server = Server(cfg)
     loop = asyncio.get_running_loop()
     srv = await loop.create_server(lambda: HttpProtocol(server), args.host, args.port, backlog=4096)
@@ -336,6 +341,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--no-empty-first-chunk", action="store_true")
     p.add_argument("--fail-every", type=int, default=0)
     p.add_argument("--stall-after", type=int, default=0)
+    p.add_argument("--max-tokens-cap", type=int, default=0, help="answer at most this many tokens (0: as asked)")
     p.add_argument("--log", default="")
     p.add_argument("--cpu", type=int, default=-1, help="pin to this core")
     args = p.parse_args(argv)

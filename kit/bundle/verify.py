@@ -37,6 +37,7 @@ from kit.errors import BundleError, KitError, SignatureError, UsageError
 from kit.files import JsonObject
 from kit.files.read import MAX_FILE_BYTES, read_file
 from kit.files.run import RunFile
+from kit.files.summary import SUMMARY_SCHEMA_VERSION
 from kit.plumbing.files import read_bounded, sha256_file
 from kit.signing import (
     PAYLOAD_TYPE,
@@ -301,6 +302,8 @@ def check_summary(root: Path, label: str) -> str:
         raise fail(label, ["summary.json: JSON nested too deeply (kit never writes such a file)"]) from None
     except (OSError, ValueError) as e:  # not JSON, not UTF-8, too large, not a regular file
         raise fail(label, [f"summary.json: not JSON ({e})"]) from None
+    if (other := _other_schema(stored)) is not None:
+        return other
     try:
         fresh = json.loads(json.dumps(summarize_bundle(root)))
     except KitError as e:
@@ -312,6 +315,19 @@ def check_summary(root: Path, label: str) -> str:
         raise fail(label, [f"summary.json: differs from the summary recomputed from the records at {where}"],
                    hint="re-render it with `kit report BUNDLE` if the records are the ones you trust")
     return "summary.json recomputed from the records OK"
+
+
+def _other_schema(stored: Any) -> str | None:
+    """The note for a summary.json written under another summary schema (a kit before or after this one), which
+    this kit cannot recompute to the byte; None when it is this kit's schema (or no number, which then fails
+    the recomputation like any other difference)."""
+    version = stored.get("schema_version") if isinstance(stored, dict) else None
+    if not isinstance(version, int) or isinstance(version, bool) or version == SUMMARY_SCHEMA_VERSION:
+        return None
+    when = "an older" if version < SUMMARY_SCHEMA_VERSION else "a newer"
+    return (f"summary.json NOT recomputed: {when} kit wrote it (summary schema {version}; this kit computes "
+            f"schema {SUMMARY_SCHEMA_VERSION}), so its figures and verdicts are the signed runner's claim; "
+            "`kit report` on a copy of the bundle recomputes them with this kit")
 
 
 def first_difference(stored: Any, fresh: Any, path: str = "") -> str | None:

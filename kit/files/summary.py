@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-SUMMARY_SCHEMA_VERSION = 2
+SUMMARY_SCHEMA_VERSION = 3  # 3: short_responses and the output-length guardrail
 
 
 class _Model(BaseModel):
@@ -82,6 +82,7 @@ class CellLevel(_Latencies):
     error_reasons: list[ErrorReason]
     unparsable_lines: int
     tokens_mismatch: int
+    short_responses: int = 0  # ok requests with fewer output tokens than the manifest asked for (schema 3)
     output_tokens: float
     wall_s: float | None
     throughput_req_s: float | None
@@ -114,6 +115,7 @@ class ArmLevel(_Latencies):
     requests: int
     ok: int
     errors: int
+    short_responses: int = 0  # schema 3
     output_tokens: float
     throughput_tok_s: float | None
     throughput_req_s: float | None
@@ -136,6 +138,18 @@ class ErrorCounts(_Model):
     arm_requests: int
     baseline_failed: int
     baseline_requests: int
+    test: str
+    p: float | None
+
+
+class LengthCounts(_Model):
+    """Ok requests that returned fewer output tokens than asked ('short'), of all ok requests, in both arms at a
+    level, pooled over cells, and the test (schema 3)."""
+
+    arm_short: int
+    arm_ok: int
+    baseline_short: int
+    baseline_ok: int
     test: str
     p: float | None
 
@@ -168,9 +182,10 @@ class Comparison(_Model):
     significant: bool | None
     client_bound: bool
     # significant | not_significant | client_bound | ttft_client_bound | too_few_cells | error_rate_differs |
-    # descriptive
+    # output_lengths_differ | descriptive
     status: str
     errors: ErrorCounts
+    lengths: LengthCounts | None = None  # schema 3
     verdict: str
 
 
@@ -218,6 +233,7 @@ class Analysis(_Model):
     method: str
     min_cells: int
     error_test: str
+    length_test: str | None = None  # schema 3
     censoring: str
     tested_metrics: list[str]
     descriptive_metrics: list[str]

@@ -81,7 +81,8 @@ def _level_table(summary: Summary, level: int) -> list[str]:
         cv = f.between_cells.throughput_tok_s.cv_pct
         tok = fmt(f.throughput_tok_s) + (f" ({cv:.1f} %)" if cv is not None else "")
         bound = " ⚠" if f.client_bound else ""
-        row = (f"| {arm}{bound} | {f.cells} | {f.ok} | {f.errors} | {fmt(f.throughput_req_s)} | "
+        ok = f"{f.ok} ({f.short_responses} short)" if f.short_responses else str(f.ok)
+        row = (f"| {arm}{bound} | {f.cells} | {ok} | {f.errors} | {fmt(f.throughput_req_s)} | "
                f"{tok} | {_triple(f.ttft_ms)} | {_triple(f.tpot_ms)} | {_triple(f.itl_ms)} | "
                f"{_triple(f.e2e_ms)} |")
         if experts:
@@ -91,6 +92,12 @@ def _level_table(summary: Summary, level: int) -> list[str]:
             else:
                 row += f" {fmt(s.unique_experts_per_step)} | {fmt(s.step_ms)} | {fmt(s.decode_batch)} |"
         rows.append(row)
+    short = sum(f.short_responses for arm in summary.arms if (f := summary.arm_level(arm, level)) is not None)
+    if short:
+        rows += ["", f"> {short} ok response(s) at this level returned fewer than the "
+                     f"{summary.analysis.output_tokens_requested} output tokens asked for ('short'): their TPOT and "
+                     "throughput cover less work. A comparison whose arms differ in that rate (Fisher's exact test) "
+                     "gets no verdict."]
     return rows
 
 

@@ -13,7 +13,7 @@ import numpy as np
 from kit.stats.bootstrap import CellSample, cell_stats
 from kit.stats.metrics import EXPERTS, TESTED, FArray, Metric
 from kit.stats.model import Welch, fisher_p, holm_levels, welch
-from kit.stats.shapes import Comparison, ErrorCounts
+from kit.stats.shapes import Comparison, ErrorCounts, LengthCounts
 from kit.stats.verdict import comparison_status, descriptive_text, verdict_text
 
 MIN_CELLS = 2  # fewer ok cells in an arm at a level: no verdict
@@ -26,6 +26,7 @@ class LevelSamples:
     client_bound: dict[str, bool]  # per arm: any included cell client-bound
     experts: dict[str, float | None]  # per arm: mean unique experts/step
     failures: dict[str, tuple[int, int]] = field(default_factory=dict)  # per arm: (failed, requests), pooled
+    lengths: dict[str, tuple[int, int]] = field(default_factory=dict)  # per arm: (short, ok requests), pooled
     ttft_client_bound: dict[str, bool] = field(default_factory=dict)  # per arm: the client's TTFT share too large
 
 
@@ -65,6 +66,14 @@ def _errors(ls: LevelSamples, arm: str, baseline: str) -> ErrorCounts:
             "test": "fisher_exact_pooled", "p": p}
 
 
+def _lengths(ls: LevelSamples, arm: str, baseline: str) -> LengthCounts:
+    """Short responses (fewer output tokens than asked) of both arms, and Fisher's test of their rates."""
+    sa, na = ls.lengths.get(arm, (0, 0))
+    sb, nb = ls.lengths.get(baseline, (0, 0))
+    return {"arm_short": sa, "arm_ok": na, "baseline_short": sb, "baseline_ok": nb,
+            "test": "fisher_exact_pooled", "p": fisher_p(sa, na, sb, nb)}
+
+
 @dataclass(frozen=True)
 class _Test:
     arm: str
@@ -75,6 +84,7 @@ class _Test:
     result: Welch | None
     withheld: str | None  # status when the verdict is withheld
     errors: ErrorCounts
+    lengths: LengthCounts
 
     @property
     def p(self) -> float:
@@ -85,17 +95,20 @@ def _test(arm: str, baseline: str, ls: LevelSamples, metric: Metric, role: str, 
     a, b = ls.arms.get(arm, []), ls.arms.get(baseline, [])
     result = welch(_logs(a, metric), _logs(b, metric))
     errors = _errors(ls, arm, baseline)
+    lengths = _lengths(ls, arm, baseline)
     withheld = None
     if result is None:
         withheld = "too_few_cells"
     elif errors["p"] is not None and errors["p"] < alpha:
         withheld = "error_rate_differs"
+    elif lengths["p"] is not None and lengths["p"] < alpha:  # the arms did different work per request
+        withheld = "output_lengths_differ"
     elif ls.client_bound.get(arm, False) or ls.client_bound.get(baseline, False):
         withheld = "client_bound"
     elif metric.key.startswith("ttft") and (ls.ttft_client_bound.get(arm, False)
                                             or ls.ttft_client_bound.get(baseline, False)):
         withheld = "ttft_client_bound"
-    return _Test(arm, baseline, ls, metric, role, result, withheld, errors)
+    return _Test(arm, baseline, ls, metric, role, result, withheld, errors, lengths)
 
 
 def _comparison(t: _Test, rejected: bool, tail: float) -> Comparison:
@@ -124,7 +137,8 @@ def _comparison(t: _Test, rejected: bool, tail: float) -> Comparison:
         "df": None if r is None else r.df, "p_value": None if r is None else r.p,
         "interval_confidence": None if r is None else 1 - tail,
         "significant": significant, "client_bound": client_bound, "status": status, "errors": t.errors,
-        "verdict": verdict_text(t.arm, t.metric, status, ratio, ci, diff, diff_ci, t.errors),
+        "lengths": t.lengths,
+        "verdict": verdict_text(t.arm, t.metric, status, ratio, ci, diff, diff_ci, t.errors, t.lengths),
     }
 
 
@@ -141,7 +155,7 @@ def experts_comparison(arm: str, baseline: str, ls: LevelSamples) -> Comparison 
         "cells": {"arm": len(ls.arms.get(arm, [])), "baseline": len(ls.arms.get(baseline, []))},
         "method": "descriptive", "df": None, "p_value": None, "interval_confidence": None, "significant": None,
         "client_bound": ls.client_bound.get(arm, False) or ls.client_bound.get(baseline, False),
-        "status": "descriptive", "errors": _errors(ls, arm, baseline),
+        "status": "descriptive", "errors": _errors(ls, arm, baseline), "lengths": _lengths(ls, arm, baseline),
         "verdict": descriptive_text(ratio),
     }
 

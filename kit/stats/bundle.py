@@ -89,8 +89,9 @@ def _level_dir(root: Path, cell: CellInfo, level: int) -> Path:
     return root / "cells" / cell.id / f"level-{level}"
 
 
-def _measure(d: Path) -> tuple[LevelRecords, CellLevelFigures] | None:
-    """One cell x level: reduced records and figures (None when it has no records.jsonl)."""
+def _measure(d: Path, requested: int) -> tuple[LevelRecords, CellLevelFigures] | None:
+    """One cell x level: reduced records and figures (None when it has no records.jsonl); ``requested``: the
+    output tokens every request asked for."""
     stream = read_records(d / "records.jsonl")
     if stream is None:
         return None
@@ -98,7 +99,7 @@ def _measure(d: Path) -> tuple[LevelRecords, CellLevelFigures] | None:
         lr = replace(reduce_records(stream), unparsable_lines=stream.unparsable)
     except (TypeError, ValueError, KeyError) as e:
         raise BundleError(f"{d / 'records.jsonl'}: malformed record ({type(e).__name__}: {e})") from None
-    return lr, cell_level_figures(lr, read_json(d / "client.json"), read_json(d / "server_metrics.json"))
+    return lr, cell_level_figures(lr, read_json(d / "client.json"), read_json(d / "server_metrics.json"), requested)
 
 
 def summarize_bundle(root: Path) -> dict[str, Any]:
@@ -132,7 +133,7 @@ def _read_levels(root: Path) -> tuple[Manifest, list[CellInfo], dict[str, dict[s
         level = int(planned["concurrency"])
         measured = []
         for c in cells:
-            got = _measure(_level_dir(root, c, level))
+            got = _measure(_level_dir(root, c, level), m.load.output_tokens)
             if got is not None:
                 by_cell[c.id][str(level)] = got[1]
                 measured.append((c, got[0], got[1]))

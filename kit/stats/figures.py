@@ -59,8 +59,9 @@ def throughput(lr: LevelRecords) -> tuple[float | None, float | None]:
 
 
 def cell_level_figures(lr: LevelRecords, client: Mapping[str, object] | None,
-                       server: Mapping[str, object] | None) -> CellLevelFigures:
-    """One cell at one level, from its reduced records, its ``client.json`` and its ``server_metrics.json``."""
+                       server: Mapping[str, object] | None, requested: int | None = None) -> CellLevelFigures:
+    """One cell at one level, from its reduced records, its ``client.json`` and its ``server_metrics.json``;
+    ``requested``: the output tokens each request asked for (the manifest's ``load.output_tokens``)."""
     req_s, tok_s = throughput(lr)
     return {
         "requests": lr.requests,
@@ -69,6 +70,7 @@ def cell_level_figures(lr: LevelRecords, client: Mapping[str, object] | None,
         "error_reasons": lr.error_reasons,
         "unparsable_lines": lr.unparsable_lines,
         "tokens_mismatch": lr.tokens_mismatch,
+        "short_responses": lr.short(requested),
         "output_tokens": lr.output_tokens,
         "wall_s": lr.wall_s,
         "throughput_req_s": req_s,
@@ -141,6 +143,7 @@ def arm_level_figures(cells: Sequence[tuple[str, LevelRecords, CellLevelFigures]
         "requests": sum(lr.requests for lr in lrs),
         "ok": sum(lr.ok for lr in lrs),
         "errors": sum(lr.errors for lr in lrs),
+        "short_responses": sum(f["short_responses"] for f in figs),
         "output_tokens": sum(lr.output_tokens for lr in lrs),
         "throughput_tok_s": tok_mean,
         "throughput_req_s": _fmean(req),

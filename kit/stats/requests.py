@@ -107,6 +107,12 @@ class LevelRecords:
     def column(self, col: int) -> FArray:
         return self.matrix[:, col]
 
+    def short(self, requested: int | None) -> int:
+        """Ok requests that returned fewer output tokens than ``requested`` (None: nothing was asked for)."""
+        if requested is None:
+            return 0
+        return int((self.matrix[: self.ok, C_TOKENS] < requested).sum())
+
     def tpot(self) -> FArray:
         m = self.matrix
         out: FArray = m[m[:, C_TPOT_OK] > 0, C_TPOT]

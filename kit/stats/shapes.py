@@ -62,6 +62,7 @@ class CellLevelFigures(LatencyFigures, ClientFigures):
     error_reasons: list[ErrorReason]
     unparsable_lines: int
     tokens_mismatch: int
+    short_responses: int
     output_tokens: float
     wall_s: float | None
     throughput_req_s: float | None
@@ -92,6 +93,7 @@ class ArmLevelFigures(LatencyFigures):
     requests: int
     ok: int
     errors: int
+    short_responses: int
     output_tokens: float
     throughput_tok_s: float | None
     throughput_req_s: float | None
@@ -112,6 +114,15 @@ class ErrorCounts(TypedDict):
     arm_requests: int
     baseline_failed: int
     baseline_requests: int
+    test: str
+    p: float | None
+
+
+class LengthCounts(TypedDict):
+    arm_short: int
+    arm_ok: int
+    baseline_short: int
+    baseline_ok: int
     test: str
     p: float | None
 
@@ -143,6 +154,7 @@ class Comparison(TypedDict):
     client_bound: bool
     status: str
     errors: ErrorCounts
+    lengths: LengthCounts | None
     verdict: str
 
 
@@ -191,6 +203,7 @@ class Analysis(TypedDict):
     method: str
     min_cells: int
     error_test: str
+    length_test: str
     censoring: str
     tested_metrics: list[str]
     descriptive_metrics: list[str]

@@ -79,6 +79,8 @@ def summarize_level(planned: Mapping[str, object], arms: Sequence[str], confiden
         experts={a: f["server"]["unique_experts_per_step"] if f["server"] else None for a, f in arm_figs.items()},
         failures={a: (sum(lr.errors for _, lr, _ in v), sum(lr.requests for _, lr, _ in v))
                   for a, v in per_arm.items()},
+        lengths={a: (sum(f["short_responses"] for _, _, f in v), sum(lr.ok for _, lr, _ in v))
+                 for a, v in per_arm.items()},
         ttft_client_bound={a: any(f["ttft_client_bound"] for _, _, f in v) for a, v in per_arm.items()},
     )
     return LevelResult(entry, arm_levels, samples)
@@ -121,6 +123,8 @@ def summary_doc(m: Manifest, cells: Sequence[tuple[CellInfo, dict[str, CellLevel
                       "t interval on the log scale; ratio and absolute difference reported",
             "min_cells": MIN_CELLS,
             "error_test": "fisher_exact on pooled failed/ok counts; p < 1 - confidence withholds the verdict",
+            "length_test": "fisher_exact on pooled short/ok counts (ok requests with fewer output tokens than "
+                           "asked); p < 1 - confidence withholds the verdict",
             "censoring": "timed-out requests enter the TTFT/TPOT/E2E figures censored at the timeout (E2E at the "
                          "timeout, TTFT there too when no chunk arrived); other errors are counted only",
             "tested_metrics": [t.key for t in TESTED],

@@ -12,11 +12,12 @@ from collections.abc import Sequence
 
 from kit.stats.metrics import Metric
 from kit.stats.numbers import pct_text
-from kit.stats.shapes import ErrorCounts
+from kit.stats.shapes import ErrorCounts, LengthCounts
 
 WITHHELD = {
     "too_few_cells": "too few cells: no verdict",
     "error_rate_differs": "error rates differ: no verdict",
+    "output_lengths_differ": "the arms returned fewer output tokens than asked at different rates: no verdict",
     "client_bound": "client-bound: no verdict",
     "ttft_client_bound": "the client's own share of TTFT p99 is too large: no TTFT verdict",
 }
@@ -58,8 +59,16 @@ def errors_text(e: ErrorCounts) -> str:
     return text + (f" (Fisher p={e['p']:.2g})" if e["p"] is not None else "")
 
 
+def lengths_text(n: LengthCounts) -> str:
+    """'; short 3/96 vs 0/96 (Fisher p=0.25)' when any ok response had fewer output tokens than asked, else ''."""
+    if not n["arm_short"] and not n["baseline_short"]:
+        return ""
+    text = f"; short {n['arm_short']}/{n['arm_ok']} vs {n['baseline_short']}/{n['baseline_ok']}"
+    return text + (f" (Fisher p={n['p']:.2g})" if n["p"] is not None else "")
+
+
 def verdict_text(arm: str, metric: Metric, status: str, ratio: float, ci: Sequence[float] | None, diff: float,
-                 diff_ci: Sequence[float] | None, errors: ErrorCounts) -> str:
+                 diff_ci: Sequence[float] | None, errors: ErrorCounts, lengths: LengthCounts | None = None) -> str:
     """'<arm> faster: <change>' / '<arm> slower: ...' / 'no significant difference: ...' / '<withheld>: ...'."""
     change = change_text(metric, ratio, ci, diff, diff_ci)
     if status in WITHHELD:
@@ -69,7 +78,7 @@ def verdict_text(arm: str, metric: Metric, status: str, ratio: float, ci: Sequen
         head = f"{arm} {'faster' if better else 'slower'}"
     else:
         head = "no significant difference"
-    return f"{head}: {change}; {errors_text(errors)}"
+    return f"{head}: {change}; {errors_text(errors)}{'' if lengths is None else lengths_text(lengths)}"
 
 
 def descriptive_text(ratio: float) -> str:

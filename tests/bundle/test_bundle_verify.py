@@ -10,6 +10,7 @@ import pytest
 
 from kit.bundle import Bundle, envelope_bytes, sign_provenance, verify_bundle
 from kit.errors import BundleError, ExitCode
+from kit.files.summary import SUMMARY_SCHEMA_VERSION
 from kit.signing import SigningKey, sign_payload, user_trust_file
 from kit.stats import summarize_bundle
 
@@ -194,7 +195,7 @@ def test_summary_is_recomputed(bundle: Bundle, runner: SigningKey, trust_file: P
 
 def test_summary_type_and_key_differences_are_named(bundle: Bundle, runner: SigningKey, trust_file: Path) -> None:
     summary = summarize_bundle(bundle.root)
-    summary["schema_version"] = 2.0  # 2 == 2.0 in Python, but not the same JSON
+    summary["schema_version"] = float(SUMMARY_SCHEMA_VERSION)  # 3 == 3.0 in Python, but not the same JSON
     summary["extra"] = []
     bundle.remove_provenance()
     bundle.write_json("summary.json", summary)
@@ -204,7 +205,38 @@ def test_summary_type_and_key_differences_are_named(bundle: Bundle, runner: Sign
     bundle.remove_provenance()
     bundle.write_json("summary.json", summary)
     sign_provenance(bundle, runner, predicate={})
-    _fails(bundle.root, [trust_file], "at schema_version (summary.json: 2.0, recomputed: 2)")
+    _fails(bundle.root, [trust_file],
+           f"at schema_version (summary.json: {SUMMARY_SCHEMA_VERSION}.0, recomputed: {SUMMARY_SCHEMA_VERSION})")
+
+
+@pytest.mark.parametrize("version,who", [(SUMMARY_SCHEMA_VERSION - 1, "an older"), (SUMMARY_SCHEMA_VERSION + 1, "a newer")])
+def test_summary_of_another_schema_is_not_recomputed_and_says_so(bundle: Bundle, runner: SigningKey, trust_file: Path,
+                                                                  version: int, who: str) -> None:
+    # a summary another kit wrote (its numbers need not be this kit's: here one verdict is plainly not)
+    summary = summarize_bundle(bundle.root)
+    summary["schema_version"] = version
+    summary["comparisons"][0]["verdict"] = "whatever that kit said"
+    bundle.remove_provenance()
+    bundle.write_json("summary.json", summary)
+    sign_provenance(bundle, runner, predicate={})
+    text = json.dumps(verify_bundle(bundle.root, [trust_file]).details) + verify_bundle(bundle.root, [trust_file]).summary
+    assert f"summary.json NOT recomputed: {who} kit wrote it (summary schema {version}" in text
+    assert "the signed runner's claim" in text
+    # this kit's own schema number is recomputed as always, and the changed verdict is found
+    summary["schema_version"] = SUMMARY_SCHEMA_VERSION
+    bundle.remove_provenance()
+    bundle.write_json("summary.json", summary)
+    sign_provenance(bundle, runner, predicate={})
+    _fails(bundle.root, [trust_file], "comparisons[0].verdict")
+
+
+def test_summary_schema_version_true_is_not_a_version(bundle: Bundle, runner: SigningKey, trust_file: Path) -> None:
+    summary = summarize_bundle(bundle.root)
+    summary["schema_version"] = True  # JSON true: not a number, so recomputed and found to differ
+    bundle.remove_provenance()
+    bundle.write_json("summary.json", summary)
+    sign_provenance(bundle, runner, predicate={})
+    _fails(bundle.root, [trust_file], "at schema_version")
 
 
 def test_summary_recompute_failure_is_a_bundle_error(bundle: Bundle, trust_file: Path,
