@@ -50,6 +50,7 @@ from kit.signing import (
     subject_digests,
 )
 from kit.stats import summarize_bundle
+from kit.stats.versions import as_schema, known_versions
 
 MAX_PROVENANCE_BYTES = 256 << 20
 MAX_LISTED_PROBLEMS = 50
@@ -292,7 +293,8 @@ def check_files(root: Path, on_disk: list[str], subjects: Mapping[str, str], lab
 
 
 def check_summary(root: Path, label: str) -> str:
-    """Recompute summary.json with ``kit.stats.summarize_bundle`` and require exact JSON equality."""
+    """Recompute summary.json with ``kit.stats.summarize_bundle`` and require exact JSON equality (a summary an
+    earlier kit wrote: as its schema writes it, ``kit.stats.versions``; a schema this kit cannot make: refused)."""
     path = root / "summary.json"
     if not path.exists():
         return "no summary.json to recompute"
@@ -302,32 +304,39 @@ def check_summary(root: Path, label: str) -> str:
         raise fail(label, ["summary.json: JSON nested too deeply (kit never writes such a file)"]) from None
     except (OSError, ValueError) as e:  # not JSON, not UTF-8, too large, not a regular file
         raise fail(label, [f"summary.json: not JSON ({e})"]) from None
-    if (other := _other_schema(stored)) is not None:
-        return other
+    version = _version(stored)
+    if version is not None and version not in known_versions():
+        newer = version > SUMMARY_SCHEMA_VERSION
+        raise fail(label, [f"summary.json: summary schema {version}, which this kit cannot recompute (it knows "
+                           f"schemas {known_versions().start}-{SUMMARY_SCHEMA_VERSION})"],
+                   hint="verify it with the kit that made it, or a newer one" if newer else
+                   "verify it with a kit of that time; its figures are not taken on trust here")
     try:
         fresh = json.loads(json.dumps(summarize_bundle(root)))
     except KitError as e:
         raise fail(label, [f"summary.json: recomputing it from the records failed: {e.message}"]) from None
     except Exception as e:  # noqa: BLE001 - records of a signed bundle can still make stats fail; name it
         raise fail(label, [f"summary.json: recomputing it from the records failed: {type(e).__name__}: {e}"]) from None
+    note = ""
+    if version is not None and version != SUMMARY_SCHEMA_VERSION:
+        earlier = as_schema(fresh, version)
+        if earlier is None:
+            raise fail(label, [f"summary.json: summary schema {version}, and the records hold what that schema "
+                               "judged otherwise (responses shorter than asked): this kit cannot recompute it"],
+                       hint="verify it with a kit of that time")
+        fresh, note = earlier, f" (summary schema {version}, as the kit that wrote it computes it)"
     where = first_difference(stored, fresh)
     if where is not None:
         raise fail(label, [f"summary.json: differs from the summary recomputed from the records at {where}"],
                    hint="re-render it with `kit report BUNDLE` if the records are the ones you trust")
-    return "summary.json recomputed from the records OK"
+    return f"summary.json recomputed from the records OK{note}"
 
 
-def _other_schema(stored: Any) -> str | None:
-    """The note for a summary.json written under another summary schema (a kit before or after this one), which
-    this kit cannot recompute to the byte; None when it is this kit's schema (or no number, which then fails
-    the recomputation like any other difference)."""
+def _version(stored: Any) -> int | None:
+    """The stored summary's schema number (None when it has none that is an int: then it is compared as this
+    kit's schema and fails at its schema_version like any other difference)."""
     version = stored.get("schema_version") if isinstance(stored, dict) else None
-    if not isinstance(version, int) or isinstance(version, bool) or version == SUMMARY_SCHEMA_VERSION:
-        return None
-    when = "an older" if version < SUMMARY_SCHEMA_VERSION else "a newer"
-    return (f"summary.json NOT recomputed: {when} kit wrote it (summary schema {version}; this kit computes "
-            f"schema {SUMMARY_SCHEMA_VERSION}), so its figures and verdicts are the signed runner's claim; "
-            "`kit report` on a copy of the bundle recomputes them with this kit")
+    return version if isinstance(version, int) and not isinstance(version, bool) else None
 
 
 def first_difference(stored: Any, fresh: Any, path: str = "") -> str | None:

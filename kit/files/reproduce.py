@@ -81,7 +81,7 @@ class ReproComparison(Loose):
     p_different: float | None  # minimum-effect test: beyond the margin on the estimate's side (< alpha: not)
     cells: CellCounts  # kind arm: that arm's ok cells; kind effect: the fewer of the two arms', per run
     status: str  # reproduced | not_reproduced | inconclusive | too_few_cells | client_bound | ttft_client_bound |
-    #              error_rate_differs | ab_withheld
+    #              error_rate_differs | ab_withheld | output_lengths_differ
     verdict: Verdict
     repeats_needed: int | None = None  # cells per arm in each run for the interval to decide (inconclusive)
     reason: str = ""

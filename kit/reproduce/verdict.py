@@ -40,12 +40,14 @@ FIGURE: dict[str, Callable[[CellLevel], float | None]] = {
 LABEL = {"tpot_mean_ms": "TPOT mean", "ttft_mean_ms": "TTFT mean", "itl_mean_ms": "ITL mean",
          "e2e_mean_ms": "E2E mean", "throughput_tok_s": "throughput"}
 UNIT = {"throughput_tok_s": " tok/s"}
+AB_WITHHELD = ("error_rate_differs", "output_lengths_differ")  # an A/B status that leaves no effect to reproduce
 WITHHELD = {
     "too_few_cells": "fewer than 2 ok cells in a run: no verdict",
     "client_bound": "client-bound: never reproduced",
     "ttft_client_bound": "the client's own share of TTFT p99 is too large: no TTFT verdict",
     "error_rate_differs": "failure rates differ between the runs",
-    "ab_withheld": "the A/B verdict itself is withheld for failure rates",
+    "ab_withheld": "the A/B verdict itself is withheld for failure rates or output lengths",
+    "output_lengths_differ": "the runs returned fewer output tokens than asked at different rates: no verdict",
 }
 
 
@@ -58,6 +60,8 @@ class ArmCells:
     ttft_client_bound: bool
     failed: int
     requests: int
+    short: int = 0  # ok requests with fewer output tokens than asked (summary schema 3; 0 before)
+    ok: int = 0
 
 
 def arm_cells(s: Summary, arm: str, level: int, metric: str) -> ArmCells:
@@ -66,7 +70,7 @@ def arm_cells(s: Summary, arm: str, level: int, metric: str) -> ArmCells:
     get = FIGURE[metric]
     values: list[float | None] = []
     bound = ttft_bound = False
-    failed = requests = 0
+    failed = requests = short = ok = 0
     for cell in s.cells:
         f = cell.levels.get(str(level))
         if cell.arm != arm or not cell.included or f is None:
@@ -77,7 +81,9 @@ def arm_cells(s: Summary, arm: str, level: int, metric: str) -> ArmCells:
         ttft_bound = ttft_bound or f.ttft_client_bound or f.client_bound
         failed += f.errors
         requests += f.requests
-    return ArmCells(values, bound, ttft_bound, failed, requests)
+        short += f.short_responses
+        ok += f.ok
+    return ArmCells(values, bound, ttft_bound, failed, requests, short, ok)
 
 
 def _count(values: list[float | None]) -> int:
@@ -145,10 +151,16 @@ class Judge:
         return decision, decision, nums
 
     def guard(self, groups: list[ArmCells]) -> str | None:
+        """groups: (original, new) of one arm, or of both arms of an effect in the order of ``effect``."""
         if any(g.client_bound for g in groups):
             return "client_bound"
         if self.metric == "ttft_mean_ms" and any(g.ttft_client_bound for g in groups):
             return "ttft_client_bound"
+        half = len(groups) // 2
+        for o, n in zip(groups[:half], groups[half:], strict=True):  # each arm's short rate, original against new
+            p = fisher_p(n.short, n.ok, o.short, o.ok)
+            if p is not None and p < self.alpha:
+                return "output_lengths_differ"
         return None
 
     def arm(self, arm: str, level: int) -> ReproComparison:
@@ -183,7 +195,7 @@ class Judge:
         withheld = None
         if c is not None:
             ab = [_primary(run, arm, level, self.metric) for run in (self.original, self.new)]
-            withheld = "ab_withheld" if any(x is not None and x.status == "error_rate_differs" for x in ab) \
+            withheld = "ab_withheld" if any(x is not None and x.status in AB_WITHHELD for x in ab) \
                 else self.guard(list(groups.values()))
         status, verdict, nums = self.decide(c, withheld, ("effect", arm, level))
         reason = str(nums.pop("reason", WITHHELD.get(status, "")))

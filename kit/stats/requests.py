@@ -19,6 +19,7 @@ read from a file is not trusted to have them all.
 from __future__ import annotations
 
 import itertools
+import math
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -95,6 +96,7 @@ class LevelRecords:
     tokens_mismatch: int
     unparsable_lines: int
     censored: int = 0  # timed-out requests: the last rows of ``matrix``
+    usage: FArray | None = None  # per ok request: the server's usage.completion_tokens (NaN: not reported)
 
     @property
     def ok(self) -> int:
@@ -108,10 +110,12 @@ class LevelRecords:
         return self.matrix[:, col]
 
     def short(self, requested: int | None) -> int:
-        """Ok requests that returned fewer output tokens than ``requested`` (None: nothing was asked for)."""
-        if requested is None:
+        """Ok requests whose server said it returned fewer output tokens than ``requested`` (None: nothing was
+        asked for). Only the server's usage counts: a client's count of content events is below the tokens
+        whenever a server streams several tokens per event, so without usage nothing is called short."""
+        if requested is None or self.usage is None:
             return 0
-        return int((self.matrix[: self.ok, C_TOKENS] < requested).sum())
+        return int((self.usage[: self.ok] < requested).sum())  # NaN (no usage) compares False
 
     def tpot(self) -> FArray:
         m = self.matrix
@@ -122,6 +126,7 @@ class LevelRecords:
 def reduce_records(records: Iterable[RecordLike], unparsable: int = 0) -> LevelRecords:
     """Per-request metrics of many records, vectorised: chunk lists are flattened once for the ITL gaps."""
     rows: list[tuple[float, ...]] = []
+    usage: list[float] = []
     censored: list[tuple[float, ...]] = []
     flat: list[int] = []
     lengths: list[int] = []
@@ -150,6 +155,8 @@ def reduce_records(records: Iterable[RecordLike], unparsable: int = 0) -> LevelR
         n = len(chunks)
         itl_sum = float(chunks[-1] - chunks[0]) if n > 1 else 0.0
         rows.append((ttft, e2e_f, tpot or 0.0, 0.0 if tpot is None else 1.0, itl_sum, max(n - 1, 0), tokens, 1.0))
+        reported = rec.get("usage_completion_tokens")
+        usage.append(float(reported) if isinstance(reported, int) and not isinstance(reported, bool) else math.nan)
         if n:
             flat.extend(chunks)
             lengths.append(n)
@@ -160,6 +167,7 @@ def reduce_records(records: Iterable[RecordLike], unparsable: int = 0) -> LevelR
     return LevelRecords(
         matrix=matrix,
         gaps=_gaps_ms(flat, lengths),
+        usage=np.array(usage, dtype=np.float64),
         requests=total,
         errors=sum(errors.values()),
         error_reasons=[{"reason": r, "count": c} for r, c in top],

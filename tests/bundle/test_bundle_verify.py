@@ -13,6 +13,7 @@ from kit.errors import BundleError, ExitCode
 from kit.files.summary import SUMMARY_SCHEMA_VERSION
 from kit.signing import SigningKey, sign_payload, user_trust_file
 from kit.stats import summarize_bundle
+from kit.stats.versions import as_schema
 
 PROV = "provenance.dsse.json"
 
@@ -209,25 +210,40 @@ def test_summary_type_and_key_differences_are_named(bundle: Bundle, runner: Sign
            f"at schema_version (summary.json: {SUMMARY_SCHEMA_VERSION}.0, recomputed: {SUMMARY_SCHEMA_VERSION})")
 
 
-@pytest.mark.parametrize("version,who", [(SUMMARY_SCHEMA_VERSION - 1, "an older"), (SUMMARY_SCHEMA_VERSION + 1, "a newer")])
-def test_summary_of_another_schema_is_not_recomputed_and_says_so(bundle: Bundle, runner: SigningKey, trust_file: Path,
-                                                                  version: int, who: str) -> None:
-    # a summary another kit wrote (its numbers need not be this kit's: here one verdict is plainly not)
+def _resign_summary(bundle: Bundle, runner: SigningKey, summary: dict[str, object]) -> None:
+    bundle.remove_provenance()
+    bundle.write_json("summary.json", summary)
+    sign_provenance(bundle, runner, predicate={})
+
+
+def test_a_summary_an_earlier_kit_wrote_is_recomputed_as_that_schema(bundle: Bundle, runner: SigningKey,
+                                                                     trust_file: Path) -> None:
+    # summary schema 2 is schema 3 less the short-response fields: recomputed to the byte, never taken on trust
+    earlier = as_schema(summarize_bundle(bundle.root), 2)
+    assert earlier is not None and earlier["schema_version"] == 2 and "length_test" not in earlier["analysis"]
+    _resign_summary(bundle, runner, earlier)
+    res = verify_bundle(bundle.root, [trust_file])
+    assert "summary.json recomputed from the records OK (summary schema 2, as the kit that wrote it" in res.summary
+    earlier["comparisons"][0]["verdict"] = "whatever that kit said"  # a claim the records do not support
+    _resign_summary(bundle, runner, earlier)
+    _fails(bundle.root, [trust_file], "differs from the summary recomputed from the records at comparisons[0].verdict")
+
+
+@pytest.mark.parametrize("version", [SUMMARY_SCHEMA_VERSION + 1, 1, 0, -5])
+def test_a_summary_schema_this_kit_cannot_make_is_refused(bundle: Bundle, runner: SigningKey, trust_file: Path,
+                                                          version: int) -> None:
     summary = summarize_bundle(bundle.root)
     summary["schema_version"] = version
-    summary["comparisons"][0]["verdict"] = "whatever that kit said"
-    bundle.remove_provenance()
-    bundle.write_json("summary.json", summary)
-    sign_provenance(bundle, runner, predicate={})
-    text = json.dumps(verify_bundle(bundle.root, [trust_file]).details) + verify_bundle(bundle.root, [trust_file]).summary
-    assert f"summary.json NOT recomputed: {who} kit wrote it (summary schema {version}" in text
-    assert "the signed runner's claim" in text
-    # this kit's own schema number is recomputed as always, and the changed verdict is found
-    summary["schema_version"] = SUMMARY_SCHEMA_VERSION
-    bundle.remove_provenance()
-    bundle.write_json("summary.json", summary)
-    sign_provenance(bundle, runner, predicate={})
-    _fails(bundle.root, [trust_file], "comparisons[0].verdict")
+    _resign_summary(bundle, runner, summary)
+    _fails(bundle.root, [trust_file], f"summary schema {version}, which this kit cannot recompute")
+
+
+def test_schema_2_cannot_be_made_from_records_with_short_responses() -> None:
+    # schema 2 had no output-length guardrail: with a short response this kit cannot say what that kit wrote
+    doc: dict[str, object] = {"schema_version": SUMMARY_SCHEMA_VERSION, "arm_levels": [{"short_responses": 0}]}
+    assert as_schema(doc, 2) == {"schema_version": 2, "arm_levels": [{}]}
+    assert as_schema({**doc, "arm_levels": [{"short_responses": 3}]}, 2) is None
+    assert as_schema(doc, 1) is None and as_schema(doc, SUMMARY_SCHEMA_VERSION) is doc
 
 
 def test_summary_schema_version_true_is_not_a_version(bundle: Bundle, runner: SigningKey, trust_file: Path) -> None:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pytest
 from scipy import stats as sps
-from support.bundles import ArmModel, BundleSpec, make_bundle
+from support.bundles import ArmModel, BundleSpec, cut_records, make_bundle
 
 from kit.files.summary import Summary
 from kit.reproduce.equivalence import contrast, holm_adjusted, logs
@@ -82,6 +83,24 @@ def test_different_failure_rates_are_not_reproduced(original: Summary, make: Mak
     c = by(comps, "arm", "baseline", 1)
     assert c.status == "error_rate_differs" and c.verdict == "not_reproduced"
     assert "failed 0/128 originally, 40/168 now" in c.reason
+
+
+def test_responses_cut_short_in_one_run_withhold_the_verdict(original: Summary, tmp_path: Path) -> None:
+    root = make_bundle(tmp_path / "b", SPEC)
+    for r in range(1, 5):
+        cut_records(root, f"oea-r{r}", 1, 20)  # the demo manifest asks for 32 tokens
+    short = Summary.model_validate(summarize_bundle(root))
+    assert by_primary(short, "oea", 1).status == "output_lengths_differ"
+    comps, _ = judge(original, short, 0.05, 0.95)
+    assert by(comps, "arm", "oea", 1).status == "output_lengths_differ"
+    assert by(comps, "arm", "oea", 1).verdict == "inconclusive"
+    assert by(comps, "effect", "oea", 1).status == "ab_withheld"  # the new run's A/B itself was withheld
+    assert by(comps, "arm", "baseline", 1).verdict == "reproduced"  # untouched
+    assert by(comps, "arm", "oea", 4).verdict == "reproduced"
+
+
+def by_primary(s: Summary, arm: str, level: int):  # type: ignore[no-untyped-def]
+    return next(c for c in s.comparisons if c.arm == arm and c.level == level and c.role == "primary")
 
 
 def test_too_few_cells_is_inconclusive_with_the_cells_needed(original: Summary, make: Make) -> None:

@@ -290,3 +290,17 @@ def build_bundle(results: Path, key: SigningKey, *, experiment: str = "demo", si
             "metadata": {"startedOn": "2025-01-01T00:00:00Z", "finishedOn": "2025-01-01T00:10:00Z"},
         })
     return b
+
+
+def cut_records(root: Path, cell: str, level: int, tokens: int, *, usage: bool = True) -> None:
+    """Rewrite a cell's records at ``level`` as a server that ends every response after ``tokens`` tokens would
+    send them (fewer chunks; usage counting them, or none with ``usage=False``)."""
+    path = root / "cells" / cell / f"level-{level}" / "records.jsonl"
+    recs = [json.loads(line) for line in path.read_text().splitlines()]
+    for r in recs:
+        if r["status"] == 200 and r["error"] is None:
+            r["chunk_ns"] = r["chunk_ns"][:tokens]
+            r["e2e_ns"] = r["chunk_ns"][-1] + 200_000
+            r["client_tokens"] = tokens
+            r["usage_completion_tokens"] = tokens if usage else None
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
