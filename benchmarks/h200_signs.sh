@@ -27,7 +27,7 @@ MANIFESTS=(experiments/transformers-h200-eager.yaml experiments/transformers-h20
 mkdir -p "$OUT" "$BUNDLES"
 
 left() { echo $((DEADLINE - SECONDS)); }
-gpu_line() { nvidia-smi --query-gpu=name,memory.used,utilization.gpu,clocks.sm,temperature.gpu,power.draw --format=csv,noheader; }
+gpu_line() { bash benchmarks/h200_session.sh gpu_line; }  # the one GPU line, as the session script prints it
 
 if ! $PY -c 'import kit, kit_hf, kit_oea, locust' 2>/dev/null || [ ! -f build/models/qwen3-30b-a3b-8l/kit-model.json ]; then
   bash benchmarks/h200_session.sh setup || { echo "setup failed"; exit 1; }

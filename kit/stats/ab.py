@@ -58,20 +58,24 @@ def _logs(cells: Sequence[CellSample], metric: Metric) -> FArray:
     return out
 
 
+def _rates(counts: dict[str, tuple[int, int]], arm: str, baseline: str) -> tuple[int, int, int, int, float | None]:
+    """(events, of n) of the arm and of the baseline, pooled over cells, and Fisher's exact p of their rates."""
+    ea, na = counts.get(arm, (0, 0))
+    eb, nb = counts.get(baseline, (0, 0))
+    return ea, na, eb, nb, fisher_p(ea, na, eb, nb)
+
+
 def _errors(ls: LevelSamples, arm: str, baseline: str) -> ErrorCounts:
-    fa, na = ls.failures.get(arm, (0, 0))
-    fb, nb = ls.failures.get(baseline, (0, 0))
-    p = fisher_p(fa, na, fb, nb)
+    fa, na, fb, nb, p = _rates(ls.failures, arm, baseline)
     return {"arm_failed": fa, "arm_requests": na, "baseline_failed": fb, "baseline_requests": nb,
             "test": "fisher_exact_pooled", "p": p}
 
 
 def _lengths(ls: LevelSamples, arm: str, baseline: str) -> LengthCounts:
     """Short responses (fewer output tokens than asked) of both arms, and Fisher's test of their rates."""
-    sa, na = ls.lengths.get(arm, (0, 0))
-    sb, nb = ls.lengths.get(baseline, (0, 0))
+    sa, na, sb, nb, p = _rates(ls.lengths, arm, baseline)
     return {"arm_short": sa, "arm_ok": na, "baseline_short": sb, "baseline_ok": nb,
-            "test": "fisher_exact_pooled", "p": fisher_p(sa, na, sb, nb)}
+            "test": "fisher_exact_pooled", "p": p}
 
 
 @dataclass(frozen=True)

@@ -115,7 +115,7 @@ class LevelRecords:
         whenever a server streams several tokens per event, so without usage nothing is called short."""
         if requested is None or self.usage is None:
             return 0
-        return int((self.usage[: self.ok] < requested).sum())  # NaN (no usage) compares False
+        return int((self.usage < requested).sum())  # ok requests only; NaN (no usage) compares False
 
     def tpot(self) -> FArray:
         m = self.matrix
