@@ -47,7 +47,13 @@ class Record(TypedDict):
     """HTTP status; 0 when no response arrived."""
     error: str | None
     """Null, or a short string ("http 500: ...", "connect: connection refused", "connection closed mid-stream",
-    "timeout after 600 s", ...)."""
+    "timeout after 600 s", "response head over 64 KiB", "SSE line over 256 KiB", "over 1088 SSE events for
+    max_tokens 256", ...): what the server sent beyond kit's bounds ends the request with such an error."""
+    usage_flag: NotRequired[str | None]
+    """Null, or why the server's ``usage.completion_tokens`` is not believed (``kit.files.usage.usage_problem``):
+    not an integer in 0..``MAX_USAGE_TOKENS`` (then ``usage_completion_tokens`` is null), below the client's count
+    of content events, or above the ``max_tokens`` asked. Such a request is still ok; its timing uses the client's
+    count. Absent in records of kits before it."""
 
 
 class RecordLine(RootModel[Record]):

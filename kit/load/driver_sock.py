@@ -8,6 +8,9 @@ response's first bytes and returns their timestamp without reading them (the HTT
 next). The timestamps are CLOCK_REALTIME, taken when the kernel queued the bytes on the socket; minus
 them, the process's own read time gives how long the bytes waited for the client.
 
+The response head is bounded (``kit.load.sse.MAX_HEAD_BYTES``) and an error body is read only to its start
+(``error_body``): what goes beyond ends the request with ``StreamCut``, whose message is the request's error.
+
 ``KIT_LOAD_TEST_FIRST_READ_DELAY_MS`` (tests only) blocks the whole process that long before each of these
 reads: an artificially slow client, whose delay the timestamps must show.
 """
@@ -27,6 +30,8 @@ from typing import Any
 from gevent.monkey import get_original
 from gevent.socket import wait_read
 from geventhttpclient.response import HTTPConnectionClosed, HTTPSocketPoolResponse
+
+from kit.load.sse import MAX_HEAD_BYTES
 
 SO_TIMESTAMPNS = int(getattr(socket, "SO_TIMESTAMPNS", 35))  # Linux; SCM_TIMESTAMPNS has the same number
 _CMSG_SPACE = socket.CMSG_SPACE(16)
@@ -77,16 +82,43 @@ def peek_rx(sock: Any) -> int:
             wait_read(sock.fileno())
 
 
+class StreamCut(Exception):
+    """What the server sent went beyond one of kit's bounds; the message is the request's error."""
+
+
 class StreamResponse(HTTPSocketPoolResponse):
-    """geventhttpclient's response whose body callback is the buffer's own ``extend``.
+    """geventhttpclient's response whose body callback is the buffer's own ``extend``, with a bounded head.
 
     The C parser calls ``_on_body`` once per HTTP chunk, i.e. once per token; binding it to
     ``bytearray.extend`` saves a Python frame per token. The buffer is only ever changed in place.
+    A socket that always has bytes never makes gevent switch, so no timer could end a head that does not end:
+    past ``MAX_HEAD_BYTES`` before a final (non-1xx) head is complete, the request ends.
     """
+
+    _head_bytes = 0
 
     def _read_headers(self, pre_buffered: bytes = b"") -> None:
         self._on_body = self._body_buffer.extend  # type: ignore[method-assign,assignment]
         super()._read_headers(pre_buffered)
+
+    def feed(self, data: str | bytes) -> None:
+        if not self.headers_complete or self.get_code() < 200:  # still reading the head (or interim ones)
+            if self._head_bytes >= MAX_HEAD_BYTES:
+                raise StreamCut(f"response head over {MAX_HEAD_BYTES >> 10} KiB")
+            self._head_bytes += len(data)
+        super().feed(data)
+
+
+def error_body(resp: HTTPSocketPoolResponse, limit: int) -> bytes:
+    """The first ``limit`` bytes (at most) of a response's body: read until the body ends, the server closes,
+    or ``limit`` bytes are in; the rest is never read (the connection is closed, not reused)."""
+    buf = resp._body_buffer
+    while resp._sock is not None and not resp.message_complete and len(buf) < limit:
+        data = resp._sock.recv(limit)
+        if not data:
+            break
+        resp.feed(data)
+    return bytes(buf[:limit])
 
 
 def short(body: bytes) -> str:
@@ -95,6 +127,8 @@ def short(body: bytes) -> str:
 
 
 def describe(exc: BaseException, status: int) -> str:
+    if isinstance(exc, StreamCut):
+        return str(exc)
     where = "mid-stream" if status else "before response"
     if isinstance(exc, ConnectionRefusedError):
         return "connect: connection refused"

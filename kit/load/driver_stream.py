@@ -12,6 +12,11 @@ The client's own share of each TTFT is measured too: every socket asks the kerne
 peeked), so ``first_read_lag`` = when the process read the first chunk's bytes minus when the kernel
 queued them on the socket (CLOCK_REALTIME on both sides). That is the delay a busy event loop adds to a
 TTFT, per request, including when a whole wave of first chunks arrives at once.
+
+Everything a server sends is bounded (``kit.load.sse``'s limits): the response head, an error body (only its
+start is read), an SSE line and the number of events per request (a multiple of the tokens asked); a request
+that goes beyond one ends with an error saying which, and the other requests go on. The server's usage count is
+checked as the request ends (``kit.files.usage``) and flagged in its record when it cannot be true.
 """
 
 from __future__ import annotations
@@ -19,36 +24,38 @@ from __future__ import annotations
 import locust  # noqa: F401  (first: gevent monkey-patching, see kit.load.driver)
 
 # isort: split
-import logging
-import os
 import socket
-import sys
 import time
 from array import array
-from collections.abc import Callable
 from typing import Any
 
 import gevent
-from gevent._hub_primitives import wait_on_watcher
 from gevent.event import Event
-from gevent.monkey import get_original
 from geventhttpclient._parser import HTTPResponseParser
 from geventhttpclient.connectionpool import ConnectionPool
 from geventhttpclient.response import HTTPSocketPoolResponse
 from geventhttpclient.url import URL
 
+from kit.files.usage import usage_count, usage_problem
 from kit.load import sse
 from kit.load._config import DriverConfig
+from kit.load.driver_demux import Demux, Request
 from kit.load.driver_monitor import RecordWriter
-from kit.load.driver_sock import SO_TIMESTAMPNS, StreamResponse, describe, peek_rx, recv_stamped, short
+from kit.load.driver_sock import (
+    SO_TIMESTAMPNS,
+    StreamCut,
+    StreamResponse,
+    describe,
+    error_body,
+    peek_rx,
+    recv_stamped,
+    short,
+)
 from kit.load.prompts import ENDPOINT_PATHS, BodyBuilder, PromptSource
 
 RECV_SIZE = 65536
 perf_ns = time.perf_counter_ns
 
-log = logging.getLogger("kit.load.driver")
-_native_epoll = get_original("select", "epoll")  # gevent's monkey-patching hides the blocking epoll
-_EPOLLIN = 1
 _feed = HTTPResponseParser.feed  # geventhttpclient's C parser, without its Python wrapper
 
 
@@ -102,89 +109,6 @@ class Phase:
         self.clock_offset_ns = time.time_ns() - perf_ns()  # CLOCK_REALTIME - perf_counter
 
 
-class Request:
-    """One request: its outcome, and while its body streams, the state the demultiplexer needs."""
-
-    __slots__ = ("buf", "chunk_ns", "done", "e2e_ns", "error", "exc", "fd", "finish_seen", "finished",
-                 "first_lag_ns", "head_rx_ns", "raw_recv", "raw_recvmsg", "resp", "status", "t0",
-                 "usage_completion", "usage_prompt")
-
-    def __init__(self) -> None:
-        self.done = False         # `data: [DONE]` came
-        self.finish_seen = False  # an event carried a non-null finish_reason
-        self.status = 0
-        self.error: str | None = None
-        self.chunk_ns: list[int] = []
-        self.usage_completion: int | None = None
-        self.usage_prompt: int | None = None
-        self.e2e_ns = 0
-        self.t0 = 0
-        self.fd = -1
-        self.resp: HTTPSocketPoolResponse | None = None
-        self.buf = bytearray()
-        self.raw_recv: Callable[[int], bytes] | None = None
-        self.raw_recvmsg: Callable[[int, int], tuple[bytes, list[tuple[int, int, bytes]], int, Any]] | None = None
-        self.head_rx_ns = 0      # kernel receive time (CLOCK_REALTIME) of the response's first bytes
-        self.first_lag_ns = -1   # first content chunk: read by the process - queued by the kernel
-        self.finished: Event | None = None
-        self.exc: BaseException | None = None
-
-
-class Demux:
-    """Reads every streaming body of the process from one greenlet.
-
-    The body sockets of all streams in flight sit in one (non-gevent) ``epoll`` set, whose file descriptor
-    is watched by a single gevent watcher. When it fires, the reader takes all ready sockets from one
-    ``epoll.poll`` and, for each, does one ``recv``, takes ``perf_counter_ns()`` at once, feeds the bytes to
-    geventhttpclient's C parser and scans the SSE events. Compared with one greenlet waiting per socket,
-    this saves a greenlet switch, a watcher start/stop and gevent's failed first ``recv`` per token (about
-    a quarter of the CPU per token). Users still send their requests and read headers themselves, and
-    wait on an ``Event`` for their body to end.
-    """
-
-    MAX_EVENTS = 256
-
-    def __init__(self, on_readable: Callable[[Request], None]) -> None:
-        self.epoll = _native_epoll()
-        self.streams: dict[int, Request] = {}
-        self.on_readable = on_readable
-        self.greenlet = gevent.spawn(self._run)
-        self.greenlet.link_exception(_die)
-
-    def add(self, fd: int, req: Request) -> None:
-        self.streams[fd] = req
-        self.epoll.register(fd, _EPOLLIN)
-
-    def remove(self, fd: int) -> None:
-        if self.streams.pop(fd, None) is not None:
-            self.epoll.unregister(fd)
-
-    def close(self) -> None:
-        """Stop the reader and close the epoll set (the end of a level; the process may run another)."""
-        self.greenlet.unlink_all()
-        self.greenlet.kill()
-        self.epoll.close()
-
-    def _run(self) -> None:
-        watcher = gevent.get_hub().loop.io(self.epoll.fileno(), 1)
-        poll, streams, on_readable = self.epoll.poll, self.streams, self.on_readable
-        try:
-            while True:
-                wait_on_watcher(watcher)
-                for fd, _ in poll(0, self.MAX_EVENTS):
-                    req = streams.get(fd)
-                    if req is not None:
-                        on_readable(req)
-        finally:
-            watcher.close()
-
-
-def _die(greenlet: gevent.Greenlet) -> None:
-    log.critical("the stream reader died: %r", greenlet.exception)
-    sys.stderr.flush()
-    os._exit(4)
-
-
 class Streamer:
     """Sends one request and reads its SSE stream; shared by all users of the process.
 
@@ -211,6 +135,7 @@ class Streamer:
         self.demux = Demux(self._on_readable)
         # transformers serve ends a stream at its finish_reason event; others send [DONE] (a body cut before: failed)
         self.finish_ends = cfg.dialect == "transformers"
+        self.max_events = sse.max_events(cfg.output_tokens)
 
     def new_pool(self) -> ConnectionPool:
         host, port = self.url.host, self.url.port or 80
@@ -244,7 +169,7 @@ class Streamer:
             if req.status == 200:
                 self._read_stream(resp, t0, req)
             else:
-                req.error = f"http {req.status}: {short(resp.read())}"
+                req.error = f"http {req.status}: {short(error_body(resp, sse.MAX_ERROR_BODY))}"
         except gevent.Timeout as exc:
             if exc is not timer:
                 raise
@@ -347,6 +272,9 @@ class Streamer:
             if nl < 0:
                 break  # the rest of this line has not arrived yet
             if start == 0 or buf[start - 1] == 10:  # at a line start (10 is \n)
+                req.events += 1
+                if req.events > self.max_events:
+                    raise StreamCut(f"over {self.max_events} SSE events for max_tokens {self.cfg.output_tokens}")
                 # fast path for the usual token chunk: `...content":"<non-empty>...`; 34 is `"`
                 i = find(key, start, nl)
                 if i >= 0 and buf[i + klen] == 34 and buf[i + klen + 1] != 34:
@@ -361,6 +289,8 @@ class Streamer:
             pos = max(pos, buf.rfind(b"\n") + 1)
         if pos:
             del buf[:pos]
+        if len(buf) > sse.MAX_LINE:  # what is left is one line not ended yet: scanned again on every read
+            raise StreamCut(f"SSE line over {sse.MAX_LINE >> 10} KiB")
 
     def _other_event(self, payload: bytes, req: Request) -> bool:
         """The slow path: spacing variants, empty content, [DONE], finish_reason, usage, errors. True for content."""
@@ -388,13 +318,15 @@ class Streamer:
             ph.errors += 1
             if ph.first_error is None:
                 ph.first_error = req.error or f"http {req.status}"
+        usage = usage_count(req.usage_completion)
+        flag = usage_problem(req.usage_completion, n, self.cfg.output_tokens)
         ph.out_tokens += n
-        ph.usage_tokens += req.usage_completion or 0
+        ph.usage_tokens += usage or 0
         if req.first_lag_ns >= 0 and req.error is None:
             ph.first_read_lag_ns.append(req.first_lag_ns)
         if ph.sink is not None:
             ph.sink.put({**ph.tags, "rid": rid, "worker": self.cfg.worker, "t_start_ns": t0,
                          "wall_start": wall, "ttft_ns": chunks[0] if n else None, "chunk_ns": chunks,
-                         "e2e_ns": req.e2e_ns, "usage_completion_tokens": req.usage_completion,
-                         "usage_prompt_tokens": req.usage_prompt, "client_tokens": n,
-                         "status": req.status, "error": req.error}, chunks)
+                         "e2e_ns": req.e2e_ns, "usage_completion_tokens": usage,
+                         "usage_prompt_tokens": usage_count(req.usage_prompt), "client_tokens": n,
+                         "status": req.status, "error": req.error, "usage_flag": flag}, chunks)
