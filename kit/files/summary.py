@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-SUMMARY_SCHEMA_VERSION = 3  # 3: short_responses and the output-length guardrail
+SUMMARY_SCHEMA_VERSION = 4  # 3: short_responses and the output-length guardrail; 4: usage_flagged and its guardrail
 
 
 class _Model(BaseModel):
@@ -83,6 +83,8 @@ class CellLevel(_Latencies):
     unparsable_lines: int
     tokens_mismatch: int
     short_responses: int = 0  # ok requests with fewer output tokens than the manifest asked for (schema 3)
+    # ok requests whose server usage count is implausible, below the client's events or above max_tokens (schema 4)
+    usage_flagged: int = 0
     output_tokens: float
     wall_s: float | None
     throughput_req_s: float | None
@@ -116,6 +118,7 @@ class ArmLevel(_Latencies):
     ok: int
     errors: int
     short_responses: int = 0  # schema 3
+    usage_flagged: int = 0  # schema 4
     output_tokens: float
     throughput_tok_s: float | None
     throughput_req_s: float | None
@@ -154,6 +157,18 @@ class LengthCounts(_Model):
     p: float | None
 
 
+class UsageCounts(_Model):
+    """Ok requests whose server usage count is not believed ('flagged': implausible, below the client's count of
+    content events, or above the max_tokens asked), of all ok requests, in both arms at a level (schema 4); any
+    flagged request withholds the verdict."""
+
+    arm_flagged: int
+    arm_ok: int
+    baseline_flagged: int
+    baseline_ok: int
+    test: str
+
+
 class Comparison(_Model):
     """An arm against the baseline at one level for one metric (tested, or descriptive)."""
 
@@ -182,10 +197,11 @@ class Comparison(_Model):
     significant: bool | None
     client_bound: bool
     # significant | not_significant | client_bound | ttft_client_bound | too_few_cells | error_rate_differs |
-    # output_lengths_differ | descriptive
+    # output_lengths_differ | usage_flagged | descriptive
     status: str
     errors: ErrorCounts
     lengths: LengthCounts | None = None  # schema 3
+    usage: UsageCounts | None = None  # schema 4
     verdict: str
 
 
@@ -234,6 +250,7 @@ class Analysis(_Model):
     min_cells: int
     error_test: str
     length_test: str | None = None  # schema 3
+    usage_test: str | None = None  # schema 4
     censoring: str
     tested_metrics: list[str]
     descriptive_metrics: list[str]

@@ -13,7 +13,7 @@ import numpy as np
 from kit.stats.bootstrap import CellSample, cell_stats
 from kit.stats.metrics import EXPERTS, TESTED, FArray, Metric
 from kit.stats.model import Welch, fisher_p, holm_levels, welch
-from kit.stats.shapes import Comparison, ErrorCounts, LengthCounts
+from kit.stats.shapes import Comparison, ErrorCounts, LengthCounts, UsageCounts
 from kit.stats.verdict import comparison_status, descriptive_text, verdict_text
 
 MIN_CELLS = 2  # fewer ok cells in an arm at a level: no verdict
@@ -28,6 +28,7 @@ class LevelSamples:
     failures: dict[str, tuple[int, int]] = field(default_factory=dict)  # per arm: (failed, requests), pooled
     lengths: dict[str, tuple[int, int]] = field(default_factory=dict)  # per arm: (short, ok requests), pooled
     ttft_client_bound: dict[str, bool] = field(default_factory=dict)  # per arm: the client's TTFT share too large
+    usage: dict[str, tuple[int, int]] = field(default_factory=dict)  # per arm: (usage flagged, ok requests), pooled
 
 
 def metric_by_key(key: str) -> Metric:
@@ -78,6 +79,13 @@ def _lengths(ls: LevelSamples, arm: str, baseline: str) -> LengthCounts:
             "test": "fisher_exact_pooled", "p": p}
 
 
+def _usage(ls: LevelSamples, arm: str, baseline: str) -> UsageCounts:
+    """Ok requests of both arms whose server usage count is not believed; any one withholds the verdict."""
+    fa, na = ls.usage.get(arm, (0, 0))
+    fb, nb = ls.usage.get(baseline, (0, 0))
+    return {"arm_flagged": fa, "arm_ok": na, "baseline_flagged": fb, "baseline_ok": nb, "test": "any_flagged"}
+
+
 @dataclass(frozen=True)
 class _Test:
     arm: str
@@ -89,6 +97,7 @@ class _Test:
     withheld: str | None  # status when the verdict is withheld
     errors: ErrorCounts
     lengths: LengthCounts
+    usage: UsageCounts
 
     @property
     def p(self) -> float:
@@ -100,9 +109,12 @@ def _test(arm: str, baseline: str, ls: LevelSamples, metric: Metric, role: str, 
     result = welch(_logs(a, metric), _logs(b, metric))
     errors = _errors(ls, arm, baseline)
     lengths = _lengths(ls, arm, baseline)
+    usage = _usage(ls, arm, baseline)
     withheld = None
     if result is None:
         withheld = "too_few_cells"
+    elif usage["arm_flagged"] or usage["baseline_flagged"]:  # a server's token counts cannot be true
+        withheld = "usage_flagged"
     elif errors["p"] is not None and errors["p"] < alpha:
         withheld = "error_rate_differs"
     elif lengths["p"] is not None and lengths["p"] < alpha:  # the arms did different work per request
@@ -112,7 +124,7 @@ def _test(arm: str, baseline: str, ls: LevelSamples, metric: Metric, role: str, 
     elif metric.key.startswith("ttft") and (ls.ttft_client_bound.get(arm, False)
                                             or ls.ttft_client_bound.get(baseline, False)):
         withheld = "ttft_client_bound"
-    return _Test(arm, baseline, ls, metric, role, result, withheld, errors, lengths)
+    return _Test(arm, baseline, ls, metric, role, result, withheld, errors, lengths, usage)
 
 
 def _comparison(t: _Test, rejected: bool, tail: float) -> Comparison:
@@ -141,8 +153,8 @@ def _comparison(t: _Test, rejected: bool, tail: float) -> Comparison:
         "df": None if r is None else r.df, "p_value": None if r is None else r.p,
         "interval_confidence": None if r is None else 1 - tail,
         "significant": significant, "client_bound": client_bound, "status": status, "errors": t.errors,
-        "lengths": t.lengths,
-        "verdict": verdict_text(t.arm, t.metric, status, ratio, ci, diff, diff_ci, t.errors, t.lengths),
+        "lengths": t.lengths, "usage": t.usage,
+        "verdict": verdict_text(t.arm, t.metric, status, ratio, ci, diff, diff_ci, t.errors, t.lengths, t.usage),
     }
 
 
@@ -160,7 +172,7 @@ def experts_comparison(arm: str, baseline: str, ls: LevelSamples) -> Comparison 
         "method": "descriptive", "df": None, "p_value": None, "interval_confidence": None, "significant": None,
         "client_bound": ls.client_bound.get(arm, False) or ls.client_bound.get(baseline, False),
         "status": "descriptive", "errors": _errors(ls, arm, baseline), "lengths": _lengths(ls, arm, baseline),
-        "verdict": descriptive_text(ratio),
+        "usage": _usage(ls, arm, baseline), "verdict": descriptive_text(ratio),
     }
 
 

@@ -96,7 +96,7 @@ def _measure(d: Path, requested: int) -> tuple[LevelRecords, CellLevelFigures] |
     if stream is None:
         return None
     try:
-        lr = replace(reduce_records(stream), unparsable_lines=stream.unparsable)
+        lr = replace(reduce_records(stream, requested=requested), unparsable_lines=stream.unparsable)
     except (TypeError, ValueError, KeyError) as e:
         raise BundleError(f"{d / 'records.jsonl'}: malformed record ({type(e).__name__}: {e})") from None
     return lr, cell_level_figures(lr, read_json(d / "client.json"), read_json(d / "server_metrics.json"), requested)

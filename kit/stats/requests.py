@@ -3,7 +3,9 @@
 Per request (ok = HTTP 200, no error, a first content chunk):
 
 - TTFT = ``ttft_ns``; E2E = ``e2e_ns``;
-- tokens = ``usage_completion_tokens`` when the server reported it, else ``client_tokens``;
+- tokens = ``usage_completion_tokens`` when the server reported it and it can be true, else ``client_tokens``
+  (a usage count that is implausible, below the client's content events or above the tokens asked is flagged:
+  ``kit.files.usage``; the driver's own flag in ``usage_flag`` counts too);
 - TPOT = (E2E - TTFT) / (tokens - 1), only when tokens > 1;
 - ITL = every gap between consecutive content chunks (pooled over requests: the ITL mean is
   sum(last chunk - first chunk) / sum(chunks - 1)).
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kit.files.usage import usage_count, usage_problem
 from kit.stats.metrics import C_E2E, C_ITL_SUM, C_TOKENS, C_TPOT, C_TPOT_OK, C_TTFT, N_COLS, FArray
 from kit.stats.shapes import ErrorReason
 
@@ -45,13 +48,26 @@ def is_ok(rec: RecordLike) -> bool:
     return rec.get("status") == 200 and rec.get("error") is None and rec.get("ttft_ns") is not None
 
 
-def output_tokens(rec: RecordLike) -> int:
-    """The server's count (``usage_completion_tokens``) when present, else the client's chunk count."""
-    usage = rec.get("usage_completion_tokens")
-    if isinstance(usage, int) and not isinstance(usage, bool):
-        return usage
+def client_tokens(rec: RecordLike) -> int:
+    """The client's count of content events (``client_tokens``, else the length of ``chunk_ns``)."""
     client = rec.get("client_tokens")
     return client if isinstance(client, int) and not isinstance(client, bool) else len(_chunks(rec))
+
+
+def usage_flagged(rec: RecordLike, requested: int | None = None) -> bool:
+    """The record's usage count is not believed: flagged by the driver, or implausible or contradicted here
+    (``requested``: the tokens asked, None when unknown)."""
+    flag = rec.get("usage_flag")
+    return (isinstance(flag, str) and bool(flag)) or \
+        usage_problem(rec.get("usage_completion_tokens"), client_tokens(rec), requested) is not None
+
+
+def output_tokens(rec: RecordLike, requested: int | None = None) -> int:
+    """The server's count (``usage_completion_tokens``) when present and not flagged, else the client's count."""
+    usage = usage_count(rec.get("usage_completion_tokens"))
+    if usage is not None and not usage_flagged(rec, requested):
+        return usage
+    return client_tokens(rec)
 
 
 def tpot_ns(ttft: float, e2e: float, tokens: int) -> float | None:
@@ -67,11 +83,11 @@ def _float(rec: RecordLike, key: str) -> float:
     return float(rec[key])  # type: ignore[arg-type]  # malformed values raise, and the caller names the file
 
 
-def request_metrics(rec: RecordLike) -> RequestMetrics | None:
+def request_metrics(rec: RecordLike, requested: int | None = None) -> RequestMetrics | None:
     """One ok request's metrics in ms (None for a request that is not ok)."""
     if not is_ok(rec):
         return None
-    ttft, e2e, tokens = _float(rec, "ttft_ns"), _float(rec, "e2e_ns"), output_tokens(rec)
+    ttft, e2e, tokens = _float(rec, "ttft_ns"), _float(rec, "e2e_ns"), output_tokens(rec, requested)
     chunks = [float(c) for c in _chunks(rec)]
     tpot = tpot_ns(ttft, e2e, tokens)
     return RequestMetrics(
@@ -96,7 +112,8 @@ class LevelRecords:
     tokens_mismatch: int
     unparsable_lines: int
     censored: int = 0  # timed-out requests: the last rows of ``matrix``
-    usage: FArray | None = None  # per ok request: the server's usage.completion_tokens (NaN: not reported)
+    usage: FArray | None = None  # per ok request: the server's usage.completion_tokens (NaN: not reported, flagged)
+    usage_flagged: int = 0  # ok requests whose usage count is not believed (``usage_flagged``)
 
     @property
     def ok(self) -> int:
@@ -123,8 +140,9 @@ class LevelRecords:
         return out
 
 
-def reduce_records(records: Iterable[RecordLike], unparsable: int = 0) -> LevelRecords:
-    """Per-request metrics of many records, vectorised: chunk lists are flattened once for the ITL gaps."""
+def reduce_records(records: Iterable[RecordLike], unparsable: int = 0, requested: int | None = None) -> LevelRecords:
+    """Per-request metrics of many records, vectorised: chunk lists are flattened once for the ITL gaps;
+    ``requested``: the output tokens each request asked for (None: unknown), for the usage check."""
     rows: list[tuple[float, ...]] = []
     usage: list[float] = []
     censored: list[tuple[float, ...]] = []
@@ -133,7 +151,7 @@ def reduce_records(records: Iterable[RecordLike], unparsable: int = 0) -> LevelR
     errors: Counter[str] = Counter()
     starts: list[float] = []
     ends: list[float] = []
-    mismatch = total = 0
+    mismatch = total = flagged = 0
     for rec in records:
         total += 1
         ws, e2e = rec.get("wall_start"), rec.get("e2e_ns")
@@ -146,17 +164,18 @@ def reduce_records(records: Iterable[RecordLike], unparsable: int = 0) -> LevelR
             if row is not None:
                 censored.append(row)
             continue
-        ttft, e2e_f, tokens = _float(rec, "ttft_ns"), _float(rec, "e2e_ns"), output_tokens(rec)
+        ttft, e2e_f, tokens = _float(rec, "ttft_ns"), _float(rec, "e2e_ns"), output_tokens(rec, requested)
         chunks = _chunks(rec)
-        client = rec.get("client_tokens")
-        if isinstance(rec.get("usage_completion_tokens"), int) and isinstance(client, int) and client != tokens:
+        reported = usage_count(rec.get("usage_completion_tokens"))
+        bad = usage_flagged(rec, requested)
+        flagged += bad
+        if reported is not None and reported != client_tokens(rec):
             mismatch += 1
         tpot = tpot_ns(ttft, e2e_f, tokens)
         n = len(chunks)
         itl_sum = float(chunks[-1] - chunks[0]) if n > 1 else 0.0
         rows.append((ttft, e2e_f, tpot or 0.0, 0.0 if tpot is None else 1.0, itl_sum, max(n - 1, 0), tokens, 1.0))
-        reported = rec.get("usage_completion_tokens")
-        usage.append(float(reported) if isinstance(reported, int) and not isinstance(reported, bool) else math.nan)
+        usage.append(math.nan if reported is None or bad else float(reported))
         if n:
             flat.extend(chunks)
             lengths.append(n)
@@ -175,6 +194,7 @@ def reduce_records(records: Iterable[RecordLike], unparsable: int = 0) -> LevelR
         tokens_mismatch=mismatch,
         unparsable_lines=unparsable,
         censored=len(censored),
+        usage_flagged=flagged,
     )
 
 

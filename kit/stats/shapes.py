@@ -63,6 +63,7 @@ class CellLevelFigures(LatencyFigures, ClientFigures):
     unparsable_lines: int
     tokens_mismatch: int
     short_responses: int
+    usage_flagged: int
     output_tokens: float
     wall_s: float | None
     throughput_req_s: float | None
@@ -94,6 +95,7 @@ class ArmLevelFigures(LatencyFigures):
     ok: int
     errors: int
     short_responses: int
+    usage_flagged: int
     output_tokens: float
     throughput_tok_s: float | None
     throughput_req_s: float | None
@@ -127,6 +129,14 @@ class LengthCounts(TypedDict):
     p: float | None
 
 
+class UsageCounts(TypedDict):
+    arm_flagged: int
+    arm_ok: int
+    baseline_flagged: int
+    baseline_ok: int
+    test: str
+
+
 class Comparison(TypedDict):
     arm: str
     baseline: str
@@ -155,6 +165,7 @@ class Comparison(TypedDict):
     status: str
     errors: ErrorCounts
     lengths: LengthCounts | None
+    usage: UsageCounts | None
     verdict: str
 
 
@@ -204,6 +215,7 @@ class Analysis(TypedDict):
     min_cells: int
     error_test: str
     length_test: str
+    usage_test: str
     censoring: str
     tested_metrics: list[str]
     descriptive_metrics: list[str]

@@ -82,6 +82,8 @@ def summarize_level(planned: Mapping[str, object], arms: Sequence[str], confiden
         lengths={a: (sum(f["short_responses"] for _, _, f in v), sum(lr.ok for _, lr, _ in v))
                  for a, v in per_arm.items()},
         ttft_client_bound={a: any(f["ttft_client_bound"] for _, _, f in v) for a, v in per_arm.items()},
+        usage={a: (sum(f["usage_flagged"] for _, _, f in v), sum(lr.ok for _, lr, _ in v))
+               for a, v in per_arm.items()},
     )
     return LevelResult(entry, arm_levels, samples)
 
@@ -125,6 +127,9 @@ def summary_doc(m: Manifest, cells: Sequence[tuple[CellInfo, dict[str, CellLevel
             "error_test": "fisher_exact on pooled failed/ok counts; p < 1 - confidence withholds the verdict",
             "length_test": "fisher_exact on pooled short/ok counts (ok requests with fewer output tokens than "
                            "asked); p < 1 - confidence withholds the verdict",
+            "usage_test": "any ok request in either arm whose server usage count is implausible (not an integer "
+                          "in 0..2^31), below the client's count of content events or above the output tokens "
+                          "asked withholds the verdict; such a request's timing uses the client's count",
             "censoring": "timed-out requests enter the TTFT/TPOT/E2E figures censored at the timeout (E2E at the "
                          "timeout, TTFT there too when no chunk arrived); other errors are counted only",
             "tested_metrics": [t.key for t in TESTED],

@@ -12,10 +12,11 @@ from collections.abc import Sequence
 
 from kit.stats.metrics import Metric
 from kit.stats.numbers import pct_text
-from kit.stats.shapes import ErrorCounts, LengthCounts
+from kit.stats.shapes import ErrorCounts, LengthCounts, UsageCounts
 
 WITHHELD = {
     "too_few_cells": "too few cells: no verdict",
+    "usage_flagged": "the server's usage counts are implausible or contradict the client's count: no verdict",
     "error_rate_differs": "error rates differ: no verdict",
     "output_lengths_differ": "the arms returned fewer output tokens than asked at different rates: no verdict",
     "client_bound": "client-bound: no verdict",
@@ -67,8 +68,16 @@ def lengths_text(n: LengthCounts) -> str:
     return text + (f" (Fisher p={n['p']:.2g})" if n["p"] is not None else "")
 
 
+def usage_text(u: UsageCounts) -> str:
+    """'; usage flagged 12/12 vs 0/12' when any ok response's usage count is not believed, else ''."""
+    if not u["arm_flagged"] and not u["baseline_flagged"]:
+        return ""
+    return f"; usage flagged {u['arm_flagged']}/{u['arm_ok']} vs {u['baseline_flagged']}/{u['baseline_ok']}"
+
+
 def verdict_text(arm: str, metric: Metric, status: str, ratio: float, ci: Sequence[float] | None, diff: float,
-                 diff_ci: Sequence[float] | None, errors: ErrorCounts, lengths: LengthCounts | None = None) -> str:
+                 diff_ci: Sequence[float] | None, errors: ErrorCounts, lengths: LengthCounts | None = None,
+                 usage: UsageCounts | None = None) -> str:
     """'<arm> faster: <change>' / '<arm> slower: ...' / 'no significant difference: ...' / '<withheld>: ...'."""
     change = change_text(metric, ratio, ci, diff, diff_ci)
     if status in WITHHELD:
@@ -78,7 +87,8 @@ def verdict_text(arm: str, metric: Metric, status: str, ratio: float, ci: Sequen
         head = f"{arm} {'faster' if better else 'slower'}"
     else:
         head = "no significant difference"
-    return f"{head}: {change}; {errors_text(errors)}{'' if lengths is None else lengths_text(lengths)}"
+    tail = ('' if lengths is None else lengths_text(lengths)) + ('' if usage is None else usage_text(usage))
+    return f"{head}: {change}; {errors_text(errors)}{tail}"
 
 
 def descriptive_text(ratio: float) -> str:

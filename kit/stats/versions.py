@@ -12,8 +12,10 @@ from typing import Any
 
 from kit.stats.metrics import SCHEMA_VERSION
 
-#: Schema 3 added the short-response counts and the output-length guardrail to schema 2.
-_ADDED_IN_3 = ("short_responses", "lengths", "length_test")
+#: What each schema added to the one before it (schema 3 to 2, 4 to 3).
+_ADDED = {3: ("short_responses", "lengths", "length_test"), 4: ("usage_flagged", "usage", "usage_test")}
+#: The count (of a cell or an arm at a level) that must be zero for the schema before it to have said the same.
+_UNSAID = {3: "short_responses", 4: "usage_flagged"}
 
 
 def known_versions() -> range:
@@ -23,21 +25,30 @@ def known_versions() -> range:
 def as_schema(doc: dict[str, Any], version: int) -> dict[str, Any] | None:
     """``doc`` (a summary this kit computed) as summary schema ``version`` wrote it, or None when that schema
     cannot say what this kit says: schema 2 for records with a short response (it had no output-length
-    guardrail, so its verdicts there were others)."""
+    guardrail, so its verdicts there were others), schema 3 (and 2) for records with a flagged usage count (no
+    usage guardrail, and timing took the server's count)."""
     if version == SCHEMA_VERSION:
         return doc
-    if version != 2:
-        return None
-    if any(_short(a) for a in doc.get("arm_levels") or []):
+    if version not in known_versions():
         return None
     out = copy.deepcopy(doc)
-    out["schema_version"] = 2
-    _drop(out, _ADDED_IN_3)
+    for added in range(SCHEMA_VERSION, version, -1):
+        if any(_counted(f, _UNSAID[added]) for f in _figures(doc)):
+            return None
+        _drop(out, _ADDED[added])
+    out["schema_version"] = version
     return out
 
 
-def _short(arm_level: Any) -> bool:
-    return isinstance(arm_level, dict) and bool(arm_level.get("short_responses"))
+def _figures(doc: dict[str, Any]) -> list[Any]:
+    """Every arm's and every cell's figures at every level."""
+    cells = [f for c in doc.get("cells") or [] if isinstance(c, dict)
+             for f in (c.get("levels") or {}).values()]
+    return [*(doc.get("arm_levels") or []), *cells]
+
+
+def _counted(figures: Any, key: str) -> bool:
+    return isinstance(figures, dict) and bool(figures.get(key))
 
 
 def _drop(node: Any, keys: tuple[str, ...]) -> None:

@@ -60,7 +60,7 @@ def test_slower_arm_is_called_slower(tmp_path: Path) -> None:
 
 def test_summary_structure(effect: tuple[Path, dict[str, Any]]) -> None:
     _, s = effect
-    assert s["schema_version"] == SCHEMA_VERSION == 3
+    assert s["schema_version"] == SCHEMA_VERSION == 4
     assert s["arms"] == ["baseline", "oea"] and s["baseline"] == "baseline"
     a = s["analysis"]
     assert a["primary"] == "tpot_mean_ms" and a["correction"] == "holm"
