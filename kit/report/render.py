@@ -81,7 +81,8 @@ def _level_table(summary: Summary, level: int) -> list[str]:
         cv = f.between_cells.throughput_tok_s.cv_pct
         tok = fmt(f.throughput_tok_s) + (f" ({cv:.1f} %)" if cv is not None else "")
         bound = " ⚠" if f.client_bound else ""
-        ok = f"{f.ok} ({f.short_responses} short)" if f.short_responses else str(f.ok)
+        notes = [f"{n} {what}" for n, what in ((f.short_responses, "short"), (f.usage_flagged, "usage flagged")) if n]
+        ok = f"{f.ok} ({', '.join(notes)})" if notes else str(f.ok)
         row = (f"| {arm}{bound} | {f.cells} | {ok} | {f.errors} | {fmt(f.throughput_req_s)} | "
                f"{tok} | {_triple(f.ttft_ms)} | {_triple(f.tpot_ms)} | {_triple(f.itl_ms)} | "
                f"{_triple(f.e2e_ms)} |")
@@ -98,6 +99,13 @@ def _level_table(summary: Summary, level: int) -> list[str]:
                      f"{summary.analysis.output_tokens_requested} output tokens asked for ('short'): their TPOT and "
                      "throughput cover less work. A comparison whose arms differ in that rate (Fisher's exact test) "
                      "gets no verdict."]
+    flagged = sum(f.usage_flagged for arm in summary.arms if (f := summary.arm_level(arm, level)) is not None)
+    if flagged:
+        rows += ["", f"> **⚠ {flagged} ok response(s) at this level carried a usage count the server cannot have "
+                     "meant** (not an integer in a plausible range, below the client's count of content events, or "
+                     f"above the {summary.analysis.output_tokens_requested} output tokens asked): their timing uses "
+                     "the client's count, and no comparison that involves their arm at this level gets a verdict "
+                     "(usage_flagged)."]
     return rows
 
 
