@@ -50,7 +50,7 @@ class Record(TypedDict):
     "timeout after 600 s", "response head over 64 KiB", "SSE line over 256 KiB", "over 1088 SSE events for
     max_tokens 256", ...): what the server sent beyond kit's bounds ends the request with such an error."""
     usage_flag: NotRequired[str | None]
-    """Null, or why the server's ``usage.completion_tokens`` is not believed (``kit.files.usage.usage_problem``):
+    """Null, or why the server's ``usage.completion_tokens`` is not believed (``kit.files.bounds.usage_problem``):
     not an integer in 0..``MAX_USAGE_TOKENS`` (then ``usage_completion_tokens`` is null), below the client's count
     of content events, or above the ``max_tokens`` asked. Such a request is still ok; its timing uses the client's
     count. Absent in records of kits before it."""

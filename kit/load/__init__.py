@@ -37,11 +37,11 @@ Each level writes two files into ``out_dir``:
     status                   HTTP status; 0 when no response arrived
     error                    null, or a short string ("http 500: ...", "connect: connection refused",
                              "connection closed mid-stream", "timeout after 600 s", ...)
-    usage_flag               null, or why the server's usage count cannot be true (kit.files.usage): not
+    usage_flag               null, or why the server's usage count cannot be true (kit.files.bounds): not
                              an integer in 0..2^31 (then usage_completion_tokens is null), below
                              client_tokens, or above output_tokens; the request is still ok
 
-Everything a server sends is bounded per request (kit.load.sse): the response head (64 KiB), what is read of an
+Everything a server sends is bounded per request (kit.files.bounds): the response head (64 KiB), what is read of an
 error body (4 KiB), one SSE line (256 KiB) and the events of one response (4 per token asked + 64); a request
 that goes beyond one ends with an error naming it ("response head over 64 KiB", "SSE line over 256 KiB",
 "over 128 SSE events for max_tokens 16"), and the request timeout holds on every path; the other requests go on.

@@ -8,7 +8,7 @@ response's first bytes and returns their timestamp without reading them (the HTT
 next). The timestamps are CLOCK_REALTIME, taken when the kernel queued the bytes on the socket; minus
 them, the process's own read time gives how long the bytes waited for the client.
 
-The response head is bounded (``kit.load.sse.MAX_HEAD_BYTES``) and an error body is read only to its start
+The response head is bounded (``kit.files.bounds.MAX_HEAD_BYTES``) and an error body is read only to its start
 (``error_body``): what goes beyond ends the request with ``StreamCut``, whose message is the request's error.
 
 ``KIT_LOAD_TEST_FIRST_READ_DELAY_MS`` (tests only) blocks the whole process that long before each of these
@@ -31,7 +31,7 @@ from gevent.monkey import get_original
 from gevent.socket import wait_read
 from geventhttpclient.response import HTTPConnectionClosed, HTTPSocketPoolResponse
 
-from kit.load.sse import MAX_HEAD_BYTES
+from kit.files.bounds import MAX_HEAD_BYTES
 
 SO_TIMESTAMPNS = int(getattr(socket, "SO_TIMESTAMPNS", 35))  # Linux; SCM_TIMESTAMPNS has the same number
 _CMSG_SPACE = socket.CMSG_SPACE(16)

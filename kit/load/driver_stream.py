@@ -13,10 +13,10 @@ peeked), so ``first_read_lag`` = when the process read the first chunk's bytes m
 queued them on the socket (CLOCK_REALTIME on both sides). That is the delay a busy event loop adds to a
 TTFT, per request, including when a whole wave of first chunks arrives at once.
 
-Everything a server sends is bounded (``kit.load.sse``'s limits): the response head, an error body (only its
+Everything a server sends is bounded (``kit.files.bounds``): the response head, an error body (only its
 start is read), an SSE line and the number of events per request (a multiple of the tokens asked); a request
 that goes beyond one ends with an error saying which, and the other requests go on. The server's usage count is
-checked as the request ends (``kit.files.usage``) and flagged in its record when it cannot be true.
+checked as the request ends (``kit.files.bounds``) and flagged in its record when it cannot be true.
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ from geventhttpclient.connectionpool import ConnectionPool
 from geventhttpclient.response import HTTPSocketPoolResponse
 from geventhttpclient.url import URL
 
-from kit.files.usage import usage_count, usage_problem
+from kit.files import bounds
+from kit.files.bounds import usage_count, usage_problem
 from kit.load import sse
 from kit.load._config import DriverConfig
 from kit.load.driver_demux import Demux, Request
@@ -135,7 +136,7 @@ class Streamer:
         self.demux = Demux(self._on_readable)
         # transformers serve ends a stream at its finish_reason event; others send [DONE] (a body cut before: failed)
         self.finish_ends = cfg.dialect == "transformers"
-        self.max_events = sse.max_events(cfg.output_tokens)
+        self.max_events = bounds.max_events(cfg.output_tokens)
 
     def new_pool(self) -> ConnectionPool:
         host, port = self.url.host, self.url.port or 80
@@ -169,7 +170,7 @@ class Streamer:
             if req.status == 200:
                 self._read_stream(resp, t0, req)
             else:
-                req.error = f"http {req.status}: {short(error_body(resp, sse.MAX_ERROR_BODY))}"
+                req.error = f"http {req.status}: {short(error_body(resp, bounds.MAX_ERROR_BODY))}"
         except gevent.Timeout as exc:
             if exc is not timer:
                 raise
@@ -289,8 +290,8 @@ class Streamer:
             pos = max(pos, buf.rfind(b"\n") + 1)
         if pos:
             del buf[:pos]
-        if len(buf) > sse.MAX_LINE:  # what is left is one line not ended yet: scanned again on every read
-            raise StreamCut(f"SSE line over {sse.MAX_LINE >> 10} KiB")
+        if len(buf) > bounds.MAX_LINE:  # what is left is one line not ended yet: scanned again on every read
+            raise StreamCut(f"SSE line over {bounds.MAX_LINE >> 10} KiB")
 
     def _other_event(self, payload: bytes, req: Request) -> bool:
         """The slow path: spacing variants, empty content, [DONE], finish_reason, usage, errors. True for content."""

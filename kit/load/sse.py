@@ -5,9 +5,7 @@ Content chunks are recognised on the raw bytes, without ``json.loads``: a chunk 
 string. Inside a JSON string every quote is escaped, so the unescaped byte pattern ``content":"`` can only
 be a key. Only the rare chunks (usage, errors) are parsed as JSON.
 
-The bounds on what a server may send, per request (the driver ends a request that goes beyond one with an
-error naming it): the response head, the part of an error body that is read, one SSE line, and the events of one
-response, a multiple of the tokens asked (a server sends about one per token, plus a few of its own).
+The bounds on what a server may send per request are ``kit.files.bounds``'s.
 """
 
 from __future__ import annotations
@@ -20,17 +18,6 @@ _USAGE = (b'"usage":{', b'"usage": {')
 DONE = b"[DONE]"
 FINISH = b'"finish_reason":"'  # a non-null finish_reason (compact JSON, the form every server sends per token)
 _FINISH_SPACED = b'"finish_reason": "'
-
-MAX_HEAD_BYTES = 64 << 10   # status line and headers (interim 1xx responses included)
-MAX_ERROR_BODY = 4 << 10    # what is read of a non-200 response's body (its start is quoted in the error)
-MAX_LINE = 256 << 10        # one SSE line, e.g. a `data:` event (a token's event is well under 1 KiB)
-EVENTS_PER_TOKEN = 4        # `data:` events allowed per token asked ...
-EVENTS_EXTRA = 64           # ... plus these (role, usage, finish and [DONE] events, keep-alives)
-
-
-def max_events(output_tokens: int) -> int:
-    """The most `data:` events one response may carry when ``output_tokens`` were asked."""
-    return EVENTS_PER_TOKEN * output_tokens + EVENTS_EXTRA
 
 
 def content_key(endpoint: str) -> bytes:
@@ -62,7 +49,7 @@ def has_usage(payload: bytes) -> bool:
 
 def parse_usage(payload: bytes) -> tuple[object, object]:
     """(completion_tokens, prompt_tokens) from a chunk that carries a usage object, as the server sent them (None
-    when absent or unparsable); whether they are plausible is ``kit.files.usage``'s to say."""
+    when absent or unparsable); whether they are plausible is ``kit.files.bounds``'s to say."""
     try:
         usage = json.loads(payload).get("usage") or {}
     except (ValueError, AttributeError, RecursionError):

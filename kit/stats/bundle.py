@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from kit.errors import BundleError
+from kit.files.bounds import max_record_bytes
 from kit.manifest import Manifest, load_manifest
 from kit.plumbing.files import read_bounded
 from kit.stats.ab import LevelSamples
@@ -38,17 +39,25 @@ def read_json(path: Path) -> Any:
 
 
 class RecordStream:
-    """The records of a ``records.jsonl``, one line at a time (memory bounded by the longest line, not the
-    file); ``unparsable`` counts lines that are not JSON objects, complete once iterated."""
+    """The records of a ``records.jsonl``, one line at a time (memory bounded by ``max_line``, not the file);
+    ``unparsable`` counts lines that are not JSON objects or are longer than ``max_line`` bytes (no request kit's
+    driver records makes one: ``kit.files.bounds.max_record_bytes``), complete once iterated."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, max_line: int | None = None) -> None:
         self.path = path
+        self.max_line = max_line
         self.unparsable = 0
 
     def __iter__(self) -> Iterator[RecordLike]:
+        limit = -1 if self.max_line is None else self.max_line + 1
         try:
             with open(self.path, "rb") as f:
-                for raw in f:
+                while raw := f.readline(limit):
+                    if len(raw) == limit and not raw.endswith(b"\n"):  # longer than max_line: never parsed
+                        self.unparsable += 1
+                        while (rest := f.readline(1 << 20)) and not rest.endswith(b"\n"):
+                            pass
+                        continue
                     rec = self._parse(raw)
                     if rec is not None:
                         yield rec
@@ -73,9 +82,9 @@ class RecordStream:
         return None
 
 
-def read_records(path: Path) -> RecordStream | None:
-    """The records of a ``records.jsonl`` as a stream (None: no file)."""
-    return RecordStream(path) if path.is_file() else None
+def read_records(path: Path, max_line: int | None = None) -> RecordStream | None:
+    """The records of a ``records.jsonl`` as a stream (None: no file); lines over ``max_line`` bytes are skipped."""
+    return RecordStream(path, max_line) if path.is_file() else None
 
 
 def _cells(root: Path, plan: dict[str, Any]) -> list[CellInfo]:
@@ -92,7 +101,7 @@ def _level_dir(root: Path, cell: CellInfo, level: int) -> Path:
 def _measure(d: Path, requested: int) -> tuple[LevelRecords, CellLevelFigures] | None:
     """One cell x level: reduced records and figures (None when it has no records.jsonl); ``requested``: the
     output tokens every request asked for."""
-    stream = read_records(d / "records.jsonl")
+    stream = read_records(d / "records.jsonl", max_record_bytes(requested))
     if stream is None:
         return None
     try:

@@ -5,7 +5,7 @@ Per request (ok = HTTP 200, no error, a first content chunk):
 - TTFT = ``ttft_ns``; E2E = ``e2e_ns``;
 - tokens = ``usage_completion_tokens`` when the server reported it and it can be true, else ``client_tokens``
   (a usage count that is implausible, below the client's content events or above the tokens asked is flagged:
-  ``kit.files.usage``; the driver's own flag in ``usage_flag`` counts too);
+  ``kit.files.bounds``; the driver's own flag in ``usage_flag`` counts too);
 - TPOT = (E2E - TTFT) / (tokens - 1), only when tokens > 1;
 - ITL = every gap between consecutive content chunks (pooled over requests: the ITL mean is
   sum(last chunk - first chunk) / sum(chunks - 1)).
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kit.files.usage import usage_count, usage_problem
+from kit.files.bounds import usage_count, usage_problem
 from kit.stats.metrics import C_E2E, C_ITL_SUM, C_TOKENS, C_TPOT, C_TPOT_OK, C_TTFT, N_COLS, FArray
 from kit.stats.shapes import ErrorReason
 

@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
+from kit.files.bounds import max_events
 from kit.load import LevelResult, LoadSession
-from kit.load.sse import max_events
 from kit.plumbing.poll import poll_until
 from kit.stats.ab import compare_levels
 from kit.stats.figures import cell_level_figures

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from support.bundles import ArmModel, BundleSpec, make_bundle
 
+from kit.files.bounds import max_record_bytes
 from kit.files.summary import Summary
 from kit.report import render_markdown
 from kit.stats import summarize_bundle
@@ -113,3 +114,16 @@ def test_the_usage_check_per_record() -> None:
     lr = reduce_records([{**base, "usage_completion_tokens": 17}, {**base, "usage_completion_tokens": 16}],
                         requested=16)
     assert lr.usage_flagged == 1 and lr.tokens_mismatch == 1 and list(lr.matrix[:, 6]) == [16.0, 16.0]
+
+
+def test_a_record_line_longer_than_any_request_makes_is_not_parsed(tmp_path: Path) -> None:
+    # an event flood recorded by a kit before the driver's bounds: one request with 200k chunk times (~2.6 MB)
+    root = make_bundle(tmp_path / "b", SPEC)
+    path = root / "cells" / "oea-r1" / "level-4" / "records.jsonl"
+    recs = [json.loads(line) for line in path.read_text().splitlines()]
+    flood = {**recs[0], "rid": "flood", "chunk_ns": list(range(10**9, 10**9 + 200_000)), "client_tokens": 200_000}
+    assert len(json.dumps(flood)) > max_record_bytes(ASKED)
+    with path.open("a") as f:
+        f.write(json.dumps(flood) + "\n" + json.dumps(recs[1]) + "\n")  # and a normal record after it
+    cell = next(c for c in summarize_bundle(root)["cells"] if c["id"] == "oea-r1")["levels"]["4"]
+    assert cell["unparsable_lines"] == 1 and cell["requests"] == len(recs) + 1
