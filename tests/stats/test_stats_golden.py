@@ -1,10 +1,10 @@
 """summary.json and report.md of a synthetic bundle, byte for byte as kit made them before kit.stats became a
 package (kit verify recomputes summaries byte for byte, so the numbers and texts must never drift by accident).
 
-Regenerated for issue 10 (Welch on log cells, primary family with Holm, guardrails, summary schema 2) and for
-summary schema 3 (short responses and the output-length guardrail: fields added, no number or text changed); if a
-deliberate change of the statistics or the report changes them, regenerate them in the same commit and say so
-(``python tests/stats/test_stats_golden.py --regenerate``).
+Regenerated for issue 10 (Welch on log cells, primary family with Holm, guardrails, summary schema 2), for summary
+schema 3 (short responses and the output-length guardrail) and for schema 4 (usage_flagged and the usage guardrail):
+fields added, no number or text changed; if a deliberate change of the statistics or the report changes them,
+regenerate them in the same commit and say so (``python tests/stats/test_stats_golden.py --regenerate``).
 """
 
 from __future__ import annotations
