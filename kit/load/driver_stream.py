@@ -37,7 +37,6 @@ from geventhttpclient.response import HTTPSocketPoolResponse
 from geventhttpclient.url import URL
 
 from kit.files import bounds
-from kit.files.bounds import usage_count, usage_problem
 from kit.load import sse
 from kit.load._config import DriverConfig
 from kit.load.driver_demux import Demux, Request
@@ -266,6 +265,7 @@ class Streamer:
         klen = len(key)
         t = now - req.t0
         pos = 0
+        events, cap = req.events, self.max_events
         # jump from one `data:` field to the next; blank lines and other fields are skipped
         start = find(b"data:")
         while start >= 0:
@@ -273,9 +273,9 @@ class Streamer:
             if nl < 0:
                 break  # the rest of this line has not arrived yet
             if start == 0 or buf[start - 1] == 10:  # at a line start (10 is \n)
-                req.events += 1
-                if req.events > self.max_events:
-                    raise StreamCut(f"over {self.max_events} SSE events for max_tokens {self.cfg.output_tokens}")
+                events += 1
+                if events > cap:
+                    raise StreamCut(f"over {cap} SSE events for max_tokens {self.cfg.output_tokens}")
                 # fast path for the usual token chunk: `...content":"<non-empty>...`; 34 is `"`
                 i = find(key, start, nl)
                 if i >= 0 and buf[i + klen] == 34 and buf[i + klen + 1] != 34:
@@ -286,6 +286,7 @@ class Streamer:
                     req.chunk_ns.append(t)
             pos = nl + 1
             start = find(b"data:", pos)
+        req.events = events
         if start < 0:  # no `data:` left: keep only a possibly incomplete last line
             pos = max(pos, buf.rfind(b"\n") + 1)
         if pos:
@@ -319,8 +320,8 @@ class Streamer:
             ph.errors += 1
             if ph.first_error is None:
                 ph.first_error = req.error or f"http {req.status}"
-        usage = usage_count(req.usage_completion)
-        flag = usage_problem(req.usage_completion, n, self.cfg.output_tokens)
+        usage = bounds.usage_count(req.usage_completion)
+        flag = bounds.usage_problem(req.usage_completion, n, self.cfg.output_tokens)
         ph.out_tokens += n
         ph.usage_tokens += usage or 0
         if req.first_lag_ns >= 0 and req.error is None:
@@ -329,5 +330,5 @@ class Streamer:
             ph.sink.put({**ph.tags, "rid": rid, "worker": self.cfg.worker, "t_start_ns": t0,
                          "wall_start": wall, "ttft_ns": chunks[0] if n else None, "chunk_ns": chunks,
                          "e2e_ns": req.e2e_ns, "usage_completion_tokens": usage,
-                         "usage_prompt_tokens": usage_count(req.usage_prompt), "client_tokens": n,
+                         "usage_prompt_tokens": bounds.usage_count(req.usage_prompt), "client_tokens": n,
                          "status": req.status, "error": req.error, "usage_flag": flag}, chunks)
