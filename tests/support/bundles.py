@@ -260,7 +260,9 @@ def build_bundle(results: Path, key: SigningKey, *, experiment: str = "demo", si
                  spec: BundleSpec = SIGNED_SPEC) -> Bundle:
     """A complete, signed ``kit.bundle.Bundle`` under ``results``: real files, real keys, real signatures."""
     b = Bundle.create(results, experiment)
-    b.write_bytes("manifest.yaml", SIGNED_MANIFEST.encode())
+    # the manifest asks for as many output tokens as the records hold (more would be usage above max_tokens)
+    tokens = 4 if spec.toy_records else spec.tokens
+    b.write_bytes("manifest.yaml", SIGNED_MANIFEST.replace("output_tokens: 4", f"output_tokens: {tokens}").encode())
     b.write_bytes("manifest.yaml.sig", b'{"payloadType": "application/vnd.in-toto+json"}\n')
     b.write_json("run.json", {"run_id": b.run_id, "experiment": experiment, "kit_version": "0.1.0",
                               "status": "complete", "started": "2025-01-01T00:00:00Z",
