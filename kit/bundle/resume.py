@@ -82,11 +82,14 @@ def resume_trust(root: Path, trust: list[Path]) -> ResumeTrust:
         return ResumeTrust(files, _read_signed(root, "run.json", files), chain, f"verified; {signer.text}",
                            sealed=True)
     chain = read_chain(root, policy)
+    hint = ("kit resumes only bundles whose signed provenance verifies as trusted, or whose checkpoints do; a run "
+            "stopped before its first checkpoint measured nothing: start a new run")
+    if not chain.links and not chain.beyond:
+        signed_parts(root, label, hint)  # no provenance, no checkpoint: "missing file: provenance.dsse.json"
     if not chain.links or chain.run_json is None:
         why = f" ({chain.stopped})" if chain.stopped else ""
         raise fail(label, [f"no signed provenance and no verified checkpoint{why}: nobody vouches for its files"],
-                   hint="kit resumes only what a runner your policy trusts signed; a run stopped before its first "
-                        "checkpoint measured nothing: start a new run")
+                   hint=hint)
     cells = sum(1 for lk in chain.links if lk.statement.predicate.kind == "cell")
     tail = f"; not trusted from {chain.stopped}" if chain.stopped else ""
     note = (f"not sealed (the run never ended); checkpoints 0-{len(chain.links) - 1} verified ({cells} after a cell), "
