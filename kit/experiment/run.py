@@ -110,7 +110,13 @@ def cells_to_run(bundle: Bundle, cells: tuple[Cell, ...]) -> list[Cell]:
 def run_experiment(manifest: Path | None, opts: RunOptions, events: Events | None = None) -> RunResult:
     """Run (or resume) an experiment; whatever ends it, leaves a signed, verifiable, resumable bundle and
     no server behind."""
-    return run_inputs(load_for_run(manifest, opts), opts, events)
+    try:
+        return run_inputs(load_for_run(manifest, opts), opts, events)
+    except OSError as e:  # a full or failing disk before the run's first checkpoint, or while resuming
+        full = storage_error(e)
+        if full is None:
+            raise
+        raise full from None
 
 
 def run_inputs(inputs: RunInputs, opts: RunOptions, events: Events | None = None) -> RunResult:

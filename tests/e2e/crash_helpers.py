@@ -8,6 +8,7 @@ import base64
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -89,13 +90,17 @@ def processes_with(env_entry: str | None = None, argv_part: str | None = None) -
     return found
 
 
+# an atomic write's temp file (``.<name>.tmp-<pid>-<8 hex>``), cut off by the kill: never a file of the bundle
+TEMP = re.compile(r"^\..+\.tmp-\d+-[0-9a-f]{8}$")
+
+
 def kept_as_measured(before: dict[str, bytes], after: dict[str, bytes], completed: list[str]) -> list[str]:
     """Problems: a file of a cell completed before the kill that is not byte for byte where it was; a file of a
     partial cell whose bytes at the kill are not kept (its attempt moved to failed/<id>-a<n>/)."""
     problems = []
     for rel, data in before.items():
         parts = rel.split("/")
-        if parts[0] != "cells":
+        if parts[0] != "cells" or TEMP.match(parts[-1]):
             continue
         if parts[1] in completed:
             if after.get(rel) != data:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -83,4 +84,13 @@ def test_full_disk_is_a_clean_error_and_the_bundle_resumes_once_space_is_back(
     assert sorted(p.name for p in (b / "cells").iterdir()) == ["baseline-r1", "baseline-r2", "oea-r1", "oea-r2"]
     assert kept_as_measured(before, files_of(b), completed) == []
     verify_target(b, [])
+    # a resume of the complete bundle changes nothing, even while its server's port is taken
+    sealed = files_of(b)
+    with socket.create_server(("127.0.0.1", port)):
+        again = subprocess.run([sys.executable, "-m", "kit", "run", "--resume", str(b), "--allow-unsigned"],
+                               capture_output=True, text=True, timeout=300, env=os.environ.copy(), cwd=ROOT,
+                               check=False)
+    assert again.returncode == 0 and "already complete" in again.stdout, again.stdout + again.stderr
+    assert files_of(b) == sealed
+    print(next(line for line in log.splitlines() if line.startswith("Error:")))
     print(f"disk full after {completed}; resumed to completion; {r.stderr.count('starting server')} cell(s) re-run")
