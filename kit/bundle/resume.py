@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kit.bundle.checkpoints import Chain, Digests, read_chain
+from kit.bundle.checkpoints import Chain, Digests, read_chain, vouched_files
 from kit.bundle.layout import Bundle
 from kit.bundle.names import PROVENANCE
 from kit.bundle.policy import SignerDecision, decide_trust
@@ -77,7 +77,7 @@ def resume_trust(root: Path, trust: list[Path]) -> ResumeTrust:
     if (root / PROVENANCE).exists() or (root / PROVENANCE).is_symlink():
         signer, body, subjects = _sealed(root, policy)
         sizes = subject_sizes(_statement(body))
-        files = {rel: (d, sizes.get(rel, -1)) for rel, d in subjects.items() if rel != PROVENANCE}
+        files = {rel: (d, sizes.get(rel, -1)) for rel, d in subjects.items() if vouched_files(rel)}
         chain = read_chain(root, None)  # covered by the provenance just verified
         return ResumeTrust(files, _read_signed(root, "run.json", files), chain, f"verified; {signer.text}",
                            sealed=True)
@@ -86,7 +86,7 @@ def resume_trust(root: Path, trust: list[Path]) -> ResumeTrust:
             "stopped before its first checkpoint measured nothing: start a new run")
     if not chain.links and not chain.beyond:
         signed_parts(root, label, hint)  # no provenance, no checkpoint: "missing file: provenance.dsse.json"
-    if not chain.links or chain.run_json is None:
+    if not chain.links or chain.run_json is None or "run.json" not in chain.files:
         why = f" ({chain.stopped})" if chain.stopped else ""
         raise fail(label, [f"no signed provenance and no verified checkpoint{why}: nobody vouches for its files"],
                    hint=hint)

@@ -122,12 +122,12 @@ def run_experiment(manifest: Path | None, opts: RunOptions, events: Events | Non
 def run_inputs(inputs: RunInputs, opts: RunOptions, events: Events | None = None) -> RunResult:
     """``run_experiment`` from inputs already read and verified (``kit.experiment.inputs``)."""
     ev = events or QuietEvents()
+    if opts.resume is not None and (done := already_complete(opts.resume, make_plan(inputs.lm.manifest))) is not None:
+        return done  # nothing to run: no gate, no lock, no write
     key, notice = runner_key(opts.key)  # before anything runs: a bad key must not surface after hours of load
     if notice:
         ev.message(notice)
     exp = Experiment(inputs, opts, ev)
-    if opts.resume is not None and (done := already_complete(opts.resume, exp.plan)) is not None:
-        return done  # nothing to run: no gate, no lock, no write
     if opts.resume is None:
         exp.preflight(None)  # a machine that cannot run it: exit 5, nothing built, started or written
     session = BundleSession.start(inputs, opts, exp.plan, key, exp.runtime)

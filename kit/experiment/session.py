@@ -68,6 +68,7 @@ class BundleSession:
         fd = lock(opts.resume)
         try:
             trust = resume_trust(opts.resume, opts.trust)
+            same_design(opts.resume, PlanFile.model_validate_json(trust.signed_bytes(opts.resume, "plan.json")), plan)
             bundle = Bundle.resume_at(opts.resume, trust.run.run_id)
             checkpoints = Checkpointer(bundle, key, trust.chain)
             session = cls(bundle, resumed=True, checkpoints=checkpoints, lock_fd=fd)
@@ -107,10 +108,7 @@ class BundleSession:
         """A resume: the plan must be the bundle's; the environment is captured again beside the first; the
         flags recorded are the union of the start's and this command line's (never taken from the bundle)."""
         run = self.bundle.read("run.json", RunFile)
-        if not self.bundle.read("plan.json", PlanFile).same_design(plan.to_file()):
-            raise BundleError(f"{self.bundle.root}: the plan this kit makes from the manifest differs from the "
-                              "bundle's plan.json (another kit version?); resuming would mix two designs",
-                              hint="start a new run")
+        same_design(self.bundle.root, self.bundle.read("plan.json", PlanFile), plan)
         n = len(run.resumed) + 1
         self.bundle.remove_provenance()
         self.bundle.write_json(f"environment.resume-{n}.json", environment(inputs, runtime))
@@ -131,6 +129,13 @@ class BundleSession:
         found: JsonObject = {"set_aside": r.set_aside, "restored": r.restored, "dropped": r.dropped,
                              "stopped": self.stopped}
         return {k: v for k, v in found.items() if v}
+
+
+def same_design(root: Path, signed: PlanFile, plan: Plan) -> None:
+    """The plan must be the bundle's: resuming with another would mix two designs (exit 9)."""
+    if not signed.same_design(plan.to_file()):
+        raise BundleError(f"{root}: the plan this kit makes from the manifest differs from the bundle's plan.json "
+                          "(another kit version?); resuming would mix two designs", hint="start a new run")
 
 
 def lock(root: Path) -> int:

@@ -184,3 +184,17 @@ def test_a_full_or_failing_disk_is_its_own_clean_error(code: int) -> None:
     assert e is not None and e.exit_code == ExitCode.STORAGE == 14
     assert "/results/x/cell.json" in e.message and f"[Errno {code}]" in e.message
     assert storage_error(OSError(errno.EACCES, "denied")) is None and storage_error(ValueError()) is None
+
+
+def test_a_sealed_bundle_with_checkpoints_resumes_from_its_provenance(started: tuple[Bundle, Checkpointer],
+                                                                     runner: SigningKey, trust_file: Path) -> None:
+    b, chk = started
+    _cell(b, "oea-r1", "failed")
+    chk.sign("cell", cell="oea-r1", status="failed")
+    sign_provenance(b, runner, predicate={}, checkpoints=chk, status="failed")
+    trust = resume_trust(b.root, [trust_file])
+    assert trust.sealed and trust.note.startswith("verified; TRUSTED")
+    r = reconcile(b, trust, Checkpointer(b, runner, trust.chain).current())
+    assert r.complete == ["base-r1"] and r.set_aside == ["cells/oea-r1 -> failed/oea-r1-a1: not a cell a verified "
+                                                         "checkpoint holds as complete"]
+    assert r.restored == [] and r.dropped == []
