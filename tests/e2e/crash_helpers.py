@@ -18,14 +18,17 @@ from cryptography.hazmat.primitives.serialization import load_ssh_public_key
 from e2e_helpers import ROOT
 from support.manifests import manifest_data, write_manifest
 
+CELLS = ["baseline-r1", "oea-r1", "oea1-r1"]
+
 
 def crash_manifest(path: Path, port: int) -> Path:
-    """Four short cells (two arms, two repeats, one level of 3 requests): about 4 s a cell on a loaded machine."""
+    """Three short cells (three arms of the engine, one repeat, one level of 3 requests): 3-5 s a cell."""
+    arms = [{"name": "baseline"}, {"name": "oea", "args": ["--oea-k0", "2"]}, {"name": "oea1", "args": ["--oea-k0", "1"]}]
     return write_manifest(path, manifest_data(
-        "crash", port=port, server={"ready_timeout_s": 60, "stop_grace_s": 5},
+        "crash", port=port, arms=arms, server={"ready_timeout_s": 60, "stop_grace_s": 5},
         load={"levels": [1], "requests_per_level": 3, "warmup_requests": 1, "prompt_tokens": 8,
               "output_tokens": 4, "seed": 3, "request_timeout_s": 60},
-        design={"repeats": 2, "order": "interleaved"}, gates={"port_deadline_s": 5}))
+        design={"repeats": 1, "order": "interleaved"}, gates={"port_deadline_s": 5}))
 
 
 def start_kit(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from crash_helpers import checkpointed_cells, crash_manifest, files_of, kept_as_measured, start_kit
+from crash_helpers import CELLS, checkpointed_cells, crash_manifest, files_of, kept_as_measured, start_kit
 from e2e_helpers import ROOT, bundle_of, read_json
 
 from kit.errors import ExitCode
@@ -81,7 +81,7 @@ def test_full_disk_is_a_clean_error_and_the_bundle_resumes_once_space_is_back(
                        capture_output=True, text=True, timeout=400, env=os.environ.copy(), cwd=ROOT, check=False)
     assert r.returncode == 0, r.stdout + r.stderr
     assert read_json(b / "run.json")["status"] == "complete"
-    assert sorted(p.name for p in (b / "cells").iterdir()) == ["baseline-r1", "baseline-r2", "oea-r1", "oea-r2"]
+    assert sorted(p.name for p in (b / "cells").iterdir()) == CELLS
     assert kept_as_measured(before, files_of(b), completed) == []
     verify_target(b, [])
     # a resume of the complete bundle changes nothing, even while its server's port is taken

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from crash_helpers import (
+    CELLS,
     checkpointed_cells,
     crash_manifest,
     files_of,
@@ -36,7 +37,7 @@ pytestmark = pytest.mark.slow
 KILLS = 20
 SEED = 21
 WORKERS = 4  # trials at once, each with its own port, state directory and bundle
-FIRST_DELAYS_S = 16.0  # kill moments: uniform in [0, this) after the run's first checkpoint (about a run's length)
+FIRST_DELAYS_S = 12.0  # kill moments: uniform in [0, this) after the run's first checkpoint (about a run's length)
 
 
 @dataclass
@@ -88,7 +89,7 @@ def _run_trial(t: Trial, base: Path, rng: random.Random) -> Trial:
     cells = sorted(p.name for p in (b / "cells").iterdir())
     if run["status"] != "complete" or any(read_json(b / "cells" / c / "cell.json")["status"] != "ok" for c in cells):
         t.problems.append(f"not complete after the resume: {run['status']}")
-    if len(cells) != 4:
+    if cells != CELLS:
         t.problems.append(f"cells after the resume: {cells}")
     t.problems += kept_as_measured(before, files_of(b), t.completed)
     left = processes_with(env_entry=f"XDG_STATE_HOME={state}") + processes_with(argv_part=f"--port {port} ")
