@@ -17,11 +17,12 @@ from kit.experiment.session import BundleSession
 from kit.experiment.signals import deferred_interrupts, signals_as_interrupts
 from kit.files import JsonObject
 from kit.files.cell import CellFile
-from kit.files.read import read_file
+from kit.files.read import MAX_FILE_BYTES, read_file
 from kit.files.run import FailedCell, RunFile
 from kit.images import ImageInfo
 from kit.manifest import Manifest
 from kit.plan import Cell, Plan, make_plan
+from kit.plumbing.files import read_bounded
 from kit.runtime import Runtime
 from kit.runtime.docker import DockerRuntime
 from kit.runtime.process import ProcessRuntime
@@ -161,14 +162,15 @@ def already_complete(root: Path, plan: Plan) -> RunResult | None:
     """A bundle whose run completed (sealed, summarised, every cell ok): the result, untouched; else None."""
     if not (root / PROVENANCE).is_file():
         return None
-    bundle = Bundle.resume_at(root, read_file(root, "run.json", RunFile).run_id)
-    if bundle.read("run.json", RunFile).status != "complete" or not bundle.exists("summary.json"):
+    run = read_file(root, "run.json", RunFile)
+    bundle = Bundle(root, run.run_id)
+    if run.status != "complete" or not bundle.exists("summary.json"):
         return None
     for cell in plan.cells:
         rel = f"cells/{cell.id}/cell.json"
         if not bundle.exists(rel) or bundle.read(rel, CellFile).status != "ok":
             return None
-    summary = json.loads(bundle.path("summary.json").read_bytes())
+    summary = json.loads(read_bounded(bundle.path("summary.json"), MAX_FILE_BYTES))
     return RunResult(bundle=root, status="complete", verdicts=verdicts(summary), failed_cells={},
                      notices=["the bundle is already complete: nothing to resume, nothing was changed"],
                      summary=summary)

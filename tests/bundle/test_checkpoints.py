@@ -11,9 +11,17 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from conftest import trust_line
 
-from kit.bundle import Bundle, Checkpointer, check_chain, read_chain, reconcile, resume_trust, sign_provenance
+from kit.bundle import (
+    Bundle,
+    Checkpointer,
+    check_chain,
+    read_chain,
+    reconcile,
+    resume_trust,
+    runner_trust_line,
+    sign_provenance,
+)
 from kit.bundle.checkpoints import Chain
 from kit.errors import BundleError, ExitCode, storage_error
 from kit.files.checkpoint import CheckpointFile, CheckpointStatement
@@ -87,7 +95,7 @@ def test_a_gap_or_a_signer_the_policy_does_not_trust_ends_it(started: tuple[Bund
     _cell(b, "oea-r1", "ok")
     chk.sign("cell", cell="oea-r1", status="ok")
     other = tmp_path / "other_signers"
-    other.write_text(trust_line(stranger))
+    other.write_text(runner_trust_line(stranger) + "\n")
     assert read_chain(b.root, [other]).links == []  # nobody the policy trusts signed the start
     assert len(read_chain(b.root, None).links) == 3  # integrity only
     (b.root / "checkpoints/000001.dsse.json").unlink()
