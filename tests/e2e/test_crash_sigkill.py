@@ -37,23 +37,44 @@ pytestmark = pytest.mark.slow
 KILLS = 20
 SEED = 21
 WORKERS = 4  # trials at once, each with its own port, state directory and bundle
-FIRST_DELAYS_S = 12.0  # kill moments: uniform in [0, this) after the run's first checkpoint (about a run's length)
+CELL_S = 4.0  # a cell's time until one is measured
 
 
 @dataclass
 class Trial:
     index: int
-    delay_s: float
+    moment: float  # in cells: 1.4 = 40 % of a cell's time after the first cell's checkpoint; past the last: the end
     bundle: Path | None = None
+    delay_s: float = 0.0  # when the kill came, after the run's first checkpoint
     completed: list[str] = field(default_factory=list)  # cells checkpointed ok before the kill
     partial: list[str] = field(default_factory=list)  # cell directories that were not
     problems: list[str] = field(default_factory=list)
     tries: int = 0
 
 
-def _started(proc: subprocess.Popen[bytes], out: Path) -> bool:
-    """The run's first checkpoint is signed (or kit is gone)."""
-    return proc.poll() is not None or bool(list(out.glob("*/checkpoints/000000.dsse.json")))
+def _checkpoints(proc: subprocess.Popen[bytes], out: Path, n: int) -> bool:
+    """At least ``n`` checkpoints are signed (or kit is gone)."""
+    return proc.poll() is not None or len(list(out.glob("*/checkpoints/*.dsse.json"))) >= n
+
+
+def _kill_at(t: Trial, proc: subprocess.Popen[bytes], out: Path) -> bool:
+    """SIGKILL kit at ``t.moment`` (measured in cells, so that the kills spread over every phase of the run, in
+    a cell, between two, in the end, however fast this machine runs cells); False when kit exited first."""
+    whole, frac = int(t.moment), t.moment - int(t.moment)
+    assert poll_until(partial(_checkpoints, proc, out, 1), 300, interval=0.01)
+    t_first = t_last = time.monotonic()
+    cell_s = CELL_S
+    for n in range(2, whole + 2):  # checkpoint n-1 closes cell n-1
+        assert poll_until(partial(_checkpoints, proc, out, n), 300, interval=0.01)
+        now = time.monotonic()
+        cell_s, t_last = now - t_last, now
+    time.sleep(frac * cell_s)
+    if proc.poll() is not None:
+        return False
+    t.delay_s = time.monotonic() - t_first
+    os.kill(proc.pid, signal.SIGKILL)  # kit alone: its server and load drivers are in groups of their own
+    proc.wait(timeout=30)
+    return True
 
 
 def _run_trial(t: Trial, base: Path, rng: random.Random) -> Trial:
@@ -67,15 +88,10 @@ def _run_trial(t: Trial, base: Path, rng: random.Random) -> Trial:
         out = d / f"r{t.tries}"
         m = crash_manifest(d / f"m{t.tries}.yaml", port)
         proc = start_kit(["run", str(m), "--out", str(out), "--allow-unsigned"], env, d / "run.log")
-        first = poll_until(partial(_started, proc, out), 180, interval=0.01)
-        time.sleep(t.delay_s)
-        if proc.poll() is not None:  # the run ended before this moment: a shorter moment, same seed
-            assert first and t.tries < 4, f"trial {t.index}: kit exited ({proc.returncode}) before any kill"
-            t.delay_s = rng.uniform(0, t.delay_s / 2)
-            continue
-        os.kill(proc.pid, signal.SIGKILL)  # kit alone: its server and load drivers are in groups of their own
-        proc.wait(timeout=30)
-        break
+        if _kill_at(t, proc, out):
+            break
+        assert t.tries < 4, f"trial {t.index}: kit exited ({proc.returncode}) before every moment tried"
+        t.moment = rng.uniform(0, t.moment)  # the run ended first: an earlier moment, same seed
     b = t.bundle = bundle_of(out)
     before = files_of(b)
     t.completed = checkpointed_cells(b)
@@ -104,7 +120,7 @@ def test_sigkill_at_20_random_moments_every_bundle_resumes_to_completion(tmp_pat
     t0 = time.monotonic()
     runner_key(None)  # the runner key and its trust line, made once before the trials run side by side
     rng = random.Random(SEED)
-    trials = [Trial(i, rng.uniform(0, FIRST_DELAYS_S)) for i in range(KILLS)]
+    trials = [Trial(i, rng.uniform(0, len(CELLS) + 0.6)) for i in range(KILLS)]
     rngs = [random.Random(SEED * 1000 + i) for i in range(KILLS)]
     with ThreadPoolExecutor(WORKERS) as pool:
         done = list(pool.map(lambda t: _run_trial(t, tmp_path, rngs[t.index]), trials))
@@ -114,7 +130,7 @@ def test_sigkill_at_20_random_moments_every_bundle_resumes_to_completion(tmp_pat
         if not t.problems:
             verify_target(t.bundle, [])  # kit verify: signatures, trust, every file, the chain, the summary
             verified += 1
-    report = [f"kill {t.index:2d} at +{t.delay_s:5.2f} s after the first checkpoint (try {t.tries}): "
+    report = [f"kill {t.index:2d} at cell {t.moment:4.2f}, +{t.delay_s:5.2f} s after the first checkpoint (try {t.tries}): "
               f"{len(t.completed)} cell(s) checkpointed before it {t.completed}, partial {t.partial}"
               + (f"; PROBLEMS: {t.problems}" if t.problems else "") for t in done]
     print("\n".join(report))
