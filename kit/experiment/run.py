@@ -7,7 +7,7 @@ from pathlib import Path
 
 from kit.bundle import PROVENANCE, Bundle, runner_key
 from kit.cleanup import refuse_live_runs
-from kit.errors import CellsFailed, Interrupted, KitError, StorageError, SummaryFailed, storage_error
+from kit.errors import BundleError, CellsFailed, Interrupted, KitError, StorageError, SummaryFailed, storage_error
 from kit.experiment.cells import CellRunner, NodeGates, gate_report
 from kit.experiment.finish import Closing, finalize, verdicts
 from kit.experiment.images import prepare_images
@@ -166,10 +166,11 @@ def already_complete(root: Path, plan: Plan) -> RunResult | None:
     bundle = Bundle(root, run.run_id)
     if run.status != "complete" or not bundle.exists("summary.json"):
         return None
-    for cell in plan.cells:
-        rel = f"cells/{cell.id}/cell.json"
-        if not bundle.exists(rel) or bundle.read(rel, CellFile).status != "ok":
+    try:
+        if not all(bundle.read(f"cells/{c.id}/cell.json", CellFile).status == "ok" for c in plan.cells):
             return None
+    except BundleError:  # a cell missing or unreadable: not complete (the resume says what is wrong with it)
+        return None
     summary = json.loads(read_bounded(bundle.path("summary.json"), MAX_FILE_BYTES))
     return RunResult(bundle=root, status="complete", verdicts=verdicts(summary), failed_cells={},
                      notices=["the bundle is already complete: nothing to resume, nothing was changed"],
