@@ -22,6 +22,8 @@ EXIT_MEANINGS = {  # what each of kit.errors.ExitCode means to a script calling 
     ExitCode.INCONCLUSIVE: "kit reproduce (and compare --strict): inconclusive (not everything within the margin)",
     ExitCode.SLURM_UNAVAILABLE: "kit submit/jobs: no Slurm here (commands missing, or the controller does not answer)",
     ExitCode.SLURM_REFUSED: "kit submit/jobs: Slurm refused (bad option, unknown partition or job, a limit)",
+    ExitCode.STORAGE: "the disk is full or failing (ENOSPC, EDQUOT, EIO); once fixed, `kit run --resume` finishes the "
+                      "bundle from its checkpoints",
     ExitCode.INTERRUPTED: "interrupted (Ctrl-C, SIGTERM, SIGHUP); `kit run --resume` finishes the bundle",
 }
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 from enum import IntEnum
 
 
@@ -20,6 +21,7 @@ class ExitCode(IntEnum):
     INCONCLUSIVE = 11  # kit reproduce: nothing beyond the margin, but not every comparison within it
     SLURM_UNAVAILABLE = 12
     SLURM_REFUSED = 13
+    STORAGE = 14  # writing failed: no space left (ENOSPC, EDQUOT) or an I/O error (EIO); the bundle stays resumable
     INTERRUPTED = 130
 
 
@@ -116,3 +118,28 @@ class Interrupted(KitError):
     """Ctrl-C, SIGTERM or SIGHUP: the run stopped cleanly and can be resumed."""
 
     exit_code = ExitCode.INTERRUPTED
+
+
+class StorageError(KitError):
+    """The disk refused a write (full, over quota, or an I/O error): nothing kit can fix by itself."""
+
+    exit_code = ExitCode.STORAGE
+
+
+STORAGE_ERRNOS = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk quota exceeded",
+                  errno.EIO: "input/output error (a failing disk or file system)"}
+
+
+def storage_error(e: BaseException) -> StorageError | None:
+    """``e`` as a StorageError when it is an OSError of a full disk or a failing one (None otherwise)."""
+    if not isinstance(e, OSError) or e.errno not in STORAGE_ERRNOS:
+        return None
+    where = f" writing {e.filename}" if e.filename else ""
+    return StorageError(f"{STORAGE_ERRNOS[e.errno]}{where} ([Errno {e.errno}] {e.strerror})",
+                        hint="free space (or fix the disk), then resume")
+
+
+class SummaryFailed(KitError):
+    """Every cell ran, but no summary could be computed from the records: no verdict, never exit 0."""
+
+    exit_code = ExitCode.INTERNAL

@@ -25,6 +25,11 @@ M = TypeVar("M", bound=BaseModel)
 _TMP_RE = re.compile(r"^\..+\.tmp-\d+-[0-9a-f]{8}$")
 
 
+def is_temp_name(rel: str) -> bool:
+    """Whether ``rel`` is the temp file of an atomic write (``kit.plumbing.files.temp_name``), not a result."""
+    return bool(_TMP_RE.match(rel.rsplit("/", 1)[-1]))
+
+
 @dataclass(frozen=True)
 class Bundle:
     """A result bundle on disk. ``run_id`` is the short id at the end of the directory name."""
@@ -64,11 +69,19 @@ class Bundle:
         bundle._remove_stale_temp_files()
         return bundle
 
+    @classmethod
+    def resume_at(cls, path: Path, run_id: str) -> Bundle:
+        """The bundle at ``path`` with the run id its signatures vouch for (its run.json is not read: it may be
+        one no checkpoint signed); temp files of interrupted writes removed."""
+        bundle = cls(path, check_component(run_id, "run id"))
+        bundle._remove_stale_temp_files()
+        return bundle
+
     def _remove_stale_temp_files(self) -> None:
         """Temp files of atomic writes interrupted by a crash are not results; drop them on resume."""
         _, files = walk(self.root)
         for rel in files:
-            if _TMP_RE.match(rel.rsplit("/", 1)[-1]):
+            if is_temp_name(rel):
                 (self.root / rel).unlink()
 
     # ---- paths

@@ -11,7 +11,9 @@ import json
 import os
 import re
 import stat
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from kit.errors import BundleError
 
@@ -93,6 +95,12 @@ def _take(e: os.DirEntry[str], prefix: str, depth: int, dirs: list[str], files: 
     else:
         raise BundleError(f"{rel}: is a special file (mode {stat.filemode(mode)}); "
                           "a bundle holds only regular files and directories")
+
+
+def envelope_bytes(envelope: Mapping[str, Any]) -> bytes:
+    """The one byte layout of a DSSE envelope kit writes (provenance, checkpoints); verification refuses any
+    other layout."""
+    return (json.dumps(envelope, indent=2, sort_keys=True, ensure_ascii=True) + "\n").encode()
 
 
 def json_bytes(obj: object) -> bytes:

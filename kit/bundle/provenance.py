@@ -8,7 +8,6 @@ signed (``runDetails.builder.kit_signer``, so the signer's key comment is covere
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import socket
@@ -17,9 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from kit import __version__
+from kit.bundle.checkpoints import Checkpointer, checkpoint_files, read_chain
 from kit.bundle.layout import Bundle
-from kit.bundle.names import PROVENANCE
+from kit.bundle.names import PROVENANCE, envelope_bytes
 from kit.bundle.subjects import add_sizes
+from kit.errors import BundleError
 from kit.files import JsonObject
 from kit.plumbing.files import sha256_file
 from kit.signing import (
@@ -41,13 +42,12 @@ PREDICATE_PIECES = frozenset(
 )
 
 
-def envelope_bytes(envelope: Mapping[str, Any]) -> bytes:
-    """The one byte layout of provenance.dsse.json; verification refuses any other layout."""
-    return (json.dumps(envelope, indent=2, sort_keys=True, ensure_ascii=True) + "\n").encode()
-
-
-def sign_provenance(bundle: Bundle, key: SigningKey, *, predicate: Mapping[str, Any]) -> Path:
+def sign_provenance(bundle: Bundle, key: SigningKey, *, predicate: Mapping[str, Any],
+                    checkpoints: Checkpointer | None = None, status: str | None = None) -> Path:
     """Hash every file, sign the statement with ``key`` and write provenance.dsse.json.
+
+    A bundle with checkpoints first gets its "end" checkpoint (``status``: how the run ended), continuing
+    ``checkpoints`` (or the chain on disk, which must then verify whole), so that the chain holds every file.
 
     ``predicate`` holds the caller's pieces, all optional: ``externalParameters`` (dict, e.g. flags
     and argv; ``manifest`` is filled in from the bundle's manifest.yaml), ``internalParameters``
@@ -59,7 +59,17 @@ def sign_provenance(bundle: Bundle, key: SigningKey, *, predicate: Mapping[str, 
     unknown = set(predicate) - PREDICATE_PIECES
     if unknown:
         raise ValueError(f"unknown provenance pieces {sorted(unknown)}; known: {sorted(PREDICATE_PIECES)}")
-    hashed = {rel: sha256_file(bundle.root / rel) for rel in bundle.files()}
+    if checkpoints is None and checkpoint_files(bundle.root):
+        chain = read_chain(bundle.root, None)
+        if chain.stopped:
+            raise BundleError(f"{bundle.root}: its checkpoint chain is broken ({chain.stopped})",
+                              hint=f"check it with `kit verify {bundle.root}`")
+        checkpoints = Checkpointer(bundle, key, chain)
+    known: dict[str, tuple[str, int]] = {}
+    if checkpoints is not None:
+        checkpoints.sign("end", status=status)
+        known = checkpoints.vouched
+    hashed = {rel: known[rel] if rel in known else sha256_file(bundle.root / rel) for rel in bundle.files()}
     digests = {rel: digest for rel, (digest, _) in hashed.items()}
     # sizes are signed too: a verifier streaming an archive refuses a member the moment it outgrows its size
     body = add_sizes(statement(digests, SLSA_PROVENANCE_V1, build_predicate(bundle, digests, key, predicate)),

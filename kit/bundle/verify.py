@@ -21,17 +21,17 @@ from typing import Any
 
 from cryptography.exceptions import InvalidSignature
 
-from kit.bundle.names import PROVENANCE, rel_problem, walk
+from kit.bundle.checkpoints import check_chain, checkpoint_files
+from kit.bundle.names import PROVENANCE, envelope_bytes, rel_problem, walk
 from kit.bundle.policy import (
     TRUSTED_MARK,
     UNTRUSTED_MARK,
-    SignerDecision,
     decide_trust,
     flags_line,
     manifest_check,
     recorded_flags,
 )
-from kit.bundle.provenance import BUILD_TYPE, SLSA_PROVENANCE_V1, envelope_bytes
+from kit.bundle.provenance import BUILD_TYPE, SLSA_PROVENANCE_V1
 from kit.bundle.tarball import archive_sha256, extracted
 from kit.errors import BundleError, KitError, SignatureError, UsageError
 from kit.files import JsonObject
@@ -105,7 +105,7 @@ def verify_bundle(target: Path, trust: list[Path], *, integrity_only: bool = Fal
     raise BundleError(f"{target}: neither a bundle directory nor a .tar.gz/.tgz archive")
 
 
-def _signed_parts(root: Path, label: str, missing_hint: str) -> tuple[dict[str, Any], bytes, dict[str, str], set[str]]:
+def signed_parts(root: Path, label: str, missing_hint: str) -> tuple[dict[str, Any], bytes, dict[str, str], set[str]]:
     """The envelope, its payload and the signed subjects, after checking every signature's validity."""
     try:
         _, on_disk = walk(root)
@@ -114,6 +114,8 @@ def _signed_parts(root: Path, label: str, missing_hint: str) -> tuple[dict[str, 
     except OSError as e:
         raise fail(label, [f"unreadable: {e}"]) from None
     if PROVENANCE not in on_disk:
+        if checkpoint_files(root):  # a run that never ended (SIGKILL, power loss, a full disk)
+            missing_hint = f"its run never ended; its signed checkpoints let `kit run --resume {root}` finish it"
         raise fail(label, [f"missing file: {PROVENANCE} (the bundle was never signed, or the signature was "
                            "removed): nobody vouches for its files"], hint=missing_hint)
     env, body, stmt = read_envelope(root / PROVENANCE, label)
@@ -124,10 +126,13 @@ def _signed_parts(root: Path, label: str, missing_hint: str) -> tuple[dict[str, 
 
 def verify_directory(root: Path, trust: list[Path], *, label: str, integrity_only: bool = False) -> VerifyResult:
     files = policy_files(trust)
-    env, body, subjects, on_disk = _signed_parts(
+    env, body, subjects, on_disk = signed_parts(
         root, label, "a bundle without its signed provenance cannot be verified; get the complete bundle")
     signer = decide_trust(env, body, files, label, integrity_only=integrity_only)
     nbytes = check_files(root, sorted(f for f in on_disk if f != PROVENANCE), subjects, label)
+    chain_note, chain, problems = check_chain(root, None if integrity_only else files, subjects)
+    if problems:
+        raise fail(label, problems, hint="its checkpoints do not hold what its provenance signed; get an untouched one")
     summary_note = check_summary(root, label)
     run = _run_info(root)
     manifest = manifest_check(root, files) if not integrity_only else {"status": "not checked (--integrity-only)"}
@@ -135,6 +140,7 @@ def verify_directory(root: Path, trust: list[Path], *, label: str, integrity_onl
     lines = [signer.text,
              f"  files: {len(subjects)} checked against the signed provenance; {summary_note}"
              + (f"; run {run['status']}" if run.get("status") else ""),
+             f"  checkpoints: {chain_note}",
              f"  manifest approval (kit-manifest): {manifest['status']}",
              f"  {flags_line(rec)}"]
     if run.get("reproduces"):
@@ -142,29 +148,9 @@ def verify_directory(root: Path, trust: list[Path], *, label: str, integrity_onl
     details: JsonObject = {"bundle": label, "trust": TRUSTED_MARK if signer.trusted else UNTRUSTED_MARK,
                            "verdict": signer.text, "files": len(subjects), "bytes": nbytes,
                            "signers": signer.signers, "trusted": signer.trusted, "summary": summary_note, "run": run,
-                           "manifest_signature": manifest, "integrity_only": integrity_only, **rec}
+                           "manifest_signature": manifest, "integrity_only": integrity_only, "checkpoints": chain,
+                           **rec}
     return VerifyResult(summary="\n".join(lines), details=details)
-
-
-def verify_integrity(root: Path) -> int:
-    """Only what must hold before kit re-renders a bundle (`kit report`): every file matches the signed
-    provenance and every signature verifies; trust and summary.json are not judged. Returns the number of
-    files."""
-    label = str(root)
-    _, _, subjects, on_disk = _signed_parts(root, label, "get an untouched copy of the bundle")
-    check_files(root, sorted(f for f in on_disk if f != PROVENANCE), subjects, label)
-    return len(subjects)
-
-
-def verify_for_resume(root: Path, trust: list[Path]) -> SignerDecision:
-    """Before kit re-signs a bundle to finish it: the provenance must be present, valid, signed by a key the
-    policy allows for kit-bundle, and match every file. Anything else: exit 9 naming why."""
-    label = str(root)
-    env, body, subjects, on_disk = _signed_parts(
-        root, label, "kit resumes only bundles whose signed provenance verifies as trusted; start a new run")
-    signer = decide_trust(env, body, policy_files(trust), label)
-    check_files(root, sorted(f for f in on_disk if f != PROVENANCE), subjects, label)
-    return signer
 
 
 # --------------------------------------------------------------------------- the envelope

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from kit import __version__
 from kit.bundle import sign_provenance
-from kit.errors import KitError
+from kit.errors import KitError, storage_error
 from kit.experiment.session import BundleSession
 from kit.files import JsonObject
 from kit.files.run import FailedCell, RunFile
@@ -36,10 +36,13 @@ class Closing:
     images: Mapping[str, ImageInfo]
     failed: Mapping[str, FailedCell]
     notices: list[str] = field(default_factory=list)
+    summary_error: str | None = None  # set by finalize: why there is no summary
 
 
-def finalize(session: BundleSession, c: Closing, status: str) -> JsonObject:
-    """Summarise and report (a failure there is a notice, never a lost bundle), close run.json, sign."""
+def finalize(session: BundleSession, c: Closing, status: str) -> tuple[JsonObject, str]:
+    """Summarise and report (a failure there is a notice, never a lost bundle), close run.json, sign the end
+    checkpoint and the provenance. Returns the summary and the run's status: a run whose every cell ran but
+    whose summary could not be computed ends "failed" (``Closing.summary_error`` says why)."""
     bundle = session.bundle
     summary: JsonObject = {}
     for stale in ("summary.json", "report.md"):
@@ -49,13 +52,22 @@ def finalize(session: BundleSession, c: Closing, status: str) -> JsonObject:
         summary = summarize_bundle(bundle.root)
         bundle.write_json("summary.json", summary)
         render_report(bundle.root, summary)
+    except OSError as e:
+        if storage_error(e) is not None:
+            raise  # a full disk: nothing more can be written, the checkpoints hold the cells
+        c.notices.append(f"summary/report failed: {type(e).__name__}: {e}")
     except Exception as e:  # noqa: BLE001 - a broken summary must not lose the bundle
         c.notices.append(f"summary/report failed: {type(e).__name__}: {e}")
+    if not summary:
+        c.summary_error = c.notices[-1] if c.notices else "no summary"
+        status = "failed" if status == "complete" else status
     run = bundle.read("run.json", RunFile)
     run.status, run.finished, run.failed_cells = status, utc_now(), dict(c.failed)
+    if c.summary_error is not None or run.summary_error is not None:
+        run.summary_error = c.summary_error  # cleared by a resume that computes it
     bundle.write_json("run.json", run)
-    sign_provenance(bundle, c.key, predicate=predicate(run, c))
-    return summary
+    sign_provenance(bundle, c.key, predicate=predicate(run, c), checkpoints=session.checkpoints, status=status)
+    return summary, status
 
 
 def predicate(run: RunFile, c: Closing) -> JsonObject:

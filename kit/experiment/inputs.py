@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from kit.bundle import Bundle, verify_for_resume
-from kit.errors import BundleError, SignatureError, UsageError
+from kit.bundle import ResumeTrust, resume_trust
+from kit.errors import SignatureError, UsageError
 from kit.experiment.options import RunOptions
 from kit.files.run import RunFile
 from kit.images.context import image_contexts
@@ -52,15 +52,12 @@ def check_trust(path: Path, raw: bytes, sig: bytes | None, trust_files: list[Pat
         return ManifestTrust(signed=False, signers=(), allow_unsigned=True, note=e.message)
 
 
-def resume_sources(root: Path, manifest: Path | None) -> ResumeSources:
-    bundle = Bundle.open(root)  # BundleError (exit 9) when it is not a kit bundle
-    run = bundle.read("run.json", RunFile)
-    try:
-        raw = bundle.path("manifest.yaml").read_bytes()
-    except OSError as e:
-        raise BundleError(f"{root}: cannot read the bundle's manifest.yaml ({e})",
-                          hint=f"check it with `kit verify {root}`") from None
-    sig = read_signature(bundle.path("manifest.yaml.sig"))
+def resume_sources(root: Path, manifest: Path | None, trust: ResumeTrust) -> ResumeSources:
+    """The manifest, its signature and run.json exactly as the bundle's signatures vouch for them (the bytes
+    read are the bytes checked)."""
+    raw = trust.signed_bytes(root, "manifest.yaml")
+    sig = trust.signed_bytes(root, "manifest.yaml.sig") if "manifest.yaml.sig" in trust.files else None
+    run = trust.run
     if manifest is not None and read_bytes(manifest) != raw:
         raise UsageError(f"{manifest} differs from the manifest the bundle {root} was started with",
                          hint="resume without MANIFEST, or start a new run")
@@ -68,11 +65,11 @@ def resume_sources(root: Path, manifest: Path | None) -> ResumeSources:
     return ResumeSources(raw, sig, run, original)
 
 
-def verify_before_resume(root: Path, trust: list[Path]) -> str:
-    """A resumed bundle is re-signed: first prove that a runner the policy trusts signed exactly what is in it
-    (a bundle without provenance, or with an untrusted or broken one: BundleError, exit 9, naming why)."""
-    signer = verify_for_resume(root, trust)
-    return f"verified; {signer.text}"
+def verify_before_resume(root: Path, trust: list[Path]) -> ResumeTrust:
+    """A resumed bundle is re-signed: first prove that a runner the policy trusts signed exactly what kit will
+    believe of it: the whole bundle when its run ended, else the verified prefix of its checkpoints (neither:
+    BundleError, exit 9, naming why). The bundle's lock is not held yet: the session checks it all again."""
+    return resume_trust(root, trust)
 
 
 def load_for_run(manifest: Path | None, opts: RunOptions) -> RunInputs:
@@ -80,8 +77,9 @@ def load_for_run(manifest: Path | None, opts: RunOptions) -> RunInputs:
     bytes under the current policy, validate it. The allow_* flags are this command line's only."""
     note = ""
     if opts.resume is not None:
-        note = verify_before_resume(opts.resume, opts.trust)  # before anything of the bundle is believed
-        src = resume_sources(opts.resume, manifest)
+        trust = verify_before_resume(opts.resume, opts.trust)  # before anything of the bundle is believed
+        note = trust.note
+        src = resume_sources(opts.resume, manifest, trust)
         raw, sig, label = src.raw, src.sig, src.original
     else:
         if manifest is None:

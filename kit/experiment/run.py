@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-from kit.bundle import Bundle, runner_key
+from kit.bundle import PROVENANCE, Bundle, runner_key
 from kit.cleanup import refuse_live_runs
-from kit.errors import CellsFailed, Interrupted, KitError
+from kit.errors import BundleError, CellsFailed, Interrupted, KitError, StorageError, SummaryFailed, storage_error
 from kit.experiment.cells import CellRunner, NodeGates, gate_report
 from kit.experiment.finish import Closing, finalize, verdicts
 from kit.experiment.images import prepare_images
@@ -16,10 +17,12 @@ from kit.experiment.session import BundleSession
 from kit.experiment.signals import deferred_interrupts, signals_as_interrupts
 from kit.files import JsonObject
 from kit.files.cell import CellFile
-from kit.files.run import FailedCell
+from kit.files.read import MAX_FILE_BYTES, read_file
+from kit.files.run import FailedCell, RunFile
 from kit.images import ImageInfo
 from kit.manifest import Manifest
-from kit.plan import Cell, make_plan
+from kit.plan import Cell, Plan, make_plan
+from kit.plumbing.files import read_bounded
 from kit.runtime import Runtime
 from kit.runtime.docker import DockerRuntime
 from kit.runtime.process import ProcessRuntime
@@ -72,6 +75,7 @@ class Experiment:
             self.preflight(session)
         else:
             session.bundle.append_jsonl("gates.jsonl", self.preflight_report)
+            session.checkpoint("start")  # from here on, a run that never ends can be resumed
         if self.m.runtime == "docker":
             ports = [self.m.server.port, *self.m.server.extra_ports, *self.m.gates.ports]
             refuse_live_runs(ports=ports, gpus="all" if self.m.hardware.gpus else None, own_run=session.run_id)
@@ -86,6 +90,8 @@ class Experiment:
         for i, cell in enumerate(todo):
             self.events.cell_started(cell, done + i + 1, len(self.plan.cells))
             self.cells.run(cell)
+            status = session.bundle.read(f"cells/{cell.id}/cell.json", CellFile).status
+            session.checkpoint("cell", cell=cell.id, status=status)  # the cell is kept, whatever comes next
         return "complete" if not self.failed else "failed"
 
 
@@ -105,12 +111,20 @@ def cells_to_run(bundle: Bundle, cells: tuple[Cell, ...]) -> list[Cell]:
 def run_experiment(manifest: Path | None, opts: RunOptions, events: Events | None = None) -> RunResult:
     """Run (or resume) an experiment; whatever ends it, leaves a signed, verifiable, resumable bundle and
     no server behind."""
-    return run_inputs(load_for_run(manifest, opts), opts, events)
+    try:
+        return run_inputs(load_for_run(manifest, opts), opts, events)
+    except OSError as e:  # a full or failing disk before the run's first checkpoint, or while resuming
+        full = storage_error(e)
+        if full is None:
+            raise
+        raise full from None
 
 
 def run_inputs(inputs: RunInputs, opts: RunOptions, events: Events | None = None) -> RunResult:
     """``run_experiment`` from inputs already read and verified (``kit.experiment.inputs``)."""
     ev = events or QuietEvents()
+    if opts.resume is not None and (done := already_complete(opts.resume, make_plan(inputs.lm.manifest))) is not None:
+        return done  # nothing to run: no gate, no lock, no write
     key, notice = runner_key(opts.key)  # before anything runs: a bad key must not surface after hours of load
     if notice:
         ev.message(notice)
@@ -127,14 +141,40 @@ def run_inputs(inputs: RunInputs, opts: RunOptions, events: Events | None = None
     except KeyboardInterrupt as e:
         status, error = "interrupted", e
     except BaseException as e:  # noqa: BLE001 - anything: finalize first, then let it out
-        status, error = "failed", e
+        status, error = "failed", storage_error(e) or e
     closing = Closing(exp.m, inputs.trust, key, exp.images, exp.failed)
     try:
         with deferred_interrupts():
-            summary = finalize(session, closing, status)
+            summary, status = finalize(session, closing, status)
+    except OSError as e:  # a full or failing disk: the bundle is not sealed, its checkpoints hold what ran
+        full = storage_error(e)
+        if full is None:
+            raise
+        first = error if isinstance(error, StorageError) else full
+        raise first.note(f"the bundle is not sealed, but its signed checkpoints hold every cell that completed: "
+                         f"kit run --resume {session.bundle.root}") from None
     finally:
         session.unlock()
     return outcome(session, closing, status, error, summary, ev)
+
+
+def already_complete(root: Path, plan: Plan) -> RunResult | None:
+    """A bundle whose run completed (sealed, summarised, every cell ok): the result, untouched; else None."""
+    if not (root / PROVENANCE).is_file():
+        return None
+    run = read_file(root, "run.json", RunFile)
+    bundle = Bundle(root, run.run_id)
+    if run.status != "complete" or not bundle.exists("summary.json"):
+        return None
+    try:
+        if not all(bundle.read(f"cells/{c.id}/cell.json", CellFile).status == "ok" for c in plan.cells):
+            return None
+    except BundleError:  # a cell missing or unreadable: not complete (the resume says what is wrong with it)
+        return None
+    summary = json.loads(read_bounded(bundle.path("summary.json"), MAX_FILE_BYTES))
+    return RunResult(bundle=root, status="complete", verdicts=verdicts(summary), failed_cells={},
+                     notices=["the bundle is already complete: nothing to resume, nothing was changed"],
+                     summary=summary)
 
 
 def outcome(session: BundleSession, c: Closing, status: str, error: BaseException | None, summary: JsonObject,
@@ -157,5 +197,9 @@ def outcome(session: BundleSession, c: Closing, status: str, error: BaseExceptio
         cells = "; ".join(f"{cid}: {(f.reason.splitlines() or [''])[0]}" for cid, f in c.failed.items())
         raise CellsFailed(f"{len(c.failed)} cell(s) failed ({cells})", exit_code=first.exit_code,
                           hint=f"see the cells' server.log; then: kit run --resume {root}")
+    if c.summary_error is not None:  # every cell ran, and still no verdict: never exit 0
+        raise SummaryFailed(f"every cell ran, but the summary could not be computed ({c.summary_error}): no "
+                            "summary, report or verdicts", hint=f"the records are kept and signed; once the cause "
+                            f"is fixed (e.g. a newer kit), `kit run --resume {root}` computes them")
     return RunResult(bundle=root, status=status, verdicts=lines,
                      failed_cells={cid: f.reason for cid, f in c.failed.items()}, notices=c.notices, summary=summary)

@@ -27,6 +27,11 @@ class Resumption(Loose):
     trust: JsonObject = Field(default_factory=dict)
     provenance_before: str = ""
     environment: str = ""
+    # a resume after a run that never ended (kit.bundle.resume): what it found that no checkpoint vouched for
+    set_aside: list[str] = Field(default_factory=list)  # "FROM -> TO: why" (moved, never deleted)
+    restored: list[str] = Field(default_factory=list)  # files put back as last signed (run.json)
+    dropped: list[str] = Field(default_factory=list)  # summary, report, plots: recomputed when the run ends
+    stopped: list[str] = Field(default_factory=list)  # servers the stopped run left running, stopped by this resume
 
 
 class FailedCell(Loose):
@@ -54,4 +59,5 @@ class RunFile(BundleFile):
     runner_key: str | None = None
     resumed: list[Resumption] = Field(default_factory=list)
     failed_cells: dict[str, FailedCell] = Field(default_factory=dict)
+    summary_error: str | None = None  # every cell ran, but the summary could not be computed (status failed)
     reproduces: Reproduces | None = None  # `kit reproduce`: the source bundle this run re-ran (reproduce.json)

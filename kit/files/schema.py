@@ -18,6 +18,7 @@ from pydantic.json_schema import models_json_schema
 
 from kit.files import JsonObject
 from kit.files.cell import CellFile
+from kit.files.checkpoint import CheckpointFile, CheckpointStatement
 from kit.files.client import ClientReport
 from kit.files.envelope import EnvelopeFile, ServerMetricsFile
 from kit.files.environment import EnvironmentFile
@@ -50,6 +51,7 @@ REGISTRY: dict[str, type[BaseModel]] = {
     "provenance.dsse.json": EnvelopeFile,
     "manifest.yaml.sig": EnvelopeFile,
     ReproduceFile.file_pattern: ReproduceFile,
+    CheckpointFile.file_pattern: CheckpointFile,  # the payload: CheckpointStatement (EXTRA_DEFS)
     # kit reproduce: the source bundle's files the verdict and the setup diff were read from (kit.reproduce.sealing)
     "source/provenance.dsse.json": EnvelopeFile,
     "source/summary.json": Summary,
@@ -60,12 +62,16 @@ REGISTRY: dict[str, type[BaseModel]] = {
 }
 
 
+# definitions of what a bundle file holds inside it (a signed payload), not of a file
+EXTRA_DEFS: tuple[type[BaseModel], ...] = (CheckpointStatement,)
+
+
 def bundle_schema(registry: Mapping[str, type[BaseModel]] = REGISTRY) -> JsonObject:
     """The schema: ``$defs`` holds one definition per model, ``x-kit-files`` maps each file pattern (a
     glob relative to the bundle root) to the definition its files validate against."""
     patterns = sorted(registry)
-    refs, top = models_json_schema([(registry[p], "validation") for p in patterns],
-                                   ref_template="#/$defs/{model}")
+    refs, top = models_json_schema([(registry[p], "validation") for p in patterns]
+                                   + [(m, "validation") for m in EXTRA_DEFS], ref_template="#/$defs/{model}")
     files = {p: refs[(registry[p], "validation")]["$ref"] for p in patterns}
     return {
         "$schema": SCHEMA_DIALECT,
