@@ -17,6 +17,7 @@ from kit.experiment.signals import deferred_interrupts, signals_as_interrupts
 from kit.files import JsonObject
 from kit.files.cell import CellFile
 from kit.files.run import FailedCell
+from kit.gates.reserve import reserved
 from kit.images import ImageInfo
 from kit.manifest import Manifest
 from kit.plan import Cell, make_plan
@@ -122,7 +123,7 @@ def run_inputs(inputs: RunInputs, opts: RunOptions, events: Events | None = None
     status: str = "failed"
     error: BaseException | None = None
     try:
-        with signals_as_interrupts():
+        with signals_as_interrupts(), reserved(exp.m, session.run_id, session.bundle.root):  # its ports, GPUs
             status = exp.execute(session)
     except KeyboardInterrupt as e:
         status, error = "interrupted", e
