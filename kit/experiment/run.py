@@ -18,6 +18,7 @@ from kit.files import JsonObject
 from kit.files.cell import CellFile
 from kit.files.run import FailedCell
 from kit.gates.reserve import reserved
+from kit.hints import resume_command
 from kit.images import ImageInfo
 from kit.manifest import Manifest
 from kit.plan import Cell, make_plan
@@ -135,15 +136,19 @@ def run_inputs(inputs: RunInputs, opts: RunOptions, events: Events | None = None
             summary = finalize(session, closing, status)
     finally:
         session.unlock()
-    return outcome(session, closing, status, error, summary, ev)
+    again = resume_command(session.bundle.root, trust=opts.trust, allow_unsigned=opts.allow_unsigned,
+                           allow_unpinned=opts.allow_unpinned, key=opts.key, runner=key.public)  # works as printed
+    return outcome(session, closing, status, error, summary, ev, again)
 
 
 def outcome(session: BundleSession, c: Closing, status: str, error: BaseException | None, summary: JsonObject,
-            ev: Events) -> RunResult:
-    """The result of a run, or the one error that ended it, with where the bundle is as a note."""
+            ev: Events, again: str | None = None) -> RunResult:
+    """The result of a run, or the one error that ended it, with where the bundle is as a note (``again``:
+    the command that resumes it)."""
     lines = verdicts(summary)
     root = session.bundle.root
-    where = f"The bundle is consistent and resumable: kit run --resume {root}"
+    again = again or f"kit run --resume {root}"
+    where = f"The bundle is consistent and resumable: {again}"
     if error is not None or c.failed:
         for line in lines:
             ev.message(line)
@@ -157,6 +162,6 @@ def outcome(session: BundleSession, c: Closing, status: str, error: BaseExceptio
         first = next(iter(c.failed.values()))
         cells = "; ".join(f"{cid}: {(f.reason.splitlines() or [''])[0]}" for cid, f in c.failed.items())
         raise CellsFailed(f"{len(c.failed)} cell(s) failed ({cells})", exit_code=first.exit_code,
-                          hint=f"see the cells' server.log; then: kit run --resume {root}")
+                          hint=f"see the cells' server.log; then: {again}")
     return RunResult(bundle=root, status=status, verdicts=lines,
                      failed_cells={cid: f.reason for cid, f in c.failed.items()}, notices=c.notices, summary=summary)

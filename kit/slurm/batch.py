@@ -23,6 +23,7 @@ from pathlib import Path
 
 from kit.errors import UsageError
 from kit.manifest import Manifest
+from kit.signing.trust import trust_flags
 
 JOB_PREFIX = "kit-"  # every job kit submits is named kit-<experiment> (kit jobs lists those)
 COMMENT_PREFIX = "kit "  # and carries a comment "kit out=DIR" or "kit bundle=DIR": where its bundle goes
@@ -130,10 +131,9 @@ def sbatch_options(alloc: Allocation, *, job_name: str, comment: str, log: str, 
 
 def kit_run_argv(python: str, *, out_dir: Path, trust: Sequence[Path], allow_unsigned: bool, allow_unpinned: bool,
                  key: Path | None, resume: Path | None = None) -> list[str]:
-    """``kit run`` as the job runs it: every path absolute, the trust policy passed through."""
-    argv = [python, "-P", "-m", "kit", "run", "--out", str(out_dir.resolve())]
-    for t in trust:
-        argv += ["--trust", str(t.resolve())]
+    """``kit run`` as the job runs it: every path absolute, the trust policy passed through (``trust``: the
+    policy's files, ``kit.signing.trust.trust_policy``)."""
+    argv = [python, "-P", "-m", "kit", "run", "--out", str(out_dir.resolve()), *trust_flags(trust)]
     argv += ["--allow-unsigned"] if allow_unsigned else []
     argv += ["--allow-unpinned"] if allow_unpinned else []
     argv += ["--key", str(key.resolve())] if key is not None else []
