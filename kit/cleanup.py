@@ -3,6 +3,10 @@
 Every container kit creates carries ``kit.managed=1`` and ``kit.run``; every image it builds carries
 ``kit.managed=1`` (the local base image from scripts/build-base-image carries ``kit.base=1`` instead,
 so ``clean(images=True)`` keeps it).
+
+Nothing of a live run is touched: a container or server group whose run another kit process is running now
+(``kit.runtime.records.live_owner``: its run lock held, its kit the recorded process) is left alone and
+listed with its owner (run id, kit pid); only the locks of runs whose kit is gone are removed.
 """
 
 from __future__ import annotations
@@ -17,6 +21,15 @@ from docker.errors import APIError, NotFound
 from kit.errors import GateFailed, KitError
 from kit.runtime.docker import LIVE_STATES, MANAGED_FILTER, connect, explanation, remove_container
 from kit.runtime.process import kill_leftover_groups
+from kit.runtime.records import (
+    live_run_records,
+    lock_held,
+    other_live_run,
+    owner_alive,
+    owner_text,
+    read_owner,
+    runs_dir,
+)
 
 
 @dataclass(frozen=True)
@@ -104,9 +117,14 @@ def refuse_live_runs(*, ports: Iterable[int], gpus: list[str] | str | None, own_
     """Raise GateFailed (exit 5) when another kit run's container holds these ports or GPUs."""
     found = conflicting_runs(live_runs(client), ports=ports, gpus=gpus, own_run=own_run)
     if found:
+        owners = {r.run_id: other_live_run(r.run_id) for r in found}
+        lines = [f"  {r}" + (f", {owner_text(o)}, still running" if (o := owners[r.run_id]) else ", its kit is gone")
+                 for r in found]
+        live = any(owners.values())
         raise GateFailed(
-            "another kit run holds the GPUs or ports this run needs:\n" + "\n".join(f"  {r}" for r in found),
-            hint="wait for it to finish, or stop it and remove its containers with `kit clean`",
+            "another kit run holds the GPUs or ports this run needs:\n" + "\n".join(lines),
+            hint="wait for it to finish, or choose other ports (`kit clean` leaves a live run alone)" if live
+            else "its kit is gone: remove its containers with `kit clean`",
         )
 
 
@@ -116,11 +134,16 @@ def clean(images: bool = False, client: Any | None = None, *, run_id: str | None
     client = connect(client)
     filters = [MANAGED_FILTER] + ([f"kit.run={run_id}"] if run_id else [])
     removed: list[str] = []
+    kept: list[str] = []
     for c in client.containers.list(all=True, filters={"label": filters}):
         desc = f"{c.name} ({c.short_id}, {c.status})"
-        if remove_container(client, c):
+        if (owner := other_live_run((c.labels or {}).get("kit.run"))) is not None:
+            kept.append(f"{desc}: {owner_text(owner)}, still running")
+        elif remove_container(client, c):
             removed.append(desc)
     out: dict[str, list[str]] = {"containers": removed}
+    if kept:
+        out["live_run_containers_left_alone"] = kept
     if images:
         out["images"], kept = remove_images(client)
         if kept:
@@ -162,5 +185,23 @@ def clean_all(images: bool = False, client: Any | None = None) -> dict[str, list
         out = clean(images=images, client=client)
     except KitError as e:
         out = {"containers": [], "docker_skipped": [e.message.splitlines()[0]]}
-    out["server_process_groups"], out["stale_records"] = kill_leftover_groups()
+    out["server_process_groups"], out["stale_records"] = kill_leftover_groups()  # leftovers only (records.py)
+    kept = [f"group {r['pgid']} (cell {r.get('cell')}): {owner_text(o)}, still running"
+            for _, r, o in live_run_records()]
+    if kept:
+        out["live_run_server_groups_left_alone"] = kept
+    out["stale_run_locks"] = remove_stale_run_locks()
     return out
+
+
+def remove_stale_run_locks() -> list[str]:
+    """Remove the run locks of runs whose kit is gone (not held, not the recorded process). The port and
+    GPU lock files stay: they are reused, and removing one a live kit has open would let two holders in."""
+    removed = []
+    for path in sorted(runs_dir().glob("run-*.lock")) if runs_dir().is_dir() else []:
+        owner = read_owner(path)
+        if lock_held(path) or (owner is not None and owner_alive(owner)):
+            continue
+        path.unlink(missing_ok=True)
+        removed.append(f"{path.name} (run {owner['run_id'] if owner else '?'}, its kit is gone)")
+    return removed

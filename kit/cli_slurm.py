@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from kit.cli_options import trust_option
 from kit.errors import UsageError
 from kit.slurm import list_jobs, render_jobs
 from kit.submit import SubmitOptions, submit_resume
@@ -32,9 +33,7 @@ from kit.submit import submit as submit_all
               help="For a sweep (a job array): at most this many experiments run at once.")
 @click.option("--allow-unsigned", is_flag=True, help="Submit an unsigned or untrusted manifest (recorded).")
 @click.option("--allow-unpinned", is_flag=True, help="Accept image bases not pinned by digest (recorded).")
-@click.option("--trust", "trust", type=click.Path(dir_okay=False, path_type=Path), multiple=True,
-              help="allowed_signers file(s) that make up the trust policy, checked here and again in the job "
-                   "(repeatable; default ~/.config/kit/allowed_signers).")
+@trust_option
 @click.option("--key", type=click.Path(dir_okay=False, path_type=Path),
               help="Runner key the jobs sign bundles with (default: ~/.config/kit/runner_ed25519).")
 def submit(manifests: tuple[Path, ...], out_dir: Path, resume: Path | None, slurm_opts: tuple[str, ...],

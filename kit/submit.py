@@ -26,7 +26,9 @@ from kit.slurm.batch import (
     allocation,
     batch_script,
     check_slurm_opts,
+    check_value,
     kit_run_argv,
+    log_pattern,
     sbatch_options,
 )
 from kit.slurm.commands import Slurm
@@ -84,6 +86,7 @@ def _check(path: Path | None, opts: SubmitOptions, resume: Path | None = None) -
 
 def _prepare(opts: SubmitOptions) -> tuple[list[str], Path]:
     extra = check_slurm_opts(opts.slurm_opts)
+    log_pattern(opts.out_dir.resolve() / SCRIPTS_DIR, "x")  # refused before anything is written
     runner_key(opts.key)  # the runner key exists before any job starts (array tasks must not race to make it)
     scripts = opts.out_dir.resolve() / SCRIPTS_DIR
     try:
@@ -101,9 +104,11 @@ def _queue(slurm: Slurm, opts: SubmitOptions, extra: list[str], scripts: Path, g
     array = None
     if len(group) > 1:
         array = f"0-{len(group) - 1}" + (f"%{opts.max_parallel}" if opts.max_parallel else "")
-    log = scripts / ("%x-%A_%a.out" if array else "%x-%j.out")
+    log_name = "%x-%A_%a.out" if array else "%x-%j.out"
+    log = scripts / log_name
     comment = COMMENT_PREFIX + (f"bundle={resume.resolve()}" if resume else f"out={opts.out_dir.resolve()}")
-    options = sbatch_options(first.allocation, job_name=job_name, comment=comment, log=log, array=array, extra=extra)
+    options = sbatch_options(first.allocation, job_name=job_name, comment=comment, log=log_pattern(scripts, log_name),
+                             array=array, extra=extra)
     run_argv = kit_run_argv(opts.python, out_dir=opts.out_dir, trust=opts.trust, allow_unsigned=opts.allow_unsigned,
                             allow_unpinned=opts.allow_unpinned, key=opts.key, resume=resume)
     manifests = [] if resume else [v.path for v in group]
@@ -111,8 +116,9 @@ def _queue(slurm: Slurm, opts: SubmitOptions, extra: list[str], scripts: Path, g
               "(it verifies the manifest again there)")
     stamp = utc_now().replace(":", "").replace("-", "").split(".")[0]
     script = scripts / f"{job_name}-{stamp}-{len(list(scripts.glob(f'{job_name}-*.sh')))}.sh"
+    cwd = Path(check_value("the working directory", str(Path.cwd())))
     atomic_write(script, batch_script(options, run_argv, manifests, header=header).encode())
-    submitted = slurm.sbatch(script, chdir=Path.cwd())
+    submitted = slurm.sbatch(script, chdir=cwd, options=options)
     return SubmittedJob(submitted.job_id, job_name, tuple(manifests), resume, script, log, first.allocation)
 
 

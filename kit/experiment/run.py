@@ -19,6 +19,8 @@ from kit.files import JsonObject
 from kit.files.cell import CellFile
 from kit.files.read import MAX_FILE_BYTES, read_file
 from kit.files.run import FailedCell, RunFile
+from kit.gates.reserve import reserved
+from kit.hints import resume_command
 from kit.images import ImageInfo
 from kit.manifest import Manifest
 from kit.plan import Cell, Plan, make_plan
@@ -136,13 +138,15 @@ def run_inputs(inputs: RunInputs, opts: RunOptions, events: Events | None = None
     status: str = "failed"
     error: BaseException | None = None
     try:
-        with signals_as_interrupts():
+        with signals_as_interrupts(), reserved(exp.m, session.run_id, session.bundle.root):  # its ports, GPUs
             status = exp.execute(session)
     except KeyboardInterrupt as e:
         status, error = "interrupted", e
     except BaseException as e:  # noqa: BLE001 - anything: finalize first, then let it out
         status, error = "failed", storage_error(e) or e
     closing = Closing(exp.m, inputs.trust, key, exp.images, exp.failed)
+    again = resume_command(session.bundle.root, trust=opts.trust, allow_unsigned=opts.allow_unsigned,
+                           allow_unpinned=opts.allow_unpinned, key=opts.key, runner=key.public)  # works as printed
     try:
         with deferred_interrupts():
             summary, status = finalize(session, closing, status)
@@ -152,10 +156,10 @@ def run_inputs(inputs: RunInputs, opts: RunOptions, events: Events | None = None
             raise
         first = error if isinstance(error, StorageError) else full
         raise first.note(f"the bundle is not sealed, but its signed checkpoints hold every cell that completed: "
-                         f"kit run --resume {session.bundle.root}") from None
+                         f"{again}") from None
     finally:
         session.unlock()
-    return outcome(session, closing, status, error, summary, ev)
+    return outcome(session, closing, status, error, summary, ev, again)
 
 
 def already_complete(root: Path, plan: Plan) -> RunResult | None:
@@ -178,11 +182,13 @@ def already_complete(root: Path, plan: Plan) -> RunResult | None:
 
 
 def outcome(session: BundleSession, c: Closing, status: str, error: BaseException | None, summary: JsonObject,
-            ev: Events) -> RunResult:
-    """The result of a run, or the one error that ended it, with where the bundle is as a note."""
+            ev: Events, again: str | None = None) -> RunResult:
+    """The result of a run, or the one error that ended it, with where the bundle is as a note (``again``:
+    the command that resumes it)."""
     lines = verdicts(summary)
     root = session.bundle.root
-    where = f"The bundle is consistent and resumable: kit run --resume {root}"
+    again = again or f"kit run --resume {root}"
+    where = f"The bundle is consistent and resumable: {again}"
     if error is not None or c.failed:
         for line in lines:
             ev.message(line)
@@ -196,10 +202,10 @@ def outcome(session: BundleSession, c: Closing, status: str, error: BaseExceptio
         first = next(iter(c.failed.values()))
         cells = "; ".join(f"{cid}: {(f.reason.splitlines() or [''])[0]}" for cid, f in c.failed.items())
         raise CellsFailed(f"{len(c.failed)} cell(s) failed ({cells})", exit_code=first.exit_code,
-                          hint=f"see the cells' server.log; then: kit run --resume {root}")
+                          hint=f"see the cells' server.log; then: {again}")
     if c.summary_error is not None:  # every cell ran, and still no verdict: never exit 0
         raise SummaryFailed(f"every cell ran, but the summary could not be computed ({c.summary_error}): no "
                             "summary, report or verdicts", hint=f"the records are kept and signed; once the cause "
-                            f"is fixed (e.g. a newer kit), `kit run --resume {root}` computes them")
+                            f"is fixed (e.g. a newer kit), `{again}` computes them")
     return RunResult(bundle=root, status=status, verdicts=lines,
                      failed_cells={cid: f.reason for cid, f in c.failed.items()}, notices=c.notices, summary=summary)

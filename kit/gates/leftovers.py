@@ -4,10 +4,16 @@ Containers are found by their ``kit.run`` label; process-runtime servers by the 
 runtime keeps in ``state_dir()`` (``kit.runtime.records``: one JSON file per live server). A record
 whose process group is gone is stale: it is deleted, and the evidence says so. Before a start any live
 kit server blocks; after a stop only this run's own (the "after" gate proves the stop left nothing behind).
+
+A server or container of a run that another kit process is running right now (its run lock held, its kit
+the recorded process: ``kit.runtime.records.live_owner``) is no leftover: it never blocks, the evidence and
+the message name whose it is (run id, kit pid), and no hint sends anyone to `kit clean` for it (which leaves
+it alone too). Whether two runs may share the host is the reservations' question (``kit.gates.reserve``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -17,7 +23,17 @@ from kit.gates.procinfo import ProcInfo
 from kit.gates.result import Check, Timer
 from kit.manifest import Manifest
 from kit.plumbing.dockerconn import docker_client
-from kit.runtime.records import ServerRecord, read_record, record_files, recorded_members, state_dir
+from kit.runtime.records import (
+    RunOwner,
+    ServerRecord,
+    live_run_records,
+    other_live_run,
+    owner_text,
+    read_record,
+    record_files,
+    recorded_members,
+    state_dir,
+)
 
 CONTAINERS = "leftover_containers"
 PROCESSES = "leftover_processes"
@@ -41,6 +57,7 @@ class ContainersEvidence(TypedDict, total=False):
     found: list[ContainerSeen]
     blocking: list[str]
     run_id: str | None
+    of_live_runs: dict[str, RunOwner]  # container id -> the live run (of another kit process) it belongs to
 
 
 class LiveGroup(ServerRecord):
@@ -54,9 +71,15 @@ class StaleRecord(ServerRecord):
     error: str | None  # why it could not be removed
 
 
+class OwnedGroup(ServerRecord):
+    file: str
+    owner: RunOwner
+
+
 class ProcessesEvidence(TypedDict):
     state_dir: str
     live: list[LiveGroup]
+    of_live_runs: list[OwnedGroup]  # servers of runs another kit process is running now: not leftovers
     stale: list[StaleRecord]
     unreadable: list[str]
     blocking: list[int]
@@ -103,15 +126,27 @@ def check_containers(m: Manifest, *, run_id: str | None, phase: str, client: Any
             CONTAINERS, False, f"Docker not reachable ({error}); the manifest's runtime is docker",
             "start the Docker engine (e.g. `dockerd &` or `systemctl start docker`) or set DOCKER_HOST", evidence,
         )
-    blocking = [c for c in found if _counts(c["run"], run_id, phase)]
-    evidence = ContainersEvidence(found=found, blocking=[c["id"] for c in blocking], run_id=run_id)
+    owned = {c["id"]: o for c in found if c["run"] != run_id and (o := other_live_run(c["run"])) is not None}
+    blocking = [c for c in found if c["id"] not in owned and _counts(c["run"], run_id, phase)]
+    evidence = ContainersEvidence(found=found, blocking=[c["id"] for c in blocking], run_id=run_id,
+                                  of_live_runs=owned)
     if not blocking:
         note = f" ({len(found)} running, not blocking in phase {phase})" if found else ""
-        return timer.check(CONTAINERS, True, f"no blocking kit container{note}", None, evidence)
+        return timer.check(CONTAINERS, True, f"no blocking kit container{note}{_left_alone(owned.values())}", None,
+                           evidence)
     names = ", ".join(f"{c['name']} ({c['id'][:12]}, run {c['run']}, cell {c['cell']})" for c in blocking)
     ids = " ".join(c["id"][:12] for c in blocking)
     return timer.check(CONTAINERS, False, f"{len(blocking)} kit container(s) still running: {names}",
                        f"kit clean, or docker rm -f {ids}", evidence)
+
+
+def _left_alone(owners: Iterable[RunOwner]) -> str:
+    """``; N server(s) of live runs left alone: run R (kit pid P, ...)`` (empty when none)."""
+    found = list(owners)
+    if not found:
+        return ""
+    whose = "; ".join(dict.fromkeys(owner_text(o) for o in found))
+    return f"; {len(found)} server(s) of live run(s) of another kit process, not leftovers, left alone: {whose}"
 
 
 def _container(c: Any) -> ContainerSeen:
@@ -140,10 +175,12 @@ def check_process_groups(*, run_id: str | None, phase: str, directory: Path | No
             stale.append(StaleRecord(**record, file=str(path), removed=True, error=None))
         except OSError as e:
             stale.append(StaleRecord(**record, file=str(path), removed=False, error=str(e)))
+    owned = [OwnedGroup(**record, file=str(path), owner=owner) for path, record, owner in live_run_records(directory)]
     blocking = [g for g in live if _counts(g.get("run_id"), run_id, phase)]
-    evidence = ProcessesEvidence(state_dir=str(directory), live=live, stale=stale, unreadable=unreadable,
-                                 blocking=[g["pgid"] for g in blocking], run_id=run_id)
+    evidence = ProcessesEvidence(state_dir=str(directory), live=live, of_live_runs=owned, stale=stale,
+                                 unreadable=unreadable, blocking=[g["pgid"] for g in blocking], run_id=run_id)
     removed = f"; removed {len(stale)} stale record(s) of group(s) already gone" if stale else ""
+    removed += _left_alone(g["owner"] for g in owned)
     if not blocking:
         return timer.check(PROCESSES, True, f"no blocking kit server process group{removed}", None, evidence)
     parts = [

@@ -3,7 +3,8 @@
 The test is a ``bind()`` with SO_REUSEADDR (so TIME_WAIT sockets don't read as busy), on ``server.host``;
 for 0.0.0.0 also on ``::`` when the host has IPv6, for ``::`` on both. A busy port is polled until
 ``gates.port_deadline_s``; then the gate names the listener's owner where /proc (through psutil, or
-``ss``) can tell.
+``ss``) can tell. A port another live kit run has reserved (``kit.gates.reserve``) fails at once, naming
+that run: it is taken between that run's cells too, when nothing listens on it.
 """
 
 from __future__ import annotations
@@ -21,9 +22,11 @@ import psutil
 
 from kit.gates import procinfo
 from kit.gates.procinfo import ProcInfo
+from kit.gates.reserve import port_holders
 from kit.gates.result import Check, Timer
 from kit.manifest import Manifest
 from kit.plumbing.poll import poll_until
+from kit.runtime.records import RunOwner, owner_text
 
 NAME = "ports"
 POLL_S = 0.020
@@ -54,6 +57,7 @@ class PortsEvidence(TypedDict):
     waited_s: float
     busy: NotRequired[list[BusyPort]]
     owners: NotRequired[dict[str, list[Listener]]]
+    reserved: NotRequired[dict[str, RunOwner]]  # port -> the live run of another kit that reserved it
 
 
 def has_ipv6() -> bool:
@@ -165,6 +169,12 @@ def check_ports(m: Manifest, *, ports: list[int] | None = None, host: str | None
     ports = [m.server.port, *m.server.extra_ports, *m.gates.ports] if ports is None else ports
     host = m.server.host if host is None else host
     addresses = bind_addresses(host)
+    if held := port_holders(ports):
+        evidence = PortsEvidence(host=host, addresses=addresses, ports=ports, deadline_s=m.gates.port_deadline_s,
+                                 polls=0, waited_s=0.0, reserved={str(p): o for p, o in held.items()})
+        msg = "; ".join(f"port {p} is reserved by {owner_text(o)}, which is still running" for p, o in held.items())
+        return timer.check(name, False, msg, "wait for that run to finish, or choose other ports in the manifest "
+                                             "(`kit clean` leaves a live run alone)", evidence)
     targets = [(a, p) for p in ports for a in addresses]
     first = time.monotonic()
     busy: dict[tuple[str, int], str] = {}

@@ -1,8 +1,15 @@
-"""Live-server records: one JSON file per process-runtime server in ``state_dir()``.
+"""Live-server records: one JSON file per process-runtime server in ``state_dir()``, and the run locks that
+say which kit runs are alive (``runs_dir()``: one ``run-RUN_ID.lock`` per run, flock-held by its kit for the
+whole run; ``kit.gates.reserve`` takes them with the run's GPUs and ports).
 
 The process runtime writes a record when it starts a server and removes it after a proven stop; the
 leftover gate and `kit clean` read them to find servers a dead kit left behind. Both import this
-module (and not each other).
+module (and not each other). A server whose run is live in another kit process is that run's, not a
+leftover: ``record_files`` leaves it out (so nothing that lists leftovers can signal it) and
+``live_run_records`` lists it with its owner.
+
+A run is live while its lock is held or its kit is still the recorded process (pid, start time, boot):
+the lock goes with the process (flock), the identity check covers a lock test that cannot be made.
 
 A PGID is only a number: once the group is gone the kernel hands it out again. So a record also holds
 its leader's identity, read when the server started: the start time (``/proc/PID/stat`` field 22, clock
@@ -13,6 +20,7 @@ started before the leader did.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 from pathlib import Path
@@ -89,10 +97,114 @@ def read_record(path: Path) -> ServerRecord | None:
     return cast(ServerRecord, doc) if isinstance(doc, dict) else None
 
 
-def record_files(directory: Path | None = None) -> list[Path]:
+def all_record_files(directory: Path | None = None) -> list[Path]:
     """Every record file, sorted (none when the directory does not exist)."""
     d = directory or state_dir()
     return sorted(d.glob("*.json")) if d.is_dir() else []
+
+
+def record_files(directory: Path | None = None) -> list[Path]:
+    """The record files of servers no other live kit owns (leftovers, or this process's own), sorted. An
+    unreadable record is listed (the caller decides); one of another process's live run is not."""
+    return [p for p in all_record_files(directory) if other_live_owner(read_record(p)) is None]
+
+
+def live_run_records(directory: Path | None = None) -> list[tuple[Path, ServerRecord, RunOwner]]:
+    """The records of servers that a live run of another kit process owns, with that owner."""
+    out = []
+    for path in all_record_files(directory):
+        record = read_record(path)
+        if (owner := other_live_owner(record)) is not None and record is not None:
+            out.append((path, record, owner))
+    return out
+
+
+class RunOwner(TypedDict):
+    """A run's lock file: which kit process runs it (``kit.gates.reserve`` writes it)."""
+
+    run_id: str
+    pid: int
+    start_ticks: int | None
+    boot_id: str | None
+    experiment: str
+    bundle: str
+    started: str
+    ports: list[int]
+    gpus: list[str]
+
+
+def runs_dir() -> Path:
+    """Where the live runs' lock files are (beside ``state_dir()``)."""
+    return state_dir().parent / "runs"
+
+
+def run_lock_path(run_id: str) -> Path:
+    return runs_dir() / f"run-{run_id}.lock"
+
+
+def lock_held(path: Path) -> bool:
+    """Whether some open file holds an exclusive flock on ``path`` (False when it does not exist)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return False
+
+
+def read_owner(path: Path) -> RunOwner | None:
+    try:
+        doc = json.loads(path.read_text())
+        int(doc["pid"])
+        str(doc["run_id"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return cast(RunOwner, doc) if isinstance(doc, dict) else None
+
+
+def owner_alive(owner: RunOwner, proc: Path = PROC) -> bool:
+    """Whether the recorded kit process is still the one that took the lock (same boot, same start time)."""
+    if owner.get("boot_id") not in (None, boot_id()):
+        return False
+    want = owner.get("start_ticks")
+    return isinstance(want, int) and start_ticks(int(owner["pid"]), proc) == want
+
+
+def live_owner(run_id: str | None) -> RunOwner | None:
+    """The kit process running ``run_id`` right now, or None (no such run, or its kit is gone)."""
+    if not run_id or "/" in run_id or run_id.startswith("."):
+        return None
+    path = run_lock_path(run_id)
+    owner = read_owner(path)
+    if lock_held(path):
+        return owner or RunOwner(run_id=run_id, pid=0, start_ticks=None, boot_id=None, experiment="?",
+                                 bundle="?", started="?", ports=[], gpus=[])  # being written: still live
+    return owner if owner is not None and owner_alive(owner) else None
+
+
+def other_live_run(run_id: str | None) -> RunOwner | None:
+    """The owner of ``run_id`` when another kit process runs it now (None: no such run, its kit is gone, or
+    it is this process's own)."""
+    owner = live_owner(run_id)
+    return owner if owner is not None and owner["pid"] != os.getpid() else None
+
+
+def other_live_owner(record: ServerRecord | None) -> RunOwner | None:
+    """The live run of another kit process that owns the server of ``record`` (None: a leftover, or ours)."""
+    return other_live_run(record.get("run_id")) if record is not None else None
+
+
+def owner_text(owner: RunOwner) -> str:
+    """``run ID (kit pid P, experiment E, bundle B)``: whose a live server or reservation is."""
+    return (f"run {owner['run_id']} (kit pid {owner['pid']}, experiment {owner['experiment']}, "
+            f"bundle {owner['bundle']})")
 
 
 def same_boot(record: ServerRecord) -> bool:

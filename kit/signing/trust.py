@@ -48,8 +48,26 @@ def default_trust_files() -> list[Path]:
 
 
 def policy_files(explicit: Sequence[Path]) -> list[Path]:
-    """The trust files a decision uses: the ones given with --trust, else the user's own."""
+    """The trust files a decision uses: the command line's (``trust_policy``), else the user's own."""
     return list(explicit) or default_trust_files()
+
+
+def trust_policy(added: Sequence[Path], only: Sequence[Path] = ()) -> list[Path]:
+    """The trust files a command line names: ``--trust FILE`` adds to the user's own policy (its file first,
+    when it exists), ``--trust-only FILE`` replaces it (then ``--trust`` files add to those); neither: ``[]``,
+    which ``policy_files`` reads as the user's own. Each file once."""
+    files = [*only, *added] if only else [*default_trust_files(), *added] if added else []
+    return list(dict.fromkeys(files))
+
+
+def trust_flags(files: Sequence[Path]) -> list[str]:
+    """The flags that give exactly the policy ``files`` (a ``trust_policy`` answer) again, paths absolute:
+    ``--trust`` for each file beyond the user's own when the list starts with it, else ``--trust-only``."""
+    if not files:
+        return []
+    if files[0] == user_trust_file():
+        return [a for f in files[1:] for a in ("--trust", str(f.resolve()))]
+    return [a for f in files for a in ("--trust-only", str(f.resolve()))]
 
 
 def describe_policy(files: Sequence[Path]) -> str:

@@ -1,5 +1,12 @@
-"""What kit asks Slurm for: the allocation a manifest's ``hardware`` needs, the ``#SBATCH`` options, and the
+"""What kit asks Slurm for: the allocation a manifest's ``hardware`` needs, the sbatch options, and the
 batch script that runs ``kit run`` inside the allocation.
+
+The options go to sbatch as arguments (argv), never as ``#SBATCH`` lines: sbatch's own parser of those lines
+reads a backslash as an escape even inside single quotes, so a path quoted for the shell (a bundle whose name
+holds backslash-quote pairs, then ``--mail-user=...``) could end its word there and turn the rest of the name
+into options. The script holds no ``#SBATCH`` line at all; it records the sbatch command after its first
+command, where sbatch no longer looks. Values sbatch reads specially even as arguments are refused or
+escaped (``check_value``, ``log_pattern``).
 
 The script ``exec``s ``kit run``, so kit is the batch step's main process: ``scancel`` (SIGTERM) and the
 time-limit warning (``--signal=B:TERM@120``) reach it directly, and its existing SIGTERM path stops the
@@ -16,6 +23,7 @@ from pathlib import Path
 
 from kit.errors import UsageError
 from kit.manifest import Manifest
+from kit.signing.trust import trust_flags
 
 JOB_PREFIX = "kit-"  # every job kit submits is named kit-<experiment> (kit jobs lists those)
 COMMENT_PREFIX = "kit "  # and carries a comment "kit out=DIR" or "kit bundle=DIR": where its bundle goes
@@ -61,6 +69,27 @@ def allocation(m: Manifest, *, exclusive: bool = True) -> Allocation:
                       all_gpus=hw.gpus == "all" and per_node is None)
 
 
+def check_value(what: str, value: str) -> str:
+    """A path or text kit puts into an sbatch option: no control character (a newline would start a new line
+    in the job's comment and log name, and in anything that parses them line by line)."""
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise UsageError(f"{what} {value!r} holds a control character (a newline, a tab, ...), which kit does not "
+                         "pass to Slurm", hint="rename or move it to a path without control characters")
+    return value
+
+
+def log_pattern(directory: Path, name: str) -> str:
+    """``--output`` for a log in ``directory``: sbatch reads ``%`` there as its file-name pattern (``%%`` is a
+    literal one) and a backslash anywhere turns every pattern off (the jobs would share one log named
+    ``%x-%j.out``), so a directory with a backslash is refused."""
+    d = check_value("the directory", str(directory))
+    if "\\" in d:
+        raise UsageError(f"the Slurm log directory {d!r} holds a backslash, which sbatch reads in --output as "
+                         "'turn off the %j patterns'", hint="give --out (or keep the bundle in) a directory whose "
+                                                            "path has no backslash")
+    return f"{d.replace('%', '%%')}/{name}"
+
+
 def check_slurm_opts(opts: Sequence[str]) -> list[str]:
     """--slurm-opt values: each one sbatch option (``--partition=gpu``, ``--time=04:00:00``), none of kit's own."""
     for o in opts:
@@ -87,11 +116,13 @@ def reserved_option(o: str) -> str | None:
     return None
 
 
-def sbatch_options(alloc: Allocation, *, job_name: str, comment: str, log: Path, array: str | None,
+def sbatch_options(alloc: Allocation, *, job_name: str, comment: str, log: str, array: str | None,
                    extra: Sequence[str]) -> list[str]:
-    """Every #SBATCH option of one job (or array): the user's --slurm-opt first, kit's after them (sbatch takes
-    the last value of an option given twice, so kit's win even where ``check_slurm_opts`` missed one)."""
-    opts = [f"--job-name={job_name}", f"--comment={comment}", f"--output={log}", "--export=ALL",
+    """Every sbatch option of one job (or array), each one argument: the user's --slurm-opt first, kit's after
+    them (sbatch takes the last value of an option given twice, so kit's win even where ``check_slurm_opts``
+    missed one). ``log`` is an ``--output`` pattern (``log_pattern``)."""
+    opts = [f"--job-name={job_name}", f"--comment={check_value('the job comment', comment)}", f"--output={log}",
+            "--export=ALL",
             f"--signal=B:TERM@{TERM_WARNING_S}", *alloc.options()]
     if array is not None:
         opts.append(f"--array={array}")
@@ -100,10 +131,9 @@ def sbatch_options(alloc: Allocation, *, job_name: str, comment: str, log: Path,
 
 def kit_run_argv(python: str, *, out_dir: Path, trust: Sequence[Path], allow_unsigned: bool, allow_unpinned: bool,
                  key: Path | None, resume: Path | None = None) -> list[str]:
-    """``kit run`` as the job runs it: every path absolute, the trust policy passed through."""
-    argv = [python, "-P", "-m", "kit", "run", "--out", str(out_dir.resolve())]
-    for t in trust:
-        argv += ["--trust", str(t.resolve())]
+    """``kit run`` as the job runs it: every path absolute, the trust policy passed through (``trust``: the
+    policy's files, ``kit.signing.trust.trust_policy``)."""
+    argv = [python, "-P", "-m", "kit", "run", "--out", str(out_dir.resolve()), *trust_flags(trust)]
     argv += ["--allow-unsigned"] if allow_unsigned else []
     argv += ["--allow-unpinned"] if allow_unpinned else []
     argv += ["--key", str(key.resolve())] if key is not None else []
@@ -113,10 +143,12 @@ def kit_run_argv(python: str, *, out_dir: Path, trust: Sequence[Path], allow_uns
 
 def batch_script(options: Sequence[str], run_argv: Sequence[str], manifests: Sequence[Path], *,
                  header: str) -> str:
-    """The batch script: #SBATCH lines, then ``exec kit run`` (one manifest, an array's task's manifest, or
-    none for a resume)."""
-    lines = ["#!/bin/bash", *(f"#SBATCH {shlex.quote(o)}" for o in options),
-             *(f"# {h}" for h in header.splitlines()), "set -euo pipefail"]
+    """The batch script: no ``#SBATCH`` line (the options are sbatch's arguments), ``set``, a comment that
+    records the options, then ``exec kit run`` (one manifest, an array's task's manifest, or none for a
+    resume)."""
+    recorded = " ".join(shlex.quote(o) for o in options)
+    lines = ["#!/bin/bash", *(f"# {h}" for h in header.splitlines()), "set -euo pipefail",
+             f"# submitted as: sbatch {recorded} THIS-SCRIPT (options on sbatch's command line, none in this file)"]
     cmd = " ".join(shlex.quote(a) for a in run_argv)
     if len(manifests) > 1:
         lines.append("manifests=(" + " ".join(shlex.quote(str(p.resolve())) for p in manifests) + ")")
@@ -133,7 +165,7 @@ def render_allocation(m: Manifest, slurm_opts: Sequence[str] = (), *, exclusive:
     would use (the log and comment paths are placeholders until the shared directory is known)."""
     alloc = allocation(m, exclusive=exclusive)
     opts = sbatch_options(alloc, job_name=f"{JOB_PREFIX}{m.name}", comment=f"{COMMENT_PREFIX}out=OUT",
-                          log=Path("OUT/slurm/%x-%j.out"), array=None, extra=check_slurm_opts(slurm_opts))
+                          log="OUT/slurm/%x-%j.out", array=None, extra=check_slurm_opts(slurm_opts))
     lines = [f"  slurm (kit submit): {alloc.describe()}", "    sbatch " + " ".join(shlex.quote(o) for o in opts)]
     if m.runtime == "slurm":
         r = m.ranks

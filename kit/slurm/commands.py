@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -69,14 +70,15 @@ class Slurm:
             raise SlurmRefused(f"{argv[0]} refused: {text}", hint=f"the command was: {' '.join(argv)}")
         return p.stdout
 
-    def sbatch(self, script: Path, *, chdir: Path | None = None, extra: Sequence[str] = ()) -> Submitted:
-        """Queue a batch script (its ``#SBATCH`` lines carry the options); returns the job id."""
-        argv = ["sbatch", "--parsable", *([f"--chdir={chdir}"] if chdir else []), *extra, str(script)]
+    def sbatch(self, script: Path, *, chdir: Path | None = None, options: Sequence[str] = ()) -> Submitted:
+        """Queue a batch script with ``options``, each one sbatch argument (never ``#SBATCH`` lines, whose
+        parser reads backslashes inside quotes); returns the job id."""
+        argv = ["sbatch", "--parsable", *options, *([f"--chdir={chdir}"] if chdir else []), str(script)]
         out = self._run(argv).strip().splitlines()
         first = out[-1] if out else ""
         job, _, cluster = first.partition(";")
         if not job.strip().isdigit():
-            raise SlurmRefused(f"sbatch answered {first!r}, not a job id", hint=f"submit {script} by hand to see why")
+            raise SlurmRefused(f"sbatch answered {first!r}, not a job id", hint=f"the command was: {shlex.join(argv)}")
         return Submitted(job.strip(), cluster.strip() or None)
 
     def squeue(self, *, job_ids: Sequence[str] = (), all_states: bool = True, mine: bool = False) -> list[JobInfo]:

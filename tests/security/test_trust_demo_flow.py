@@ -2,7 +2,9 @@
 
 `kit run --trust FILE` approves the signed manifest through the file given explicitly; the runner key made on
 first use is added to the user's policy for kit-bundle only, so `kit verify BUNDLE` exits 0 on the same
-machine, and 9 once the bundle is re-signed by another key (even with the same key comment)."""
+machine (with or without `--trust FILE`, which adds to that policy; `--trust-only FILE` replaces it and the
+runner is no longer trusted), and 9 once the bundle is re-signed by another key (even with the same key
+comment)."""
 
 from __future__ import annotations
 
@@ -47,7 +49,9 @@ def test_run_then_verify_on_the_same_machine_and_not_after_resigning(tmp_path: P
     assert v.returncode == 0, v.stdout + v.stderr
     assert v.stdout.startswith(f"ok: {b}: TRUSTED: signed by SHA256:"), v.stdout
     assert "manifest approval (kit-manifest): NOT trusted under your policy" in v.stdout  # not in the user's file
-    v = _kit(env, "verify", "--trust", str(policy), str(b))  # --trust replaces the user's file: runner not in it
+    v = _kit(env, "verify", "--trust", str(policy), str(b))  # --trust adds to the user's file (the runner's)
+    assert v.returncode == 0 and "manifest approval (kit-manifest): signed by" in v.stdout, v.stdout
+    v = _kit(env, "verify", "--trust-only", str(policy), str(b))  # --trust-only replaces it: runner not in it
     assert v.returncode == 9 and "UNTRUSTED" in v.stderr.splitlines()[0], v.stderr
 
     runner_comment = (tmp_path / "config" / "kit" / "runner_ed25519.pub").read_text().split()[2]

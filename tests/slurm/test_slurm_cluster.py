@@ -50,7 +50,8 @@ def test_submit_runs_kit_run_in_the_allocation_and_the_bundle_records_the_job(se
     # the batch script asked for a whole node and runs kit run itself (scancel's SIGTERM reaches kit)
     [script] = (setup.out / "slurm").glob("kit-slurm-one-*.sh")
     text = script.read_text()
-    assert "#SBATCH --exclusive" in text and "\nexec " in text and f"--trust {setup.trust}" in text
+    assert "#SBATCH" not in text and "submitted as: sbatch" in text and " --exclusive " in text  # argv, not #SBATCH
+    assert "\nexec " in text and f"--trust {setup.trust}" in text
     listed = kit("jobs", "--json", env=setup.env)
     assert listed.returncode == 0, listed.stderr
     mine = [j for j in json.loads(listed.stdout) if j["slurm_job_id"] == job_id]

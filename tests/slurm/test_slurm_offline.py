@@ -5,7 +5,6 @@ and batch script kit writes (parsed back by bash), and the SLURM_* variables a j
 from __future__ import annotations
 
 import json
-import shlex
 import subprocess
 from pathlib import Path
 
@@ -16,7 +15,7 @@ from support.manifests import manifest_model
 from kit.envinfo import slurm_allocation
 from kit.errors import ExitCode, SlurmRefused, SlurmUnavailable, UsageError
 from kit.slurm import Slurm, allocation, render_allocation
-from kit.slurm.batch import batch_script, check_slurm_opts, kit_run_argv, sbatch_options
+from kit.slurm.batch import batch_script, check_slurm_opts, kit_run_argv, log_pattern, sbatch_options
 from kit.slurm.queue import parse_sacct, parse_squeue_json
 
 # Trimmed from `squeue --json --states=all` on Debian's slurm-wlm 22.05.8 (task 1 of array 8 is job 8 itself).
@@ -123,28 +122,54 @@ def test_abbreviations_and_short_forms_of_kits_options_are_refused(opt: str, set
 
 def test_kits_options_come_after_the_users_so_that_kits_win(tmp_path: Path) -> None:
     a = allocation(manifest_model({**_m(), "hardware": {"gpus": 1}}))
-    opts = sbatch_options(a, job_name="kit-x", comment="kit out=/s", log=tmp_path / "log", array="0-1",
+    opts = sbatch_options(a, job_name="kit-x", comment="kit out=/s", log=f"{tmp_path}/log", array="0-1",
                           extra=["--partition=gpu", "--gpus-per-node=4"])
     assert opts[:2] == ["--partition=gpu", "--gpus-per-node=4"]
-    assert opts[2:] == ["--job-name=kit-x", "--comment=kit out=/s", f"--output={tmp_path / 'log'}", "--export=ALL",
+    assert opts[2:] == ["--job-name=kit-x", "--comment=kit out=/s", f"--output={tmp_path}/log", "--export=ALL",
                         "--signal=B:TERM@120", *a.options(), "--array=0-1"]
 
 
-def test_the_batch_script_is_what_bash_and_sbatch_read(tmp_path: Path) -> None:
+def test_the_batch_script_holds_no_sbatch_line_and_bash_reads_it(tmp_path: Path) -> None:
+    """The options go to sbatch as arguments: the script holds no ``#SBATCH`` line sbatch's own parser could
+    read (it takes a backslash inside single quotes as an escape), even for names built to break out of one."""
     a = allocation(manifest_model({**_m(), "hardware": {"gpus": 1}}))
-    odd = tmp_path / "dir with 'quote'"
-    opts = sbatch_options(a, job_name="kit-x", comment=f"kit out={odd}", log=odd / "slurm/%x-%j.out",
+    odd = tmp_path / "dir with 'quote'\\'\\' --mail-user=evil@example.com\\'"
+    opts = sbatch_options(a, job_name="kit-x", comment=f"kit out={odd}", log=log_pattern(tmp_path / "o%u", "%x-%j.out"),
                           array="0-1%1", extra=["--time=1:00:00"])
+    assert f"--output={tmp_path}/o%%u/%x-%j.out" in opts  # sbatch's pattern: %% is a literal %
     argv = kit_run_argv("/usr/bin/python3", out_dir=odd, trust=[tmp_path / "t"], allow_unsigned=False,
                         allow_unpinned=True, key=None)
     text = batch_script(opts, argv, [tmp_path / "a.yaml", odd / "b.yaml"], header="h")
     assert subprocess.run(["bash", "-n"], input=text, text=True, check=False).returncode == 0
-    sbatch_lines = [shlex.split(line[len("#SBATCH "):])[0] for line in text.splitlines() if line.startswith("#SBATCH")]
-    assert sbatch_lines == opts  # each option one word, as sbatch's own quote-aware parser reads it
+    assert not [line for line in text.splitlines() if line.lstrip().upper().startswith("#SBATCH")]
+    # sbatch stops looking for directives at the first command; the record of the options comes after it
+    first_command = next(i for i, line in enumerate(text.splitlines()) if line and not line.startswith("#"))
+    assert "submitted as: sbatch" in "\n".join(text.splitlines()[first_command:])
     # the array task picks its manifest; print instead of exec to see the command bash would run
     shown = subprocess.run(["bash", "-c", text.replace("exec ", "printf '%s\\n' "), "x"], text=True,
                            capture_output=True, env={"SLURM_ARRAY_TASK_ID": "1"}, check=True).stdout.splitlines()
     assert shown == [*argv, str(odd / "b.yaml")]
+
+
+def test_paths_sbatch_cannot_take_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="backslash"):
+        log_pattern(tmp_path / "a\\b", "%x-%j.out")
+    with pytest.raises(UsageError, match="control character"):
+        log_pattern(tmp_path / "a\nb", "%x-%j.out")
+    a = allocation(manifest_model(_m()))
+    with pytest.raises(UsageError, match="control character"):
+        sbatch_options(a, job_name="kit-x", comment="kit bundle=/a\n#SBATCH --uid=0", log="l", array=None, extra=[])
+
+
+def test_sbatch_gets_the_options_as_arguments(tmp_path: Path) -> None:
+    """A stand-in sbatch on PATH records its arguments one per line: each option is one argument, before
+    the script."""
+    args = tmp_path / "args"
+    env = _fake(tmp_path, "sbatch", f"printf '%s\\n' \"$@\" > {args}; echo 7")
+    hostile = "--comment=kit bundle=/x\\'\\' --mail-user=evil@example.com"
+    Slurm(env=env).sbatch(tmp_path / "job.sh", chdir=tmp_path, options=[hostile, "--exclusive"])
+    assert args.read_text().splitlines() == ["--parsable", hostile, "--exclusive", f"--chdir={tmp_path}",
+                                             str(tmp_path / "job.sh")]
 
 
 def test_slurm_allocation_from_the_job_environment() -> None:

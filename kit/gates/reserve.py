@@ -1,0 +1,174 @@
+"""Reservations: what lets two runs share a host. A run holds, for its whole length, an exclusive flock on
+one lock file per port it uses (server.port, server.extra_ports, gates.ports) and per GPU (by NVML index,
+as the GPU gate picks them: the first ``hardware.gpus``), and on its run lock (``kit.runtime.records``:
+who runs it, checked by pid and start time). The locks go with the kit process, however it ends.
+
+Another run asking for a port or GPU already held is refused at once (exit 5) naming whose it is (run
+id, kit pid, bundle); the port gate says the same before each start, so no run takes a port between
+another's cells. ``hardware.gpus: all`` holds ``gpu-all`` exclusively; a run of N GPUs holds it shared,
+so the two never meet. Port and GPU lock files are never removed (removing a lock file another process
+has open would let two holders in); the run lock is removed when the run ends.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kit.errors import GateFailed
+from kit.manifest import Manifest
+from kit.plumbing.clock import utc_now
+from kit.plumbing.poll import poll_until
+from kit.runtime.records import (
+    RunOwner,
+    boot_id,
+    live_owner,
+    lock_held,
+    owner_text,
+    run_lock_path,
+    runs_dir,
+    start_ticks,
+)
+
+SETTLE_S = 0.5  # another kit's liveness probe holds a lock for microseconds; a run holds it for hours
+
+
+def ports_of(m: Manifest) -> list[int]:
+    return sorted({m.server.port, *m.server.extra_ports, *m.gates.ports})
+
+
+def gpus_of(m: Manifest) -> list[str]:
+    """The GPU lock names a run of ``m`` holds exclusively (``all``, or the indices the GPU gate picks)."""
+    gpus = m.hardware.gpus
+    if gpus == "all":
+        return ["all"]
+    return [str(i) for i in range(gpus)]
+
+
+def resource_path(kind: str, name: str) -> Path:
+    return runs_dir() / f"{kind}-{name}.lock"
+
+
+def holder(kind: str, name: str) -> RunOwner | None:
+    """The live run of another kit process that holds this port or GPU now (None: free, or ours)."""
+    path = resource_path(kind, name)
+    if not lock_held(path):
+        return None
+    try:
+        run_id = path.read_text().strip()
+    except OSError:
+        run_id = ""
+    owner = live_owner(run_id)
+    if owner is not None and owner["pid"] == os.getpid():
+        return None
+    return owner or RunOwner(run_id=run_id or "?", pid=0, start_ticks=None, boot_id=None, experiment="?",
+                             bundle="?", started="?", ports=[], gpus=[])
+
+
+def port_holders(ports: list[int]) -> dict[int, RunOwner]:
+    """Of ``ports``, those another live kit run holds, with its owner."""
+    return {p: o for p in ports if (o := holder("port", str(p))) is not None}
+
+
+@dataclass
+class Reservation:
+    """The locks one run holds; ``release`` lets them go (idempotent)."""
+
+    run_id: str
+    fds: list[int] = field(default_factory=list)
+    run_lock: Path | None = None
+
+    def release(self) -> None:
+        if self.run_lock is not None:
+            self.run_lock.unlink(missing_ok=True)  # while still held: nobody can take it half-removed
+            self.run_lock = None
+        while self.fds:
+            os.close(self.fds.pop())
+
+
+def _take(path: Path, mode: int) -> int | None:
+    """An fd holding ``mode`` on ``path`` (created if need be), or None when another holder keeps it past
+    ``SETTLE_S``."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+
+    def locked() -> bool:
+        try:
+            fcntl.flock(fd, mode | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return True
+
+    if poll_until(locked, SETTLE_S, interval=0.01):
+        return fd
+    os.close(fd)
+    return None
+
+
+def _refuse(what: str, owner: RunOwner | None) -> GateFailed:
+    whose = owner_text(owner) if owner is not None else "a run of another kit process"
+    return GateFailed(f"{what} is reserved by {whose}, which is still running",
+                      hint="wait for that run to finish, or give this manifest other ports (server.port) or run it on "
+                           "another host; `kit clean` leaves a live run alone")
+
+
+def _gpu_holders(exclude: str) -> RunOwner | None:
+    return next((o for name in ("all", *map(str, range(64))) if (o := holder("gpu", name)) is not None
+                 and o["run_id"] != exclude), None)
+
+
+def reserve(m: Manifest, run_id: str, bundle: Path) -> Reservation:
+    """Take this run's lock, then its ports and GPUs; GateFailed (exit 5) naming the holder when another
+    live run has one of them (nothing stays taken then)."""
+    runs_dir().mkdir(parents=True, exist_ok=True)
+    r = Reservation(run_id)
+    try:
+        path = run_lock_path(run_id)
+        fd = _take(path, fcntl.LOCK_EX)
+        if fd is None:
+            raise _refuse(f"run {run_id}", live_owner(run_id))
+        r.fds.append(fd)
+        r.run_lock = path
+        owner = RunOwner(run_id=run_id, pid=os.getpid(), start_ticks=start_ticks(os.getpid()), boot_id=boot_id(),
+                         experiment=m.name, bundle=str(bundle), started=utc_now(), ports=ports_of(m),
+                         gpus=gpus_of(m))
+        _write(fd, json.dumps(owner))
+        for port in ports_of(m):
+            _hold(r, "port", str(port), fcntl.LOCK_EX, f"port {port}")
+        gpus = gpus_of(m)
+        if gpus:
+            _hold(r, "gpu", "all", fcntl.LOCK_EX if gpus == ["all"] else fcntl.LOCK_SH, "the GPUs")
+            for name in (g for g in gpus if g != "all"):
+                _hold(r, "gpu", name, fcntl.LOCK_EX, f"GPU {name}")
+    except BaseException:
+        r.release()
+        raise
+    return r
+
+
+def _hold(r: Reservation, kind: str, name: str, mode: int, what: str) -> None:
+    fd = _take(resource_path(kind, name), mode)
+    if fd is None:
+        raise _refuse(what, holder(kind, name) or (_gpu_holders(r.run_id) if kind == "gpu" else None))
+    r.fds.append(fd)
+    if mode == fcntl.LOCK_EX:
+        _write(fd, r.run_id)
+
+
+def _write(fd: int, text: str) -> None:
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, text.encode(), 0)
+
+
+@contextmanager
+def reserved(m: Manifest, run_id: str, bundle: Path) -> Iterator[Reservation]:
+    """``reserve`` for the length of a ``with`` block."""
+    r = reserve(m, run_id, bundle)
+    try:
+        yield r
+    finally:
+        r.release()

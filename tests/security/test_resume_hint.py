@@ -1,0 +1,95 @@
+"""The resume command kit prints after an interrupt works when pasted (issue 21): a real run of the small
+engine, approved through a `--trust FILE` (or `--trust-only FILE`) policy on a clean machine, SIGINT mid-level,
+then exactly the printed command, run by a shell. Before, `--trust FILE` replaced the user's own policy, so the
+printed `kit run --resume BUNDLE` either lost the manifest's approver (no --trust) or, given it, lost the
+runner key kit keeps in ~/.config/kit/allowed_signers, and was refused."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support.manifests import ab_arms, manifest_data, write_manifest
+from trust_helpers import ROOT, key
+
+from kit.plumbing.poll import poll_until
+
+pytestmark = pytest.mark.slow
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    return {"XDG_CONFIG_HOME": str(tmp_path / "config"), "XDG_STATE_HOME": str(tmp_path / "state"),
+            "DOCKER_HOST": f"unix://{tmp_path}/no-docker.sock", "COLUMNS": "4000"}
+
+
+def _kit(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kit", *args], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **env}, cwd=ROOT, check=False)
+
+
+def _interrupted_run(tmp_path: Path, port: int, flag: str) -> tuple[str, Path]:
+    """A signed manifest approved only through ``flag FILE``; SIGINT once the first level records; returns
+    kit's stderr and the bundle."""
+    env = _env(tmp_path)
+    m = write_manifest(tmp_path / "tiny.yaml", manifest_data(
+        "hint", port=port, arms=ab_arms(), server={"ready_timeout_s": 60, "stop_grace_s": 5},
+        load={"levels": [2], "requests_per_level": 40, "warmup_requests": 0, "prompt_tokens": 8,
+              "output_tokens": 24, "seed": 3, "request_timeout_s": 60},
+        design={"repeats": 1}, gates={"port_deadline_s": 5}))
+    approver = key(tmp_path, "approver", "researcher@lab")
+    policy = tmp_path / "project signers"  # a space: the printed command must quote it
+    policy.write_text(f'researcher@lab namespaces="kit-manifest" {approver.public_line()}\n')
+    assert _kit(env, "sign", str(m), "--key", str(approver.path)).returncode == 0
+    out = tmp_path / "results"
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)  # as from a terminal (see tests/e2e)
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "kit", "run", flag, str(policy), str(m), "--out", str(out)],
+                                cwd=ROOT, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+    finally:
+        signal.signal(signal.SIGINT, old)
+    try:
+        def recording() -> bool:
+            if proc.poll() is not None:
+                raise AssertionError(f"kit run ended ({proc.returncode}) first: {proc.communicate()}")
+            return any(len(f.read_text().splitlines()) >= 3 for f in out.glob("*/cells/*/level-2/records.jsonl"))
+
+        assert poll_until(recording, 180, interval=0.05)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, stderr
+    [b] = [p for p in out.iterdir() if p.is_dir()]
+    return stderr, b
+
+
+def _printed_command(stderr: str) -> str:
+    found = re.findall(r"resumable: (kit run --resume .*)$", stderr, flags=re.M)
+    assert len(found) == 1, stderr
+    return found[0].strip()
+
+
+@pytest.mark.parametrize("flag", ["--trust", "--trust-only"])
+def test_the_printed_resume_command_works_as_pasted(tmp_path: Path, port: int, flag: str) -> None:
+    stderr, b = _interrupted_run(tmp_path, port, flag)
+    command = _printed_command(stderr)
+    assert "project signers" in command
+    # pasted into a shell, `kit` being this checkout's kit
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    (shim / "kit").write_text(f'#!/bin/sh\nexec {sys.executable} -m kit "$@"\n')
+    (shim / "kit").chmod(0o755)
+    env = {**os.environ, **_env(tmp_path), "PATH": f"{shim}:{os.environ['PATH']}", "PYTHONPATH": str(ROOT)}
+    r = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path,
+                       check=False)
+    assert r.returncode == 0, command + "\n" + r.stdout + r.stderr
+    assert json.loads((b / "run.json").read_text())["status"] == "complete"
+    v = _kit(_env(tmp_path), "verify", str(b))
+    assert v.returncode == 0, v.stdout + v.stderr
