@@ -3,11 +3,13 @@
 Commands whose room needs the Docker SDK (compose, clean, lock) or matplotlib (report) import it when
 they run, so that every other command starts without them.
 
-Errors are mapped to exit codes in exactly one place, ``KitGroup.invoke``.
+Errors are mapped to exit codes in exactly one place, ``KitGroup``; a reader that closes stdout early
+(`kit plan M | head`) ends any command quietly with 141 (128 + SIGPIPE, what a shell reports for `yes | head`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import traceback
@@ -47,12 +49,31 @@ def _fail(message: str, code: int) -> NoReturn:
     raise click.exceptions.Exit(code)
 
 
+def _broken_pipe() -> NoReturn:
+    """stdout's reader went away: nothing more can be shown, so end quietly (stdout onto /dev/null first, so that
+    the interpreter's last flush meets no closed pipe either)."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    raise click.exceptions.Exit(ExitCode.BROKEN_PIPE)
+
+
 class KitGroup(click.Group):
-    """Maps KitError to its exit code; shows a traceback only with --debug."""
+    """Maps KitError to its exit code; shows a traceback only with --debug; a closed stdout ends quietly (also
+    while options are parsed: --help, --version)."""
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+                     **extra: Any) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except BrokenPipeError:
+            _broken_pipe()
+
     def invoke(self, ctx: click.Context) -> Any:
         debug = bool(ctx.params.get("debug")) or os.environ.get("KIT_DEBUG") == "1"
         try:
             return super().invoke(ctx)
+        except BrokenPipeError:
+            _broken_pipe()
         except KitError as e:
             if debug:
                 traceback.print_exc()

@@ -23,6 +23,7 @@ EXIT_MEANINGS = {  # what each of kit.errors.ExitCode means to a script calling 
     ExitCode.SLURM_UNAVAILABLE: "kit submit/jobs: no Slurm here (commands missing, or the controller does not answer)",
     ExitCode.SLURM_REFUSED: "kit submit/jobs: Slurm refused (bad option, unknown partition or job, a limit)",
     ExitCode.INTERRUPTED: "interrupted (Ctrl-C, SIGTERM, SIGHUP); `kit run --resume` finishes the bundle",
+    ExitCode.BROKEN_PIPE: "stdout was closed early (`kit plan M | head`): the output was cut, quietly (128 + SIGPIPE)",
 }
 
 

@@ -21,6 +21,7 @@ class ExitCode(IntEnum):
     SLURM_UNAVAILABLE = 12
     SLURM_REFUSED = 13
     INTERRUPTED = 130
+    BROKEN_PIPE = 141  # stdout's reader went away (`kit plan M | head`): 128 + SIGPIPE, as a shell reports it
 
 
 class KitError(Exception):
