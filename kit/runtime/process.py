@@ -6,9 +6,9 @@ what the runtime sets; never kit's own variables), stdout and stderr go to the c
 their encoded forms redacted), and a record of the group and its leader's identity (start time, command
 line) is written to ``state_dir()`` so that a later run's leftover gate and `kit clean` can find it if
 kit itself dies, and never mistake another process that reuses the PGID for it.
-Ready: the readiness path answers 2xx. It fails fast when the leader exits, and when the group answers HTTP on
-another address or port than the manifest's while nothing of it listens where kit connects (the wrong port: its
-listening sockets from /proc, the fix in the error).
+Ready: the readiness path answers 2xx. It fails fast when the leader exits, and when the group listens on another
+address or port than the manifest's, its log announces it as HTTP and it answers HTTP there, while nothing of it
+listens where kit connects (the wrong port: its listening sockets from /proc, the fix in the error).
 Stop: SIGTERM to the whole group, a grace period, SIGKILL, then proof: no process of the
 group remains and the port can be bound again.
 """
@@ -16,6 +16,7 @@ group remains and the port can be bound again.
 from __future__ import annotations
 
 import contextlib
+import re
 import signal
 import subprocess
 import time
@@ -58,6 +59,7 @@ READY_BACKOFF = 1.5
 READY_MAX_S = 1.0
 ELSEWHERE_GRACE_S = 10.0  # HTTP answered elsewhere this long (and nothing listens where kit connects): wrong port
 ELSEWHERE_PROBES = 8  # at most this many of the group's other listeners asked for HTTP per poll
+ANNOUNCE_LINES = 400  # the log lines (of its last 64 KiB) searched for where the server says it listens
 
 
 class ProcessServer:
@@ -97,12 +99,16 @@ class ProcessServer:
         return listening(group_members(self.pgid))
 
     def _elsewhere_now(self) -> list[tuple[str, int]]:
-        """The group's listening sockets, when none of them takes kit's connections to the manifest's host and
-        port (else none: a server that listens there is only slow)."""
+        """The group's listening sockets that its log announces as HTTP (a line naming http and the port), when none
+        of its sockets takes kit's connections to the manifest's host and port (else none: a server that listens
+        there is only slow). Only announced ports are ever asked: a GET could upset a rendezvous socket (a TCPStore,
+        gloo) that a server opens while it loads."""
         socks = self._listening()
         if any(port == self.spec.port and reaches(addr, self._connects_to) for addr, port in socks):
             return []
-        return socks
+        lines = [line.lower() for line in tail_lines(self.spec.log_path, ANNOUNCE_LINES)]
+        return [(addr, port) for addr, port in socks
+                if any("http" in line and re.search(rf"(?<![0-9]){port}(?![0-9])", line) for line in lines)]
 
     def _answers_http(self, socks: list[tuple[str, int]]) -> list[tuple[str, int]]:
         return [(addr, port) for addr, port in socks[:ELSEWHERE_PROBES]
@@ -112,8 +118,9 @@ class ProcessServer:
         shown = ", ".join(_address(a, p) for a, p in where)
         return ServerError(
             f"server for {self.spec.arm} ({self.spec.name}) listens on {shown}, not on "
-            f"{_address(self.spec.host, self.spec.port)} where kit waits for it (it has answered HTTP there for "
-            f"{ELSEWHERE_GRACE_S:g} s){self._last_line(str(where[0][1]))}; last log lines:\n{self._tail()}",
+            f"{_address(self.spec.host, self.spec.port)} where kit waits for it (its log says so; it has answered "
+            f"HTTP there for {ELSEWHERE_GRACE_S:g} s){self._last_line(str(where[0][1]))}; "
+            f"last log lines:\n{self._tail()}",
             hint=f"make the server listen on the manifest's port: give it '{{port}}' (and '{{host}}') in "
                  f"server.command or the arm's args (e.g. --port {{port}}), or set server.port to {where[0][1]}; "
                  f"full log: {self.spec.log_path}",
