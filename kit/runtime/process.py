@@ -85,7 +85,7 @@ class ProcessServer:
         code = self.proc.poll()
         self.pump.join(timeout=2)
         return ServerError(
-            f"server for {self.spec.arm} ({self.spec.name}) {what} with exit code {code}{self._last_line()}; "
+            f"server for {self.spec.arm} ({self.spec.name}) {what} with exit code {code}{self._last_line()}\n"
             f"last log lines:\n{self._tail()}",
             hint=f"full log: {self.spec.log_path}",
         )
@@ -119,7 +119,7 @@ class ProcessServer:
         return ServerError(
             f"server for {self.spec.arm} ({self.spec.name}) listens on {shown}, not on "
             f"{_address(self.spec.host, self.spec.port)} where kit waits for it (its log says so; it has answered "
-            f"HTTP there for {ELSEWHERE_GRACE_S:g} s){self._last_line(str(where[0][1]))}; "
+            f"HTTP there for {ELSEWHERE_GRACE_S:g} s){self._last_line(str(where[0][1]))}\n"
             f"last log lines:\n{self._tail()}",
             hint=f"make the server listen on the manifest's port: give it '{{port}}' (and '{{host}}') in "
                  f"server.command or the arm's args (e.g. --port {{port}}), or set server.port to {where[0][1]}; "
@@ -159,7 +159,7 @@ class ProcessServer:
                    else "; none of its processes listens on a TCP port")
         raise ServerError(
             f"server for {self.spec.arm} not ready at {url} after {self.spec.ready_timeout_s:g} s{listens}"
-            f"{self._last_line()}; last log lines:\n{self._tail()}",
+            f"{self._last_line()}\nlast log lines:\n{self._tail()}",
             hint="raise server.ready_timeout_s if it is just slow, or check the log",
         )
 

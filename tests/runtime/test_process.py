@@ -248,7 +248,7 @@ def test_exit_names_the_last_log_line_in_the_first_line(tmp_path: Path, port: in
     with pytest.raises(ServerError) as e:
         server.wait_ready()
     server.stop()
-    assert e.value.message.splitlines()[0].endswith("with exit code 1 (log: ValueError: bad --tp 3); last log lines:")
+    assert e.value.message.splitlines()[0].endswith("with exit code 1 (log: ValueError: bad --tp 3)")
 
 
 def test_tail_lines_are_the_lines_a_terminal_shows(tmp_path: Path) -> None:

@@ -163,7 +163,7 @@ class DockerServer:
         tail = _indent(lines)
         raise ServerError(
             f"container {self.spec.name} for {self.spec.arm} not ready at {url} after "
-            f"{self.spec.ready_timeout_s:g} s (stopped and removed){log_note(lines)}; last log lines:\n{tail}",
+            f"{self.spec.ready_timeout_s:g} s (stopped and removed){log_note(lines)}\nlast log lines:\n{tail}",
             hint=f"raise server.ready_timeout_s if it is just slow, or read {self.spec.log_path}",
         )
 
@@ -184,7 +184,7 @@ class DockerServer:
             hint = "exit code 137 without OOMKilled: killed by SIGKILL from outside (e.g. `docker kill`); " + hint
         return ContainerExited(
             f"container {self.spec.name} for {self.spec.arm} {what}: exit code {info.exit_code}, "
-            f"OOMKilled {oom}{f', engine error: {err}' if err else ''}{log_note(tail)}; "
+            f"OOMKilled {oom}{f', engine error: {err}' if err else ''}{log_note(tail)}\n"
             f"last log lines:\n{_indent(tail)}",
             hint=hint,
             status=info.exit_code,
