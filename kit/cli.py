@@ -3,11 +3,13 @@
 Commands whose room needs the Docker SDK (compose, clean, lock) or matplotlib (report) import it when
 they run, so that every other command starts without them.
 
-Errors are mapped to exit codes in exactly one place, ``KitGroup.invoke``.
+Errors are mapped to exit codes in exactly one place, ``KitGroup``; a reader that closes stdout early
+(`kit plan M | head`) ends any command quietly with 141 (128 + SIGPIPE, what a shell reports for `yes | head`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import traceback
@@ -22,6 +24,7 @@ from kit.bundle import archive as make_archive
 from kit.cleanup import clean_all
 from kit.cli_options import echo_json as _echo_json
 from kit.cli_options import json_option, trust_option
+from kit.cli_plan import plan
 from kit.cli_reproduce import compare, reproduce
 from kit.compose import render_compose
 from kit.errors import ExitCode, KitError, UsageError
@@ -31,14 +34,11 @@ from kit.files.schema import bundle_schema_text
 from kit.gates import doctor
 from kit.images import lock_manifest
 from kit.images.context import image_contexts
-from kit.manifest import load_manifest, schema_text
-from kit.plan import estimate, make_plan, parse_fraction, power_lines, power_plan
+from kit.manifest import load_manifest, on_this_host, refuse_placeholders, schema_text
 from kit.plumbing.files import atomic_write
 from kit.progress import RichEvents, render_result
 from kit.report.rebuild import rebuild
-from kit.server_spec import exposure_lines, host_exposure
 from kit.signing import generate_key, load_signing_key, sign_manifest, user_trust_file
-from kit.slurm import render_allocation
 from kit.verify import verify_target
 
 
@@ -47,12 +47,31 @@ def _fail(message: str, code: int) -> NoReturn:
     raise click.exceptions.Exit(code)
 
 
+def _broken_pipe() -> NoReturn:
+    """stdout's reader went away: nothing more can be shown, so end quietly (stdout onto /dev/null first, so that
+    the interpreter's last flush meets no closed pipe either)."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    raise click.exceptions.Exit(ExitCode.BROKEN_PIPE)
+
+
 class KitGroup(click.Group):
-    """Maps KitError to its exit code; shows a traceback only with --debug."""
+    """Maps KitError to its exit code; shows a traceback only with --debug; a closed stdout ends quietly (also
+    while options are parsed: --help, --version)."""
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+                     **extra: Any) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except BrokenPipeError:
+            _broken_pipe()
+
     def invoke(self, ctx: click.Context) -> Any:
         debug = bool(ctx.params.get("debug")) or os.environ.get("KIT_DEBUG") == "1"
         try:
             return super().invoke(ctx)
+        except BrokenPipeError:
+            _broken_pipe()
         except KitError as e:
             if debug:
                 traceback.print_exc()
@@ -128,11 +147,14 @@ def main(debug: bool) -> None:
 @click.option("--allow-unpinned", is_flag=True, help="Accept image bases not pinned by digest.")
 @json_option
 def validate(manifests: list[Path], allow_unpinned: bool, as_json: bool) -> None:
-    """Check manifests against the schema and the models."""
+    """Check manifests against the schema and the models, image digests, and model.path on this host."""
 
     def one(path: Path) -> tuple[str, JsonObject]:
-        m = load_manifest(path, allow_unpinned=allow_unpinned).manifest
-        return f"{m.name}, {len(m.arms)} arms", {"name": m.name}
+        lm = load_manifest(path, allow_unpinned=allow_unpinned)
+        refuse_placeholders(lm)
+        m, notes = lm.manifest, on_this_host(lm)
+        text = f"{m.name}, {len(m.arms)} arms" + (", a template: it validates and plans, never runs" * m.template)
+        return text + "".join(f"\n  note: {n}" for n in notes), {"name": m.name, "template": m.template, "notes": notes}
 
     _for_each(manifests, one, as_json)
 
@@ -177,6 +199,7 @@ def keygen(output: Path | None, comment: str | None, role: str) -> None:
 def sign(manifest: Path, key_path: Path, allow_unpinned: bool) -> None:
     """Sign a manifest's exact bytes (detached DSSE envelope MANIFEST.sig); adds to existing signatures."""
     lm = load_manifest(manifest, allow_unpinned=allow_unpinned)
+    refuse_placeholders(lm)  # a placeholder digest is signed only in a template
     key = load_signing_key(key_path, os.environ.get("KIT_KEY_PASSPHRASE"))
     sig, n = sign_manifest(manifest, lm.raw, key, image_contexts(lm))
     click.echo(f"signed {manifest} with {key.fingerprint} -> {sig} ({n} signature(s))")
@@ -200,67 +223,6 @@ def verify(targets: list[Path], trust: tuple[Path, ...], integrity_only: bool, a
         return res.summary, res.details
 
     _for_each(targets, one, as_json)
-
-
-@main.command()
-@click.argument("manifest", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--allow-unpinned", is_flag=True)
-@click.option("--itl-ms", type=float, default=20.0, show_default=True,
-              help="Assumed inter-token latency for the time estimate.")
-@click.option("--cv", metavar="CV", help="Assumed between-cell CV of the primary metric: 5% or 0.05 (default 3%).")
-@click.option("--pilot", type=click.Path(path_type=Path), metavar="BUNDLE",
-              help="Measure the between-cell CV in an earlier bundle (its files must match its signed provenance).")
-@click.option("--target-effect", metavar="EFFECT",
-              help="Also print the repeats per arm that detect this change (e.g. 5% or 0.05) with 80% power.")
-@json_option
-def plan(manifest: Path, allow_unpinned: bool, itl_ms: float, cv: str | None, pilot: Path | None,
-         target_effect: str | None, as_json: bool) -> None:
-    """Print what each arm's server touches on the host (command, image, mounts, IPC, network, published
-    ports, env, pass_env names, GPUs, privileges), the ordered cells, gates, an estimate, and the smallest
-    effect on the primary metric the design detects with 80% power per level; touches no Docker, no GPU."""
-    lm = load_manifest(manifest, allow_unpinned=allow_unpinned)
-    m = lm.manifest
-    p = make_plan(m)
-    est = estimate(m, p, itl_ms=itl_ms)
-    pp = power_plan(m, cv=parse_fraction(cv, "--cv"), pilot=pilot,
-                    target_effect=parse_fraction(target_effect, "--target-effect"))
-    if as_json:
-        _echo_json({"manifest": str(manifest), "plan": p.as_dict(), "estimate": est.__dict__,
-                    "runtime": m.runtime, "host": host_exposure(m), "server": m.server.model_dump(),
-                    "model": m.model.model_dump(), "hardware": m.hardware.model_dump(),
-                    "arms": [a.model_dump() for a in m.arms], "gates": m.gates.model_dump(), "power": pp.as_dict(),
-                    "slurm": render_allocation(m)})
-        return
-    _render_plan(lm, p, est, click.echo)
-    click.echo("\n".join(power_lines(pp)))
-    click.echo("\n".join(render_allocation(m)))
-
-
-def _render_plan(lm: Any, p: Any, est: Any, out: Callable[[str], None]) -> None:
-    m = lm.manifest
-    out(f"experiment {m.name}: {len(m.arms)} arms x {m.design.repeats} repeats = {len(p.cells)} cells "
-        f"({p.order}), runtime {m.runtime}")
-    for view in host_exposure(m):
-        for line in exposure_lines(view):
-            out(line)
-    gpus = m.hardware.gpus
-    gates = [f"ports {', '.join(str(x) for x in [m.server.port, *m.server.extra_ports, *m.gates.ports])} free on "
-             f"{m.server.host}", "no leftover kit containers or servers"]
-    if gpus:
-        gates.insert(0, f"{gpus} GPU(s) clean: NVML v2 used <= {m.gates.gpu_memory_threshold_mib} MiB, "
-                        f"no processes (deadline {m.gates.gpu_deadline_s:g} s)")
-    if m.runtime == "slurm":
-        gates = [f"on each of the {m.hardware.nodes} nodes: " + "; ".join(gates[:-1]) + f" (first node); rank 0's "
-                 f"port {m.ranks.dist_init_port} free on the first node; no process of a kit rank left", gates[-1]]
-    out("  gates before every start and after every stop: " + "; ".join(gates))
-    out("  levels: " + ", ".join(f"c={lv.concurrency} ({lv.requests} req + {lv.warmup} warm-up)" for lv in p.levels))
-    out("  cells in run order:")
-    for c in p.cells:
-        out(f"    {c.index + 1:>3}. {c.id}")
-    mins = est.seconds / 60
-    out(f"  estimate: {est.requests} recorded requests ({est.warmup_requests} warm-up), {est.output_tokens} output "
-        f"tokens, about {mins:.1f} min (assuming {est.assumed_itl_ms:g} ms/token and {est.assumed_start_s:g} s per "
-        "server start)")
 
 
 # --------------------------------------------------------------------------- runs and bundles
@@ -363,11 +325,14 @@ def lock(manifest: Path, update: bool) -> None:
     for change in changes:
         click.echo(str(change))
     if changes:
-        click.echo(f"the manifest changed: sign it again with `kit sign {manifest} --key KEY`")
+        template = load_manifest(manifest, allow_unpinned=True).manifest.template
+        made_real = " (and remove `template: true` once it can run)" if template else ""
+        click.echo(f"the manifest changed: sign it again with `kit sign {manifest} --key KEY`{made_real}")
     else:
         click.echo("every base is already pinned; nothing changed")
 
 
+main.add_command(plan)
 main.add_command(reproduce)
 main.add_command(compare)
 

@@ -25,6 +25,7 @@ EXIT_MEANINGS = {  # what each of kit.errors.ExitCode means to a script calling 
     ExitCode.STORAGE: "the disk is full or failing (ENOSPC, EDQUOT, EIO); once fixed, `kit run --resume` finishes the "
                       "bundle from its checkpoints",
     ExitCode.INTERRUPTED: "interrupted (Ctrl-C, SIGTERM, SIGHUP); `kit run --resume` finishes the bundle",
+    ExitCode.BROKEN_PIPE: "stdout was closed early (`kit plan M | head`): the output was cut, quietly (128 + SIGPIPE)",
 }
 
 

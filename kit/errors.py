@@ -23,6 +23,7 @@ class ExitCode(IntEnum):
     SLURM_REFUSED = 13
     STORAGE = 14  # writing failed: no space left (ENOSPC, EDQUOT) or an I/O error (EIO); the bundle stays resumable
     INTERRUPTED = 130
+    BROKEN_PIPE = 141  # stdout's reader went away (`kit plan M | head`): 128 + SIGPIPE, as a shell reports it
 
 
 class KitError(Exception):

@@ -158,3 +158,21 @@ def test_notes_are_shown_after_the_message_and_before_the_hint() -> None:
     assert e.message == "all requests failed"  # the message itself is never edited
     failed = CellsFailed("2 cell(s) failed", exit_code=8)
     assert failed.exit_code == ExitCode.LOAD_FAILED and CellsFailed("x", exit_code=7).exit_code == 7
+
+
+@pytest.mark.parametrize("args", [["plan", "experiments/demo.yaml"], ["plan", "experiments/demo.yaml", "--json"],
+                                  ["validate", "experiments/demo.yaml"], ["--help"], ["plan", "--help"],
+                                  ["--version"], ["schema"]])
+def test_a_closed_stdout_ends_quietly_with_141(args: list[str]) -> None:
+    """A real pipe whose reader is gone before kit writes (issue 21: `kit plan ... | head` died with an internal
+    BrokenPipeError): every command ends with 128 + SIGPIPE and writes nothing to stderr."""
+    import os
+
+    r, w = os.pipe()
+    p = subprocess.Popen([sys.executable, "-m", "kit", *args], stdout=w, stderr=subprocess.PIPE, cwd=ROOT)
+    os.close(w)
+    os.close(r)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == ExitCode.BROKEN_PIPE == 141, err
+    assert err == b""
+

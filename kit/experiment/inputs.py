@@ -16,7 +16,7 @@ from kit.errors import SignatureError, UsageError
 from kit.experiment.options import RunOptions
 from kit.files.run import RunFile
 from kit.images.context import image_contexts
-from kit.manifest import LoadedManifest, load_manifest, read_bytes
+from kit.manifest import LoadedManifest, check_runnable, load_manifest, read_bytes
 from kit.signing import ManifestTrust, check_contexts, policy_files, signature_path, verify_manifest
 from kit.signing.manifests import read_signature
 
@@ -102,6 +102,7 @@ def inputs_of(label: Path, raw: bytes, sig: bytes | None, opts: RunOptions, note
     checked against the signed ones. The allow_* flags are ``opts``' only."""
     trust = check_trust(label, raw, sig, policy_files(opts.trust), opts.allow_unsigned)
     lm = load_manifest(label, raw, allow_unpinned=opts.allow_unpinned)
+    check_runnable(lm)  # a template never runs; model.path must be on this host (exit 3)
     contexts = image_contexts(lm)  # what the build will send, from the manifest's project; exit 3 if outside it
     if trust.signed:
         try:

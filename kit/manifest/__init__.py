@@ -2,7 +2,15 @@
 generation (``loading``). Every public name is importable from ``kit.manifest``."""
 
 from kit.manifest.hardware import Hardware
-from kit.manifest.loading import LoadedManifest, json_schema, load_manifest, project_root, read_bytes, schema_text
+from kit.manifest.loading import (
+    LoadedManifest,
+    is_placeholder_digest,
+    json_schema,
+    load_manifest,
+    project_root,
+    read_bytes,
+    schema_text,
+)
 from kit.manifest.models import (
     ENV_NAME_RE,
     IMAGE_REF_RE,
@@ -26,6 +34,7 @@ from kit.manifest.models import (
     PositiveInt,
     Server,
 )
+from kit.manifest.runnable import check_runnable, on_this_host, refuse_placeholders
 
 __all__ = [
     "ENV_NAME_RE",
@@ -51,9 +60,13 @@ __all__ = [
     "Port",
     "PositiveInt",
     "Server",
+    "check_runnable",
+    "is_placeholder_digest",
     "json_schema",
     "load_manifest",
+    "on_this_host",
     "project_root",
     "read_bytes",
+    "refuse_placeholders",
     "schema_text",
 ]

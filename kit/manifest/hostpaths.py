@@ -1,10 +1,15 @@
 """Which host paths a server may be given (``model.path``): never the host's system directories, the Docker
-socket, the whole home directory, or kit's own key and trust directory."""
+socket, the whole home directory, or kit's own key and trust directory; a command's {model_path} needs one, and
+on the host that serves it, it must exist."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kit.manifest.models import Manifest
 
 # Host directories no mount may expose: the directory itself and everything under it.
 SYSTEM_TREES = ("/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot", "/dev", "/proc",
@@ -54,3 +59,22 @@ def host_path_problem(value: str) -> str | None:
         if key is not None:
             return f"{shown} is or contains kit's runner key and trust directory {key}"
     return None
+
+
+def check_model_placeholder(m: Manifest) -> None:
+    """A command that passes {model_path} needs a model.path (without one, the server would get '' or an empty
+    mount point)."""
+    uses = [a.name for a in m.arms if any("{model_path}" in x for x in [*(a.command or m.server.command), *a.args])]
+    if uses and m.model.path is None:
+        raise ValueError(f"the command of arm(s) {', '.join(uses)} passes {{model_path}} but model.path is not set: "
+                         "set model.path to the directory with the weights")
+
+
+def missing_model_path(m: Manifest) -> str | None:
+    """What is wrong when model.path does not exist here (relative paths are taken from the current directory, as
+    the runtimes take them), or None."""
+    path = m.model.path
+    if path is None or os.path.exists(os.path.expanduser(path)):
+        return None
+    full = os.path.abspath(os.path.expanduser(path))
+    return f"model.path {path!r}{f' ({full})' if full != path else ''} does not exist on this host"

@@ -134,6 +134,12 @@ def load_manifest(path: Path, raw: bytes | None = None, *, allow_unpinned: bool 
     )
 
 
+def is_placeholder_digest(ref: str) -> bool:
+    """A digest no image has: 64 hex characters repeating a pattern of at most 16 (all zeros, deadbeef...)."""
+    _, sep, digest = ref.rpartition("sha256:")
+    return bool(sep) and len(digest) == 64 and any(digest == digest[:k] * (64 // k) for k in (1, 2, 4, 8, 16))
+
+
 def _fmt_path(path: tuple[Any, ...]) -> str:
     out = ""
     for p in path:

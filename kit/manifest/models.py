@@ -22,7 +22,7 @@ from pydantic import (
 )
 
 from kit.manifest.hardware import Hardware
-from kit.manifest.hostpaths import host_path_problem
+from kit.manifest.hostpaths import check_model_placeholder, host_path_problem
 from kit.manifest.ranks import Ranks, check_ranks
 from kit.plumbing.affinity import format_cpulist, parse_cpulist
 
@@ -322,6 +322,11 @@ class Manifest(_Model):
     manifest_version: Literal[1] = 1
     name: Name
     description: str = ""
+    template: bool = Field(
+        False, description="A template, not an experiment: kit validate, plan, sign and compose take it, kit run and "
+        "kit submit refuse it. It may pin placeholder digests. To make it real: pin its bases (`kit lock`), give "
+        "model.path on the machine that runs it, remove 'template', sign it again.",
+    )
     hardware: Hardware = Field(default_factory=Hardware)
     runtime: Literal["docker", "process", "slurm"] = Field(
         description="How servers start: 'process' (a process group here), 'docker' (a container here), or 'slurm' "
@@ -364,6 +369,7 @@ class Manifest(_Model):
         if len(set(ports)) != len(ports):
             raise ValueError("server.port, server.extra_ports and gates.ports must not repeat a port")
         check_ranks(self)
+        check_model_placeholder(self)
         return self
 
     @property

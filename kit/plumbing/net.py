@@ -1,4 +1,4 @@
-"""Ports and local HTTP: can a port be bound, and one no-proxy GET to a local server."""
+"""Ports and local HTTP: can a port be bound, who listens where, and one no-proxy GET to a local server."""
 
 from __future__ import annotations
 
@@ -6,6 +6,9 @@ import http.client
 import socket
 import urllib.error
 import urllib.request
+from collections.abc import Iterable
+
+import psutil
 
 _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
@@ -28,6 +31,31 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(fam, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
+
+
+def listening(pids: Iterable[int]) -> list[tuple[str, int]]:
+    """(address, port) of every TCP socket in LISTEN that one of ``pids`` holds (psutil: the process's socket
+    inodes from /proc/PID/fd, matched in /proc/net/tcp and tcp6); processes gone or not ours to read are skipped."""
+    found: set[tuple[str, int]] = set()
+    for pid in pids:
+        try:
+            conns = psutil.Process(pid).net_connections(kind="tcp")
+        except (psutil.Error, OSError):
+            continue
+        found |= {(c.laddr.ip, c.laddr.port) for c in conns if c.status == psutil.CONN_LISTEN and c.laddr}
+    return sorted(found)
+
+
+def reaches(listen_address: str, host: str) -> bool:
+    """Whether a socket listening on ``listen_address`` accepts connections kit makes to ``host`` (a wildcard
+    address accepts them all)."""
+    return listen_address in ("0.0.0.0", "::", host, f"::ffff:{host}")
+
+
+def local_url(address: str, port: int, path: str = "/") -> str:
+    """The URL that reaches a local listener on ``address``:``port`` (a wildcard through loopback)."""
+    host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(address, address)
+    return f"http://{f'[{host}]' if ':' in host else host}:{port}{path}"
 
 
 def http_get(url: str, timeout: float = 5.0) -> tuple[int, bytes] | None:

@@ -288,17 +288,40 @@ def redact_env(env: dict[str, str], secret_names: set[str] | None = None) -> dic
     return {k: ("***" if k in names or SECRET_NAME_RE.search(k) else v) for k, v in env.items()}
 
 
+TAIL_BYTES = 64 * 1024  # how much of a log's end ``tail_lines`` reads
+TAIL_LINE_CHARS = 1000  # a longer line is cut (one progress bar without a newline must not fill an error)
+NOTE_CHARS = 160  # the log line an error's first line quotes
+
+
 def tail_lines(path: Path, n: int = 40) -> list[str]:
-    """The last ``n`` lines of a log file (empty if missing)."""
+    """The last ``n`` lines of a log file (empty if missing), as a terminal shows them: lines end at a newline
+    only, a carriage return (progress bars) keeps what was written after the last one, a line cut by the read's
+    start is dropped, and each line is cut to TAIL_LINE_CHARS."""
     try:
         with path.open("rb") as f:
             f.seek(0, os.SEEK_END)
             size = f.tell()
-            f.seek(max(0, size - 64 * 1024))
+            f.seek(max(0, size - TAIL_BYTES))
             data = f.read()
     except FileNotFoundError:
         return []
-    return data.decode("utf-8", "replace").splitlines()[-n:]
+    lines = data.decode("utf-8", "replace").split("\n")
+    if size > TAIL_BYTES and len(lines) > 1:
+        lines = lines[1:]  # it began mid-line
+    if lines and lines[-1] == "":
+        lines.pop()  # after the last newline
+    shown = [line.rstrip("\r").rsplit("\r", 1)[-1] for line in lines[-n:]]
+    return [line if len(line) <= TAIL_LINE_CHARS else line[:TAIL_LINE_CHARS] + " [...]" for line in shown]
+
+
+def log_note(lines: list[str], mentioning: str = "") -> str:
+    """' (log: LINE)' with the last non-empty line of ``lines`` (the last that mentions ``mentioning``, when one
+    does), cut short: for an error's first line, the one a run's summary and progress show."""
+    kept = [line.strip() for line in lines if line.strip()]
+    line = next((ln for ln in reversed(kept) if mentioning and mentioning in ln), kept[-1] if kept else "")
+    if not line:
+        return " (the log is empty)"
+    return f" (log: {line[:NOTE_CHARS]}{'...' if len(line) > NOTE_CHARS else ''})"
 
 
 __all__ = [
@@ -321,6 +344,7 @@ __all__ = [
     "StopDetails",
     "StopInfo",
     "base_environment",
+    "log_note",
     "redact_env",
     "secret_env_from",
     "secret_forms",

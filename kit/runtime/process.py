@@ -6,6 +6,9 @@ what the runtime sets; never kit's own variables), stdout and stderr go to the c
 their encoded forms redacted), and a record of the group and its leader's identity (start time, command
 line) is written to ``state_dir()`` so that a later run's leftover gate and `kit clean` can find it if
 kit itself dies, and never mistake another process that reuses the PGID for it.
+Ready: the readiness path answers 2xx. It fails fast when the leader exits, and when the group listens on another
+address or port than the manifest's, its log announces it as HTTP and it answers HTTP there, while nothing of it
+listens where kit connects (the wrong port: its listening sockets from /proc, the fix in the error).
 Stop: SIGTERM to the whole group, a grace period, SIGKILL, then proof: no process of the
 group remains and the port can be bound again.
 """
@@ -13,6 +16,7 @@ group remains and the port can be bound again.
 from __future__ import annotations
 
 import contextlib
+import re
 import signal
 import subprocess
 import time
@@ -23,7 +27,7 @@ from kit.errors import ServerError
 from kit.plumbing.affinity import parse_cpulist, pinned, process_cpus
 from kit.plumbing.clock import utc_now
 from kit.plumbing.logpump import LogPump, pipe_chunks
-from kit.plumbing.net import http_ok, port_bindable
+from kit.plumbing.net import http_get, http_ok, listening, local_url, port_bindable, reaches
 from kit.plumbing.poll import Deadline, poll_until
 from kit.plumbing.procs import group_members, signal_group, stop_group
 from kit.runtime import (
@@ -32,6 +36,7 @@ from kit.runtime import (
     ServerSpec,
     StopInfo,
     base_environment,
+    log_note,
     redact_env,
     server_environment,
     tail_lines,
@@ -52,6 +57,9 @@ __all__ = ["ProcessRuntime", "ProcessServer", "kill_leftover_groups", "port_bind
 READY_FIRST_S = 0.05  # readiness polls: 50 ms, then x1.5 up to 1 s
 READY_BACKOFF = 1.5
 READY_MAX_S = 1.0
+ELSEWHERE_GRACE_S = 10.0  # HTTP answered elsewhere this long (and nothing listens where kit connects): wrong port
+ELSEWHERE_PROBES = 8  # at most this many of the group's other listeners asked for HTTP per poll
+ANNOUNCE_LINES = 400  # the log lines (of its last 64 KiB) searched for where the server says it listens
 
 
 class ProcessServer:
@@ -70,29 +78,88 @@ class ProcessServer:
     def _tail(self) -> str:
         return "\n".join(f"    {self.spec.redact(line)}" for line in tail_lines(self.spec.log_path, 30))
 
+    def _last_line(self, mentioning: str = "") -> str:
+        return log_note([self.spec.redact(line) for line in tail_lines(self.spec.log_path, 30)], mentioning)
+
     def _died(self, what: str) -> ServerError:
         code = self.proc.poll()
         self.pump.join(timeout=2)
         return ServerError(
-            f"server for {self.spec.arm} ({self.spec.name}) {what} with exit code {code}; "
+            f"server for {self.spec.arm} ({self.spec.name}) {what} with exit code {code}{self._last_line()}\n"
             f"last log lines:\n{self._tail()}",
             hint=f"full log: {self.spec.log_path}",
         )
 
+    @property
+    def _connects_to(self) -> str:
+        """The address kit connects to (a wildcard host through loopback, as ``base_url``)."""
+        return "127.0.0.1" if self.spec.host in ("0.0.0.0", "::") else self.spec.host
+
+    def _listening(self) -> list[tuple[str, int]]:
+        return listening(group_members(self.pgid))
+
+    def _elsewhere_now(self) -> list[tuple[str, int]]:
+        """The group's listening sockets that its log announces as HTTP (a line naming http and the port), when none
+        of its sockets takes kit's connections to the manifest's host and port (else none: a server that listens
+        there is only slow). Only announced ports are ever asked: a GET could upset a rendezvous socket (a TCPStore,
+        gloo) that a server opens while it loads."""
+        socks = self._listening()
+        if any(port == self.spec.port and reaches(addr, self._connects_to) for addr, port in socks):
+            return []
+        lines = [line.lower() for line in tail_lines(self.spec.log_path, ANNOUNCE_LINES)]
+        return [(addr, port) for addr, port in socks
+                if any("http" in line and re.search(rf"(?<![0-9]){port}(?![0-9])", line) for line in lines)]
+
+    def _answers_http(self, socks: list[tuple[str, int]]) -> list[tuple[str, int]]:
+        return [(addr, port) for addr, port in socks[:ELSEWHERE_PROBES]
+                if http_get(local_url(addr, port, self.spec.readiness_path), timeout=1.0) is not None]
+
+    def _elsewhere(self, where: list[tuple[str, int]]) -> ServerError:
+        shown = ", ".join(_address(a, p) for a, p in where)
+        return ServerError(
+            f"server for {self.spec.arm} ({self.spec.name}) listens on {shown}, not on "
+            f"{_address(self.spec.host, self.spec.port)} where kit waits for it (its log says so; it has answered "
+            f"HTTP there for {ELSEWHERE_GRACE_S:g} s){self._last_line(str(where[0][1]))}\n"
+            f"last log lines:\n{self._tail()}",
+            hint=f"make the server listen on the manifest's port: give it '{{port}}' (and '{{host}}') in "
+                 f"server.command or the arm's args (e.g. --port {{port}}), or set server.port to {where[0][1]}; "
+                 f"full log: {self.spec.log_path}",
+        )
+
     def wait_ready(self) -> float:
         url = self.spec.base_url + self.spec.readiness_path
+        # HTTP answers on another port: asked once when its listener appears and once more after the grace
+        # (the server's own log is not filled with kit's probes); the listeners themselves are read every poll
+        suspect: tuple[float, list[tuple[str, int]]] | None = None
 
         def ready() -> bool:
+            nonlocal suspect
             if self.proc.poll() is not None:
                 raise self._died("exited during start-up")
-            return http_ok(url)
+            if http_ok(url):
+                return True
+            socks = self._elsewhere_now()
+            if suspect is not None and not set(suspect[1]) <= set(socks):
+                suspect = None
+            if suspect is None:
+                answering = self._answers_http(socks) if socks else []
+                suspect = (time.monotonic(), answering) if answering else None
+            elif time.monotonic() - suspect[0] >= ELSEWHERE_GRACE_S:
+                answering = self._answers_http(suspect[1])
+                if answering:
+                    raise self._elsewhere(answering)
+                suspect = None
+            return False
 
         if poll_until(ready, Deadline(self.started + self.spec.ready_timeout_s), interval=READY_FIRST_S,
                       backoff=READY_BACKOFF, max_interval=READY_MAX_S):
             return time.monotonic() - self.started
+        socks = self._listening()
+        listens = (f"; its processes listen on {', '.join(_address(a, p) for a, p in socks)}" if socks
+                   else "; none of its processes listens on a TCP port")
         raise ServerError(
-            f"server for {self.spec.arm} not ready at {url} after {self.spec.ready_timeout_s:g} s; "
-            f"last log lines:\n{self._tail()}",
+            f"server for {self.spec.arm} not ready at {url} after {self.spec.ready_timeout_s:g} s{listens}"
+            f"{self._last_line()}\nlast log lines:\n{self._tail()}",
             hint="raise server.ready_timeout_s if it is just slow, or check the log",
         )
 
@@ -187,6 +254,10 @@ class ProcessRuntime:
 
     def describe(self) -> dict[str, str]:
         return {"runtime": "process"}
+
+
+def _address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def kill_leftover_groups(grace_s: float = 5.0) -> tuple[list[str], list[str]]:

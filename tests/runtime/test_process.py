@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support.ports import free_port
 
 from kit.errors import ServerError
 from kit.plumbing.net import port_bindable
@@ -135,3 +136,134 @@ def test_unpinned_server_records_where_it_may_run(tmp_path: Path, port: int) -> 
         assert d["cpus"] is None and d["cpus_allowed"] == format_cpulist(available_cpus())
     finally:
         server.stop()
+
+
+# --------------------------------------------------------------------------- readiness fails fast (issue 21)
+
+
+def _http_server(port: int, bind: str = "127.0.0.1") -> list[str]:
+    return [sys.executable, "-m", "http.server", str(port), "--bind", bind]
+
+
+def test_server_on_another_port_fails_fast_naming_where_it_listens(tmp_path: Path, port: int) -> None:
+    """A real http.server told the wrong port: not the 120 s deadline but the grace, and the fix."""
+    from kit.errors import ExitCode
+    from kit.runtime import process
+
+    other = free_port()
+    server = ProcessRuntime().start(_spec(tmp_path, port, _http_server(other), ready_timeout_s=120))
+    t = time.monotonic()
+    try:
+        with pytest.raises(ServerError) as e:
+            server.wait_ready()
+        waited = time.monotonic() - t
+    finally:
+        server.stop()
+    first = e.value.message.splitlines()[0]
+    print(f"failed after {waited:.1f} s (grace {process.ELSEWHERE_GRACE_S:g} s)")
+    assert waited < process.ELSEWHERE_GRACE_S + 20  # liveness: far below the 120 s deadline
+    assert e.value.exit_code == ExitCode.SERVER_FAILED == 7
+    assert f"listens on 127.0.0.1:{other}, not on 127.0.0.1:{port}" in first
+    assert f"Serving HTTP on 127.0.0.1 port {other}" in first  # the log line that says where, in the summary line
+    assert f"set server.port to {other}" in (e.value.hint or "") and "--port {port}" in (e.value.hint or "")
+
+
+def test_server_on_the_right_port_but_another_address_fails_fast(tmp_path: Path, port: int,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from kit.runtime import process
+
+    monkeypatch.setattr(process, "ELSEWHERE_GRACE_S", 1.0)
+    server = ProcessRuntime().start(_spec(tmp_path, port, _http_server(port, "127.0.0.2"), ready_timeout_s=60))
+    try:
+        with pytest.raises(ServerError, match=rf"listens on 127\.0\.0\.2:{port}, not on 127\.0\.0\.1:{port}"):
+            server.wait_ready()
+    finally:
+        server.stop()
+
+
+def test_a_metrics_port_first_does_not_fail_a_slow_server(tmp_path: Path, port: int,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """An HTTP port the server announces and serves for less than the grace before its API port (metrics) is not
+    taken for the wrong port."""
+    from kit.runtime import process
+
+    monkeypatch.setattr(process, "ELSEWHERE_GRACE_S", 3.0)
+    metrics = free_port()
+    script = (
+        "import os, subprocess, sys, time\n"
+        f"m = subprocess.Popen([sys.executable, '-m', 'http.server', '{metrics}', '--bind', '127.0.0.1'])\n"
+        "time.sleep(1.5)\n"
+        f"os.execvp(sys.executable, [sys.executable, '-m', 'http.server', '{port}', '--bind', '127.0.0.1'])\n"
+    )
+    server = ProcessRuntime().start(_spec(tmp_path, port, [sys.executable, "-c", script], ready_timeout_s=60))
+    try:
+        assert server.wait_ready() < 60
+    finally:
+        server.stop()
+
+
+def test_a_listener_the_log_does_not_announce_is_never_asked(tmp_path: Path, port: int,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rendezvous socket (a TCPStore, gloo) listening for longer than the grace while the server loads: kit sends
+    it nothing (a GET could upset it) and waits for the API port."""
+    from kit.runtime import process
+
+    monkeypatch.setattr(process, "ELSEWHERE_GRACE_S", 1.0)
+    store = free_port()
+    touched = tmp_path / "touched"
+    script = (
+        "import socket, subprocess, sys, threading, time\n"
+        f"s = socket.socket(); s.bind(('127.0.0.1', {store})); s.listen(16)\n"
+        f"threading.Thread(target=lambda: (s.accept(), open({str(touched)!r}, 'w').close()), daemon=True).start()\n"
+        "print('loading weights (http://huggingface.co mirror)', flush=True)\n"
+        "time.sleep(4)\n"
+        f"subprocess.run([sys.executable, '-m', 'http.server', '{port}', '--bind', '127.0.0.1'])\n"
+    )
+    server = ProcessRuntime().start(_spec(tmp_path, port, [sys.executable, "-c", script], ready_timeout_s=60))
+    try:
+        assert server.wait_ready() >= 4
+    finally:
+        server.stop()
+    assert not touched.exists()
+
+
+def test_timeout_says_where_the_group_listens_and_quotes_the_log(tmp_path: Path, port: int) -> None:
+    store = free_port()
+    code = ("import socket, time\n"
+            f"s = socket.socket(); s.bind(('127.0.0.1', {store})); s.listen(1)\n"
+            "print('loading shard 3 of 8', flush=True); time.sleep(60)\n")
+    server = ProcessRuntime().start(_spec(tmp_path, port, [sys.executable, "-c", code], ready_timeout_s=2))
+    try:
+        with pytest.raises(ServerError) as e:
+            server.wait_ready()
+    finally:
+        server.stop()
+    first = e.value.message.splitlines()[0]
+    assert f"its processes listen on 127.0.0.1:{store}" in first and "(log: loading shard 3 of 8)" in first
+
+
+def test_exit_names_the_last_log_line_in_the_first_line(tmp_path: Path, port: int) -> None:
+    cmd = [sys.executable, "-c", "import sys; print('loading'); sys.exit('ValueError: bad --tp 3')"]
+    server = ProcessRuntime().start(_spec(tmp_path, port, cmd))
+    with pytest.raises(ServerError) as e:
+        server.wait_ready()
+    server.stop()
+    assert e.value.message.splitlines()[0].endswith("with exit code 1 (log: ValueError: bad --tp 3)")
+
+
+def test_tail_lines_are_the_lines_a_terminal_shows(tmp_path: Path) -> None:
+    from kit.runtime import TAIL_BYTES, TAIL_LINE_CHARS, log_note, tail_lines
+
+    log = tmp_path / "server.log"
+    bars = "".join(f"\rLoading weights: {i}%" for i in range(0, 101, 5))
+    log.write_bytes(b"x" * (2 * TAIL_BYTES) + b"\nstarting\n" + bars.encode() + b"\nwindows line\r\n"
+                    + b"y" * (3 * TAIL_LINE_CHARS) + b"\nlast words")
+    lines = tail_lines(log, 30)
+    assert lines[0] == "starting"  # the line the 64 KiB window cut is dropped, the x's never shown
+    assert lines[1] == "Loading weights: 100%"  # one progress bar is one line, as the terminal left it
+    assert lines[2] == "windows line"
+    assert lines[3] == "y" * TAIL_LINE_CHARS + " [...]"
+    assert lines[4] == "last words" and len(lines) == 5
+    assert log_note(lines) == " (log: last words)"
+    assert log_note(["", "  "]) == " (the log is empty)"
+    assert tail_lines(tmp_path / "missing.log") == []

@@ -34,6 +34,7 @@ from kit.runtime import (
     ContainerStopDetails,
     ServerSpec,
     StopInfo,
+    log_note,
     tail_lines,
 )
 from kit.runtime.docker.config import container_config, failure_hint, redact_inspect
@@ -158,10 +159,11 @@ class DockerServer:
                       backoff=READY_BACKOFF, max_interval=READY_MAX_S):
             return time.monotonic() - self.started
         self.stop()
-        tail = _indent(tail_lines(self.spec.log_path, 30))
+        lines = tail_lines(self.spec.log_path, 30)
+        tail = _indent(lines)
         raise ServerError(
             f"container {self.spec.name} for {self.spec.arm} not ready at {url} after "
-            f"{self.spec.ready_timeout_s:g} s (stopped and removed); last log lines:\n{tail}",
+            f"{self.spec.ready_timeout_s:g} s (stopped and removed){log_note(lines)}\nlast log lines:\n{tail}",
             hint=f"raise server.ready_timeout_s if it is just slow, or read {self.spec.log_path}",
         )
 
@@ -182,7 +184,8 @@ class DockerServer:
             hint = "exit code 137 without OOMKilled: killed by SIGKILL from outside (e.g. `docker kill`); " + hint
         return ContainerExited(
             f"container {self.spec.name} for {self.spec.arm} {what}: exit code {info.exit_code}, "
-            f"OOMKilled {oom}{f', engine error: {err}' if err else ''}; last log lines:\n{_indent(tail)}",
+            f"OOMKilled {oom}{f', engine error: {err}' if err else ''}{log_note(tail)}\n"
+            f"last log lines:\n{_indent(tail)}",
             hint=hint,
             status=info.exit_code,
             oom_killed=oom,

@@ -1,0 +1,79 @@
+"""`kit plan` (registered on ``kit.cli.main``): parse, load the manifest, check model.path here, make the plan,
+its estimate and power, render what each arm's server touches on the host; touches no Docker, no GPU."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from kit.cli_options import echo_json, json_option
+from kit.manifest import load_manifest, on_this_host, refuse_placeholders
+from kit.plan import estimate, make_plan, parse_fraction, power_lines, power_plan
+from kit.server_spec import exposure_lines, host_exposure
+from kit.slurm import render_allocation
+
+
+@click.command()
+@click.argument("manifest", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--allow-unpinned", is_flag=True)
+@click.option("--itl-ms", type=float, default=20.0, show_default=True,
+              help="Assumed inter-token latency for the time estimate.")
+@click.option("--cv", metavar="CV", help="Assumed between-cell CV of the primary metric: 5% or 0.05 (default 3%).")
+@click.option("--pilot", type=click.Path(path_type=Path), metavar="BUNDLE",
+              help="Measure the between-cell CV in an earlier bundle (its files must match its signed provenance).")
+@click.option("--target-effect", metavar="EFFECT",
+              help="Also print the repeats per arm that detect this change (e.g. 5% or 0.05) with 80% power.")
+@json_option
+def plan(manifest: Path, allow_unpinned: bool, itl_ms: float, cv: str | None, pilot: Path | None,
+         target_effect: str | None, as_json: bool) -> None:
+    """Print what each arm's server touches on the host (command, image, mounts, IPC, network, published
+    ports, env, pass_env names, GPUs, privileges), the ordered cells, gates, an estimate, and the smallest
+    effect on the primary metric the design detects with 80% power per level; touches no Docker, no GPU."""
+    lm = load_manifest(manifest, allow_unpinned=allow_unpinned)
+    refuse_placeholders(lm)
+    m, notes = lm.manifest, on_this_host(lm)
+    p = make_plan(m)
+    est = estimate(m, p, itl_ms=itl_ms)
+    pp = power_plan(m, cv=parse_fraction(cv, "--cv"), pilot=pilot,
+                    target_effect=parse_fraction(target_effect, "--target-effect"))
+    if as_json:
+        echo_json({"manifest": str(manifest), "plan": p.as_dict(), "estimate": est.__dict__,
+                    "runtime": m.runtime, "host": host_exposure(m), "server": m.server.model_dump(),
+                    "model": m.model.model_dump(), "hardware": m.hardware.model_dump(),
+                    "arms": [a.model_dump() for a in m.arms], "gates": m.gates.model_dump(), "power": pp.as_dict(),
+                    "slurm": render_allocation(m), "template": m.template, "notes": notes})
+        return
+    _render_plan(lm, p, est, click.echo)
+    click.echo("".join(f"  ! {n}\n" for n in notes), nl=False)
+    click.echo("\n".join(power_lines(pp)))
+    click.echo("\n".join(render_allocation(m)))
+
+
+def _render_plan(lm: Any, p: Any, est: Any, out: Callable[[str], None]) -> None:
+    m = lm.manifest
+    out(f"experiment {m.name}: {len(m.arms)} arms x {m.design.repeats} repeats = {len(p.cells)} cells "
+        f"({p.order}), runtime {m.runtime}" + (" - a template: it plans, but never runs" * m.template))
+    for view in host_exposure(m):
+        for line in exposure_lines(view):
+            out(line)
+    gpus = m.hardware.gpus
+    gates = [f"ports {', '.join(str(x) for x in [m.server.port, *m.server.extra_ports, *m.gates.ports])} free on "
+             f"{m.server.host}", "no leftover kit containers or servers"]
+    if gpus:
+        gates.insert(0, f"{gpus} GPU(s) clean: NVML v2 used <= {m.gates.gpu_memory_threshold_mib} MiB, "
+                        f"no processes (deadline {m.gates.gpu_deadline_s:g} s)")
+    if m.runtime == "slurm":
+        gates = [f"on each of the {m.hardware.nodes} nodes: " + "; ".join(gates[:-1]) + f" (first node); rank 0's "
+                 f"port {m.ranks.dist_init_port} free on the first node; no process of a kit rank left", gates[-1]]
+    out("  gates before every start and after every stop: " + "; ".join(gates))
+    out("  levels: " + ", ".join(f"c={lv.concurrency} ({lv.requests} req + {lv.warmup} warm-up)" for lv in p.levels))
+    out("  cells in run order:")
+    for c in p.cells:
+        out(f"    {c.index + 1:>3}. {c.id}")
+    mins = est.seconds / 60
+    out(f"  estimate: {est.requests} recorded requests ({est.warmup_requests} warm-up), {est.output_tokens} output "
+        f"tokens, about {mins:.1f} min (assuming {est.assumed_itl_ms:g} ms/token and {est.assumed_start_s:g} s per "
+        "server start)")
