@@ -82,8 +82,9 @@ class GpuNode:
     bus: str
 
 
-def driver_gpus(proc: Path = PROC_GPUS) -> list[GpuNode]:
+def driver_gpus(proc: Path | None = None) -> list[GpuNode]:
     """The GPUs the loaded driver knows, in PCI bus order (NVML's index order), from its /proc table."""
+    proc = proc or PROC_GPUS
     if not proc.is_dir():
         raise ServerError(f"no NVIDIA driver table at {proc}: the devices GPU mode needs the NVIDIA kernel driver "
                           "loaded on this host", hint="run on a GPU host, or choose server.docker_gpus.mode nvidia/cdi")
@@ -131,11 +132,13 @@ def _lib_subdirs(root: Path) -> list[Path]:
     return [d for d in (root / "lib64", root / "lib", root) if (d / "libcuda.so.1").exists()]
 
 
-def find_driver(driver_dir: str | None, lib_dirs: tuple[Path, ...] = LIB_DIRS,
-                bin_dirs: tuple[Path, ...] = BIN_DIRS, driver_dirs: tuple[Path, ...] = DRIVER_DIRS) -> Driver:
+def find_driver(driver_dir: str | None, lib_dirs: tuple[Path, ...] | None = None,
+                bin_dirs: tuple[Path, ...] | None = None, driver_dirs: tuple[Path, ...] | None = None) -> Driver:
     """The driver's folder (``driver_dir``, else the first of ``driver_dirs`` holding libcuda.so.1) mounted at its
     own path; else, a driver installed among the system libraries: its files (libcuda, libnvidia-*, nvidia-smi)
     one by one under /usr/local/nvidia, never a whole system library folder."""
+    lib_dirs, bin_dirs = lib_dirs or LIB_DIRS, bin_dirs or BIN_DIRS
+    driver_dirs = driver_dirs or DRIVER_DIRS
     roots = [Path(driver_dir)] if driver_dir else list(driver_dirs)
     for root in roots:
         libs = _lib_subdirs(root)
@@ -165,11 +168,12 @@ def _is_char_device(p: Path) -> bool:
         return False
 
 
-def devices_args(gpus: list[str] | Literal["all"], driver_dir: str | None = None, *, proc: Path = PROC_GPUS,
-                 dev: Path = DEV, driver: Driver | None = None) -> GpuArgs:
+def devices_args(gpus: list[str] | Literal["all"], driver_dir: str | None = None, *, proc: Path | None = None,
+                 dev: Path | None = None, driver: Driver | None = None) -> GpuArgs:
     """Device nodes of the chosen GPUs plus the control nodes, the driver mounted read-only, and the environment
     that finds it. CUDA_VISIBLE_DEVICES names the UUIDs; NVIDIA_VISIBLE_DEVICES=void keeps a toolkit hook (if
     the engine has one) from adding GPUs of its own."""
+    proc, dev = proc or PROC_GPUS, dev or DEV
     chosen = select_gpus(gpus, driver_gpus(proc))
     if not chosen:
         raise ServerError(f"the NVIDIA driver lists no GPU in {proc}")
