@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.manifests import manifest_data, manifest_yaml
 
 from kit.errors import ManifestError, ServerError
 from kit.gates.container_gpu import check_container_gpus
 from kit.manifest import load_manifest
 from kit.runtime.docker import container_config, gpus
 from kit.runtime.docker.gpus import cdi_args, devices_args, driver_gpus, find_driver, gpus_seen, nvidia_args
-from support.manifests import manifest_data, manifest_yaml
 
 UUIDS = ["GPU-aaaaaaaa-0000-1111-2222-333344445555", "GPU-bbbbbbbb-6666-7777-8888-999900001111"]
 
@@ -87,7 +87,7 @@ def test_devices_mode_refuses_what_it_cannot_pass(tmp_path: Path) -> None:
     assert "nvidia-modprobe" in str(e.value.hint)
     with pytest.raises(ServerError, match="no NVIDIA driver table"):
         driver_gpus(tmp_path / "none")
-    with pytest.raises(ServerError, match="holds no libcuda.so.1"):
+    with pytest.raises(ServerError, match=r"holds no libcuda\.so\.1"):
         find_driver(str(tmp_path))
 
 
