@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # kit's docker runtime end to end on the H200 machine (issue 24), which has no Docker, no network and no NVIDIA
 # container toolkit: Debian 12's dockerd 20.10 unpacked into a scratch folder, a base image made there from the
-# machine's own Python and torch (`docker import`, pinned by its ID), images/transformers built on it by kit,
-# `kit run` of experiments/transformers-h200-docker.yaml with the GPU passed as device nodes (GPU mode
-# `devices`), then kit SIGKILLed mid-cell: the next `kit run` names the leftover container (and the GPU gate its
+# machine's own Python and torch (`docker import`, pinned by its ID), images/transformers built on it by kit, `kit
+# run` of experiments/templates/transformers-h200-docker.yaml (filled in) with the GPU passed as device nodes (GPU
+# mode `devices`), then kit SIGKILLed mid-cell: the next `kit run` names the leftover container (and the GPU gate its
 # PID and memory) and refuses, `kit clean` removes it, the gates pass again. Everything it measures goes to OUT.
 #
 #   benchmarks/h200_docker.sh prepare        HERE (has network): build/h200-engine/engine.tar.xz (~35 MiB: dockerd,
@@ -30,7 +30,7 @@
 # Every call ends by stopping its dockerd (containers are kit's and are removed by kit or `kit clean`).
 #
 # Why the manifest is signed on the device: its image.base must be the imported image's ID, known only after the
-# import. experiments/transformers-h200-docker.yaml carries the tag BASE_TAG below in its place; this script
+# import. experiments/templates/transformers-h200-docker.yaml carries the tag BASE_TAG below in its place; this script
 # writes a copy with base: sha256:<ID> (build/h200-docker/transformers-h200-docker.yaml), signs it with a manifest
 # key made there (.devkit/h200-docker-manifest_ed25519, namespaces="kit-manifest"), and runs it with a trust file
 # naming that key and the runner key (--trust). The signed copy, its .sig and the public key come back in OUT.
@@ -43,7 +43,7 @@ W=build/h200-docker               # the scratch folder on the device (engine, da
 RUNDIR=/tmp/kit-h200-docker       # socket, exec root, pid file: short paths (unix socket names are <= 107 bytes)
 SOCK=$RUNDIR/docker.sock
 BASE_TAG=kit-local/h200-python:host
-MANIFEST=experiments/transformers-h200-docker.yaml
+MANIFEST=experiments/templates/transformers-h200-docker.yaml
 SIGNED=$W/transformers-h200-docker.yaml
 KEY=.devkit/h200-docker-manifest_ed25519
 TRUST_FILE=$W/trust

@@ -24,7 +24,7 @@ from kit.manifest.models import LOADER_ENV
 from kit.plan import Cell
 from kit.plumbing.affinity import format_cpulist, parse_cpulist
 from kit.runtime import BASE_ENV_NAMES, BASE_ENV_PREFIXES, RankSpec, ServerSpec, secret_env_from
-from kit.runtime.docker.config import container_config
+from kit.runtime.docker.config import container_config, ulimit_config
 from kit.runtime.docker.gpus import describe_mode
 
 ALL_INTERFACES = ("0.0.0.0", "::")
@@ -229,7 +229,7 @@ def arm_exposure(m: Manifest, arm: str) -> ArmExposure:
         env["NVIDIA_VISIBLE_DEVICES"] = "<UUIDs of the gated GPUs>"
     elif gpus and spec.gpu_mode == "devices":
         env["CUDA_VISIBLE_DEVICES"] = "<UUIDs of the gated GPUs>"
-    ulimits = {str(u["Name"]): int(u["Soft"]) for u in cfg.get("ulimits", [])}
+    ulimits = {str(u["Name"]): int(u["Soft"]) for u in ulimit_config(spec.extra, gpus)}  # as with the GPUs
     return ArmExposure(
         arm=arm, runtime=m.runtime, warnings=_warnings(m, spec, env), command=list(spec.command),
         image=ImageView(context=a.image.context, dockerfile=a.image.dockerfile, base=a.image.base,
