@@ -11,6 +11,8 @@
 #                                            docker-init and the libraries dockerd needs, from `apt-get download`
 #                                            + `dpkg -x`, never into /); SOURCES lists the .debs and sha256s
 #   benchmarks/h200_docker.sh OUT SECONDS    ON THE DEVICE: whatever is not done yet, within SECONDS; resumable
+#   benchmarks/h200_docker.sh engine-check OUT   the engine and the base image only (no GPU: also here, with
+#                                            DOCKERD_FLAGS=--bridge=none H200_DOCKER_DIR=... H200_DOCKER_RUN=...)
 #
 # The device calls (each at most 10 minutes; carry at most 64 MiB in all, the working tree is ~6 MiB), one warm
 # machine for all three (the imported base image's ID, on which the signed manifest is pinned, lives in
@@ -39,8 +41,9 @@ cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
 PY=python3
 ENGINE=build/h200-engine          # carried (prepare makes it)
-W=build/h200-docker               # the scratch folder on the device (engine, data root, bundles, logs)
-RUNDIR=/tmp/kit-h200-docker       # socket, exec root, pid file: short paths (unix socket names are <= 107 bytes)
+W=${H200_DOCKER_DIR:-build/h200-docker}  # the scratch folder on the device (engine, data root, bundles, logs)
+RUNDIR=${H200_DOCKER_RUN:-/tmp/kit-h200-docker}  # socket, exec root, pid file: short (a socket name is <= 107 bytes)
+DOCKERD_FLAGS=${DOCKERD_FLAGS:-}  # more dockerd flags for its first try (tests here: --bridge=none beside the host's)
 SOCK=$RUNDIR/docker.sock
 BASE_TAG=kit-local/h200-python:host
 MANIFEST=experiments/templates/transformers-h200-docker.yaml
@@ -81,10 +84,11 @@ engine_up() { DOCKER_HOST=unix://$SOCK $PY -c 'import docker; docker.from_env(ti
 
 start_dockerd() {  # $1: extra flags ("" first; "--bridge=none" if the bridge cannot be made)
   mkdir -p "$RUNDIR" "$W/data"
+  local wa; wa=$(cd "$W" && pwd)
   ulimit -l unlimited 2>/dev/null || echo "dockerd: cannot raise RLIMIT_MEMLOCK (memlock ulimit of containers)"
   # shellcheck disable=SC2086
-  LD_LIBRARY_PATH="$PWD/$W/engine/lib" PATH="$PWD/$W/engine/bin:$PATH" setsid \
-    dockerd --iptables=false --ip-masq=false $1 --data-root "$PWD/$W/data" --exec-root "$RUNDIR/exec" \
+  LD_LIBRARY_PATH="$wa/engine/lib" PATH="$wa/engine/bin:$PATH" setsid \
+    "$wa/engine/bin/dockerd" --iptables=false --ip-masq=false $1 --data-root "$wa/data" --exec-root "$RUNDIR/exec" \
       --pidfile "$RUNDIR/dockerd.pid" -H "unix://$SOCK" --storage-driver overlay2 \
       >>"$W/dockerd.log" 2>&1 < /dev/null &
   for _ in $(seq 1 60); do engine_up && return 0; sleep 0.5; done
@@ -103,7 +107,7 @@ engine() {
   export DOCKER_HOST=unix://$SOCK
   engine_up && return 0
   local t0=$SECONDS
-  if ! start_dockerd ""; then
+  if ! start_dockerd "$DOCKERD_FLAGS"; then
     echo "dockerd (with its bridge) did not come up; last log lines:"; tail -n 15 "$W/dockerd.log"
     stop_dockerd
     echo "retrying with --bridge=none: containers then have no network, so kit's published ports cannot work"
@@ -173,7 +177,7 @@ signed_manifest() {  # the template with base: <ID>, signed by a manifest key ma
   fi
   cp "$SIGNED" "$SIGNED.sig" "$KEY.pub" "$OUT/"
   $PY -m kit verify --trust "$TRUST_FILE" "$SIGNED" | head -n 3
-  $PY -m kit plan --trust "$TRUST_FILE" "$SIGNED" > "$OUT/plan.txt" 2>&1 || $PY -m kit plan "$SIGNED" > "$OUT/plan.txt" 2>&1
+  $PY -m kit plan "$SIGNED" > "$OUT/plan.txt" 2>&1
   grep -n "gpus:" "$OUT/plan.txt" | head -n 3
 }
 
@@ -200,10 +204,15 @@ save_bundle() {
   $PY -m kit archive -o "$OUT/transformers-h200-docker.tar.gz" "$bundle"
   $PY -m kit verify --trust "$TRUST_FILE" "$OUT/transformers-h200-docker.tar.gz" > "$OUT/verify.txt" 2>&1
   echo "verify exit $?: $(head -n 3 "$OUT/verify.txt")"
-  grep -h '"docker_gpu_runtime"\|gpus_seen' "$bundle"/gates.jsonl 2>/dev/null | head -c 600; echo
+  grep -o '"docker_gpu_runtime"[^}]*' "$bundle"/gates.jsonl 2>/dev/null | head -n 2
   $PY -c 'import json,sys,glob
 for f in sorted(glob.glob(sys.argv[1] + "/cells/*/server.json")):
     d = json.load(open(f)); print(f.split("/")[-2], d.get("gpu_mode"), json.dumps(d.get("gpus_seen")))' "$bundle"
+  local process=benchmarks/results/h200-signs-2026-12-02/transformers-h200-eager.tar.gz
+  if [ "$(status_of "$bundle")" = complete ] && [ -f "$process" ]; then  # the same engine under the process runtime
+    $PY -m kit compare "$process" "$OUT/transformers-h200-docker.tar.gz" > "$OUT/compare-process-vs-docker.txt" 2>&1
+    echo "kit compare (process runtime bundle vs this one) exit $?: $OUT/compare-process-vs-docker.txt"
+  fi
 }
 
 sigkill_leftover() {  # kit SIGKILLed with its container holding GPU memory; the next run refuses; kit clean
@@ -249,6 +258,8 @@ main() {
   mkdir -p "$OUT" "$W"
   exec > >(tee -a "$OUT/h200_docker.log") 2>&1
   echo "h200_docker: $(date -u +%FT%TZ); $(left) s; GPU: $(gpu_line 2>/dev/null)"
+  echo "driver table: $(ls /proc/driver/nvidia/gpus 2>&1 | tr '\n' ' '); nodes: $(ls /dev/nvidia* 2>&1 | tr '\n' ' ');" \
+       "/usr/local/nvidia: $(ls /usr/local/nvidia /usr/local/nvidia/lib64 2>&1 | grep -c .) entries"
   if ! $PY -c 'import kit, kit_hf, kit_oea, locust, docker' 2>/dev/null || [ ! -f build/models/qwen3-30b-a3b-8l/kit-model.json ]; then
     bash benchmarks/h200_session.sh setup || { echo "setup failed"; exit 1; }
   fi
@@ -261,7 +272,7 @@ main() {
   base_image || exit 1
   gpu_in_container || echo "the GPU in a container failed (see gpu-in-container.txt): kit run goes on, its gates say more"
   signed_manifest || exit 1
-  kit_run 200 || echo "kit run not complete yet ($(left) s left): the next call resumes it"
+  kit_run 60 || echo "kit run not complete yet ($(left) s left): the next call resumes it"
   save_bundle
   if [ "$(status_of "$(ls -d "$W"/results/transformers-h200-docker-*/ 2>/dev/null | head -n 1)")" = complete ]; then
     sigkill_leftover
@@ -270,8 +281,18 @@ main() {
   echo "done with $(left) s left; sigkill check $([ -f "$W/sigkill.done" ] && echo done || echo 'not done')"
 }
 
+engine_check() {  # the engine from the scratch folder and the base image from this machine's Python, no GPU
+  OUT=$1; DEADLINE=$((SECONDS + ${2:-600})); mkdir -p "$OUT"
+  engine || exit 1
+  trap 'stop_dockerd' EXIT
+  base_image || exit 1
+  docker_py "client.containers.run('$(cat "$W/base-id")', ['python3', '-c', 'import sys, ssl, json, sqlite3; print(sys.version)'], remove=True, network_mode='none').decode()"
+  docker_py "client.images.get('$(cat "$W/base-id")').attrs['Config']"
+}
+
 case "${1:-}" in
   prepare) prepare ;;
+  engine-check) shift; engine_check "$@" ;;
   gpu_line) gpu_line ;;
   *) main "$@" ;;
 esac

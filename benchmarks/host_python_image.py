@@ -16,10 +16,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import site
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import time
 from pathlib import Path
 
@@ -33,6 +35,8 @@ EXCLUDE = ["usr/local/nvidia", "usr/local/cuda*", "usr/lib/x86_64-linux-gnu/libc
            "usr/lib/x86_64-linux-gnu/nvidia", "usr/bin/nvidia-*", "*/kit-dev.pth", "*/__pycache__/*.pyc.*",
            "usr/share/doc", "usr/share/man", "usr/lib/jvm", "usr/lib/firmware", "lib/firmware",
            "usr/lib/modules", "lib/modules"]
+EMPTY = {"tmp": 0o1777, "var/tmp": 0o1777, "root": 0o700, "home": 0o755, "run": 0o755, "opt": 0o755,
+         "mnt": 0o755}
 MAX_BYTES = 40 << 30  # refuse a root filesystem larger than this (the disk and the time it takes)
 
 
@@ -63,10 +67,16 @@ def members() -> list[str]:
 def write_tar(tar: Path) -> int:
     paths = [p.lstrip("/") for p in members()]
     part = tar.with_name(tar.name + ".part")
-    cmd = ["tar", "--create", "--file", str(part), "--directory", "/", "--numeric-owner", "--hard-dereference",
-           "--ignore-failed-read", "--warning=no-file-changed", *(f"--exclude={e}" for e in EXCLUDE), *paths]
+    empty = Path(tempfile.mkdtemp(prefix="kit-rootfs-"))  # the folders a root filesystem has, empty
+    for d, mode in EMPTY.items():
+        (empty / d).mkdir(parents=True, exist_ok=True)
+        (empty / d).chmod(mode)
+    cmd = ["tar", "--create", "--file", str(part), "--numeric-owner", "--hard-dereference", "--ignore-failed-read",
+           "--warning=no-file-changed", *(f"--exclude={e}" for e in EXCLUDE), "--directory", str(empty), *EMPTY,
+           "--directory", "/", *paths]
     t0 = time.monotonic()
     r = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    shutil.rmtree(empty)
     if r.returncode not in (0, 1):  # 1: a file changed as it was read
         raise SystemExit(f"tar failed ({r.returncode}): {r.stderr[-2000:]}")
     part.rename(tar)
