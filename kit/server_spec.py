@@ -105,6 +105,7 @@ def server_spec(m: Manifest, cell: Cell, run_id: str, log_path: Path, *, image: 
         ranks=ranks,
         gpu_mode=m.server.docker_gpus.mode,
         driver_dir=m.server.docker_gpus.driver_dir,
+        extra={} if m.server.docker_gpus.ulimits else {"ulimits": False},
     )
 
 

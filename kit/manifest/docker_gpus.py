@@ -28,6 +28,11 @@ class DockerGpus(BaseModel):
         "bin/nvidia-smi, mounted read-only at the same path. Default: /usr/local/nvidia when it holds the driver, "
         "else the driver's files found among the system libraries, mounted one by one under /usr/local/nvidia.",
     )
+    ulimits: bool = Field(
+        True, description="With GPUs a container gets memlock unlimited and a 64 MiB stack (what sglang's GPU "
+        "workers want). false: the engine's defaults, for engines that cannot raise RLIMIT_MEMLOCK (a dockerd "
+        "without CAP_SYS_RESOURCE fails such a container's start).",
+    )
 
 
 def check_docker_gpus(m: Manifest) -> None:

@@ -89,6 +89,7 @@ def test_devices_mode_container_gets_the_nodes_driver_and_environment(client: An
         code, out = server.container.exec_run(["sh", "-c", "ls /dev; stat -L -c '%F %t:%T' /dev/nvidia3; "
                                                f"touch {drv}/x 2>&1; ls {drv}/lib64"])
         text = out.decode()
+        assert code == 0, text
         assert "nvidia3" in text.split() and "nvidia4" not in text.split()
         if os.geteuid() == 0:
             assert "character special file c3:3" in text

@@ -15,8 +15,11 @@ from support.manifests import manifest_data, manifest_yaml
 from kit.errors import ManifestError, ServerError
 from kit.gates.container_gpu import check_container_gpus
 from kit.manifest import load_manifest
+from kit.plan import Cell
 from kit.runtime.docker import container_config, gpus
+from kit.runtime.docker.config import ulimit_config
 from kit.runtime.docker.gpus import cdi_args, devices_args, driver_gpus, find_driver, gpus_seen, nvidia_args
+from kit.server_spec import server_spec
 
 UUIDS = ["GPU-aaaaaaaa-0000-1111-2222-333344445555", "GPU-bbbbbbbb-6666-7777-8888-999900001111"]
 
@@ -156,8 +159,12 @@ def manifest(tmp_path: Path, runtime: str = "docker", **docker_gpus: Any) -> Pat
 def test_manifest_docker_gpus(tmp_path: Path) -> None:
     m = load_manifest(manifest(tmp_path), allow_unpinned=True).manifest
     assert m.server.docker_gpus.mode == "nvidia" and m.server.docker_gpus.driver_dir is None
-    m = load_manifest(manifest(tmp_path, mode="devices", driver_dir="/usr/local/nvidia"), allow_unpinned=True).manifest
+    m = load_manifest(manifest(tmp_path, mode="devices", driver_dir="/usr/local/nvidia", ulimits=False),
+                      allow_unpinned=True).manifest
     assert m.server.docker_gpus.mode == "devices"
+    s = server_spec(m, Cell(0, "baseline", 1), "r", tmp_path / "log", gpus=[UUIDS[0]])
+    assert (s.gpu_mode, s.driver_dir, s.gpus) == ("devices", "/usr/local/nvidia", [UUIDS[0]])
+    assert ulimit_config(s.extra, s.gpus) == []  # ulimits: false, though GPUs are asked for
     for bad, words in [({"mode": "vfio"}, "docker_gpus.mode"),
                        ({"mode": "devices", "driver_dir": "usr/nvidia"}, "driver_dir"),
                        ({"mode": "nvidia", "driver_dir": "/usr/local/nvidia"}, "used by mode devices only")]:
