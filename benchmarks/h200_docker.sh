@@ -259,7 +259,7 @@ main() {
   exec > >(tee -a "$OUT/h200_docker.log") 2>&1
   echo "h200_docker: $(date -u +%FT%TZ); $(left) s; GPU: $(gpu_line 2>/dev/null)"
   echo "driver table: $(ls /proc/driver/nvidia/gpus 2>&1 | tr '\n' ' '); nodes: $(ls /dev/nvidia* 2>&1 | tr '\n' ' ');" \
-       "/usr/local/nvidia: $(ls /usr/local/nvidia /usr/local/nvidia/lib64 2>&1 | grep -c .) entries"
+       "driver files: $(ls -d /usr/local/nvidia/* /usr/local/nvidia/*/libcuda.so* /usr/local/nvidia/bin/nvidia-smi 2>&1 | tr '\n' ' ')"
   if ! $PY -c 'import kit, kit_hf, kit_oea, locust, docker' 2>/dev/null || [ ! -f build/models/qwen3-30b-a3b-8l/kit-model.json ]; then
     bash benchmarks/h200_session.sh setup || { echo "setup failed"; exit 1; }
   fi
@@ -288,6 +288,30 @@ engine_check() {  # the engine from the scratch folder and the base image from t
   base_image || exit 1
   docker_py "client.containers.run('$(cat "$W/base-id")', ['python3', '-c', 'import sys, ssl, json, sqlite3; print(sys.version)'], remove=True, network_mode='none').decode()"
   docker_py "client.images.get('$(cat "$W/base-id")').attrs['Config']"
+  published "$(cat "$W/base-id")"
+}
+
+published() {  # a server in a container on the default network, its port published on 127.0.0.1: what kit needs
+  $PY - "$1" <<'EOF'
+import socket, sys, time, urllib.request, docker
+client = docker.from_env()
+with socket.socket() as s:
+    s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]
+c = client.containers.run(sys.argv[1], ["python3", "-m", "http.server", "8000"], detach=True,
+                          ports={"8000/tcp": ("127.0.0.1", port)}, labels={"kit.h200.check": "1"})
+err = None
+try:
+    for _ in range(60):
+        try:
+            with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(f"http://127.0.0.1:{port}/", timeout=2) as r:
+                print(f"published port: 127.0.0.1:{port} -> container 8000 answered {r.status}"); break
+        except OSError as e:
+            err = e; time.sleep(0.5)
+    else:
+        print(f"published port: 127.0.0.1:{port} never answered ({err}); container logs: {c.logs()[-500:]!r}")
+finally:
+    c.remove(force=True)
+EOF
 }
 
 case "${1:-}" in

@@ -57,11 +57,10 @@ def members() -> list[str]:
     """Absolute paths that go into the tar, as they exist here (symlinked /bin and friends stay links)."""
     etc = [f"/etc/{n}" for n in ETC]
     found = [p for p in dict.fromkeys([*SYSTEM, *etc, *python_paths()]) if os.path.lexists(p)]
-    # a path inside another one (site-packages inside /usr/local/lib) would be stored twice; a symlinked folder
-    # (/lib -> usr/lib) is stored as the link, its target as itself
-    real = [p for p in found if not os.path.islink(p)]
-    return [p for p in found if os.path.islink(p) or not any(p != q and p.startswith(q.rstrip("/") + "/")
-                                                               for q in real)]
+    # a path inside another one (site-packages inside /usr/local/lib, the interpreter inside its prefix) would be
+    # stored twice, which docker import refuses; a symlinked folder (/lib -> usr/lib) is stored as the link
+    dirs = [q.rstrip("/") + "/" for q in found if os.path.isdir(q) and not os.path.islink(q)]
+    return [p for p in found if not any(p.startswith(q) for q in dirs if q != p.rstrip("/") + "/")]
 
 
 def write_tar(tar: Path) -> int:
