@@ -23,18 +23,18 @@
 #                command: bash benchmarks/h200_docker.sh "$OUT" 540
 #                -> wheels installed, the 8-layer model made on the GPU, the root filesystem tar of the host's
 #                   Python written (build/h200-docker/rootfs.tar); says "engine not carried" and stops there
-#   2. device:   carry ["build/h200-engine", ".devkit"]
+#   2. device:   carry ["build/h200-engine"]      (.whl/ and .devkit/ stay from call 1: do not name them again)
 #                command: bash benchmarks/h200_docker.sh "$OUT" 560
 #                -> dockerd up, base imported, the GPU seen in a container, manifest filled/signed, kit run
 #                   (SIGTERM at the deadline: kit's clean path, the next call resumes the bundle)
-#   3. device:   carry [".devkit"]     (same command) -> kit run finished, the SIGKILL leftover check, kit clean,
-#                   gates, the bundle archived and verified; a 4th call of the same command continues if needed
+#   3. device:   carry []     (same command) -> kit run finished, the SIGKILL leftover check, kit clean, gates,
+#                   the bundle archived and verified; a 4th call of the same command continues if needed
 # Every call ends by stopping its dockerd (containers are kit's and are removed by kit or `kit clean`).
 #
 # Why the manifest is signed on the device: its image.base must be the imported image's ID, known only after the
 # import. experiments/templates/transformers-h200-docker.yaml carries the tag BASE_TAG below in its place; this script
 # writes a copy with base: sha256:<ID> (build/h200-docker/transformers-h200-docker.yaml), signs it with a manifest
-# key made there (.devkit/h200-docker-manifest_ed25519, namespaces="kit-manifest"), and runs it with a trust file
+# key made there (build/h200-docker/manifest_ed25519, namespaces="kit-manifest"), and runs it with a trust file
 # naming that key and the runner key (--trust). The signed copy, its .sig and the public key come back in OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -48,7 +48,7 @@ SOCK=$RUNDIR/docker.sock
 BASE_TAG=kit-local/h200-python:host
 MANIFEST=experiments/templates/transformers-h200-docker.yaml
 SIGNED=$W/transformers-h200-docker.yaml
-KEY=.devkit/h200-docker-manifest_ed25519
+KEY=$W/manifest_ed25519             # made on the device (not in .devkit/: carrying .devkit again would drop it)
 TRUST_FILE=$W/trust
 DEBS=(docker.io containerd runc tini libdevmapper1.02.1 libsystemd0 libcap2 libgcrypt20 libgpg-error0 liblz4-1
       libzstd1 liblzma5 libselinux1 libudev1 libpcre2-8-0)
