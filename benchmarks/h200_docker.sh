@@ -39,7 +39,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
-PY=python3
+PY=${PY:-python3}
 ENGINE=build/h200-engine          # carried (prepare makes it)
 W=${H200_DOCKER_DIR:-build/h200-docker}  # the scratch folder on the device (engine, data root, bundles, logs)
 RUNDIR=${H200_DOCKER_RUN:-/tmp/kit-h200-docker}  # socket, exec root, pid file: short (a socket name is <= 107 bytes)
@@ -317,6 +317,7 @@ EOF
 case "${1:-}" in
   prepare) prepare ;;
   engine-check) shift; engine_check "$@" ;;
+  call) shift; OUT=${OUT:?set OUT}; DEADLINE=$((SECONDS + ${LEFT:-600})); "$@" ;;  # one step, for tests
   gpu_line) gpu_line ;;
   *) main "$@" ;;
 esac
