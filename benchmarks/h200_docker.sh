@@ -133,7 +133,8 @@ base_image() {  # the root filesystem tar (no engine needed), then the import; t
   fi
   engine_up || return 1
   if [ ! -s "$W/base-id" ] || ! docker_py "client.images.get('$(cat "$W/base-id" 2>/dev/null)')" >/dev/null 2>&1; then
-    $PY benchmarks/host_python_image.py "$W/rootfs.tar" --import "$BASE_TAG" > "$W/base-id" 2> "$OUT/import.json" \
+    timeout "$(( $(left) - 20 ))" $PY benchmarks/host_python_image.py "$W/rootfs.tar" --import "$BASE_TAG" \
+      > "$W/base-id" 2> "$OUT/import.json" \
       || { echo "import failed: $(tail -c 600 "$OUT/import.json")"; rm -f "$W/base-id"; return 1; }
     echo "base image $BASE_TAG: $(cat "$W/base-id") ($(tail -c 300 "$OUT/import.json"))"
   fi
