@@ -47,6 +47,8 @@ def python_paths() -> list[str]:
     for scheme in sysconfig.get_paths().values():
         paths.add(scheme)
     paths.update(site.getsitepackages())
+    if sys.prefix != sys.base_prefix:  # a virtual environment: its pyvenv.cfg makes its python use its packages
+        paths.add(str(Path(sys.prefix) / "pyvenv.cfg"))
     for p in sys.path:
         if os.path.isabs(p) and os.path.isdir(p) and not p.startswith(("/tmp", "/home", "/root", str(Path.cwd()))):
             paths.add(p)
