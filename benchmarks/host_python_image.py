@@ -47,12 +47,24 @@ def python_paths() -> list[str]:
     for scheme in sysconfig.get_paths().values():
         paths.add(scheme)
     paths.update(site.getsitepackages())
+    paths.update(shared_libraries(exe.resolve()))
     if sys.prefix != sys.base_prefix:  # a virtual environment: its pyvenv.cfg makes its python use its packages
         paths.add(str(Path(sys.prefix) / "pyvenv.cfg"))
     for p in sys.path:
         if os.path.isabs(p) and os.path.isdir(p) and not p.startswith(("/tmp", "/home", "/root", str(Path.cwd()))):
             paths.add(p)
     return sorted(p for p in paths if os.path.exists(p))
+
+
+def shared_libraries(exe: Path) -> set[str]:
+    """What the interpreter loads (ldd): its own libpython may live beside it (a RUNPATH), not in /usr/lib."""
+    r = subprocess.run(["ldd", str(exe)], capture_output=True, text=True, check=False)
+    out = set()
+    for line in r.stdout.splitlines():
+        path = line.split("=>")[-1].strip().split(" (")[0]
+        if path.startswith("/") and os.path.exists(path):
+            out.update({path, os.path.realpath(path)})
+    return out
 
 
 def members() -> list[str]:
