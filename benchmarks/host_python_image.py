@@ -70,7 +70,9 @@ def shared_libraries(exe: Path) -> set[str]:
 def members() -> list[str]:
     """Absolute paths that go into the tar, as they exist here (symlinked /bin and friends stay links)."""
     etc = [f"/etc/{n}" for n in ETC]
-    found = [p for p in dict.fromkeys([*SYSTEM, *etc, *python_paths()]) if os.path.lexists(p)]
+    # a path through a symlinked folder (/lib/x86_64-linux-gnu/libc.so.6 where /lib -> usr/lib) as its real path
+    spelled = [os.path.join(os.path.realpath(os.path.dirname(p)), os.path.basename(p)) for p in python_paths()]
+    found = [p for p in dict.fromkeys([*SYSTEM, *etc, *spelled]) if os.path.lexists(p)]
     # a path inside another one (site-packages inside /usr/local/lib, the interpreter inside its prefix) would be
     # stored twice, which docker import refuses; a symlinked folder (/lib -> usr/lib) is stored as the link
     dirs = [q.rstrip("/") + "/" for q in found if os.path.isdir(q) and not os.path.islink(q)]
