@@ -85,7 +85,8 @@ def write_tar(tar: Path) -> int:
     empty = Path(tempfile.mkdtemp(prefix="kit-rootfs-"))  # the folders a root filesystem has, empty
     for d, mode in EMPTY.items():
         (empty / d).mkdir(parents=True, exist_ok=True)
-        (empty / d).chmod(mode)
+        # a Python kept under /root (pyenv) must be reachable by the image's USER (images/transformers: 65534)
+        (empty / d).chmod(0o755 if d == "root" and any(p.startswith("root/") for p in paths) else mode)
     cmd = ["tar", "--create", "--file", str(part), "--numeric-owner", "--hard-dereference", "--ignore-failed-read",
            "--warning=no-file-changed", *(f"--exclude={e}" for e in EXCLUDE), "--directory", str(empty), *EMPTY,
            "--directory", "/", *paths]
