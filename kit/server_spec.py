@@ -24,7 +24,8 @@ from kit.manifest.models import LOADER_ENV
 from kit.plan import Cell
 from kit.plumbing.affinity import format_cpulist, parse_cpulist
 from kit.runtime import BASE_ENV_NAMES, BASE_ENV_PREFIXES, RankSpec, ServerSpec, secret_env_from
-from kit.runtime.docker.config import container_config
+from kit.runtime.docker.config import container_config, ulimit_config
+from kit.runtime.docker.gpus import describe_mode
 
 ALL_INTERFACES = ("0.0.0.0", "::")
 
@@ -102,6 +103,9 @@ def server_spec(m: Manifest, cell: Cell, run_id: str, log_path: Path, *, image: 
         model_mount=(resolved_mount_source(m.model.path), m.model.mount_at) if docker and m.model.path else None,
         cpus=m.server.cpus,
         ranks=ranks,
+        gpu_mode=m.server.docker_gpus.mode,
+        driver_dir=m.server.docker_gpus.driver_dir,
+        extra={} if m.server.docker_gpus.ulimits else {"ulimits": False},
     )
 
 
@@ -163,8 +167,11 @@ def _gpu_text(m: Manifest) -> str:
         return ("none (NVIDIA_VISIBLE_DEVICES=void)" if m.runtime == "docker"
                 else "none (CUDA_VISIBLE_DEVICES is set empty)")
     name = f" {m.hardware.gpu_name}" if m.hardware.gpu_name else ""
-    var = "NVIDIA_VISIBLE_DEVICES" if m.runtime == "docker" else "CUDA_VISIBLE_DEVICES (CUDA_DEVICE_ORDER=PCI_BUS_ID)"
-    return f"{n}{name} GPU(s) that pass the GPU gate; {var} is set to exactly their UUIDs"
+    if m.runtime == "docker":
+        g = m.server.docker_gpus
+        return f"{n}{name} GPU(s) that pass the GPU gate, passed as {describe_mode(g.mode, g.driver_dir)}"
+    return (f"{n}{name} GPU(s) that pass the GPU gate; CUDA_VISIBLE_DEVICES (CUDA_DEVICE_ORDER=PCI_BUS_ID) is set to "
+            "exactly their UUIDs")
 
 
 def cpu_overlap(m: Manifest) -> str:
@@ -215,11 +222,15 @@ def arm_exposure(m: Manifest, arm: str) -> ArmExposure:
             ranks=[RankView(rank=r.rank, node=r.host, command=list(r.command)) for r in spec.ranks],
         )
     gpus: Literal["all"] | None = "all" if m.hardware.gpus else None
-    cfg = container_config(replace(spec, image="(built per run)", gpus=gpus, secret_env={}))
+    # the devices mode reads this host's driver when a cell starts: the plan shows the rest, and says how in "gpus"
+    shown = None if spec.gpu_mode == "devices" else gpus
+    cfg = container_config(replace(spec, image="(built per run)", gpus=shown, secret_env={}))
     env = dict(cfg.get("environment", {}))
-    if gpus:
+    if gpus and spec.gpu_mode == "nvidia":
         env["NVIDIA_VISIBLE_DEVICES"] = "<UUIDs of the gated GPUs>"
-    ulimits = {str(u["Name"]): int(u["Soft"]) for u in cfg.get("ulimits", [])}
+    elif gpus and spec.gpu_mode == "devices":
+        env["CUDA_VISIBLE_DEVICES"] = "<UUIDs of the gated GPUs>"
+    ulimits = {str(u["Name"]): int(u["Soft"]) for u in ulimit_config(spec.extra, gpus)}  # as with the GPUs
     return ArmExposure(
         arm=arm, runtime=m.runtime, warnings=_warnings(m, spec, env), command=list(spec.command),
         image=ImageView(context=a.image.context, dockerfile=a.image.dockerfile, base=a.image.base,

@@ -21,6 +21,7 @@ from pydantic import (
     model_validator,
 )
 
+from kit.manifest.docker_gpus import DockerGpus, check_docker_gpus
 from kit.manifest.hardware import Hardware
 from kit.manifest.hostpaths import check_model_placeholder, host_path_problem
 from kit.manifest.ranks import Ranks, check_ranks
@@ -129,6 +130,7 @@ class Server(_Model):
         description="Names of variables passed through from the user's environment (e.g. HF_TOKEN). "
         "Their values are secrets: never written to a bundle or a log.",
     )
+    docker_gpus: DockerGpus = Field(default_factory=DockerGpus, description="runtime docker: how GPUs reach it.")
 
     @field_validator("env")
     @classmethod
@@ -370,6 +372,7 @@ class Manifest(_Model):
             raise ValueError("server.port, server.extra_ports and gates.ports must not repeat a port")
         check_ranks(self)
         check_model_placeholder(self)
+        check_docker_gpus(self)
         return self
 
     @property

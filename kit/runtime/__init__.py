@@ -57,6 +57,8 @@ class ServerSpec:
     image: str | None = None
     container_port: int | None = None
     gpus: list[str] | Literal["all"] | None = None  # GPU UUIDs/indices, "all", or none
+    gpu_mode: str = "nvidia"  # how docker passes them: nvidia, cdi, devices (kit.runtime.docker.gpus)
+    driver_dir: str | None = None  # gpu_mode devices: the driver's folder (None: discovered)
     shm_size: str | None = None
     ipc_host: bool = False
     model_mount: tuple[str, str] | None = None  # (host path, container path), read-only
@@ -158,6 +160,8 @@ class ContainerDescription(TypedDict):
     name: str
     image: str | None
     secret_env_names: list[str]
+    gpu_mode: str  # nvidia, cdi or devices (server.docker_gpus.mode)
+    gpus_seen: JsonObject | None  # what nvidia-smi in the container listed, against what was asked for
     inspect: JsonObject
 
 

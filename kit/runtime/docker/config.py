@@ -17,6 +17,7 @@ from kit.runtime import (
     ServerSpec,
 )
 from kit.runtime.docker.engine import MANAGED_LABEL
+from kit.runtime.docker.gpus import GpuArgs, gpu_args
 
 DEFAULT_ULIMITS: dict[str, int] = {"memlock": -1, "stack": 64 * 1024 * 1024}
 EXTRA_KEYS = frozenset({"ulimits", "mem_limit"})
@@ -25,20 +26,9 @@ EXTRA_KEYS = frozenset({"ulimits", "mem_limit"})
 # --------------------------------------------------------------------------- spec -> container config
 
 
-def gpu_config(gpus: list[str] | str | None) -> tuple[list[DeviceRequest], str]:
-    """Device requests and the matching NVIDIA_VISIBLE_DEVICES for ``spec.gpus``.
-
-    A list names GPUs (UUIDs or indices); "all" is ``--gpus all``; None asks for no GPU and sets
-    ``void``, so that an image's own NVIDIA_VISIBLE_DEVICES=all cannot expose GPUs anyway.
-    """
-    if gpus is None:
-        return [], "void"
-    if gpus == "all":
-        return [DeviceRequest(count=-1, capabilities=[["gpu"]])], "all"
-    ids = [str(g) for g in gpus]
-    if not ids or any(not g or "," in g for g in ids):
-        raise ServerError(f"invalid GPU list {gpus!r}: give GPU UUIDs or indices, 'all', or none")
-    return [DeviceRequest(device_ids=ids, capabilities=[["gpu"]])], ",".join(ids)
+def gpu_config(spec: ServerSpec) -> GpuArgs:
+    """The container arguments that pass ``spec.gpus`` in ``spec.gpu_mode`` (``kit.runtime.docker.gpus``)."""
+    return gpu_args(spec.gpu_mode, spec.gpus, spec.driver_dir)
 
 
 def ulimit_config(extra: dict[str, object], gpus: list[str] | str | None) -> list[Ulimit]:
@@ -70,6 +60,7 @@ class ContainerConfig(TypedDict, total=False):
     init: bool
     auto_remove: bool
     device_requests: list[DeviceRequest]
+    devices: list[str]
     ulimits: list[Ulimit]
     ipc_mode: str
     shm_size: str
@@ -85,15 +76,19 @@ def container_config(spec: ServerSpec) -> ContainerConfig:
     unknown = set(spec.extra) - EXTRA_KEYS
     if unknown:
         raise ServerError(f"{spec.name}: unknown docker options {sorted(unknown)} (known: {sorted(EXTRA_KEYS)})")
-    device_requests, visible = gpu_config(spec.gpus)
-    given = {**spec.env, **spec.secret_env}.get("NVIDIA_VISIBLE_DEVICES")
-    if given is not None and given != visible:
-        shown = "***" if "NVIDIA_VISIBLE_DEVICES" in spec.secret_env else given
-        raise ServerError(
-            f"{spec.name}: NVIDIA_VISIBLE_DEVICES={shown!r} in the environment contradicts the GPUs requested "
-            f"({spec.gpus!r} -> {visible!r})",
-            hint="leave NVIDIA_VISIBLE_DEVICES out of the manifest's env: kit sets it from the GPUs it assigns",
-        )
+    gpu = gpu_config(spec)
+    given = {**spec.env, **spec.secret_env}
+    gpu_env = dict(gpu.environment)
+    if "LD_LIBRARY_PATH" in gpu_env and spec.env.get("LD_LIBRARY_PATH"):  # the manifest's first, then the driver
+        gpu_env["LD_LIBRARY_PATH"] = f"{spec.env['LD_LIBRARY_PATH']}:{gpu_env['LD_LIBRARY_PATH']}"
+    for name, value in gpu_env.items():
+        if name in given and given[name] != value and name != "LD_LIBRARY_PATH":
+            shown = "***" if name in spec.secret_env else given[name]
+            raise ServerError(
+                f"{spec.name}: {name}={shown!r} in the environment contradicts the GPUs requested "
+                f"({spec.gpus!r}, mode {spec.gpu_mode}: {name}={value!r})",
+                hint=f"leave {name} out of the manifest's env: kit sets it from the GPUs it assigns",
+            )
     cport = spec.container_port or spec.port
     kwargs = ContainerConfig(
         image=spec.image,
@@ -101,20 +96,25 @@ def container_config(spec: ServerSpec) -> ContainerConfig:
         name=spec.name,
         detach=True,
         labels={**spec.labels, MANAGED_LABEL: "1"},
-        environment={**spec.env, "NVIDIA_VISIBLE_DEVICES": visible, **spec.secret_env},
+        environment={**spec.env, **gpu_env, **spec.secret_env},
         ports={f"{cport}/tcp": (spec.host, spec.port)},
         init=True,
         auto_remove=False,
-        device_requests=device_requests,
+        device_requests=gpu.device_requests,
         ulimits=ulimit_config(spec.extra, spec.gpus),
     )
     if spec.ipc_host:
         kwargs["ipc_mode"] = "host"  # the host's /dev/shm; shm_size would be ignored
     elif spec.shm_size:
         kwargs["shm_size"] = spec.shm_size
+    if gpu.devices:
+        kwargs["devices"] = gpu.devices
+    mounts = list(gpu.mounts)
     if spec.model_mount is not None:
         src, dst = spec.model_mount
-        kwargs["mounts"] = [Mount(target=dst, source=src, type="bind", read_only=True)]
+        mounts.append(Mount(target=dst, source=src, type="bind", read_only=True))
+    if mounts:
+        kwargs["mounts"] = mounts
     if spec.cpus:
         kwargs["cpuset_cpus"] = spec.cpus  # the container's cgroup cpuset (inspect: HostConfig.CpusetCpus)
     if "mem_limit" in spec.extra:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 import requests
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
@@ -48,6 +48,7 @@ from kit.runtime.docker.engine import (
     remove_container,
     wait_gone,
 )
+from kit.runtime.docker.gpus import GpusSeen, gpus_seen
 
 READY_FIRST_S = 0.05  # readiness polls: 50 ms, then x1.5 up to 2 s
 READY_BACKOFF = 1.5
@@ -108,6 +109,7 @@ class DockerServer:
         self.id: str = container.id
         self.started = time.monotonic()
         self._stopped: StopInfo | None = None
+        self._gpus_seen: GpusSeen | None = None
         self._inspect: JsonObject = dict(container.attrs)
         self._logs = _ContainerLogs(container)
         self._pump = LogPump(self._logs, spec.log_path, spec.redact, name=f"docker-log-{spec.name}",
@@ -157,7 +159,9 @@ class DockerServer:
 
         if poll_until(ready, Deadline(self.started + self.spec.ready_timeout_s), interval=READY_FIRST_S,
                       backoff=READY_BACKOFF, max_interval=READY_MAX_S):
-            return time.monotonic() - self.started
+            took = time.monotonic() - self.started
+            self._check_gpus()
+            return took
         self.stop()
         lines = tail_lines(self.spec.log_path, 30)
         tail = _indent(lines)
@@ -166,6 +170,20 @@ class DockerServer:
             f"{self.spec.ready_timeout_s:g} s (stopped and removed){log_note(lines)}\nlast log lines:\n{tail}",
             hint=f"raise server.ready_timeout_s if it is just slow, or read {self.spec.log_path}",
         )
+
+    def _check_gpus(self) -> None:
+        """The container sees exactly the GPUs asked for (nvidia-smi inside it), or the cell fails."""
+        if self.spec.gpus is None:
+            return
+        self._gpus_seen = gpus_seen(self.container, self.spec.gpus, self.spec.driver_dir)
+        if self._gpus_seen["ok"] is False:
+            self.stop()
+            raise ServerError(
+                f"container {self.spec.name} sees GPUs {self._gpus_seen['seen']} but was given {self.spec.gpus} "
+                f"(mode {self.spec.gpu_mode}; stopped and removed)",
+                hint="the engine passed other GPUs than kit asked for: check server.docker_gpus.mode, the engine's "
+                     "NVIDIA runtime configuration and NVIDIA_VISIBLE_DEVICES in the image",
+            )
 
     def check_alive(self) -> None:
         if self._not_running():
@@ -251,6 +269,8 @@ class DockerServer:
             name=self.spec.name,
             image=self.spec.image,
             secret_env_names=sorted(self.spec.secret_env),
+            gpu_mode=self.spec.gpu_mode,
+            gpus_seen=cast(JsonObject, self._gpus_seen),
             inspect=inspect,
         )
 
