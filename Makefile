@@ -8,12 +8,24 @@ TEST_STAMP := $(VENV)/.kit-test-extras
 
 .PHONY: demo test setup lint unit clean-venv stats-table
 
-# The fast unit tier: its selection, and the recipe that runs it and prints its wall time.
+# The test tiers run on TEST_WORKERS pytest-xdist workers (more than the 2 cores: many tests wait on servers,
+# sockets and subprocesses). --dist loadgroup keeps the tests that share something outside their tmp_path
+# (Docker, the Slurm cluster, shared caches) in one group each, run by one worker: tests/conftest.py picks the
+# groups from markers and fixtures, and prints each tier's time at the end of every run.
+TEST_WORKERS ?= 4
+PYTEST := $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=15
+# Written byte code (__pycache__, gitignored) spares every `python -m kit` a test starts recompiling kit, and
+# every worker rewriting the test modules' asserts again: PYTHONDONTWRITEBYTECODE=1, where a shell exports it,
+# is emptied (Python reads an empty value as unset).
+test unit: export PYTHONDONTWRITEBYTECODE :=
+# When this make started (setup included in `make test`'s total).
+MAKE_START := $(shell date +%s)
+
+# The fast unit tier: its selection, and a recipe that runs a command and prints its wall time ($(1): what).
 UNIT := not docker and not slow and not gpu
-define run_unit
-	@start=$$(date +%s); \
-	$(BIN)/python -m pytest -m "$(UNIT)" --durations=15; rc=$$?; \
-	echo "unit tier: $$(( $$(date +%s) - start )) s wall (budget 120 s on 2 cores)"; exit $$rc
+define timed
+	@start=$$(date +%s); $(2); rc=$$?; \
+	echo "$(1): $$(( $$(date +%s) - start )) s wall"; exit $$rc
 endef
 
 $(STAMP): pyproject.toml requirements.lock
@@ -44,19 +56,21 @@ lint: setup
 	$(BIN)/mypy
 
 ## Set everything up (including a Docker engine when none answers) and run every test tier this machine supports:
-## the unit tier first (its time printed), then the docker, slow and gpu tiers; every test runs once.
+## the unit tier first, then the docker, slow and gpu tiers; every test runs once. Each step's wall time is printed,
+## each tier's too (pytest's "time per tier" section), and the total.
 test: $(TEST_STAMP)
+	@echo "setup: $$(( $$(date +%s) - $(MAKE_START) )) s wall"
 	./scripts/ensure-docker
 	./scripts/ensure-slurm
-	$(BIN)/ruff check kit tests benchmarks
-	$(BIN)/mypy
-	$(run_unit)
-	$(BIN)/python -m pytest -m "not ($(UNIT))" --durations=15
+	$(call timed,ruff and mypy,$(BIN)/ruff check kit tests benchmarks && $(BIN)/mypy)
+	$(call timed,unit tier (budget 120 s on 2 cores),$(PYTEST) -m "$(UNIT)")
+	$(call timed,docker + slow + gpu tiers,$(PYTEST) -m "not ($(UNIT))")
+	@echo "make test: $$(( $$(date +%s) - $(MAKE_START) )) s wall in all, setup included (budget 20 minutes on 2 cores)"
 
 ## The fast tier (no Docker, no GPU, nothing slow; torch optional): under 2 minutes on 2 cores.
 ## It prints its 15 slowest tests and its wall time.
 unit: setup
-	$(run_unit)
+	$(call timed,unit tier (budget 120 s on 2 cores),$(PYTEST) -m "$(UNIT)")
 
 clean-venv:
 	rm -rf $(VENV)

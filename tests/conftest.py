@@ -40,3 +40,102 @@ def kit_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     home = tmp_path / "config"
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home))
     yield home
+
+
+# --------------------------------------------------------------------------- parallel runs (pytest-xdist)
+# `make test` runs each tier on several workers (pytest -n N --dist loadgroup). Tests that share something
+# outside their own tmp_path which two processes must not use at once run in one xdist group: one worker runs
+# a group's tests one after another (and makes its session fixtures once). The group is chosen here, from the
+# test's marker or the fixtures it uses, so that a new test needs no mark of its own:
+#   docker        every `docker`-marked test: one engine, `kit.managed` containers that the session's teardown
+#                 and `kit clean` count host-wide, the leftover-container gate, images built under shared tags
+#   slurm         every test that uses the one-node cluster (fixture slurm_cluster): its nodes' CPUs and queue
+#   sglang-wheel  the sglang wheel downloaded once into ~/.cache/kit-test (a second download would race it)
+#   hf-model      build/models/transformers-tiny-cpu in the repo (fixture shipped_model), made when missing
+# A test that holds something else fixed (a port no namespace isolates, a host-wide lock) marks itself with
+# @pytest.mark.xdist_group("NAME"). A test that gets a group here keeps only that one: xdist would join
+# several names into a new group, which would run beside both.
+EXCLUSIVE_FIXTURES = {"slurm_cluster": "slurm", "sglang_wheel": "sglang-wheel", "shipped_model": "hf-model"}
+
+
+def exclusive_group(item: pytest.Item) -> str | None:
+    """The xdist group a test must run in, or None where it may run beside anything."""
+    if item.get_closest_marker("docker"):
+        return "docker"
+    names = set(getattr(item, "fixturenames", ()))
+    return next((group for fixture, group in EXCLUSIVE_FIXTURES.items() if fixture in names), None)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        group = exclusive_group(item)
+        if group is not None:
+            item.own_markers = [m for m in item.own_markers if m.name != "xdist_group"]
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+# --------------------------------------------------------------------------- each tier's time
+# The tiers are the markers: gpu, docker, slow (first that applies), and unit for the rest. Each test carries
+# its tier in user_properties (which xdist sends back with its reports), and the end of every run prints, per
+# tier, its tests, the time they took added up, and its wall span: from its first test's start to its last
+# test's end (tiers run side by side on the workers, so the spans overlap).
+TIERS = ("unit", "docker", "slow", "gpu")
+
+
+def tier_of(item: pytest.Item) -> str:
+    return next((t for t in ("gpu", "docker", "slow") if item.get_closest_marker(t)), "unit")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    for item in session.items:
+        item.user_properties.append(("tier", tier_of(item)))
+
+
+class _TierClock:
+    def __init__(self) -> None:
+        self.tests: dict[str, dict[str, str]] = {t: {} for t in TIERS}  # tier -> nodeid -> outcome
+        self.seconds = dict.fromkeys(TIERS, 0.0)
+        self.span: dict[str, tuple[float, float]] = {}
+
+    def add(self, report: pytest.TestReport) -> None:
+        tier = dict(report.user_properties).get("tier")
+        if tier not in self.seconds:
+            return
+        self.seconds[tier] += report.duration
+        start, stop = self.span.get(tier, (report.start, report.stop))
+        self.span[tier] = (min(start, report.start), max(stop, report.stop))
+        outcome = self.tests[tier].get(report.nodeid, "passed")
+        if report.failed:
+            outcome = "failed"
+        elif report.skipped and outcome == "passed":
+            outcome = "skipped"
+        self.tests[tier][report.nodeid] = outcome
+
+    def lines(self) -> list[str]:
+        out = []
+        for tier in TIERS:
+            if not self.tests[tier]:
+                continue
+            outcomes = list(self.tests[tier].values())
+            counts = ", ".join(f"{outcomes.count(o)} {o}" for o in ("passed", "failed", "skipped") if o in outcomes)
+            first, last = self.span[tier]
+            out.append(f"{tier} tier: {len(outcomes)} tests ({counts}), {last - first:.0f} s wall "
+                       f"(first start to last end), {self.seconds[tier]:.0f} s of test time added up")
+        return out
+
+
+_CLOCK = _TierClock()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _CLOCK.add(report)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    lines = _CLOCK.lines()
+    if lines:
+        terminalreporter.section("time per tier")
+        for line in lines:
+            terminalreporter.write_line(line)
