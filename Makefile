@@ -40,9 +40,11 @@ setup: $(STAMP)
 # wheel file on these machines; pinned in the same command so that transformers cannot move it),
 # Triton 3.6.0 (the H200 machine's: the OEA kernels run under its interpreter on the CPU, tests/oea),
 # transformers serve 5.24.0 and kit's launcher for it (images/transformers, tests/hfserve),
-# and a Docker engine when none answers.
+# and a Docker engine when none answers. Installed without byte-compiling their thousands of modules
+# (--no-compile: the tests import a fraction of them, and `make test` writes the byte code of those).
 $(TEST_STAMP): $(STAMP) Makefile
-	$(BIN)/python -m pip install -q torch==2.13.0 triton==3.6.0 "transformers[serving]==5.24.0" -e images/transformers
+	$(BIN)/python -m pip install -q --no-compile torch==2.13.0 triton==3.6.0 "transformers[serving]==5.24.0" \
+		-e images/transformers
 	touch $(TEST_STAMP)
 
 ## Set everything up and run the embedded default experiment end to end (CPU only, no Docker). The example
