@@ -47,6 +47,10 @@ from kit.stats.figures import cell_level_figures
 from kit.stats.shapes import CellLevelFigures
 from kit.stats.summary import CellInfo, summarize_level
 
+# The results are cached per process (result, many_results) and shared by many tests: under pytest-xdist all of
+# this module runs on one worker, which simulates each scenario once per tier (and not once per worker).
+pytestmark = pytest.mark.xdist_group("stats-simulation")
+
 AA = [s.key for s in SCENARIOS if s.kind != "effect"]  # every scenario without a true difference
 EFFECTS = [s.key for s in SCENARIOS if s.kind == "effect"]
 
