@@ -52,6 +52,7 @@ def kit_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 #   slurm         every test that uses the one-node cluster (fixture slurm_cluster): its nodes' CPUs and queue
 #   sglang-wheel  the sglang wheel downloaded once into ~/.cache/kit-test (a second download would race it)
 #   hf-model      build/models/transformers-tiny-cpu in the repo (fixture shipped_model), made when missing
+#   module:PATH   the tests of one module that share a module-scoped fixture (made once, as without xdist)
 # A test that holds something else fixed (a port no namespace isolates, a host-wide lock) marks itself with
 # @pytest.mark.xdist_group("NAME"). A test that gets a group here keeps only that one: xdist would join
 # several names into a new group, which would run beside both.
@@ -63,16 +64,40 @@ def exclusive_group(item: pytest.Item) -> str | None:
     if item.get_closest_marker("docker"):
         return "docker"
     names = set(getattr(item, "fixturenames", ()))
-    return next((group for fixture, group in EXCLUSIVE_FIXTURES.items() if fixture in names), None)
+    found = next((group for fixture, group in EXCLUSIVE_FIXTURES.items() if fixture in names), None)
+    return found or _module_group(item)
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def _module_group(item: pytest.Item) -> str | None:
+    """A module's tests that share a module-scoped fixture (an engine, a bundle, a simulation made once for the
+    module) run on one worker, which makes it once, as without xdist; elsewhere each worker would make its own."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None or not any(defs and defs[-1].scope == "module" for defs in info.name2fixturedefs.values()):
+        return None
+    return "module:" + item.nodeid.split("::")[0]
+
+
+@pytest.hookimpl(wrapper=True)  # around xdist's own hook, which reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> Iterator[None]:
     for item in items:
         group = exclusive_group(item)
         if group is not None:
             item.own_markers = [m for m in item.own_markers if m.name != "xdist_group"]
             item.add_marker(pytest.mark.xdist_group(group))
+    yield
+    if getattr(config.option, "loadgroup", False):  # an xdist worker under --dist loadgroup
+        for item in items:
+            _name_the_group(item)
+
+
+def _name_the_group(item: pytest.Item) -> None:
+    """The group in the test's id as xdist's scheduler reads it ("ID@GROUP"). pytest-xdist 3.8 writes it to
+    ``item._nodeid``, which pytest 9.2 no longer reads (the id lives in ``item._id``): without this every group
+    would be ignored and, say, two docker tests would run at once. Done only where xdist's own did not."""
+    names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                    for m in item.iter_markers("xdist_group")})
+    if names and "@" not in item.nodeid and hasattr(item, "_id"):
+        item._id = type(item._id).parse(f"{item.nodeid}@{'_'.join(names)}")
 
 
 # --------------------------------------------------------------------------- each tier's time
