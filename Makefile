@@ -8,12 +8,26 @@ TEST_STAMP := $(VENV)/.kit-test-extras
 
 .PHONY: demo test setup lint unit clean-venv stats-table
 
-# The fast unit tier: its selection, and the recipe that runs it and prints its wall time.
+# The test tiers run on pytest-xdist workers: the unit tier on UNIT_WORKERS (2 on 2 cores: 143 s against 165 s
+# with 4, measured), the others on SLOW_WORKERS (4: the docker and Slurm groups each hold a worker for long
+# stretches of waiting). --dist loadgroup keeps the tests that share something outside their tmp_path (Docker,
+# the Slurm cluster, shared caches, a module-scoped fixture) in one group each, run by one worker:
+# tests/conftest.py picks the groups from markers and fixtures, and prints each tier's time after every run.
+UNIT_WORKERS ?= 2
+SLOW_WORKERS ?= 4
+PYTEST := $(BIN)/python -m pytest --dist loadgroup --durations=15
+# Written byte code (__pycache__, gitignored) spares every `python -m kit` a test starts recompiling kit, and
+# every worker rewriting the test modules' asserts again: PYTHONDONTWRITEBYTECODE=1, where a shell exports it,
+# is emptied (Python reads an empty value as unset).
+test unit: export PYTHONDONTWRITEBYTECODE :=
+# When this make started (setup included in `make test`'s total).
+MAKE_START := $(shell date +%s)
+
+# The fast unit tier: its selection, and a recipe that runs a command and prints its wall time ($(1): what).
 UNIT := not docker and not slow and not gpu
-define run_unit
-	@start=$$(date +%s); \
-	$(BIN)/python -m pytest -m "$(UNIT)" --durations=15; rc=$$?; \
-	echo "unit tier: $$(( $$(date +%s) - start )) s wall (budget 120 s on 2 cores)"; exit $$rc
+define timed
+	@start=$$(date +%s); $(2); rc=$$?; \
+	echo "$(1): $$(( $$(date +%s) - start )) s wall"; exit $$rc
 endef
 
 $(STAMP): pyproject.toml requirements.lock
@@ -28,9 +42,11 @@ setup: $(STAMP)
 # wheel file on these machines; pinned in the same command so that transformers cannot move it),
 # Triton 3.6.0 (the H200 machine's: the OEA kernels run under its interpreter on the CPU, tests/oea),
 # transformers serve 5.24.0 and kit's launcher for it (images/transformers, tests/hfserve),
-# and a Docker engine when none answers.
+# and a Docker engine when none answers. Installed without byte-compiling their thousands of modules
+# (--no-compile: the tests import a fraction of them, and `make test` writes the byte code of those).
 $(TEST_STAMP): $(STAMP) Makefile
-	$(BIN)/python -m pip install -q torch==2.13.0 triton==3.6.0 "transformers[serving]==5.24.0" -e images/transformers
+	$(BIN)/python -m pip install -q --no-compile torch==2.13.0 triton==3.6.0 "transformers[serving]==5.24.0" \
+		-e images/transformers
 	touch $(TEST_STAMP)
 
 ## Set everything up and run the embedded default experiment end to end (CPU only, no Docker). The example
@@ -44,23 +60,27 @@ lint: setup
 	$(BIN)/mypy
 
 ## Set everything up (including a Docker engine when none answers) and run every test tier this machine supports:
-## the unit tier first (its time printed), then the docker, slow and gpu tiers; every test runs once.
+## the unit tier first, then the docker, slow and gpu tiers; every test runs once. Each step's wall time is printed,
+## each tier's too (pytest's "time per tier" section), and the total.
 test: $(TEST_STAMP)
+	@echo "setup: $$(( $$(date +%s) - $(MAKE_START) )) s wall"
 	./scripts/ensure-docker
 	./scripts/ensure-slurm
-	$(BIN)/ruff check kit tests benchmarks
-	$(BIN)/mypy
-	$(run_unit)
-	$(BIN)/python -m pytest -m "not ($(UNIT))" --durations=15
+	$(call timed,ruff and mypy,$(BIN)/ruff check kit tests benchmarks && $(BIN)/mypy)
+	$(call timed,unit tier (budget 120 s on 2 cores),$(PYTEST) -n $(UNIT_WORKERS) -m "$(UNIT)")
+	$(call timed,docker + slow + gpu tiers,$(PYTEST) -n $(SLOW_WORKERS) -m "not ($(UNIT))")
+	@echo "make test: $$(( $$(date +%s) - $(MAKE_START) )) s wall in all, setup included (budget 20 minutes on 2 cores)"
 
 ## The fast tier (no Docker, no GPU, nothing slow; torch optional): under 2 minutes on 2 cores.
 ## It prints its 15 slowest tests and its wall time.
 unit: setup
-	$(run_unit)
+	$(call timed,unit tier (budget 120 s on 2 cores),$(PYTEST) -n $(UNIT_WORKERS) -m "$(UNIT)")
 
 clean-venv:
 	rm -rf $(VENV)
 
-## Rerun the full statistics simulation (~3 minutes on one core) and rewrite its table in docs/statistics.md.
+## Rerun the full statistics simulation: first its slow tests at the full run's counts (KIT_SIM_TIER=full; `make test`
+## runs them at fewer experiments), which must pass, then the table in docs/statistics.md (~3 minutes on one core each).
 stats-table: setup
+	KIT_SIM_TIER=full $(BIN)/python -m pytest -q -m slow tests/stats/test_stats_simulation.py
 	PYTHONPATH=. $(BIN)/python -m tests.stats.sim --write-table docs/statistics.md

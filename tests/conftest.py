@@ -40,3 +40,127 @@ def kit_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     home = tmp_path / "config"
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home))
     yield home
+
+
+# --------------------------------------------------------------------------- parallel runs (pytest-xdist)
+# `make test` runs each tier on several workers (pytest -n N --dist loadgroup). Tests that share something
+# outside their own tmp_path which two processes must not use at once run in one xdist group: one worker runs
+# a group's tests one after another (and makes its session fixtures once). The group is chosen here, from the
+# test's marker or the fixtures it uses, so that a new test needs no mark of its own:
+#   docker        every `docker`-marked test: one engine, `kit.managed` containers that the session's teardown
+#                 and `kit clean` count host-wide, the leftover-container gate, images built under shared tags
+#   slurm         every test that uses the one-node cluster (fixture slurm_cluster): its nodes' CPUs and queue
+#   sglang-wheel  the sglang wheel downloaded once into ~/.cache/kit-test (a second download would race it)
+#   hf-model      build/models/transformers-tiny-cpu in the repo (fixture shipped_model), made when missing
+#   module:PATH   the tests of one module that share a module-scoped fixture (made once, as without xdist)
+# A test that holds something else fixed (a port no namespace isolates, a host-wide lock) marks itself with
+# @pytest.mark.xdist_group("NAME"). A test that gets a group here keeps only that one: xdist would join
+# several names into a new group, which would run beside both.
+EXCLUSIVE_FIXTURES = {"slurm_cluster": "slurm", "sglang_wheel": "sglang-wheel", "shipped_model": "hf-model"}
+
+
+def exclusive_group(item: pytest.Item) -> str | None:
+    """The xdist group a test must run in, or None where it may run beside anything."""
+    if item.get_closest_marker("docker"):
+        return "docker"
+    names = set(getattr(item, "fixturenames", ()))
+    found = next((group for fixture, group in EXCLUSIVE_FIXTURES.items() if fixture in names), None)
+    return found or _module_group(item)
+
+
+def _module_group(item: pytest.Item) -> str | None:
+    """A module's tests that share a module-scoped fixture (an engine, a bundle, a simulation made once for the
+    module) run on one worker, which makes it once, as without xdist; elsewhere each worker would make its own."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None or not any(defs and defs[-1].scope == "module" for defs in info.name2fixturedefs.values()):
+        return None
+    return "module:" + item.nodeid.split("::")[0]
+
+
+@pytest.hookimpl(wrapper=True)  # around xdist's own hook, which reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> Iterator[None]:
+    for item in items:
+        group = exclusive_group(item)
+        if group is not None:
+            item.own_markers = [m for m in item.own_markers if m.name != "xdist_group"]
+            item.add_marker(pytest.mark.xdist_group(group))
+    yield
+    if getattr(config.option, "loadgroup", False):  # an xdist worker under --dist loadgroup
+        for item in items:
+            _name_the_group(item)
+
+
+def _name_the_group(item: pytest.Item) -> None:
+    """The group in the test's id as xdist's scheduler reads it ("ID@GROUP"). pytest-xdist 3.8 writes it to
+    ``item._nodeid``, which pytest 9.2 no longer reads (the id lives in ``item._id``): without this every group
+    would be ignored and, say, two docker tests would run at once. Done only where xdist's own did not."""
+    names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                    for m in item.iter_markers("xdist_group")})
+    if names and "@" not in item.nodeid and hasattr(item, "_id"):
+        item._id = type(item._id).parse(f"{item.nodeid}@{'_'.join(names)}")
+
+
+# --------------------------------------------------------------------------- each tier's time
+# The tiers are the markers: gpu, docker, slow (first that applies), and unit for the rest. Each test carries
+# its tier in user_properties (which xdist sends back with its reports), and the end of every run prints, per
+# tier, its tests, the time they took added up, and its wall span: from its first test's start to its last
+# test's end (tiers run side by side on the workers, so the spans overlap).
+TIERS = ("unit", "docker", "slow", "gpu")
+
+
+def tier_of(item: pytest.Item) -> str:
+    return next((t for t in ("gpu", "docker", "slow") if item.get_closest_marker(t)), "unit")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    for item in session.items:
+        item.user_properties.append(("tier", tier_of(item)))
+
+
+class _TierClock:
+    def __init__(self) -> None:
+        self.tests: dict[str, dict[str, str]] = {t: {} for t in TIERS}  # tier -> nodeid -> outcome
+        self.seconds = dict.fromkeys(TIERS, 0.0)
+        self.span: dict[str, tuple[float, float]] = {}
+
+    def add(self, report: pytest.TestReport) -> None:
+        tier = dict(report.user_properties).get("tier")
+        if tier not in self.seconds:
+            return
+        self.seconds[tier] += report.duration
+        start, stop = self.span.get(tier, (report.start, report.stop))
+        self.span[tier] = (min(start, report.start), max(stop, report.stop))
+        outcome = self.tests[tier].get(report.nodeid, "passed")
+        if report.failed:
+            outcome = "failed"
+        elif report.skipped and outcome == "passed":
+            outcome = "skipped"
+        self.tests[tier][report.nodeid] = outcome
+
+    def lines(self) -> list[str]:
+        out = []
+        for tier in TIERS:
+            if not self.tests[tier]:
+                continue
+            outcomes = list(self.tests[tier].values())
+            counts = ", ".join(f"{outcomes.count(o)} {o}" for o in ("passed", "failed", "skipped") if o in outcomes)
+            first, last = self.span[tier]
+            out.append(f"{tier} tier: {len(outcomes)} tests ({counts}), {last - first:.0f} s wall "
+                       f"(first start to last end), {self.seconds[tier]:.0f} s of test time added up")
+        return out
+
+
+_CLOCK = _TierClock()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _CLOCK.add(report)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    lines = _CLOCK.lines()
+    if lines:
+        terminalreporter.section("time per tier")
+        for line in lines:
+            terminalreporter.write_line(line)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from support.manifests import ab_arms, manifest_data, write_manifest
+from support.ports import free_port
 
 from kit.files.schema import validate_bundle_files
 from kit.signing import generate_key
@@ -22,8 +23,9 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE_KEY = ROOT / "keys" / "example_ed25519"
 EXIT = {"reproduced": 0, "not_reproduced": 10, "inconclusive": 11}
 
-# three short `kit run`s of 4 cells each (5-10 s each on an idle 2-core machine)
-pytestmark = pytest.mark.slow
+# four short `kit run`s of 4 cells each (5-10 s each on an idle 2-core machine): the original, run once for the
+# module (both tests only read it), and three reproductions. One xdist group: both tests on the worker that made it.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("reproduce-e2e")]
 
 
 def kit(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -41,20 +43,32 @@ def sha(p: Path) -> str:
     return hashlib.sha256(p.read_bytes()).hexdigest()
 
 
-@pytest.fixture
-def setup(tmp_path: Path, port: int) -> dict[str, Path]:
-    """A tiny engine manifest signed with the repository's example key; a runner key; a policy trusting both."""
-    m = write_manifest(tmp_path / "tiny.yaml", manifest_data(
-        "tiny", port=port, arms=ab_arms(), server={"ready_timeout_s": 60, "stop_grace_s": 5},
+@pytest.fixture(scope="module")
+def made(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A tiny engine manifest signed with the repository's example key, a runner key, a policy trusting both,
+    and the bundle of one run of it (the source both tests reproduce; neither changes it)."""
+    tmp = tmp_path_factory.mktemp("original")
+    m = write_manifest(tmp / "tiny.yaml", manifest_data(
+        "tiny", port=free_port(), arms=ab_arms(), server={"ready_timeout_s": 60, "stop_grace_s": 5},
         load={"levels": [1, 4], "requests_per_level": 16, "warmup_requests": 2, "prompt_tokens": 8,
               "output_tokens": 8, "seed": 3, "request_timeout_s": 60},
         design={"repeats": 2, "order": "interleaved"}, gates={"port_deadline_s": 5}))
-    runner = generate_key(tmp_path / "runner", "runner@test")
+    runner = generate_key(tmp / "runner", "runner@test")
     example = (ROOT / "keys" / "example_ed25519.pub").read_text().split()
-    policy = tmp_path / "policy"
+    policy = tmp / "policy"
     policy.write_text(f'kit-example namespaces="kit-manifest" {example[0]} {example[1]}\n'
                       f'runner namespaces="kit-bundle" {runner.public_line()}\n')
-    return {"manifest": m, "key": runner.path, "policy": policy, "tmp": tmp_path}
+    env = env_of(tmp)
+    assert kit("sign", str(m), "--key", str(EXAMPLE_KEY), env=env).returncode == 0
+    r = kit("run", str(m), "--out", str(tmp / "a"), "--trust", str(policy), "--key", str(runner.path), env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return {"manifest": m, "key": runner.path, "policy": policy, "original": only(tmp / "a")}
+
+
+@pytest.fixture
+def setup(made: dict[str, Path], tmp_path: Path) -> dict[str, Path]:
+    """The module's manifest, keys, policy and original bundle; this test's own directory for what it makes."""
+    return {**made, "tmp": tmp_path}
 
 
 def env_of(tmp: Path) -> dict[str, str]:
@@ -62,20 +76,10 @@ def env_of(tmp: Path) -> dict[str, str]:
             "DOCKER_HOST": f"unix://{tmp}/no-docker.sock", "PYTHONPATH": str(ROOT)}
 
 
-def run_original(setup: dict[str, Path], env: dict[str, str]) -> Path:
-    """Sign the tiny manifest with the example key and run it into tmp/a: the bundle to reproduce."""
-    tmp = setup["tmp"]
-    assert kit("sign", str(setup["manifest"]), "--key", str(EXAMPLE_KEY), env=env).returncode == 0
-    r = kit("run", str(setup["manifest"]), "--out", str(tmp / "a"), "--trust", str(setup["policy"]), "--key",
-            str(setup["key"]), env=env)
-    assert r.returncode == 0, r.stdout + r.stderr
-    return only(tmp / "a")
-
-
 def test_run_archive_reproduce_verify(setup: dict[str, Path]) -> None:
     tmp, key, policy = setup["tmp"], setup["key"], setup["policy"]
     env = env_of(tmp)
-    original = run_original(setup, env)
+    original = setup["original"]
     tar = tmp / "shared.tar.gz"
     assert kit("archive", str(original), "-o", str(tar), env=env).returncode == 0
 
@@ -130,7 +134,7 @@ def test_run_archive_reproduce_verify(setup: dict[str, Path]) -> None:
 def test_untrusted_tampered_and_unapproved_sources_are_refused_before_anything_runs(setup: dict[str, Path]) -> None:
     tmp, key, policy = setup["tmp"], setup["key"], setup["policy"]
     env = env_of(tmp)
-    original = run_original(setup, env)
+    original = setup["original"]
     manifest_only = tmp / "manifest-only"
     manifest_only.write_text(policy.read_text().splitlines()[0] + "\n")  # approves the manifest, trusts no runner
 

@@ -34,12 +34,19 @@ class Scenario:
     design: SimDesign
     kind: str  # "aa": no true difference; "effect": a true TPOT effect; "single": one cell per arm;
     # "timeouts": A/A where the guardrail must withhold every verdict
-    fast: int  # experiments in the fast tier
-    full: int  # experiments in the full (slow) run
+    fast: int  # experiments in the fast (unit) tier
+    slow: int  # in the slow tier of `make test`
+    full: int  # in the full run: `make stats-table` (docs/statistics.md's table, and the slow tests at this count)
 
     @property
     def seed(self) -> int:
         return zlib.crc32(self.key.encode())
+
+    def count(self, tier: str) -> int:
+        """Its number of experiments in a tier: "fast", "slow" or "full"."""
+        if tier not in TIERS:
+            raise ValueError(f"unknown simulation tier {tier!r}: one of {', '.join(TIERS)}")
+        return int(getattr(self, tier))
 
 
 def aa(cells: int, **kw: Any) -> SimDesign:
@@ -51,38 +58,43 @@ def effect(pct: float, cells: int = 5, levels: tuple[int, ...] | None = None) ->
                            "b": SimArm(cells=cells, tpot_effect=1 - pct / 100, effect_levels=levels)})
 
 
-AA_FAST, AA_FULL, EFFECT_FAST, EFFECT_FULL = 50, 700, 20, 400
+TIERS = ("fast", "slow", "full")
+# Experiments per scenario and tier. A scenario's first n experiments are the same in every tier (its own seed),
+# so a tier with fewer is a prefix of the full run. The slow tier's counts keep what its tests assert meaningful
+# (tests/stats/test_stats_simulation.py says how) at about 40 % of the full run's CPU time.
+AA_FAST, AA_SLOW, AA_FULL, EFFECT_FAST, EFFECT_SLOW, EFFECT_FULL = 50, 300, 700, 20, 150, 400
+SINGLE_SLOW, SINGLE_FULL = 100, 200
 SCENARIOS: tuple[Scenario, ...] = (
-    Scenario("aa2", "A/A, 2 cells per arm", aa(2), "aa", AA_FAST, AA_FULL),
-    Scenario("aa3", "A/A, 3 cells per arm", aa(3), "aa", AA_FAST, AA_FULL),
-    Scenario("aa5", "A/A, 5 cells per arm", aa(5), "aa", AA_FAST, AA_FULL),
+    Scenario("aa2", "A/A, 2 cells per arm", aa(2), "aa", AA_FAST, AA_SLOW, AA_FULL),
+    Scenario("aa3", "A/A, 3 cells per arm", aa(3), "aa", AA_FAST, AA_SLOW, AA_FULL),
+    Scenario("aa5", "A/A, 5 cells per arm", aa(5), "aa", AA_FAST, AA_SLOW, AA_FULL),
     Scenario("unequal3v2", "A/A, 3 vs 2 cells, cell sd 1 % vs 6 %",
              SimDesign(arms={"a": SimArm(cells=3, cell_sd=0.01), "b": SimArm(cells=2, cell_sd=0.06)}),
-             "aa", AA_FAST, AA_FULL),
+             "aa", AA_FAST, AA_SLOW, AA_FULL),
     Scenario("unequal5v3", "A/A, 5 vs 3 cells, cell sd 1 % vs 5 %",
              SimDesign(arms={"a": SimArm(cells=5, cell_sd=0.01), "b": SimArm(cells=3, cell_sd=0.05)}),
-             "aa", AA_FAST, AA_FULL),
+             "aa", AA_FAST, AA_SLOW, AA_FULL),
     Scenario("drift-interleaved", "A/A, 4 cells, drift 1 %/cell, interleaved",
-             replace(aa(4), drift=0.01, order="interleaved"), "aa", AA_FAST, AA_FULL),
-    Scenario("drift-abba", "A/A, 4 cells, drift 1 %/cell, ABBA", replace(aa(4), drift=0.01), "aa", AA_FAST, AA_FULL),
+             replace(aa(4), drift=0.01, order="interleaved"), "aa", AA_FAST, AA_SLOW, AA_FULL),
+    Scenario("drift-abba", "A/A, 4 cells, drift 1 %/cell, ABBA", replace(aa(4), drift=0.01), "aa", AA_FAST, AA_SLOW, AA_FULL),
     Scenario("bad-starts", "A/A, 3 cells, 15 % bad starts (+20–50 %)", replace(aa(3), bad_start_frac=0.15),
-             "aa", AA_FAST, AA_FULL),
+             "aa", AA_FAST, AA_SLOW, AA_FULL),
     Scenario("bad-starts5", "A/A, 5 cells, 15 % bad starts (+20–50 %)", replace(aa(5), bad_start_frac=0.15),
-             "aa", AA_FAST, AA_FULL),
-    Scenario("errors", "A/A, 3 cells, 5 % HTTP errors in one arm", aa(3, error_frac=0.05), "aa", AA_FAST, AA_FULL),
+             "aa", AA_FAST, AA_SLOW, AA_FULL),
+    Scenario("errors", "A/A, 3 cells, 5 % HTTP errors in one arm", aa(3, error_frac=0.05), "aa", AA_FAST, AA_SLOW, AA_FULL),
     Scenario("timeouts5", "A/A, 3 cells, slowest 5 % time out in one arm", aa(3, timeout_frac=0.05),
-             "aa", AA_FAST, AA_FULL),
+             "aa", AA_FAST, AA_SLOW, AA_FULL),
     Scenario("timeouts15-16req", "A/A, 3 × 16 requests, slowest 15 % time out in one arm",
-             aa(3, timeout_frac=0.15), "aa", AA_FAST, AA_FULL),
+             aa(3, timeout_frac=0.15), "aa", AA_FAST, AA_SLOW, AA_FULL),
     Scenario("timeouts15", "A/A, 3 × 32 requests, slowest 15 % time out in one arm",
-             replace(aa(3, timeout_frac=0.15), requests=32), "timeouts", AA_FAST, AA_FULL),
-    Scenario("single", "A/A, 1 cell per arm", aa(1), "single", AA_FAST, 200),
-    *(Scenario(f"effect{p}-all", f"TPOT −{p} %, all levels, 5 cells", effect(p), "effect", EFFECT_FAST, EFFECT_FULL)
+             replace(aa(3, timeout_frac=0.15), requests=32), "timeouts", AA_FAST, AA_SLOW, AA_FULL),
+    Scenario("single", "A/A, 1 cell per arm", aa(1), "single", AA_FAST, SINGLE_SLOW, SINGLE_FULL),
+    *(Scenario(f"effect{p}-all", f"TPOT −{p} %, all levels, 5 cells", effect(p), "effect", EFFECT_FAST, EFFECT_SLOW, EFFECT_FULL)
       for p in (2, 5, 10, 20)),
     *(Scenario(f"effect{p}-c1", f"TPOT −{p} % at c=1 only, 5 cells", effect(p, levels=(1,)), "effect",
-               EFFECT_FAST, EFFECT_FULL) for p in (2, 5, 10, 20)),
+               EFFECT_FAST, EFFECT_SLOW, EFFECT_FULL) for p in (2, 5, 10, 20)),
     Scenario("effect10-3cells", "TPOT −10 %, all levels, 3 cells", effect(10, cells=3), "effect",
-             EFFECT_FAST, EFFECT_FULL),
+             EFFECT_FAST, EFFECT_SLOW, EFFECT_FULL),
 )
 BY_KEY = {s.key: s for s in SCENARIOS}
 
@@ -192,7 +204,7 @@ def _count(r: Result, comps: Sequence[Mapping[str, Any]], d: SimDesign) -> None:
 
 
 def run(s: Scenario, n: int) -> Result:
-    """n experiments of a scenario (its own seed: the first n of the full run are the fast tier's)."""
+    """n experiments of a scenario (its own seed: the first n of the full run are the fast and slow tiers')."""
     rng = np.random.default_rng(s.seed)
     d = s.design
     r = Result(s.key)
@@ -214,5 +226,5 @@ def run(s: Scenario, n: int) -> Result:
 
 
 def run_all(tier: str, keys: Sequence[str] | None = None) -> dict[str, Result]:
-    """Every scenario (or those named) at the tier's number of experiments ("fast" or "full")."""
-    return {s.key: run(s, s.fast if tier == "fast" else s.full) for s in SCENARIOS if keys is None or s.key in keys}
+    """Every scenario (or those named) at the tier's number of experiments ("fast", "slow" or "full")."""
+    return {s.key: run(s, s.count(tier)) for s in SCENARIOS if keys is None or s.key in keys}

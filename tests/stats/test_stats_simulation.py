@@ -9,10 +9,23 @@ of levels with 5 repeats.
 The fast tier runs every scenario with few experiments (AA_FAST, EFFECT_FAST in sim_run.py), so its bounds come
 from those counts: per scenario a rate must not be demonstrably worse than promised (the one-sided 95 %
 Clopper–Pearson bound on the far side of the promise), and pooled over the A/A scenarios the promise itself must
-hold (rate <= 5 %, upper bound <= 7 %). The ``slow`` tier (the full run, ~100 s on two cores, the figures in
-docs/statistics.md) asserts each promise per scenario, except coverage: one experiment's intervals share its
-cells, so coverage is asserted pooled over the effect scenarios, and per scenario only as not demonstrably short.
-Seeds are fixed: the results are reproducible.
+hold (rate <= 5 %, upper bound <= 7 %). The ``slow`` tier asserts each promise per scenario, except coverage: one
+experiment's intervals share its cells, so coverage is asserted pooled over the effect scenarios, and per scenario
+only as not demonstrably short. In `make test` it runs the slow tier's counts (AA_SLOW = 300 experiments per A/A
+scenario, 100 for one cell, EFFECT_SLOW = 150 per effect scenario: about 40 % of the full run's CPU time); under
+``KIT_SIM_TIER=full`` the full run's (700, 200 and 400: the figures in docs/statistics.md), which `make stats-table`
+sets: it rewrites the table only after they pass.
+
+What the slow tier asserts per A/A scenario: at the full run's counts, as promised, the family-wise rate <= 5 %
+and its one-sided 95 % Clopper–Pearson upper bound <= 7 %. At 300 experiments that bound is too wide for a
+scenario near 3 % to pass reliably (the "errors" scenario's first 300 experiments hold 14 alarms, 4.7 %, bound
+7.2 %, where its 700 hold 2.9 %, bound 4.1 %), so there the rate itself must be <= 5 % (at most 15 alarms in 300):
+a scenario whose true rate is 3 % passes with probability 0.98, one at 7 % with 0.10, one at 8 % with 0.03 (the
+closest today: timeouts5's secondary family, 15 alarms in 300, 4.0 % in 700; errors' primary, 14); and
+pooled over the A/A scenarios' 4000 experiments the promise itself must hold (rate <= 5 %, upper bound <= 7 %).
+The effect scenarios' checks (detection >= 75 %, wrong direction <= 2.5 %, false alarms elsewhere not
+demonstrably above 5 %, coverage not demonstrably short) rest on 600 primary comparisons each at 150 experiments.
+Seeds are fixed: the results are reproducible, and a tier's experiments are the first ones of the full run.
 """
 
 from __future__ import annotations
@@ -34,29 +47,36 @@ from kit.stats.figures import cell_level_figures
 from kit.stats.shapes import CellLevelFigures
 from kit.stats.summary import CellInfo, summarize_level
 
+# The results are cached per process (result, many_results) and shared by many tests: under pytest-xdist all of
+# this module runs on one worker, which simulates each scenario once per tier (and not once per worker).
+pytestmark = pytest.mark.xdist_group("stats-simulation")
+
 AA = [s.key for s in SCENARIOS if s.kind != "effect"]  # every scenario without a true difference
 EFFECTS = [s.key for s in SCENARIOS if s.kind == "effect"]
 
 
-def _full(key: str) -> Result:
-    return run(BY_KEY[key], BY_KEY[key].full)
+SLOW = os.environ.get("KIT_SIM_TIER", "slow")  # the slow tests' counts: "slow" (make test) or "full" (stats-table)
+
+
+def _run(key: str, tier: str) -> Result:
+    return run(BY_KEY[key], BY_KEY[key].count(tier))
 
 
 @functools.cache
-def full_results() -> dict[str, Result]:
-    """Every scenario's full run, on every core (each scenario has its own seed: the counts are the ones a
-    single process gets, only sooner: ~100 s instead of ~200 s on 2 cores)."""
+def many_results(tier: str) -> dict[str, Result]:
+    """Every scenario at a tier's counts, on every core (each scenario has its own seed: the counts are the ones a
+    single process gets, only sooner)."""
     workers = max(1, min(len(os.sched_getaffinity(0)), len(SCENARIOS)))
     with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
-        futures = {s.key: pool.submit(_full, s.key) for s in SCENARIOS}
+        futures = {s.key: pool.submit(_run, s.key, tier) for s in SCENARIOS}
         return {key: f.result() for key, f in futures.items()}
 
 
 @functools.cache
 def result(key: str, tier: str) -> Result:
     s = BY_KEY[key]
-    r = run(s, s.fast) if tier == "fast" else full_results()[key]
-    print(f"\n{s.label}: {r}")
+    r = _run(key, tier) if tier == "fast" else many_results(tier)[key]
+    print(f"\n{s.label} ({tier} tier): {r}")
     return r
 
 
@@ -162,34 +182,44 @@ def test_docs_table_is_there_and_parses(root: Path) -> None:
     assert replace_block(text, START + "x" + END).count("x" + END) == 1
 
 
-# ---- slow tier: the full run ----
+# ---- slow tier: the slow tier's counts, or the full run's (KIT_SIM_TIER=full) ----
 
 @pytest.mark.slow
 @pytest.mark.parametrize("key", AA)
-def test_full_aa_false_alarms(key: str) -> None:
-    r = result(key, "full")
+def test_many_aa_false_alarms(key: str) -> None:
+    r = result(key, SLOW)
     for alarms in (r.fw_primary, r.fw_secondary):
-        assert alarms / r.n <= 0.05 and upper95(alarms, r.n) <= 0.07, r
+        assert alarms / r.n <= 0.05, r
+        if SLOW == "full":
+            assert upper95(alarms, r.n) <= 0.07, r
 
 
 @pytest.mark.slow
-def test_full_single_cell_and_timeouts() -> None:
+def test_many_aa_false_alarms_pooled_meet_the_promise() -> None:
+    n = sum(result(k, SLOW).n for k in AA)
+    for family in ("fw_primary", "fw_secondary"):
+        alarms = sum(getattr(result(k, SLOW), family) for k in AA)
+        assert alarms / n <= 0.05 and upper95(alarms, n) <= 0.07, (family, alarms, n)
+
+
+@pytest.mark.slow
+def test_many_single_cell_and_timeouts() -> None:
     """One cell: never a verdict. 15 % timeouts in one arm (3 x 32 requests): the failure-rate guardrail withholds
     almost every verdict (5 of 700 experiments keep one). The issue asked for 0 significant calls; the full run gives
-    1 in 700 (0.14 %) since timed-out requests' TPOT spans only the chunks that arrived (before, the wait until the
+    1 in 700 (0.14 %; 0 in the slow tier's first 300) since timed-out requests' TPOT spans only the chunks that arrived (before, the wait until the
     client gave up biased that arm slower, and happened to give 0). A verdict the guardrail lets through is an
     ordinary test at level alpha, so the bound asserted is alpha over the experiments that kept a verdict, plus the
     guardrail withholding >= 99 % of comparisons."""
-    assert result("single", "full").verdicts == 0
-    r = result("timeouts15", "full")
+    assert result("single", SLOW).verdicts == 0
+    r = result("timeouts15", SLOW)
     assert r.withheld >= 0.99 * r.comparisons, r
     assert r.any_significant <= max(1, 0.05 * r.verdicts), r
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("key", EFFECTS)
-def test_full_effects(key: str) -> None:
-    r = result(key, "full")
+def test_many_effects(key: str) -> None:
+    r = result(key, SLOW)
     # the intervals of one experiment share its cells: per scenario, coverage must not be demonstrably short
     assert upper95(r.covered, r.intervals) >= r.nominal / r.intervals - 0.01, r
     assert r.wrong_direction <= 0.025 * r.affected, r
@@ -199,7 +229,7 @@ def test_full_effects(key: str) -> None:
 
 
 @pytest.mark.slow
-def test_full_coverage_pooled() -> None:
-    covered = sum(result(k, "full").covered for k in EFFECTS)
-    intervals = sum(result(k, "full").intervals for k in EFFECTS)
-    assert covered / intervals >= sum(result(k, "full").nominal for k in EFFECTS) / intervals - 0.01
+def test_many_coverage_pooled() -> None:
+    covered = sum(result(k, SLOW).covered for k in EFFECTS)
+    intervals = sum(result(k, SLOW).intervals for k in EFFECTS)
+    assert covered / intervals >= sum(result(k, SLOW).nominal for k in EFFECTS) / intervals - 0.01
