@@ -56,7 +56,7 @@ def sealed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sealed]:
         yield original, new, report, trust
 
 
-def test_a_different_rerun_is_not_reproduced_and_the_difference_is_named(
+def test_a_different_rerun_is_inconsistent_and_the_difference_is_named(
         sealed: Sealed) -> None:
     _, new, report, _ = sealed
     assert report.verdict == "inconsistent" and report.primary == "tpot_mean_ms" and report.margin == 0.05
@@ -141,9 +141,9 @@ def test_the_exit_code_of_each_verdict(sealed: Sealed) -> None:
     with pytest.raises(Inconsistent) as e:
         ReproduceResult(new.root, report, []).raise_for_verdict()
     assert e.value.exit_code == ExitCode.NOT_REPRODUCED == 10 and "reproduce.md" in str(e.value)
-    inconclusive = report.model_copy(update={"verdict": "imprecise"})
+    imprecise = report.model_copy(update={"verdict": "imprecise"})
     with pytest.raises(Exception) as e2:
-        ReproduceResult(new.root, inconclusive, []).raise_for_verdict()
+        ReproduceResult(new.root, imprecise, []).raise_for_verdict()
     assert getattr(e2.value, "exit_code", None) == ExitCode.INCONCLUSIVE == 11
     ReproduceResult(new.root, report.model_copy(update={"verdict": "reproduced"}), []).raise_for_verdict()
     assert set(EXIT_MEANINGS) == set(ExitCode)  # docs/cli.md's table names every exit code
