@@ -21,7 +21,8 @@ from kit.slurm import render_allocation
 @click.option("--allow-unpinned", is_flag=True)
 @click.option("--itl-ms", type=float, default=20.0, show_default=True,
               help="Assumed inter-token latency for the time estimate.")
-@click.option("--cv", metavar="CV", help="Assumed between-cell CV of the primary metric: 5% or 0.05 (default 3%).")
+@click.option("--cv", metavar="CV", help="Assumed between-cell CV of the primary metric: 5% or 0.05 (default: "
+              "kit's measured values, 10% with GPUs, 30% without).")
 @click.option("--pilot", type=click.Path(path_type=Path), metavar="BUNDLE",
               help="Measure the between-cell CV in an earlier bundle (its files must match its signed provenance).")
 @click.option("--target-effect", metavar="EFFECT",

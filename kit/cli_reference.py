@@ -18,8 +18,10 @@ EXIT_MEANINGS = {  # what each of kit.errors.ExitCode means to a script calling 
     ExitCode.SERVER_FAILED: "a server failed (a cell did not run)",
     ExitCode.LOAD_FAILED: "the load failed",
     ExitCode.BUNDLE_INVALID: "bundle verification failed (tampered, untrusted, not a bundle)",
-    ExitCode.NOT_REPRODUCED: "kit reproduce (and compare --strict): not reproduced (differs beyond the margin)",
-    ExitCode.INCONCLUSIVE: "kit reproduce (and compare --strict): inconclusive (not everything within the margin)",
+    ExitCode.NOT_REPRODUCED: "kit reproduce (and compare --strict): inconsistent (an effect outside the original's "
+                             "prediction interval)",
+    ExitCode.INCONCLUSIVE: "kit reproduce (and compare --strict): imprecise (nothing inconsistent, not every effect "
+                           "within the margin)",
     ExitCode.SLURM_UNAVAILABLE: "kit submit/jobs: no Slurm here (commands missing, or the controller does not answer)",
     ExitCode.SLURM_REFUSED: "kit submit/jobs: Slurm refused (bad option, unknown partition or job, a limit)",
     ExitCode.STORAGE: "the disk is full or failing (ENOSPC, EDQUOT, EIO); once fixed, `kit run --resume` finishes the "

@@ -1,5 +1,5 @@
 """`kit reproduce` and `kit compare` (registered on ``kit.cli.main``): parse, call ``kit.reproduce.reproduce`` or
-``kit.compare.compare_bundles``, render; the verdict's exit code (10 not reproduced, 11 inconclusive; `kit compare`
+``kit.compare.compare_bundles``, render; the verdict's exit code (10 inconsistent, 11 imprecise; `kit compare`
 only with --strict) comes from kit's one error mapping."""
 
 from __future__ import annotations
@@ -45,9 +45,12 @@ def reproduce(source: Path, out_dir: Path, resume: Path | None, project: Path | 
     """Re-run a shared bundle (directory or .tar.gz) and say whether it reproduced.
 
     Verifies SOURCE under your policy, re-runs its manifest (its exact bytes and signature: the same plan, seeds
-    and levels) into a new bundle whose provenance names SOURCE, then judges the primary metric at every level,
-    each arm and each A/B effect, with an equivalence test (margin analysis.reproduce_margin, default 5 %; see
-    docs/reproduce.md). The setup differences come first. Exit 0: reproduced; 10: not reproduced; 11: inconclusive.
+    and levels) into a new bundle whose provenance names SOURCE, then judges each A/B effect of the primary metric
+    at every level against the original's: inconsistent when the new effect lies outside the original's prediction
+    interval, reproduced when it is equivalent within analysis.reproduce.margin (default 50 % of the effect; 5 %
+    where the original found none) and kept its direction, imprecise otherwise; each arm's shift between the
+    machines is reported (judged only with analysis.reproduce.same_hardware). See docs/reproduce.md. The setup
+    differences come first. Exit 0: reproduced; 10: inconsistent; 11: imprecise.
     """
     opts = ReproduceOptions(source=source, out_dir=out_dir, project=project, trust=list(trust),
                             allow_untrusted_source=allow_untrusted_source, allow_unsigned=allow_unsigned,
@@ -69,18 +72,25 @@ def reproduce(source: Path, out_dir: Path, resume: Path | None, project: Path | 
 @click.argument("bundle_a", type=click.Path(file_okay=False, exists=True, path_type=Path))
 @click.argument("bundle_b", type=click.Path(file_okay=False, exists=True, path_type=Path))
 @click.option("--margin", metavar="FRACTION",
-              help="Equivalence margin, e.g. 5% or 0.05 (default: A's manifest's analysis.reproduce_margin).")
+              help="Equivalence margin on each A/B effect A found, as a fraction of it, e.g. 50% (default: A's "
+                   "manifest's analysis.reproduce.margin).")
+@click.option("--absolute-margin", metavar="FRACTION",
+              help="Margin where A found no effect (and on the arms with same_hardware), e.g. 5% (default: A's "
+                   "manifest's analysis.reproduce_margin).")
 @click.option("--strict", is_flag=True,
-              help="Exit as kit reproduce does: 10 when B does not reproduce A, 11 when inconclusive (else 0).")
+              help="Exit as kit reproduce does: 10 when B is inconsistent with A, 11 when imprecise (else 0).")
 @json_option
-def compare(bundle_a: Path, bundle_b: Path, margin: str | None, strict: bool, as_json: bool) -> None:
+def compare(bundle_a: Path, bundle_b: Path, margin: str | None, absolute_margin: str | None, strict: bool,
+            as_json: bool) -> None:
     """Compare two bundles: setup, each arm x level's figures (B / A), and whether B reproduces A.
 
-    The verdicts are kit reproduce's (docs/reproduce.md), with A as the original and B as the new run: the primary
-    metric per level, each arm and each A/B effect, with an equivalence test, and whether the A/B conclusion held.
+    The verdicts are kit reproduce's (docs/reproduce.md), with A as the original and B as the new run: each A/B
+    effect of the primary metric per level (inconsistent, reproduced or imprecise), each arm's shift, and whether
+    the A/B conclusion held.
     Exit 0 whatever the verdict, unless --strict.
     """
-    result = compare_bundles(bundle_a, bundle_b, parse_fraction(margin, "--margin"))
+    result = compare_bundles(bundle_a, bundle_b, parse_fraction(margin, "--margin"),
+                             parse_fraction(absolute_margin, "--absolute-margin"))
     if as_json:
         echo_json(comparison_json(result))
     else:

@@ -14,14 +14,15 @@ from typing import TypedDict
 
 from pydantic import BaseModel
 
-from kit.errors import BundleError, KitError, NotReproduced, ReproduceInconclusive
+from kit.errors import BundleError, Imprecise, Inconsistent, KitError
 from kit.files.read import MAX_FILE_BYTES, read_file
 from kit.files.reproduce import Conclusion, ReproComparison, Verdict
 from kit.files.summary import ArmLevel, Summary
 from kit.manifest import load_manifest
 from kit.manifest.models import Analysis, Manifest
 from kit.plumbing.files import read_bounded
-from kit.reproduce.render import headline, verdict_lines
+from kit.reproduce.decide import Rule
+from kit.reproduce.render import headline, margin_text, verdict_lines
 from kit.reproduce.setup import setup_rows
 from kit.reproduce.verdict import counts, judge, overall
 
@@ -36,7 +37,7 @@ FIGURES: list[tuple[str, FigureGet, bool]] = [  # (label, figure of an arm_level
     ("E2E p50 ms", lambda f: f.e2e_ms.p50, False),
     ("experts/step", lambda f: f.server.unique_experts_per_step if f.server else None, False),
 ]
-DEFAULT_MARGIN = Analysis().reproduce_margin
+DEFAULT_ANALYSIS = Analysis()
 
 
 class SetupRow(TypedDict):
@@ -62,7 +63,9 @@ class Equivalence(BaseModel):
     """`kit reproduce`'s verdict with A as the original and B as the new run (kit.reproduce.verdict.judge)."""
 
     primary: str
-    margin: float
+    margin: float  # the absolute margin (analysis.reproduce_margin, or --absolute-margin)
+    effect_margin: float  # the fraction of each effect A found (analysis.reproduce.margin, or --margin)
+    same_hardware: bool  # A's analysis.reproduce.same_hardware: the arms' shifts are judged
     margin_from: str  # "--margin", or where the default came from
     confidence: float
     verdict: Verdict
@@ -129,26 +132,31 @@ def _manifest(root: Path) -> Manifest | None:
         raise BundleError(f"{p}: not a kit manifest ({e.message})", hint=f"run `kit verify {root}`") from None
 
 
-def equivalence(a: Path, sa: Summary, sb: Summary, margin: float | None) -> Equivalence:
-    """B judged against A as `kit reproduce` judges a re-run against its source; the margin is ``margin`` when given,
-    else A's manifest's analysis.reproduce_margin (kit's default when A has no manifest.yaml)."""
+def equivalence(a: Path, sa: Summary, sb: Summary, margin: float | None, absolute_margin: float | None = None,
+                ) -> Equivalence:
+    """B judged against A as `kit reproduce` judges a re-run against its source, under A's manifest's rule
+    (analysis.reproduce, analysis.reproduce_margin; kit's defaults when A has no manifest.yaml); ``margin`` and
+    ``absolute_margin`` override the effect margin and the absolute one."""
     m = _manifest(a)
-    if margin is not None:
-        used, where = margin, "--margin"
-    elif m is not None:
-        used, where = m.analysis.reproduce_margin, "A's manifest (analysis.reproduce_margin)"
-    else:
-        used, where = DEFAULT_MARGIN, "kit's default (A has no manifest.yaml)"
-    comps, concl = judge(sa, sb, used, sa.analysis.confidence, even=m is not None and m.design.order == "abba")
+    analysis = m.analysis if m is not None else DEFAULT_ANALYSIS
+    rule = Rule.of(analysis, even=m is not None and m.design.order == "abba", effect_margin=margin,
+                   absolute_margin=absolute_margin)
+    given = [flag for flag, v in (("--margin", margin), ("--absolute-margin", absolute_margin)) if v is not None]
+    where = "A's manifest (analysis.reproduce)" if m is not None else "kit's defaults (A has no manifest.yaml)"
+    if given:
+        where = f"{' and '.join(given)}, else {where}"
+    comps, concl = judge(sa, sb, rule, same_hardware=analysis.reproduce.same_hardware)
     held = [c.held for c in concl if c.held is not None]
     notes = [f"B's primary metric is {sb.analysis.primary}; A's ({sa.analysis.primary}) is compared"] \
         if sb.analysis.primary != sa.analysis.primary else []
-    return Equivalence(primary=sa.analysis.primary, margin=used, margin_from=where, confidence=sa.analysis.confidence,
-                       verdict=overall(comps), counts=counts(comps), comparisons=comps,
-                       conclusion_held=all(held) if held else None, conclusions=concl, notes=notes)
+    return Equivalence(primary=sa.analysis.primary, margin=rule.absolute_margin, effect_margin=rule.effect_margin,
+                       same_hardware=analysis.reproduce.same_hardware, margin_from=where,
+                       confidence=sa.analysis.confidence, verdict=overall(comps), counts=counts(comps),
+                       comparisons=comps, conclusion_held=all(held) if held else None, conclusions=concl, notes=notes)
 
 
-def compare_bundles(a: Path, b: Path, margin: float | None = None) -> BundleComparison:
+def compare_bundles(a: Path, b: Path, margin: float | None = None, absolute_margin: float | None = None,
+                    ) -> BundleComparison:
     for root in (a, b):
         if not (root / "run.json").exists():
             raise BundleError(f"{root} is not a kit bundle (no run.json)")
@@ -170,7 +178,8 @@ def compare_bundles(a: Path, b: Path, margin: float | None = None) -> BundleComp
                 "higher_is_better": higher,
                 "client_bound": bool((va is not None and va.client_bound) or (vb is not None and vb.client_bound)),
             })
-    return {"a": str(a), "b": str(b), "setup": setup, "figures": rows, "equivalence": equivalence(a, sa, sb, margin)}
+    return {"a": str(a), "b": str(b), "setup": setup, "figures": rows,
+            "equivalence": equivalence(a, sa, sb, margin, absolute_margin)}
 
 
 def comparison_json(result: BundleComparison) -> dict[str, object]:
@@ -179,10 +188,10 @@ def comparison_json(result: BundleComparison) -> dict[str, object]:
 
 
 def raise_for_verdict(result: BundleComparison) -> None:
-    """`kit compare --strict`: exit 10 (not reproduced) or 11 (inconclusive), as `kit reproduce`; else nothing."""
+    """`kit compare --strict`: exit 10 (inconsistent) or 11 (imprecise), as `kit reproduce`; else nothing."""
     eq = result["equivalence"]
     if eq.verdict != "reproduced":
-        error = NotReproduced if eq.verdict == "not_reproduced" else ReproduceInconclusive
+        error = Inconsistent if eq.verdict == "inconsistent" else Imprecise
         raise error(f"B against A: {headline(eq)}",
                     hint="each comparison's line (or --json's equivalence) says which level and arm, and by how much")
 
@@ -214,7 +223,7 @@ def render_comparison(result: BundleComparison) -> list[str]:
     eq = result["equivalence"]
     lines += ["", "B/A above is a plain ratio of the two runs' pooled figures, without a confidence interval. Below, "
               "B is judged against A as `kit reproduce` judges a re-run against its source (A the original, B the "
-              "new run; docs/reproduce.md).", f"margin ±{100 * eq.margin:.3g} % from {eq.margin_from}", ""]
+              "new run; docs/reproduce.md).", f"{margin_text(eq)}, from {eq.margin_from}", ""]
     lines += verdict_lines(eq, "equivalence")
     lines += [f"note: {n}" for n in eq.notes] + ["", headline(eq)]
     return lines

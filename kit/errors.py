@@ -17,8 +17,8 @@ class ExitCode(IntEnum):
     SERVER_FAILED = 7
     LOAD_FAILED = 8
     BUNDLE_INVALID = 9
-    NOT_REPRODUCED = 10  # kit reproduce: a comparison differs beyond the margin (docs/reproduce.md)
-    INCONCLUSIVE = 11  # kit reproduce: nothing beyond the margin, but not every comparison within it
+    NOT_REPRODUCED = 10  # kit reproduce: inconsistent, an effect outside the original's prediction interval
+    INCONCLUSIVE = 11  # kit reproduce: imprecise, nothing inconsistent but not every effect within the margin
     SLURM_UNAVAILABLE = 12
     SLURM_REFUSED = 13
     STORAGE = 14  # writing failed: no space left (ENOSPC, EDQUOT) or an I/O error (EIO); the bundle stays resumable
@@ -83,16 +83,18 @@ class BundleError(KitError):
     exit_code = ExitCode.BUNDLE_INVALID
 
 
-class NotReproduced(KitError):
-    """`kit reproduce` ran and judged: at least one comparison differs beyond the margin (the new bundle is complete
-    and signed; its reproduce.md says where)."""
+class Inconsistent(KitError):
+    """`kit reproduce` ran and judged: at least one A/B effect lies outside the original's prediction interval (the
+    Holm-adjusted test of no difference rejects; the new bundle is complete and signed; its reproduce.md says
+    where)."""
 
     exit_code = ExitCode.NOT_REPRODUCED
 
 
-class ReproduceInconclusive(KitError):
-    """`kit reproduce` ran and judged: no comparison differs beyond the margin, but not all are within it (an
-    interval straddles the margin, or a level is client-bound or has too few cells)."""
+class Imprecise(KitError):
+    """`kit reproduce` ran and judged: nothing is inconsistent with the original, but not every effect is shown
+    equivalent within the margin (too few repeats for it, a direction not held, or a level client-bound or with too
+    few cells)."""
 
     exit_code = ExitCode.INCONCLUSIVE
 class SlurmUnavailable(KitError):

@@ -124,11 +124,14 @@ class LevelPower:
     """One level's detectable effect on the primary metric (log effects; see kit.stats.power)."""
 
     concurrency: int
-    log_sd: float  # between-cell SD of the log cell statistics
-    source: str  # "assumed", or where the pilot measured it
+    log_sd: float  # between-cell SD of the log cell statistics planned with (a pilot's: its upper bound)
+    source: str  # "assumed ...", or where the pilot measured it
     mde: float | None  # |log(arm/baseline)| detected with TARGET_POWER; None: out of reach
     power_at_target: float | None = None  # with --target-effect: the planned design's power for it
     repeats_needed: int | None = None  # with --target-effect: cells per arm for TARGET_POWER (None: > max)
+    estimate_sd: float | None = None  # a pilot's: its pooled SD estimate (log_sd is its upper confidence bound)
+    df: int | None = None  # a pilot's: the estimate's degrees of freedom
+    power_at_estimate: float | None = None  # with --target-effect and a pilot: the power if the SD were the estimate
 
     @property
     def cv(self) -> float:
@@ -157,6 +160,7 @@ class PowerPlan:
     def as_dict(self) -> JsonObject:
         out: JsonObject = {k: v for k, v in asdict(self).items() if k != "levels"}
         out.update(tail=self.tail, target_power=power.TARGET_POWER, max_repeats=power.MAX_REPEATS)
+        out["pilot_confidence"] = power.PILOT_CONFIDENCE if self.pilot else None
         out["levels"] = [{**asdict(lv), "cv": lv.cv,
                           "mde_pct_up": None if lv.mde is None else power.percent_up(lv.mde),
                           "mde_pct_down": None if lv.mde is None else power.percent_down(lv.mde)}
@@ -216,21 +220,25 @@ def pilot_sd(root: Path, metric: Metric) -> dict[int, tuple[float, int, int]]:
     return out
 
 
-def _pooled_over_levels(sds: dict[int, tuple[float, int, int]]) -> float:
+def _pooled_over_levels(sds: dict[int, tuple[float, int, int]]) -> tuple[float, int]:
     df = sum(d for _, d, _ in sds.values())
-    return math.sqrt(sum(sd**2 * d for sd, d, _ in sds.values()) / df)
+    return math.sqrt(sum(sd**2 * d for sd, d, _ in sds.values()) / df), df
 
 
 def power_plan(m: Manifest, *, cv: float | None = None, pilot: Path | None = None,
                target_effect: float | None = None) -> PowerPlan:
     """The detectable effect per level on the primary metric for the manifest's design (docs/statistics.md,
-    "Power and the detectable effect"): CV assumed (``cv``, default 3 %) or measured in a ``pilot`` bundle."""
+    "Power and the detectable effect"): CV assumed (``cv``; default kit's measured values, power.default_cv) or
+    measured in a ``pilot`` bundle, then planned at the upper PILOT_CONFIDENCE bound of the pilot's SD (its
+    chi-square distribution): a pilot's SD is an estimate, and planning at the estimate falls short about half the
+    time."""
     if cv is not None and pilot is not None:
         raise UsageError("give --cv or --pilot, not both", hint="--pilot measures the CV; --cv assumes one")
     if cv is not None and cv < power.MIN_CV:
         raise UsageError(f"--cv {cv:g} is below {power.MIN_CV:g}: a between-cell CV that small is no variation to "
                          "plan with (the detectable effect would be 0)",
-                         hint=f"assume a realistic CV (default {power.DEFAULT_CV:.0%}), or measure it with "
+                         hint=f"assume a realistic CV (measured: {power.DEFAULT_CV_SOURCE[power.DEFAULT_CV]}), or "
+                         "measure it with "
                          "--pilot BUNDLE")
     metric = metric_by_key(m.analysis.primary)
     k = m.design.repeats
@@ -239,24 +247,40 @@ def power_plan(m: Manifest, *, cv: float | None = None, pilot: Path | None = Non
     tail = (1 - m.analysis.confidence) / family
     even = m.design.order == "abba"
     sds = pilot_sd(pilot, metric) if pilot is not None else {}
+    assumed = cv if cv is not None else power.default_cv(m.hardware.gpus != 0)
     levels = []
     for c in m.load.levels:
+        estimate: tuple[float, int] | None = None
         if pilot is None:
-            sd, source = power.sd_from_cv(cv if cv is not None else power.DEFAULT_CV), "assumed"
+            sd = power.sd_from_cv(assumed)
+            source = "assumed" if cv is not None else f"assumed: {power.DEFAULT_CV_SOURCE[assumed]}"
         elif c in sds:
-            sd, _, n = sds[c]
+            estimate, n = sds[c][:2], sds[c][2]
             source = f"pilot c={c}, {n} cells"
         else:
-            sd, source = _pooled_over_levels(sds), f"pilot: no c={c} there, pooled over its levels"
-        at_target = needed = None
+            estimate = _pooled_over_levels(sds)
+            source = f"pilot: no c={c} there, pooled over its levels"
+        if estimate is not None:  # the pilot's SD is uncertain: plan at its upper confidence bound
+            sd = power.sd_upper_bound(*estimate)
+        at_target = needed = at_estimate = None
         if target_effect is not None:
             effect = math.log1p(target_effect)
             at_target = power.power(effect, sd, k, k, tail)
             needed = power.repeats_needed(effect, sd, tail, even=even)
-        levels.append(LevelPower(c, sd, source, power.mde(sd, k, k, tail), at_target, needed))
+            if estimate is not None:
+                at_estimate = power.power(effect, estimate[0], k, k, tail)
+        levels.append(LevelPower(c, sd, source, power.mde(sd, k, k, tail), at_target, needed,
+                                 estimate[0] if estimate else None, estimate[1] if estimate else None, at_estimate))
     return PowerPlan(primary=metric.key, repeats=k, arms_tested=arms_tested, family=family,
                      correction=m.analysis.correction, alpha=1 - m.analysis.confidence, levels=tuple(levels),
                      pilot=None if pilot is None else str(pilot), target_effect=target_effect, even=even)
+
+
+def _sd_text(lv: LevelPower) -> str:
+    if lv.estimate_sd is None:
+        return lv.source
+    return (f"the {100 * power.PILOT_CONFIDENCE:.0f} % upper confidence bound of the pilot's "
+            f"{100 * power.cv_from_sd(lv.estimate_sd):.1f} % on {lv.df} df, chi-square; {lv.source}")
 
 
 def _mde_text(d: float | None, repeats: int) -> str:
@@ -278,7 +302,7 @@ def power_lines(pp: PowerPlan) -> list[str]:
            f"({len(pp.levels)} levels x {arms}), {step}: two-sided alpha/m = "
            f"{pp.alpha:.3g}/{pp.family} = {pp.tail:.3g}"]
     for lv in pp.levels:
-        out.append(f"    c={lv.concurrency:<5} between-cell CV {100 * lv.cv:.1f} % ({lv.source}): "
+        out.append(f"    c={lv.concurrency:<5} between-cell CV {100 * lv.cv:.1f} % ({_sd_text(lv)}): "
                    f"{_mde_text(lv.mde, pp.repeats)}")
     if pp.target_effect is not None:
         e = 100 * pp.target_effect
@@ -287,13 +311,16 @@ def power_lines(pp: PowerPlan) -> list[str]:
                    f"at {pct} power needs, per arm{even}:")
         for lv in pp.levels:
             now = f"{pp.repeats} planned: power {100 * (lv.power_at_target or 0):.0f} %"
+            if lv.power_at_estimate is not None:
+                now += f" at the bound, {100 * lv.power_at_estimate:.0f} % if the SD were the pilot's estimate"
             need = (f"{lv.repeats_needed} repeats" if lv.repeats_needed is not None else
                     f"more than {power.MAX_REPEATS} repeats")
             out.append(f"    c={lv.concurrency:<5} {need} ({now})")
         if any(lv.repeats_needed is None for lv in pp.levels):
             out.append(f"    out of reach within {power.MAX_REPEATS} repeats per arm: lower the between-cell CV (more "
                        "requests per cell, a quieter machine) or test fewer levels x arms")
-    source = "measured in the pilot" if pp.pilot else "assumed: set it with --cv, or measure it with --pilot BUNDLE"
+    source = (f"the pilot's SD at its {100 * power.PILOT_CONFIDENCE:.0f} % upper confidence bound" if pp.pilot else
+              "assumed: set it with --cv, or measure it with --pilot BUNDLE")
     out.append(f"    assumes: log cell statistics normal with the same between-cell CV in both arms ({source}), "
                "equal cells per arm, independent cells, no drift; the power is exact for kit's Welch test")
     return out

@@ -16,9 +16,12 @@ from pydantic import Field
 from kit.files import JsonObject
 from kit.files.base import BundleFile, Loose
 
-Verdict = Literal["reproduced", "not_reproduced", "inconclusive"]
-"""reproduced: equivalent within the margin; not_reproduced: different beyond it (or failure rates differ);
-inconclusive: the interval straddles a margin bound, or the comparison is withheld (client-bound, too few cells)."""
+Verdict = Literal["reproduced", "inconsistent", "imprecise", "not_reproduced", "inconclusive"]
+"""reproduced: the A/B effect (and, with analysis.reproduce.same_hardware, each arm) equivalent within the
+pre-registered margin, its direction held; inconsistent: the new run lies outside the original's prediction interval
+(the Holm-adjusted test of no difference rejects); imprecise: neither, or the comparison is withheld (client-bound,
+too few cells). ``not_reproduced`` and ``inconclusive`` are what kits before the effect rule wrote (beyond / straddling
+an absolute margin on every comparison): still read, never written."""
 
 
 class SourceRef(Loose):
@@ -77,15 +80,20 @@ class ReproComparison(Loose):
     log_estimate: float | None
     log_se: float | None
     df: float | None
-    p_equivalent: float | None  # TOST: the larger of the two one-sided p-values (< alpha: reproduced)
-    p_different: float | None  # minimum-effect test: beyond the margin on the estimate's side (< alpha: not)
+    p_equivalent: float | None  # TOST: the larger of the two one-sided p-values (< alpha: within the margin)
+    p_different: float | None = None  # kits before the effect rule: the minimum-effect test (never written now)
     cells: CellCounts  # kind arm: that arm's ok cells; kind effect: the fewer of the two arms', per run
-    status: str  # reproduced | not_reproduced | inconclusive | too_few_cells | client_bound | ttft_client_bound |
-    #              error_rate_differs | ab_withheld | output_lengths_differ
-    verdict: Verdict
-    repeats_needed: int | None = None  # cells per arm in each run for the interval to decide (inconclusive)
+    status: str  # reproduced | inconsistent | imprecise | shift (an arm, not judged) | too_few_cells |
+    #              client_bound | ttft_client_bound | error_rate_differs | ab_withheld | output_lengths_differ
+    verdict: Verdict | None  # None: an arm's shift reported as a fact about the machines, outside the verdict
+    repeats_needed: int | None = None  # imprecise: cells per arm in each run for 80 % TOST power at no difference
     reason: str = ""
     text: str
+    judged: bool = True  # counts in the overall verdict (an effect; an arm only with same_hardware)
+    p_zero: float | None = None  # two-sided p of no difference (the new run inside the prediction interval)
+    p_zero_adjusted: float | None = None  # Holm-adjusted over the family (< alpha: inconsistent)
+    margin_basis: Literal["effect", "absolute"] | None = None  # effect: margin x the original's effect
+    direction_held: bool | None = None  # an effect the original found: the new run's points the same way
 
 
 class Conclusion(Loose):
@@ -140,7 +148,7 @@ class ReproduceFile(BundleFile):
     source: SourceRef
     verdict: Verdict
     primary: str
-    margin: float
+    margin: float  # analysis.reproduce_margin: the absolute margin (no effect found; arms with same_hardware)
     confidence: float  # the analysis' confidence: alpha = 1 - confidence per one-sided test
     counts: dict[str, int]  # verdict -> comparisons
     comparisons: list[ReproComparison]
@@ -151,6 +159,8 @@ class ReproduceFile(BundleFile):
     client: list[ClientRow]
     notes: list[str] = Field(default_factory=list)
     method: str = "docs/reproduce.md"
+    effect_margin: float | None = None  # analysis.reproduce.margin (None: written by a kit before the effect rule)
+    same_hardware: bool = False  # analysis.reproduce.same_hardware: the arms' shifts count in the verdict
 
     def to_json(self) -> JsonObject:
         """Every field, defaults included: the file is written once, whole, by `kit reproduce`."""

@@ -58,8 +58,10 @@ def dry_run_lines(src: Source, inputs: RunInputs, out_dir: Path, resume: Path | 
         out.append("would rebuild: nothing (process runtime: each arm's server command is compared instead)")
     where = f"resume {resume}" if resume else f"a new bundle under {out_dir}/"
     out.append(f"into: {where}, then judged against the source: {m.analysis.primary}, margin "
-               f"±{100 * m.analysis.reproduce_margin:.3g} % (analysis.reproduce_margin), confidence "
-               f"{m.analysis.confidence:g}")
+               f"{100 * m.analysis.reproduce.margin:.3g} % of each effect the original found "
+               f"(analysis.reproduce.margin), ±{100 * m.analysis.reproduce_margin:.3g} % where it found none "
+               f"(analysis.reproduce_margin), confidence {m.analysis.confidence:g}"
+               + ("; the arms' shifts judged (same_hardware)" if m.analysis.reproduce.same_hardware else ""))
     est = estimate(m, plan)
     took = _seconds(src.run.started, src.run.finished)
     out.append(f"estimate: about {_minutes(est.seconds)} (kit's estimate at {est.assumed_itl_ms:g} ms/token)"

@@ -1,5 +1,5 @@
-"""Equivalence of two runs on the log scale: TOST and the minimum-effect test on a Welch contrast, and how many
-repeats an undecided interval would need. The method: docs/reproduce.md.
+"""Two runs on the log scale: the test of no difference (the new run inside the original's prediction interval),
+TOST within a margin, and how many repeats would show equivalence if nothing changed. The method: docs/reproduce.md.
 
 The contrasts are kit's own A/B machinery (``kit.stats.model.welch``: Welch's t on log cell statistics, Welch–
 Satterthwaite df, Hsu's df for unequal cell counts). A difference of two independent contrasts (the A/B effect of
@@ -14,9 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as sps
+from scipy import special
 
-from kit.files.reproduce import Verdict
 from kit.stats.metrics import FArray
 from kit.stats.model import welch
 
@@ -57,72 +56,71 @@ def difference(new: Contrast, original: Contrast) -> Contrast:
     return Contrast(new.estimate - original.estimate, math.sqrt(var), df, new.groups + original.groups)
 
 
-@dataclass(frozen=True)
-class Equivalence:
-    """The two tests at level alpha on one contrast, with margin ``delta`` on the log scale (log(1 + margin)).
-
-    ``p_equivalent`` (TOST) is below alpha exactly when the (1 - 2 alpha) interval lies inside (-delta, delta);
-    ``p_different`` (the minimum-effect test on the estimate's side) exactly when it lies outside [-delta, delta]."""
-
-    estimate: float
-    low: float
-    high: float
-    p_equivalent: float
-    p_different: float
-    decision: Verdict
-
-
 def _p_beyond(t: float, df: float | None, upper: bool) -> float:
     """P(T >= t) (upper) or P(T <= t), Student's t with ``df``; a degenerate contrast (no spread) is certain."""
     if df is None or math.isinf(t):
         return 0.0 if (t > 0) == upper else 1.0
-    return float(sps.t.sf(t, df) if upper else sps.t.cdf(t, df))
+    return float(special.stdtr(df, -t if upper else t))  # Student's t CDF (the ufunc: fast inside simulations)
 
 
-def equivalence(c: Contrast, delta: float, alpha: float) -> Equivalence:
-    """TOST (H0: |d| >= delta) and the minimum-effect test (H0: |d| <= delta), each one-sided at ``alpha``."""
-    est, se = c.estimate, c.se
-    if se > 0 and c.df is not None:
-        half = float(sps.t.ppf(1 - alpha, c.df)) * se
-        t_low, t_high = (est + delta) / se, (est - delta) / se
-    else:  # identical cells in every group: the estimate is exact
-        half = 0.0
-        t_low = math.copysign(math.inf, est + delta) if est + delta else 0.0
-        t_high = math.copysign(math.inf, est - delta) if est - delta else 0.0
-    df = c.df if se > 0 else None
-    p_above_low = _p_beyond(t_low, df, upper=True)  # H0: d <= -delta
-    p_below_high = _p_beyond(t_high, df, upper=False)  # H0: d >= +delta
-    p_eq = max(p_above_low, p_below_high)
-    p_diff = min(_p_beyond(t_high, df, upper=True), _p_beyond(t_low, df, upper=False))  # d > delta or d < -delta
-    decision: Verdict
-    if p_eq < alpha:
-        decision = "reproduced"
-    elif p_diff < alpha:
-        decision = "not_reproduced"
-    else:
-        decision = "inconclusive"
-    return Equivalence(est, est - half, est + half, p_eq, p_diff, decision)
+def _t(c: Contrast, x: float) -> float:
+    """(estimate - x) / se; +-inf (or 0) for a contrast without spread."""
+    if c.se > 0 and c.df is not None:
+        return (c.estimate - x) / c.se
+    gap = c.estimate - x
+    return math.copysign(math.inf, gap) if gap else 0.0
 
 
-def repeats_needed(c: Contrast, delta: float, alpha: float, *, even: bool = False) -> int | None:
-    """The fewest cells per group (each arm in each run) for which the (1 - 2 alpha) interval, with the observed
-    estimate and variances, would fall wholly inside or wholly outside the margin; None when more than MAX_REPEATS
-    would be needed (the estimate is close to the margin, or the cells vary too much). ``even``: round up to an even
-    number (ABBA blocks)."""
-    gap = abs(abs(c.estimate) - delta)
-    total = sum(v for v, _ in c.groups)
-    if total <= 0:
+def p_zero(c: Contrast) -> float:
+    """Two-sided p of H0: d = 0 (Welch's t with the contrast's df): below alpha exactly when the new run lies
+    outside the original's (1 - alpha) prediction interval."""
+    t = _t(c, 0.0)
+    if t == 0.0:
+        return 1.0
+    return min(1.0, 2 * _p_beyond(abs(t), c.df if c.se > 0 else None, upper=True))
+
+
+def interval(c: Contrast, confidence: float) -> tuple[float, float]:
+    """The two-sided ``confidence`` interval estimate +- t((1 + confidence) / 2, df) * se."""
+    half = float(special.stdtrit(c.df, (1 + confidence) / 2)) * c.se if c.se > 0 and c.df is not None else 0.0
+    return c.estimate - half, c.estimate + half
+
+
+def p_equivalent(c: Contrast, delta: float) -> float:
+    """TOST (Schuirmann 1987) of H0: |d| >= delta, the larger of the two one-sided p-values: below alpha exactly when
+    the (1 - 2 alpha) interval lies inside (-delta, delta)."""
+    df = c.df if c.se > 0 else None
+    return max(_p_beyond(_t(c, -delta), df, upper=True), _p_beyond(_t(c, delta), df, upper=False))
+
+
+def pooled_sd(c: Contrast) -> float:
+    """The between-cell SD (log scale) pooled over the contrast's groups, each weighted by its df."""
+    dfs = sum(n - 1 for _, n in c.groups)
+    return math.sqrt(sum((n - 1) * v for v, n in c.groups) / dfs) if dfs > 0 else 0.0
+
+
+def repeats_at_zero(c: Contrast, delta: float, alpha: float, *, power: float = 0.8, even: bool = False,
+                    ) -> int | None:
+    """Prospective: the fewest cells per group (each arm in each run) for which TOST at ``delta`` has ``power`` when
+    the true difference is 0, with the groups' pooled SD: delta >= (t(1 - alpha, df) + t(1 - (1 - power) / 2, df))
+    * sd * sqrt(groups / k), df = groups * (k - 1). Never from the observed difference. None when more than
+    MAX_REPEATS would be needed; ``even``: rounded up to an even number (ABBA blocks)."""
+    sd, g = pooled_sd(c), len(c.groups)
+    if sd <= 0:
         return 2
-    if gap <= 0:
+
+    def enough(k: int) -> bool:  # the margin against the spread at k cells per group; monotone in k
+        df = g * (k - 1)
+        t = float(special.stdtrit(df, 1 - alpha) + special.stdtrit(df, 1 - (1 - power) / 2))
+        return t * sd * math.sqrt(g / k) <= delta
+
+    if not enough(MAX_REPEATS):
         return None
-    squares = sum(v * v for v, _ in c.groups)
-    k = np.arange(2, MAX_REPEATS + 1)
-    df = (k - 1) * total**2 / squares  # Welch–Satterthwaite with k cells in every group
-    decides = np.flatnonzero(sps.t.ppf(1 - alpha, df) * np.sqrt(total / k) < gap)
-    if decides.size == 0:
-        return None
-    first = int(k[decides[0]])
-    return first + (first % 2) if even else first
+    low, high = 1, MAX_REPEATS  # enough(high), and low < 2 stands for "not enough"
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (low, mid) if enough(mid) else (mid, high)
+    return high + (high % 2) if even else high
 
 
 def holm_adjusted(pvalues: Sequence[float]) -> list[float]:

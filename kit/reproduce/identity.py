@@ -18,6 +18,7 @@ from kit.files.images import BuiltImage, ImagesFile
 from kit.files.plan import PlanFile
 from kit.files.read import read_file
 from kit.files.reproduce import ImageIdentity
+from kit.reproduce.setup import model_entry
 
 RECIPE = (  # (field of images.json, what it is)
     ("reference", "base image as pinned"),
@@ -96,7 +97,19 @@ def commands_of(root: Path) -> dict[str, list[str]]:
     return out
 
 
-def command_identity(arm: str, original: list[str] | None, new: list[str] | None) -> ImageIdentity:
+def _same_model(original: Path, new: Path) -> tuple[str, str] | None:
+    """The two runs' model paths when both signed provenances record the same sha256 tree for them (model.digest):
+    an argument differing only there names the same files."""
+    a, b = model_entry(original), model_entry(new)
+    if a is None or b is None or a[1] != b[1] or not a[1].startswith("sha256:"):
+        return None
+    return a[0], b[0]
+
+
+def command_identity(arm: str, original: list[str] | None, new: list[str] | None,
+                     model: tuple[str, str] | None = None) -> ImageIdentity:
+    """``model``: (original path, new path) of a model whose sha256 tree is the same in both runs: arguments that
+    differ only by it are the same (named in ``differences``, status unchanged)."""
     if original is None or new is None:
         return ImageIdentity(arm=arm, status="not_recorded", original=" ".join(original or []) or None,
                              new=" ".join(new or []) or None,
@@ -104,12 +117,20 @@ def command_identity(arm: str, original: list[str] | None, new: list[str] | None
                                                                               else "the new run")])
     if original == new:
         return ImageIdentity(arm=arm, status="identical", original=" ".join(original), new=" ".join(new))
-    diffs = [f"argument {i}: {_short(a)!s} originally, {_short(b)} now"
-             for i, (a, b) in enumerate(zip(original, new, strict=False)) if a != b]
+    same: list[str] = []
+    diffs: list[str] = []
+    for i, (a, b) in enumerate(zip(original, new, strict=False)):
+        if a == b:
+            continue
+        if model is not None and model[0] != model[1] and a.replace(model[0], "\0") == b.replace(model[1], "\0"):
+            same.append(f"argument {i}: the model path {_short(model[0])} originally, {_short(model[1])} now: the "
+                        "same sha256 tree (model.digest), so not a difference")
+        else:
+            diffs.append(f"argument {i}: {_short(a)!s} originally, {_short(b)} now")
     if len(original) != len(new):
         diffs.append(f"{len(original)} arguments originally, {len(new)} now")
-    return ImageIdentity(arm=arm, status="different", original=" ".join(original), new=" ".join(new),
-                         differences=diffs)
+    return ImageIdentity(arm=arm, status="different" if diffs else "identical", original=" ".join(original),
+                         new=" ".join(new), differences=diffs + same)
 
 
 def identities(arms: list[str], runtime: str, original: Path, new: Path) -> list[ImageIdentity]:
@@ -118,4 +139,5 @@ def identities(arms: list[str], runtime: str, original: Path, new: Path) -> list
         a, b = images_of(original), images_of(new)
         return [image_identity(arm, a.get(arm), b.get(arm)) for arm in arms]
     ca, cb = commands_of(original), commands_of(new)
-    return [command_identity(arm, ca.get(arm), cb.get(arm)) for arm in arms]
+    model = _same_model(original, new)
+    return [command_identity(arm, ca.get(arm), cb.get(arm), model) for arm in arms]

@@ -8,8 +8,11 @@ from typing import Protocol
 
 from kit.files.reproduce import ClientRow, Conclusion, ReproComparison, ReproduceFile, SetupRow, Verdict
 
-VERDICT_WORD = {"reproduced": "REPRODUCED", "not_reproduced": "NOT REPRODUCED", "inconclusive": "INCONCLUSIVE"}
-STATUS_WORD = {"reproduced": "reproduced", "not_reproduced": "NOT reproduced", "inconclusive": "inconclusive"}
+VERDICT_WORD = {"reproduced": "REPRODUCED", "inconsistent": "INCONSISTENT", "imprecise": "IMPRECISE",
+                "not_reproduced": "NOT REPRODUCED", "inconclusive": "INCONCLUSIVE"}  # the last two: older kits
+STATUS_WORD: dict[Verdict | None, str] = {
+    "reproduced": "reproduced", "inconsistent": "INCONSISTENT", "imprecise": "imprecise", None: "shift",
+    "not_reproduced": "NOT reproduced", "inconclusive": "inconclusive"}
 
 
 def _value(v: object) -> str:
@@ -46,6 +49,10 @@ class Judged(Protocol):
     @property
     def margin(self) -> float: ...
     @property
+    def effect_margin(self) -> float | None: ...
+    @property
+    def same_hardware(self) -> bool: ...
+    @property
     def confidence(self) -> float: ...
     @property
     def comparisons(self) -> list[ReproComparison]: ...
@@ -53,19 +60,38 @@ class Judged(Protocol):
     def conclusions(self) -> list[Conclusion]: ...
 
 
+def margin_text(r: Judged) -> str:
+    """The pre-registered margins in words."""
+    absolute = f"±{100 * r.margin:.3g} %"
+    if r.effect_margin is None:
+        return f"margin {absolute}"
+    arms = f"; arms {absolute} (same_hardware)" if r.same_hardware else ""
+    return (f"margin {100 * r.effect_margin:.3g} % of each effect the original found, {absolute} where it found "
+            f"none{arms}")
+
+
 def headline(r: Judged) -> str:
-    """One line: the verdict, how many comparisons made it, and whether the A/B conclusion held."""
-    n = len(r.comparisons)
-    ok, bad, undecided = (r.counts.get(k, 0) for k in ("reproduced", "not_reproduced", "inconclusive"))
-    what = f"comparisons of {r.primary}"
-    margin = f"the ±{100 * r.margin:.3g} % margin"
+    """One line: the verdict, how many judged comparisons made it, the arms' shifts, whether the conclusion held."""
+    judged = [c for c in r.comparisons if c.judged]
+    n = len(judged)
+    ok, bad, undecided = (r.counts.get(k, 0) for k in ("reproduced", "inconsistent", "imprecise"))
+    what = f"judged comparisons of {r.primary}"
     if r.verdict == "reproduced":
-        text = f"all {n} {what} within {margin}"
-    elif r.verdict == "not_reproduced":
-        text = f"{bad} of {n} {what} beyond {margin} ({ok} reproduced, {undecided} inconclusive)"
+        text = f"all {n} {what} within the margin"
+    elif r.verdict == "inconsistent":
+        text = (f"{bad} of {n} {what} outside the original's prediction interval ({ok} reproduced, {undecided} "
+                "imprecise)")
     else:
-        text = f"{undecided} of {n} {what} undecided at {margin} ({ok} reproduced)"
-    return f"verdict: {VERDICT_WORD[r.verdict]}: {text}; {conclusion_text(r)}"
+        text = f"{undecided} of {n} {what} neither inconsistent nor within the margin ({ok} reproduced)"
+    return f"verdict: {VERDICT_WORD[r.verdict]}: {text}; {shift_text(r)}{conclusion_text(r)}"
+
+
+def shift_text(r: Judged) -> str:
+    """The arms' absolute shifts between the runs, when they are facts (not judged)."""
+    ratios = [c.ratio for c in r.comparisons if c.kind == "arm" and not c.judged and c.ratio is not None]
+    if not ratios:
+        return ""
+    return f"arms moved ×{min(ratios):.3f} to ×{max(ratios):.3f} between the machines (not judged); "
 
 
 def conclusion_text(r: Judged) -> str:
@@ -104,9 +130,8 @@ def lines(r: ReproduceFile) -> list[str]:
 
 def verdict_lines(r: Judged, what: str) -> list[str]:
     """Every comparison's line, then the A/B conclusion at each level (``what``: the title's first word)."""
-    out = [f"{what} of {r.primary} (margin ±{100 * r.margin:.3g} %, "
-           f"{100 * (1 - 2 * (1 - r.confidence)):.0f} % intervals; docs/reproduce.md):"]
-    out += [f"  {STATUS_WORD[c.verdict]:<15} {c.text}" for c in r.comparisons]
+    out = [f"{what} of {r.primary} ({margin_text(r)}; docs/reproduce.md):"]
+    out += [f"  {STATUS_WORD.get(c.verdict, str(c.verdict)):<13} {c.text}" for c in r.comparisons]
     out.append(f"A/B conclusion ({r.primary}, each arm vs the baseline):")
     return out + ([f"  {c.text}" for c in r.conclusions] or ["  no non-baseline arm"])
 
@@ -131,15 +156,17 @@ def markdown(r: ReproduceFile, bundle: str) -> str:
                   f"{'; '.join(i.differences) or '–'} |")
     md += ["", "## Load client (worst cell per level)", "", "| level | run | client |", "|---:|---|---|"]
     md += [f"| {c.level} | {c.run} | {_client_text(c)} |" for c in r.client]
-    md += ["", f"## Verdicts: {r.primary}, margin ±{100 * r.margin:.3g} %", "",
-           f"Each line compares the new run with the original: an arm's level (ratio new/original of the geometric "
-           f"means of its cells' statistics) or an A/B effect (ratio of the two runs' arm/baseline ratios), with its "
-           f"{100 * (1 - 2 * (1 - r.confidence)):.0f} % interval (TOST at α = {1 - r.confidence:.3g}). Method: "
-           "docs/reproduce.md.", "", "| verdict | comparison | p (equivalent) | p (different) |", "|---|---|---:|---:|"]
+    md += ["", f"## Verdicts: {r.primary}, {margin_text(r)}", "",
+           "Each line compares the new run with the original: an A/B effect (ratio of the two runs' arm/baseline "
+           "ratios; inconsistent when the Holm-adjusted test of no difference rejects, reproduced when TOST within "
+           f"the margin passes at α = {1 - r.confidence:.3g} and the direction held) or an arm's shift (ratio "
+           "new/original of the geometric means of its cells' statistics: a fact about the machines unless "
+           "same_hardware). Method: docs/reproduce.md.", "",
+           "| verdict | comparison | p (no difference, Holm) | p (equivalent) |", "|---|---|---:|---:|"]
     for c in r.comparisons:
-        word = STATUS_WORD[c.verdict]
-        md.append(f"| {'**' + word + '**' if c.verdict != 'reproduced' else word} | {c.text} | "
-                  f"{_p(c.p_equivalent)} | {_p(c.p_different)} |")
+        word = STATUS_WORD.get(c.verdict, str(c.verdict))
+        md.append(f"| {'**' + word + '**' if c.verdict not in ('reproduced', None) else word} | {c.text} | "
+                  f"{_p(c.p_zero_adjusted)} | {_p(c.p_equivalent)} |")
     md += ["", "## A/B conclusion", ""]
     md += [f"- {c.text}" for c in r.conclusions] or ["- no non-baseline arm"]
     if r.notes:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kit.bundle import Bundle, runner_key, sign_provenance, verify_integrity
-from kit.errors import CellsFailed, Interrupted, NotReproduced, ReproduceInconclusive, SignatureError, UsageError
+from kit.errors import CellsFailed, Imprecise, Inconsistent, Interrupted, SignatureError, UsageError
 from kit.experiment import Events, RunOptions
 from kit.experiment.inputs import RunInputs, inputs_of, load_for_run
 from kit.experiment.run import run_inputs
@@ -25,6 +25,7 @@ from kit.files.run import RunFile, RunFlags
 from kit.files.summary import Summary
 from kit.manifest import load_manifest
 from kit.plan import make_plan
+from kit.reproduce.decide import Rule
 from kit.reproduce.dryrun import dry_run_lines
 from kit.reproduce.identity import identities
 from kit.reproduce.render import headline, lines, markdown
@@ -58,11 +59,11 @@ class ReproduceResult:
     lines: list[str]
 
     def raise_for_verdict(self) -> None:
-        """Exit 10 (not reproduced) or 11 (inconclusive) through kit's one error mapping; reproduced: nothing."""
+        """Exit 10 (inconsistent) or 11 (imprecise) through kit's one error mapping; reproduced: nothing."""
         if self.report is None or self.report.verdict == "reproduced":
             return
         where = f"the verdict, level by level, with the setup differences first: {self.bundle}/reproduce.md"
-        error = NotReproduced if self.report.verdict == "not_reproduced" else ReproduceInconclusive
+        error = Inconsistent if self.report.verdict == "inconsistent" else Imprecise
         raise error(headline(self.report), hint=where)
 
 
@@ -149,13 +150,14 @@ def seal(src: Source, root: Path, opts: ReproduceOptions) -> ReproduceFile:
     bundle = Bundle.open(root)
     new = bundle.read("summary.json", Summary)
     m = load_manifest(bundle.path("manifest.yaml"), allow_unpinned=True).manifest
-    comps, concl = judge(src.summary, new, m.analysis.reproduce_margin, m.analysis.confidence,
-                         even=m.design.order == "abba")
+    comps, concl = judge(src.summary, new, Rule.of(m.analysis, even=m.design.order == "abba"),
+                         same_hardware=m.analysis.reproduce.same_hardware)
     run = bundle.read("run.json", RunFile)
     held = [c.held for c in concl if c.held is not None]
     report = ReproduceFile(
         source=src.ref, verdict=overall(comps), primary=m.analysis.primary, margin=m.analysis.reproduce_margin,
-        confidence=m.analysis.confidence,
+        confidence=m.analysis.confidence, effect_margin=m.analysis.reproduce.margin,
+        same_hardware=m.analysis.reproduce.same_hardware,
         counts=counts(comps),
         comparisons=comps, conclusion_held=(all(held) if held else None), conclusions=concl,
         setup=setup_rows(src.root, root), images=identities([a.name for a in m.arms], m.runtime, src.root, root),

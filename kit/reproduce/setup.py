@@ -109,6 +109,13 @@ def model_tree(root: Path) -> str | None:
     """The model directory's sha256 tree as the bundle's signed provenance records it (``model.digest: true``: a
     ``file://`` entry of resolvedDependencies, kit.experiment.finish), "not hashed: <why>" when the run could not
     read it or deferred it (it did not complete), or None when it was not recorded."""
+    entry = model_entry(root)
+    return entry[1] if entry is not None else None
+
+
+def model_entry(root: Path) -> tuple[str, str] | None:
+    """(the model directory's absolute path, its sha256 tree or "not hashed: <why>") from the signed provenance's
+    ``file://`` entry, or None when not recorded (model.digest off)."""
     if not (root / PROVENANCE).is_file():
         return None
     try:
@@ -117,12 +124,13 @@ def model_tree(root: Path) -> str | None:
         return None
     deps = _get(stmt, "predicate.buildDefinition.resolvedDependencies")
     for d in deps if isinstance(deps, list) else []:
-        if isinstance(d, dict) and str(d.get("uri", "")).startswith("file://"):
+        uri = str(d.get("uri", "")) if isinstance(d, dict) else ""
+        if isinstance(d, dict) and uri.startswith("file://"):
             digest = _get(d, "digest.sha256")
             if isinstance(digest, str):
-                return f"sha256:{digest}"
+                return uri.removeprefix("file://"), f"sha256:{digest}"
             why = _get(d, "annotations.error") or _get(d, "annotations.deferred") or "no digest recorded"
-            return f"not hashed: {why}"
+            return uri.removeprefix("file://"), f"not hashed: {why}"
     return None
 
 

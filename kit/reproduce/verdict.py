@@ -1,5 +1,6 @@
-"""The reproduction verdict from two summaries: per level, each arm's primary metric across the two runs and each
-A/B effect across the two runs (equivalence within the margin), and whether the A/B conclusion held.
+"""The reproduction verdict from two summaries: per level, each A/B effect across the two runs (kit.reproduce.decide:
+inconsistent, reproduced or imprecise), each arm's shift between the runs (a fact about the machines, judged only
+with analysis.reproduce.same_hardware), and whether the A/B conclusion held.
 
 Pure: it reads typed ``Summary`` objects (each bundle's summary.json, which `kit verify` recomputes from the records)
 and computes. The cell statistic of a metric is the cell's figure in the summary (TPOT/TTFT/E2E mean, output
@@ -16,17 +17,8 @@ import numpy as np
 
 from kit.files.reproduce import CellCounts, Conclusion, Interval, ReproComparison, Verdict
 from kit.files.summary import CellLevel, Comparison, Summary
-from kit.reproduce.equivalence import (
-    MAX_REPEATS,
-    Contrast,
-    contrast,
-    difference,
-    equivalence,
-    holm_adjusted,
-    log_margin,
-    logs,
-    repeats_needed,
-)
+from kit.reproduce.decide import EffectCells, Rule, decide, effect_contrasts
+from kit.reproduce.equivalence import MAX_REPEATS, Contrast, contrast, holm_adjusted, interval, logs, p_zero
 from kit.stats.model import fisher_p
 from kit.stats.numbers import pct_text
 
@@ -43,7 +35,7 @@ UNIT = {"throughput_tok_s": " tok/s"}
 AB_WITHHELD = ("error_rate_differs", "output_lengths_differ")  # an A/B status that leaves no effect to reproduce
 WITHHELD = {
     "too_few_cells": "fewer than 2 ok cells in a run: no verdict",
-    "client_bound": "client-bound: never reproduced",
+    "client_bound": "client-bound: no verdict",
     "ttft_client_bound": "the client's own share of TTFT p99 is too large: no TTFT verdict",
     "error_rate_differs": "failure rates differ between the runs",
     "ab_withheld": "the A/B verdict itself is withheld for failure rates or output lengths",
@@ -102,11 +94,10 @@ class Judge:
 
     original: Summary
     new: Summary
-    margin: float
-    alpha: float
-    even: bool  # ABBA: repeats advice rounded up to an even number
-    # Holm-adjusted p-values of the family of tests that can each say "not reproduced", by (test, arm, level): test
-    # "fisher" (an arm's failure rate), "arm" and "effect" (the minimum-effect tests); empty: the raw p-values
+    rule: Rule
+    same_hardware: bool = False  # the arms' shifts count in the verdict
+    # Holm-adjusted p-values of the family of tests that can each say "inconsistent", by (test, arm, level): every
+    # effect's test of no difference; with same_hardware also every arm's ("arm") and its failure rate ("fisher")
     adjusted: dict[tuple[str, str, int], float] = field(default_factory=dict)
 
     @property
@@ -117,38 +108,38 @@ class Judge:
     def baseline(self) -> str:
         return self.original.baseline
 
+    @property
+    def alpha(self) -> float:
+        return self.rule.alpha
+
     def cells(self, run: Summary, arm: str, level: int) -> ArmCells:
         return arm_cells(run, arm, level, self.metric)
 
     def p(self, key: tuple[str, str, int], raw: float) -> float:
         return self.adjusted.get(key, raw)
 
-    def decide(self, c: Contrast | None, withheld: str | None, key: tuple[str, str, int],
-               ) -> tuple[str, Verdict, dict[str, object]]:
-        """status, verdict and the numbers of one comparison (shown even when the verdict is withheld); "not
-        reproduced" only when the minimum-effect test's Holm-adjusted p is below alpha (``reason`` says so when the
-        raw one alone was)."""
-        delta = log_margin(self.margin)
+    def decide(self, c: Contrast | None, withheld: str | None, key: tuple[str, str, int], claimed: float | None,
+               judged: bool) -> tuple[str, Verdict | None, dict[str, object]]:
+        """status, verdict (None: not judged) and the numbers of one comparison (shown even when withheld)."""
         nums: dict[str, object] = {"ratio": None, "ratio_ci": None, "log_estimate": None, "log_se": None,
-                                   "df": None, "p_equivalent": None, "p_different": None, "repeats_needed": None}
+                                   "df": None, "p_equivalent": None, "p_zero": None, "p_zero_adjusted": None,
+                                   "repeats_needed": None, "margin": self.rule.absolute_margin,
+                                   "margin_basis": "effect" if claimed is not None else "absolute"}
         if c is None:
-            return "too_few_cells", "inconclusive", {**nums, "repeats_needed": 2}
-        eq = equivalence(c, delta, self.alpha)
-        nums.update(ratio=math.exp(eq.estimate), ratio_ci=Interval(low=math.exp(eq.low), high=math.exp(eq.high)),
-                    log_estimate=eq.estimate, log_se=c.se, df=c.df, p_equivalent=eq.p_equivalent,
-                    p_different=eq.p_different)
+            return "too_few_cells", "imprecise" if judged else None, {**nums, "repeats_needed": 2}
+        d = decide(c, claimed, self.p(key, p_zero(c)), self.rule)
+        low, high = (d.low, d.high) if judged else interval(c, 1 - self.alpha)
+        nums.update(ratio=math.exp(d.estimate), ratio_ci=Interval(low=math.exp(low), high=math.exp(high)),
+                    log_estimate=d.estimate, log_se=d.se, df=d.df, p_equivalent=d.p_equivalent, p_zero=d.p_zero,
+                    p_zero_adjusted=d.p_zero_adjusted, margin=math.expm1(d.delta), direction_held=d.direction_held)
         if withheld is not None:
-            verdict: Verdict = "not_reproduced" if withheld == "error_rate_differs" else "inconclusive"
-            return withheld, verdict, nums
-        decision = eq.decision
-        if decision == "not_reproduced" and self.p(key, eq.p_different) >= self.alpha:
-            decision = "inconclusive"
-            nums["reason"] = (f"beyond the margin alone (p={eq.p_different:.2g}) but not after Holm's correction over "
-                              f"the {len(self.adjusted)} tests that could each say NOT reproduced (adjusted "
-                              f"p={self.p(key, eq.p_different):.2g})")
-        if decision == "inconclusive":
-            nums["repeats_needed"] = repeats_needed(c, delta, self.alpha, even=self.even)
-        return decision, decision, nums
+            if not judged:
+                return withheld, None, nums
+            return withheld, "inconsistent" if withheld == "error_rate_differs" else "imprecise", nums
+        if not judged:
+            return "shift", None, nums
+        nums["repeats_needed"] = d.repeats_needed
+        return d.verdict, d.verdict, nums
 
     def guard(self, groups: list[ArmCells]) -> str | None:
         """groups: (original, new) of one arm, or of both arms of an effect in the order of ``effect``."""
@@ -172,41 +163,44 @@ class Judge:
             withheld = "error_rate_differs"
         elif c is not None:
             withheld = self.guard([o, n])
-        status, verdict, nums = self.decide(c, withheld, ("arm", arm, level))
-        reason = str(nums.pop("reason", WITHHELD.get(status, "")))
+        status, verdict, nums = self.decide(c, withheld, ("arm", arm, level), None, self.same_hardware)
+        reason = WITHHELD.get(status, "")
         if status == "error_rate_differs":
             assert p_fail is not None
             reason = (f"failed {o.failed}/{o.requests} originally, {n.failed}/{n.requests} now (Fisher p={p_fail:.2g}"
                       f", Holm-adjusted {self.p(('fisher', arm, level), p_fail):.2g})")
         comp = ReproComparison.model_validate({
             "kind": "arm", "arm": arm, "level": level, "metric": self.metric, "original": _gm(o.values),
-            "new": _gm(n.values), "interval_confidence": 1 - 2 * self.alpha, "margin": self.margin,
+            "new": _gm(n.values), "interval_confidence": 1 - (2 if self.same_hardware else 1) * self.alpha,
             "cells": CellCounts(original=_count(o.values), new=_count(n.values)), "status": status,
-            "verdict": verdict, "reason": reason, "text": "", **nums})
+            "verdict": verdict, "reason": reason, "text": "", "judged": self.same_hardware, **nums})
         return comp.model_copy(update={"text": comparison_text(comp, self.repeats_now(o, n))})
 
     def effect(self, arm: str, level: int) -> ReproComparison:
         base = self.baseline
         groups = {(run_name, a): self.cells(run, a, level)
                   for run_name, run in (("original", self.original), ("new", self.new)) for a in (arm, base)}
-        co = contrast(logs(groups["original", arm].values), logs(groups["original", base].values))
-        cn = contrast(logs(groups["new", arm].values), logs(groups["new", base].values))
-        c = difference(cn, co) if co is not None and cn is not None else None
+        oa, ob, na, nb = (logs(groups[r, a].values) for r in ("original", "new") for a in (arm, base))
+        parts = effect_contrasts(EffectCells(oa, ob, na, nb, claimed=False))
+        co, cn = (parts[0], parts[1]) if parts else (contrast(logs(groups["original", arm].values),
+                                                               logs(groups["original", base].values)), None)
+        ab = [_primary(run, arm, level, self.metric) for run in (self.original, self.new)]
+        claimed = co.estimate if co is not None and ab[0] is not None and ab[0].status == "significant" else None
         withheld = None
-        if c is not None:
-            ab = [_primary(run, arm, level, self.metric) for run in (self.original, self.new)]
+        if parts is not None:
             withheld = "ab_withheld" if any(x is not None and x.status in AB_WITHHELD for x in ab) \
                 else self.guard(list(groups.values()))
-        status, verdict, nums = self.decide(c, withheld, ("effect", arm, level))
-        reason = str(nums.pop("reason", WITHHELD.get(status, "")))
+        status, verdict, nums = self.decide(parts[2] if parts else None, withheld, ("effect", arm, level), claimed,
+                                            True)
         comp = ReproComparison.model_validate({
             "kind": "effect", "arm": arm, "baseline": base, "level": level, "metric": self.metric,
             "original": math.exp(co.estimate) if co else None, "new": math.exp(cn.estimate) if cn else None,
-            "interval_confidence": 1 - 2 * self.alpha, "margin": self.margin,
+            "interval_confidence": 1 - 2 * self.alpha,
             "cells": CellCounts(original=min(_count(groups["original", a].values) for a in (arm, base)),
                                 new=min(_count(groups["new", a].values) for a in (arm, base))),
-            "status": status, "verdict": verdict, "reason": reason, "text": "", **nums})
-        return comp.model_copy(update={"text": comparison_text(comp, self.repeats_now(*groups.values()))})
+            "status": status, "verdict": verdict, "reason": WITHHELD.get(status, ""), "text": "", **nums})
+        return comp.model_copy(update={"text": comparison_text(comp, self.repeats_now(*groups.values()),
+                                                               self.rule.effect_margin)})
 
     def fisher(self, arm: str, level: int) -> float | None:
         """Fisher's exact p of the arm's failed/all requests at the level, original against new (None: no failure)."""
@@ -234,31 +228,46 @@ def _r(x: float | None) -> str:
     return f"×{x:.3f}" if 0.01 <= x < 10 else f"×{x:.3g}"
 
 
-def comparison_text(c: ReproComparison, repeats: int) -> str:
-    """One line: what was compared, the figures, the interval against the margin, and the verdict."""
+def _bounds(c: ReproComparison, effect_margin: float | None) -> str:
+    """The margin in words: relative to the original's effect, or absolute."""
+    span = f"[{_r(1 / (1 + c.margin))}, {_r(1 + c.margin)}]"
+    if c.margin_basis == "effect" and effect_margin is not None:
+        return f"margin {100 * effect_margin:.3g} % of the original effect {span}"
+    return f"margin ±{100 * c.margin:.3g} % {span}"
+
+
+def comparison_text(c: ReproComparison, repeats: int, effect_margin: float | None = None) -> str:
+    """One line: what was compared, the figures, the difference's interval against the margin, and the verdict."""
     label = LABEL.get(c.metric, c.metric)
     if c.kind == "arm":
         unit = UNIT.get(c.metric, " ms")
         what = f"{c.arm} c={c.level}: {label} {_fig(c.original)}{unit} → {_fig(c.new)}{unit}"
     else:
         what = f"{c.arm} vs {c.baseline} c={c.level}: {label} effect {_r(c.original)} originally, {_r(c.new)} now"
-    bounds = f"±{100 * c.margin:.3g} % margin [{_r(1 / (1 + c.margin))}, {_r(1 + c.margin)}]"
     if c.ratio is not None and c.ratio_ci is not None:
-        what += f"; new/original {_r(c.ratio)} [{_r(c.ratio_ci.low)}, {_r(c.ratio_ci.high)}]"
+        what += (f"; new/original {_r(c.ratio)} [{_r(c.ratio_ci.low)}, {_r(c.ratio_ci.high)}] "
+                 f"({100 * c.interval_confidence:.0f} %)")
+    p = "" if c.p_zero is None else f"p={c.p_zero:.2g}, Holm-adjusted {c.p_zero_adjusted:.2g}"
+    bounds = _bounds(c, effect_margin)
+    if c.verdict is None and c.status == "shift":
+        shown = "" if c.p_zero is None else f" (p={c.p_zero:.2g} of no shift)"
+        return f"{what}: the machines' shift{shown}, not judged"
     if c.status == "reproduced":
-        return f"{what} within the {bounds}: reproduced"
-    if c.status == "not_reproduced":
-        return f"{what} beyond the {bounds}: NOT reproduced ({_signed_pct(c.ratio or 1.0)} %)"
-    if c.status == "inconclusive":
-        need = (f"about {c.repeats_needed} repeats per arm in each run would decide (these runs had {repeats})"
-                if c.repeats_needed else f"more than {MAX_REPEATS} repeats per arm in each run would be needed (the "
-                "difference is close to the margin, or the cells vary too much for it)")
-        if c.reason:  # beyond the margin, but not after the family's correction
-            return f"{what} {c.reason}: inconclusive; {need}"
-        return f"{what} straddles the {bounds}: inconclusive; {need}"
+        way = ", direction held" if c.direction_held else ""
+        return f"{what} within the {bounds}{way}: reproduced"
+    if c.status == "inconsistent":
+        return (f"{what}: outside the original's prediction interval ({p}; {_signed_pct(c.ratio or 1.0)} %): "
+                "INCONSISTENT")
+    if c.status == "imprecise":
+        why = "the direction did not hold" if c.direction_held is False else f"not within the {bounds}"
+        need = (f"about {c.repeats_needed} repeats per arm in each run would show equivalence with 80 % power if "
+                f"nothing changed (these runs had {repeats})" if c.repeats_needed else
+                f"more than {MAX_REPEATS} repeats per arm in each run would be needed (the margin is small against "
+                "the cells' spread)")
+        return f"{what}: consistent with the original ({p}) but {why}: imprecise; {need}"
     if c.status == "too_few_cells":
-        return f"{what}: inconclusive ({c.reason}); at least 2 ok cells per arm in each run are needed"
-    verdict = "NOT reproduced" if c.verdict == "not_reproduced" else "inconclusive"
+        return f"{what}: imprecise ({c.reason}); at least 2 ok cells per arm in each run are needed"
+    verdict = {"inconsistent": "INCONSISTENT", "imprecise": "imprecise", None: "not judged"}.get(c.verdict, "")
     return f"{what}: {verdict} ({c.reason})"
 
 
@@ -304,30 +313,32 @@ def _direction(c: Comparison) -> str:
 
 
 def overall(comparisons: list[ReproComparison]) -> Verdict:
-    """not_reproduced when any comparison is; reproduced when every one is; inconclusive otherwise."""
-    verdicts = [c.verdict for c in comparisons]
-    if "not_reproduced" in verdicts:
-        return "not_reproduced"
+    """Over the judged comparisons: inconsistent when any is; reproduced when every one is; imprecise otherwise."""
+    verdicts = [c.verdict for c in comparisons if c.judged]
+    if "inconsistent" in verdicts:
+        return "inconsistent"
     if verdicts and all(v == "reproduced" for v in verdicts):
         return "reproduced"
-    return "inconclusive"
+    return "imprecise"
 
 
 def counts(comparisons: list[ReproComparison]) -> dict[str, int]:
-    """How many comparisons got each verdict."""
-    return {v: sum(1 for c in comparisons if c.verdict == v) for v in ("reproduced", "not_reproduced", "inconclusive")}
+    """How many judged comparisons got each verdict."""
+    return {v: sum(1 for c in comparisons if c.judged and c.verdict == v)
+            for v in ("reproduced", "inconsistent", "imprecise")}
 
 
-def judge(original: Summary, new: Summary, margin: float, confidence: float, *, even: bool = False,
+def judge(original: Summary, new: Summary, rule: Rule, *, same_hardware: bool = False,
           ) -> tuple[list[ReproComparison], list[Conclusion]]:
     """Every comparison of the primary metric (each arm per level, then each effect per level) and the A/B
     conclusions, levels and arms as the original planned them.
 
-    Each route to "not reproduced" is a test at alpha: every arm's failure rate (Fisher) and every comparison's
-    minimum-effect test. They are one family, Holm-corrected (as kit's A/B comparisons are), so that the overall
-    verdict "not reproduced" is wrong with chance at most alpha when nothing changed; the family is fixed before any
-    decision (every test with a p-value, withheld or not). TOST needs no correction: "reproduced" needs every one."""
-    raw = Judge(original, new, margin, 1 - confidence, even)
+    Each route to "inconsistent" is a test at alpha: every effect's test of no difference, and with
+    ``same_hardware`` every arm's and its failure rate's (Fisher). They are one family, Holm-corrected (as kit's A/B
+    comparisons are), so that the overall verdict "inconsistent" is wrong with chance at most alpha when nothing
+    changed; the family is fixed before any decision (every test with a p-value, withheld or not). TOST needs no
+    correction: "reproduced" needs every one (an intersection-union test, Berger 1982)."""
+    raw = Judge(original, new, rule, same_hardware)
     levels = [lv.concurrency for lv in original.levels]
     arms = list(original.arms)
     others = [a for a in arms if a != original.baseline]
@@ -337,13 +348,13 @@ def judge(original: Summary, new: Summary, margin: float, confidence: float, *, 
 
     family: dict[tuple[str, str, int], float] = {}
     for lv in levels:
-        for a in arms:
+        for a in arms if same_hardware else []:
             p_fail = raw.fisher(a, lv)
             if p_fail is not None:
                 family["fisher", a, lv] = p_fail
     for c in run(raw):
-        if c.p_different is not None:
-            family[c.kind, c.arm, c.level] = c.p_different
+        if c.p_zero is not None and c.judged:
+            family[c.kind, c.arm, c.level] = c.p_zero
     adjusted = dict(zip(family, holm_adjusted(list(family.values())), strict=True))
-    comps = run(Judge(original, new, margin, 1 - confidence, even, adjusted))
+    comps = run(Judge(original, new, rule, same_hardware, adjusted))
     return comps, [conclusion(original, new, a, lv) for lv in levels for a in others]

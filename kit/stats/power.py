@@ -32,7 +32,14 @@ from kit.stats.metrics import FArray, Metric
 from kit.stats.model import HSU_DF
 
 TARGET_POWER = 0.8
-DEFAULT_CV = 0.03
+# The assumed between-cell CV when nothing is measured, from kit's own measurements (issue 22): 8-14 % between
+# cells on an H200 (transformers, eager experts; benchmarks/results/h200-signs-2026-12-02), 30-50 % on a busy 2-core
+# machine running kit's CPU engine. A GPU manifest assumes the H200's middle, a CPU one the busy machine's low end.
+DEFAULT_CV = 0.10
+DEFAULT_CV_CPU = 0.30
+DEFAULT_CV_SOURCE = {DEFAULT_CV: "measured 8-14 % between cells on an H200, eager engine",
+                     DEFAULT_CV_CPU: "measured 30-50 % on a busy 2-core machine, kit's CPU engine"}
+PILOT_CONFIDENCE = 0.8  # a pilot's SD is planned at its upper confidence bound at this level
 MIN_CV = 1e-6  # a between-cell CV below this is no variation to plan with (the MDE rounds to 0; below ~1e-154
 # the log SD underflows to 0 and the power is undefined): `kit plan` refuses it, assumed or measured
 MAX_REPEATS = 100  # per arm: beyond this, `kit plan --target-effect` says the effect is out of reach
@@ -157,6 +164,20 @@ def sd_from_interval(ratio_ci: Sequence[float], df: float, confidence: float, k_
         return None
     se = math.log(hi / lo) / (2 * float(sps.t.ppf(1 - (1 - confidence) / 2, df)))
     return se / math.sqrt(1 / k_arm + 1 / k_base)
+
+
+def default_cv(gpus: bool) -> float:
+    """The CV assumed without --cv or --pilot: DEFAULT_CV for a manifest that uses GPUs, else DEFAULT_CV_CPU."""
+    return DEFAULT_CV if gpus else DEFAULT_CV_CPU
+
+
+def sd_upper_bound(sd: float, df: int, confidence: float = PILOT_CONFIDENCE) -> float:
+    """The one-sided upper ``confidence`` bound on a normal SD estimated as ``sd`` on ``df`` degrees of freedom:
+    (df s² / σ²) is chi-square with df, so σ <= s sqrt(df / chi2.ppf(1 - confidence, df)) with that confidence. A
+    2-repeat pilot (few df) is planned well above its estimate; one with many cells, close to it."""
+    if sd <= 0 or df < 1 or not 0 < confidence < 1:
+        raise ValueError("sd must be > 0, df >= 1 and confidence in (0, 1)")
+    return sd * math.sqrt(df / float(sps.chi2.ppf(1 - confidence, df)))
 
 
 def sd_from_cv(cv: float) -> float:

@@ -85,7 +85,7 @@ def test_a_docker_bundle_is_rebuilt_and_its_image_identities_reported(manifest: 
             "--key", str(runner.path), env=env)
     (new,) = list((tmp_path / "b").iterdir())
     report = json.loads((new / "reproduce.json").read_text())
-    assert r.returncode == {"reproduced": 0, "not_reproduced": 10, "inconclusive": 11}[report["verdict"]], r.stderr
+    assert r.returncode == {"reproduced": 0, "inconsistent": 10, "imprecise": 11}[report["verdict"]], r.stderr
     rebuilt = json.loads((new / "images.json").read_text())
     for ident in report["images"]:
         arm = ident["arm"]

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.manifests import ab_arms, manifest_data, write_manifest
+from support.manifests import ab_arms, engine_command, manifest_data, write_manifest
 from support.ports import free_port
 
 from kit.files.schema import validate_bundle_files
@@ -21,7 +21,7 @@ from kit.signing import generate_key
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE_KEY = ROOT / "keys" / "example_ed25519"
-EXIT = {"reproduced": 0, "not_reproduced": 10, "inconclusive": 11}
+EXIT = {"reproduced": 0, "inconsistent": 10, "imprecise": 11}
 
 # four short `kit run`s of 4 cells each (5-10 s each on an idle 2-core machine): the original, run once for the
 # module (both tests only read it), and three reproductions. One xdist group: both tests on the worker that made it.
@@ -166,3 +166,41 @@ def test_untrusted_tampered_and_unapproved_sources_are_refused_before_anything_r
     assert any("not trusted by your policy" in n for n in report["notes"])
     v = kit("verify", str(new), "--trust", str(policy), env=env)
     assert v.returncode == 0 and "allow_untrusted_source=true" in v.stdout, v.stdout + v.stderr
+
+
+DEMO_ENGINE = ["--seed", "0", "--experts", "64", "--top-k", "8", "--layers", "4"]  # experiments/demo.yaml's engine
+
+
+def _variant(setup: dict[str, Path], name: str, k0: str) -> Path:
+    """The tiny manifest with oea at ``k0``, signed with the example key, run into tmp/<name>: its bundle."""
+    tmp, port = setup["tmp"], int(setup["manifest"].read_text().split("port: ")[1].split()[0])
+    m = write_manifest(tmp / f"{name}.yaml", manifest_data(
+        "tiny", port=port, arms=[{"name": "baseline"}, {"name": "oea", "args": ["--oea-k0", k0]}],
+        command=engine_command(engine_args=DEMO_ENGINE), server={"ready_timeout_s": 60, "stop_grace_s": 5},
+        load={"levels": [1], "requests_per_level": 16, "warmup_requests": 2, "prompt_tokens": 8,
+              "output_tokens": 32, "seed": 3, "request_timeout_s": 60},
+        design={"repeats": 3, "order": "interleaved"}, gates={"port_deadline_s": 5}))
+    env = env_of(tmp)
+    assert kit("sign", str(m), "--key", str(EXAMPLE_KEY), env=env).returncode == 0
+    r = kit("run", str(m), "--out", str(tmp / name), "--trust", str(setup["policy"]), "--key", str(setup["key"]),
+            env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return only(tmp / name)
+
+
+def test_a_rerun_whose_variant_changed_is_inconsistent(setup: dict[str, Path]) -> None:
+    """The real engine as experiments/demo.yaml runs it (64 experts, top-8), oea at --oea-k0 4 originally and at 1
+    in the re-run (at concurrency 1 OEA is plain top-k0: a quarter of the expert reads): judged by `kit compare --strict`, the rule `kit reproduce` applies (kit reproduce itself
+    re-runs the source's signed manifest bytes, so it cannot change the variant), the effect is inconsistent, exit
+    10; the server commands name the changed argument."""
+    original, changed = _variant(setup, "k4", "4"), _variant(setup, "k1", "1")
+    r = kit("compare", str(original), str(changed), "--strict", "--json", env=env_of(setup["tmp"]))
+    doc = json.loads(r.stdout)
+    effect = next(c for c in doc["equivalence"]["comparisons"] if c["kind"] == "effect")
+    print(effect["text"])
+    if effect["status"] == "client_bound":  # a starved load client measures nothing: kit gives no verdict either
+        pytest.skip(f"the load client was CPU-starved on this machine: {effect['text']}")
+    assert r.returncode == 10 and doc["equivalence"]["verdict"] == "inconsistent", r.stdout + r.stderr
+    assert effect["verdict"] == "inconsistent" and effect["ratio"] < 1  # k0=1 is faster still
+    text = kit("compare", str(original), str(changed), env=env_of(setup["tmp"])).stdout
+    assert "INCONSISTENT  oea vs baseline c=1" in text and "verdict: INCONSISTENT" in text

@@ -1,5 +1,5 @@
 """Sealing a reproduction into the new bundle, with a deliberately different re-run: the oea arm started with
-another --oea-k0 and 30 % slower. The verdict says "not reproduced" at every level for oea (and its effect), the
+another --oea-k0 and 30 % slower. The verdict says "inconsistent" at every level for oea's effect, the
 setup names the changed argument, the new bundle verifies and names its source, and the verdict can be recomputed
 from the new bundle alone (source/summary.json, signed by the source's runner, and summary.json)."""
 
@@ -17,12 +17,13 @@ from support.bundles import ArmModel
 from kit.bundle import PROVENANCE, Bundle, verify_bundle
 from kit.bundle.verify import read_envelope, signed_subjects
 from kit.cli_reference import EXIT_MEANINGS
-from kit.errors import ExitCode, NotReproduced
+from kit.errors import ExitCode, Inconsistent
 from kit.files.reproduce import ReproduceFile
 from kit.files.run import RunFile
 from kit.files.schema import validate_bundle_files
 from kit.files.summary import Summary
 from kit.reproduce import ReproduceOptions, ReproduceResult, seal
+from kit.reproduce.decide import Rule
 from kit.reproduce.render import headline
 from kit.reproduce.source import opened
 from kit.reproduce.verdict import judge, overall
@@ -55,24 +56,27 @@ def sealed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sealed]:
         yield original, new, report, trust
 
 
-def test_a_different_rerun_is_not_reproduced_and_the_difference_is_named(
+def test_a_different_rerun_is_inconsistent_and_the_difference_is_named(
         sealed: Sealed) -> None:
     _, new, report, _ = sealed
-    assert report.verdict == "not_reproduced" and report.primary == "tpot_mean_ms" and report.margin == 0.05
+    assert report.verdict == "inconsistent" and report.primary == "tpot_mean_ms" and report.margin == 0.05
+    assert report.effect_margin == 0.5 and report.same_hardware is False
     verdicts = {(c.kind, c.arm, c.level): c.verdict for c in report.comparisons}
-    assert verdicts == {("arm", "base", 1): "reproduced", ("arm", "base", 4): "reproduced",
-                        ("arm", "oea", 1): "not_reproduced", ("arm", "oea", 4): "not_reproduced",
-                        ("effect", "oea", 1): "not_reproduced", ("effect", "oea", 4): "not_reproduced"}
-    assert report.counts == {"reproduced": 2, "not_reproduced": 4, "inconclusive": 0}
+    assert verdicts == {("arm", "base", 1): None, ("arm", "base", 4): None, ("arm", "oea", 1): None,
+                        ("arm", "oea", 4): None, ("effect", "oea", 1): "inconsistent",
+                        ("effect", "oea", 4): "inconsistent"}
+    assert report.counts == {"reproduced": 0, "inconsistent": 2, "imprecise": 0}
     oea = {i.arm: i for i in report.images}
     assert oea["base"].status == "identical"
     assert oea["oea"].status == "different" and oea["oea"].differences == ["argument 8: 4 originally, 2 now"]
     assert report.conclusion_held is False
-    assert headline(report) == ("verdict: NOT REPRODUCED: 4 of 6 comparisons of tpot_mean_ms beyond the ±5 % margin "
-                                "(2 reproduced, 0 inconclusive); the A/B conclusion DID NOT HOLD (0 of 2 judged level(s) "
-                                "held)")
+    line = headline(report)
+    assert line.startswith("verdict: INCONSISTENT: 2 of 2 judged comparisons of tpot_mean_ms outside the original's "
+                           "prediction interval (0 reproduced, 0 imprecise); arms moved ×1.000 to ×1.299"), line
+    assert line.endswith("between the machines (not judged); the A/B conclusion DID NOT HOLD (0 of 2 judged "
+                         "level(s) held)"), line
     md = new.path("reproduce.md").read_text()
-    assert "NOT REPRODUCED" in md and "argument 8: 4 originally, 2 now" in md
+    assert "INCONSISTENT" in md and "argument 8: 4 originally, 2 now" in md
     assert md.index("## Setup") < md.index("## Verdicts")  # the setup comes first
 
 
@@ -81,10 +85,10 @@ def test_the_new_bundle_verifies_and_names_its_source(sealed: Sealed) -> None:
     res = verify_bundle(new.root, [trust_file])
     prov = _sha(original.path(PROVENANCE))
     assert f"reproduces {original.root.name} (run {original.run_id}, provenance sha256 {prov})" in res.summary
-    assert "not reproduced" in res.summary
+    assert "inconsistent (reproduce.json)" in res.summary
     run = new.read("run.json", RunFile)
     assert run.reproduces is not None and run.reproduces.source.provenance_sha256 == prov
-    assert run.reproduces.verdict == "not_reproduced" and run.reproduces.source == report.source
+    assert run.reproduces.verdict == "inconsistent" and run.reproduces.source == report.source
     # the signed provenance names the source bundle by its provenance digest
     _, _, stmt = read_envelope(new.path(PROVENANCE), "new")
     build = stmt["predicate"]["buildDefinition"]
@@ -111,7 +115,8 @@ def test_the_verdict_can_be_recomputed_from_the_new_bundle_alone(
         assert signed[name] == _sha(new.path(f"source/{name}"))
     before = Summary.model_validate(json.loads(new.path("source/summary.json").read_text()))
     after = Summary.model_validate(json.loads(new.path("summary.json").read_text()))
-    comps, concl = judge(before, after, report.margin, report.confidence)
+    rule = Rule(report.effect_margin or 0.5, report.margin, 1 - report.confidence)
+    comps, concl = judge(before, after, rule, same_hardware=report.same_hardware)
     assert [c.model_dump() for c in comps] == [c.model_dump() for c in report.comparisons]
     assert overall(comps) == report.verdict and [c.text for c in concl] == [c.text for c in report.conclusions]
     stored = ReproduceFile.model_validate(json.loads(new.path("reproduce.json").read_text()))
@@ -133,12 +138,12 @@ def test_every_json_file_validates_against_the_checked_in_schema(
 
 def test_the_exit_code_of_each_verdict(sealed: Sealed) -> None:
     _, new, report, _ = sealed
-    with pytest.raises(NotReproduced) as e:
+    with pytest.raises(Inconsistent) as e:
         ReproduceResult(new.root, report, []).raise_for_verdict()
     assert e.value.exit_code == ExitCode.NOT_REPRODUCED == 10 and "reproduce.md" in str(e.value)
-    inconclusive = report.model_copy(update={"verdict": "inconclusive"})
+    imprecise = report.model_copy(update={"verdict": "imprecise"})
     with pytest.raises(Exception) as e2:
-        ReproduceResult(new.root, inconclusive, []).raise_for_verdict()
+        ReproduceResult(new.root, imprecise, []).raise_for_verdict()
     assert getattr(e2.value, "exit_code", None) == ExitCode.INCONCLUSIVE == 11
     ReproduceResult(new.root, report.model_copy(update={"verdict": "reproduced"}), []).raise_for_verdict()
     assert set(EXIT_MEANINGS) == set(ExitCode)  # docs/cli.md's table names every exit code

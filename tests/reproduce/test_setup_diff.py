@@ -156,3 +156,33 @@ def test_not_hashed_is_said_only_when_model_digest_is_off(signed_bundle: Callabl
         on = notes(src, run, True, "process", "/models/m", model_digest=True)
     assert any("not hashed (model.digest is off)" in n for n in off)
     assert not any("not hashed" in n for n in on) and any("sha256 tree" in n for n in on)
+
+
+def _serving(b: Bundle, model: Path) -> Bundle:
+    """Every cell's server.json: a server started on ``model``'s absolute path (as kit_hf.serve is)."""
+    for d in sorted(b.path("cells").iterdir()):
+        argv = ["/usr/bin/python3", "-m", "kit_hf.serve", str(model), "--served-name", "m", "--port", "18080"]
+        b.write_json(f"cells/{d.name}/server.json", {"schema_version": 1, "command": argv, "pid": 1})
+    return b
+
+
+def test_a_model_path_with_the_same_sha256_tree_is_not_a_difference(
+        signed_bundle: Callable[..., Bundle], runner: SigningKey, tmp_path: Path) -> None:
+    """The same model files at another absolute path on the new machine (the H200 re-run's case): both signed
+    provenances record the same sha256 tree, so the server commands are identical, the path named as such; another
+    tree at another path, or a path not hashed, stays a difference."""
+    here, there = tmp_path / "here" / "m", tmp_path / "there" / "m"
+    for d in (here, there):
+        d.mkdir(parents=True)
+        (d / "weights.bin").write_bytes(b"\0" * 1000)
+    original = _with_model(_serving(signed_bundle("orig"), here), runner, here)
+    moved = _with_model(_serving(signed_bundle("moved"), there), runner, there)
+    ids = identities(["base", "oea"], "process", original.root, moved.root)
+    assert [i.status for i in ids] == ["identical", "identical"]
+    assert "the model path" in ids[0].differences[0] and "same sha256 tree" in ids[0].differences[0]
+    (there / "weights.bin").write_bytes(b"\1" + b"\0" * 999)
+    other = _with_model(_serving(signed_bundle("other"), there), runner, there)
+    ids = identities(["base", "oea"], "process", original.root, other.root)
+    assert [i.status for i in ids] == ["different", "different"] and "argument 3" in ids[0].differences[0]
+    unhashed = _with_model(_serving(signed_bundle("unhashed"), there), runner, None)
+    assert identities(["base"], "process", original.root, unhashed.root)[0].status == "different"

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy.stats import chi2
 from support.bundles import ArmModel, BundleSpec, build_bundle
 
 from kit.errors import BundleError, UsageError
@@ -77,12 +78,17 @@ def test_power_plan_uses_the_pilots_cv_per_level(pilot: Path) -> None:
     measured = power_plan(m, pilot=pilot)
     sds = pilot_sd(pilot, TPOT)
     by_level = {lv.concurrency: lv for lv in measured.levels}
-    assert by_level[1].log_sd == sds[1][0] and by_level[4].log_sd == sds[4][0]
+    # planned at the SD's 80 % upper confidence bound (chi-square, by scipy here), the estimate kept beside it
+    bound = [sds[c][0] * math.sqrt(sds[c][1] / chi2.ppf(0.2, sds[c][1])) for c in (1, 4)]
+    assert [by_level[1].log_sd, by_level[4].log_sd] == pytest.approx(bound, rel=1e-12)
+    assert by_level[1].estimate_sd == sds[1][0] and by_level[1].df == sds[1][1] == 6
     pooled = math.sqrt((sds[1][0] ** 2 * 6 + sds[4][0] ** 2 * 6) / 12)
-    assert by_level[16].log_sd == pytest.approx(pooled) and "no c=16 there" in by_level[16].source
-    assert by_level[1].mde == pytest.approx(mde(sds[1][0], 6, 6, 0.05 / 4))
+    assert by_level[16].estimate_sd == pytest.approx(pooled) and by_level[16].df == 12
+    assert by_level[16].log_sd == pytest.approx(pooled * math.sqrt(12 / chi2.ppf(0.2, 12)))
+    assert "no c=16 there" in by_level[16].source
+    assert by_level[1].mde == pytest.approx(mde(bound[0], 6, 6, 0.05 / 4))
     assert all(a.mde != b.mde for a, b in zip(assumed.levels, measured.levels, strict=True))
-    assert [lv.cv for lv in assumed.levels] == pytest.approx([0.03] * 4)
+    assert [lv.cv for lv in assumed.levels] == pytest.approx([0.30] * 4)  # a CPU manifest: kit's measured CV
 
 
 def test_the_report_reads_the_same_variation_back_from_the_intervals(pilot: Path) -> None:
