@@ -32,13 +32,13 @@ FIGURE: dict[str, Callable[[CellLevel], float | None]] = {
 LABEL = {"tpot_mean_ms": "TPOT mean", "ttft_mean_ms": "TTFT mean", "itl_mean_ms": "ITL mean",
          "e2e_mean_ms": "E2E mean", "throughput_tok_s": "throughput"}
 UNIT = {"throughput_tok_s": " tok/s"}
-AB_WITHHELD = ("error_rate_differs", "output_lengths_differ")  # an A/B status that leaves no effect to reproduce
+AB_WITHHELD = ("error_rate_differs", "output_lengths_differ", "usage_flagged")  # an A/B status: no effect to reproduce
 WITHHELD = {
     "too_few_cells": "fewer than 2 ok cells in a run: no verdict",
     "client_bound": "client-bound: no verdict",
     "ttft_client_bound": "the client's own share of TTFT p99 is too large: no TTFT verdict",
     "error_rate_differs": "failure rates differ between the runs",
-    "ab_withheld": "the A/B verdict itself is withheld for failure rates or output lengths",
+    "ab_withheld": "the A/B verdict itself is withheld for failure rates, output lengths or usage counts",
     "output_lengths_differ": "the runs returned fewer output tokens than asked at different rates: no verdict",
 }
 
