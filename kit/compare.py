@@ -19,7 +19,8 @@ from kit.files.read import MAX_FILE_BYTES, read_file
 from kit.files.reproduce import Conclusion, ReproComparison, Verdict
 from kit.files.summary import ArmLevel, Summary
 from kit.manifest import load_manifest
-from kit.manifest.models import Analysis, Manifest
+from kit.manifest.analysis import Analysis
+from kit.manifest.models import Manifest
 from kit.plumbing.files import read_bounded
 from kit.reproduce.decide import Rule
 from kit.reproduce.render import headline, margin_text, verdict_lines

@@ -1,6 +1,7 @@
 """The experiment manifest: pydantic models (``models``), strict loading of exact bytes and schema
 generation (``loading``). Every public name is importable from ``kit.manifest``."""
 
+from kit.manifest.analysis import Analysis
 from kit.manifest.hardware import Hardware
 from kit.manifest.loading import (
     LoadedManifest,
@@ -14,12 +15,10 @@ from kit.manifest.loading import (
 from kit.manifest.models import (
     ENV_NAME_RE,
     IMAGE_REF_RE,
-    NAME_RE,
     PINNED_RE,
     SCHEMA_DIALECT,
     SCHEMA_FILE,
     SCHEMA_ID,
-    Analysis,
     Arm,
     Design,
     Env,
@@ -29,11 +28,11 @@ from kit.manifest.models import (
     Load,
     Manifest,
     ModelSpec,
-    Name,
     Port,
     PositiveInt,
     Server,
 )
+from kit.manifest.names import NAME_RE, Name
 from kit.manifest.runnable import check_runnable, on_this_host, refuse_placeholders
 
 __all__ = [

@@ -21,9 +21,11 @@ from pydantic import (
     model_validator,
 )
 
+from kit.manifest.analysis import Analysis
 from kit.manifest.docker_gpus import DockerGpus, check_docker_gpus
 from kit.manifest.hardware import Hardware
 from kit.manifest.hostpaths import check_model_placeholder, host_path_problem
+from kit.manifest.names import Name
 from kit.manifest.ranks import Ranks, check_ranks
 from kit.plumbing.affinity import format_cpulist, parse_cpulist
 
@@ -31,14 +33,12 @@ SCHEMA_ID = "urn:kit:manifest:1"
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 SCHEMA_FILE = "manifest.schema.json"
 
-NAME_RE = r"^[a-z0-9][a-z0-9_.-]{0,62}$"
 ENV_NAME_RE = r"^[A-Za-z_][A-Za-z0-9_]*$"
 _REPO = r"(?:[a-z0-9.-]+(?::[0-9]+)?/)?[a-z0-9]+(?:[._-]+[a-z0-9]+)*(?:/[a-z0-9]+(?:[._-]+[a-z0-9]+)*)*"
 _TAG = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"
 IMAGE_REF_RE = rf"^(?:{_REPO}(?::{_TAG})?(?:@sha256:[a-f0-9]{{64}})?|sha256:[a-f0-9]{{64}})$"
 PINNED_RE = re.compile(rf"^(?:{_REPO}(?::{_TAG})?@sha256:[a-f0-9]{{64}}|sha256:[a-f0-9]{{64}})$")
 
-Name = Annotated[str, Field(pattern=NAME_RE, description="Lower-case name: letters, digits, '_', '.', '-'.")]
 EnvName = Annotated[str, Field(pattern=ENV_NAME_RE)]
 Port = Annotated[int, Field(ge=1, le=65535)]
 PositiveInt = Annotated[int, Field(ge=1)]
@@ -291,43 +291,6 @@ class Gates(_Model):
     gpu_deadline_s: float = Field(60.0, gt=0, description="How long to poll for clean GPUs.")
     port_deadline_s: float = Field(10.0, ge=0, description="How long to wait for ports to become free.")
     ports: list[Port] = Field(default_factory=list, description="More ports that must be free.")
-
-
-PrimaryMetric = Literal["tpot_mean_ms", "ttft_mean_ms", "itl_mean_ms", "e2e_mean_ms", "throughput_tok_s"]
-
-
-class Reproduce(_Model):
-    """kit reproduce's pre-registered rule on the A/B effect (docs/reproduce.md)."""
-
-    margin: float = Field(
-        0.5, gt=0, le=1,
-        description="Equivalence margin on each A/B effect the original found, as a fraction of it on the log scale "
-        "(0.5: the new effect within half of the original's); where it found none, analysis.reproduce_margin")
-    same_hardware: bool = Field(
-        False, description="The re-run is on the original's hardware: each arm's absolute shift between the runs "
-        "counts in the verdict (within analysis.reproduce_margin); otherwise it is reported as a fact")
-
-
-class Analysis(_Model):
-    """How arms are compared, pre-registered (signed with the manifest); the method: docs/statistics.md."""
-
-    primary: PrimaryMetric = Field(
-        "tpot_mean_ms",
-        description="The confirmatory metric: its family is levels x non-baseline arms, corrected with "
-        "'correction'; the other tested metrics are secondary (their own family and correction).",
-    )
-    correction: Literal["holm", "bonferroni"] = Field(
-        "holm", description="Family-wise error correction (Holm: same guarantee as Bonferroni, never less power)."
-    )
-
-    confidence: float = Field(0.95, gt=0.5, lt=1.0)
-    resamples: Annotated[int, Field(ge=200, le=100_000)] = 2000
-    baseline: Name | None = Field(None, description="The reference arm (default: the first arm).")
-    reproduce_margin: float = Field(
-        0.05, gt=0, lt=1,
-        description="kit reproduce's absolute margin (a ratio within [1/(1+m), 1+m]): on an A/B effect where the "
-        "original found none, and on each arm's shift with reproduce.same_hardware (docs/reproduce.md)")
-    reproduce: Reproduce = Field(default_factory=Reproduce, description="kit reproduce's rule on the A/B effect")
 
 
 class Manifest(_Model):

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kit.files.reproduce import Verdict
-from kit.manifest.models import Analysis
+from kit.manifest.analysis import Analysis
 from kit.reproduce.equivalence import (
     Contrast,
     contrast,
