@@ -4,6 +4,7 @@ without the NVIDIA runtime."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -150,8 +151,17 @@ def test_gpu_manifest_without_nvidia_runtime_stops_before_creating_anything(clie
         pytest.skip("this machine has NVIDIA tools; the refusal is for machines without them")
     containers = _kit_containers(client)
     images = {i.id for i in client.images.list(filters={"label": "kit.managed=1"})}
-    r = _kit("run", str(ROOT / "experiments/oea.yaml"), "--out", str(tmp_path / "r"),
-             "--trust", str(ROOT / "allowed_signers"), env=env)
+    # experiments/oea.yaml made runnable, as a user would before running it: not a template, a base digest that is
+    # no placeholder, a model folder that exists; in a project of its own holding copies of the repo's image contexts.
+    text = (ROOT / "experiments/oea.yaml").read_text().replace("template: true\n", "")
+    text = text.replace("sha256:" + "0" * 64, "sha256:" + hashlib.sha256(b"not a placeholder").hexdigest())
+    (tmp_path / "model").mkdir()
+    text = text.replace("path: /models/GLM-5-NVFP4", f"path: {tmp_path / 'model'}")
+    for context in ("sglang", "oea"):
+        shutil.copytree(ROOT / "images" / context, tmp_path / "images" / context)
+    m = tmp_path / "oea.yaml"
+    m.write_text(text)
+    r = _kit("run", str(m), "--out", str(tmp_path / "r"), "--allow-unsigned", env=env)
     assert r.returncode == 5, r.stdout + r.stderr
     assert "no NVIDIA driver found" in r.stderr and "needs 8 GPUs" in r.stderr
     assert "docker_gpu_runtime" in r.stderr and "nvidia-container-toolkit" in r.stderr
