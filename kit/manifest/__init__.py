@@ -2,7 +2,10 @@
 generation (``loading``). Every public name is importable from ``kit.manifest``."""
 
 from kit.manifest.analysis import Analysis
+from kit.manifest.design import Design
+from kit.manifest.fields import ENV_NAME_RE, IMAGE_REF_RE, PINNED_RE, Env, EnvName, Port, PositiveInt
 from kit.manifest.hardware import Hardware
+from kit.manifest.load import Load
 from kit.manifest.loading import (
     LoadedManifest,
     is_placeholder_digest,
@@ -13,23 +16,14 @@ from kit.manifest.loading import (
     schema_text,
 )
 from kit.manifest.models import (
-    ENV_NAME_RE,
-    IMAGE_REF_RE,
-    PINNED_RE,
     SCHEMA_DIALECT,
     SCHEMA_FILE,
     SCHEMA_ID,
     Arm,
-    Design,
-    Env,
-    EnvName,
     Gates,
     ImageSpec,
-    Load,
     Manifest,
     ModelSpec,
-    Port,
-    PositiveInt,
     Server,
 )
 from kit.manifest.names import NAME_RE, Name

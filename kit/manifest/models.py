@@ -7,12 +7,9 @@ model names and field order determine it, so renaming or reordering here changes
 from __future__ import annotations
 
 import ipaddress
-import itertools
-import re
 from typing import Annotated, Literal
 
 from pydantic import (
-    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -22,34 +19,25 @@ from pydantic import (
 )
 
 from kit.manifest.analysis import Analysis
+from kit.manifest.design import Design
 from kit.manifest.docker_gpus import DockerGpus, check_docker_gpus
+from kit.manifest.fields import (
+    IMAGE_REF_RE,
+    PINNED_RE,
+    CpuList,
+    Env,
+    EnvName,
+    Port,
+)
 from kit.manifest.hardware import Hardware
 from kit.manifest.hostpaths import check_model_placeholder, host_path_problem
+from kit.manifest.load import Load
 from kit.manifest.names import Name
 from kit.manifest.ranks import Ranks, check_ranks
-from kit.plumbing.affinity import format_cpulist, parse_cpulist
 
 SCHEMA_ID = "urn:kit:manifest:1"
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 SCHEMA_FILE = "manifest.schema.json"
-
-ENV_NAME_RE = r"^[A-Za-z_][A-Za-z0-9_]*$"
-_REPO = r"(?:[a-z0-9.-]+(?::[0-9]+)?/)?[a-z0-9]+(?:[._-]+[a-z0-9]+)*(?:/[a-z0-9]+(?:[._-]+[a-z0-9]+)*)*"
-_TAG = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"
-IMAGE_REF_RE = rf"^(?:{_REPO}(?::{_TAG})?(?:@sha256:[a-f0-9]{{64}})?|sha256:[a-f0-9]{{64}})$"
-PINNED_RE = re.compile(rf"^(?:{_REPO}(?::{_TAG})?@sha256:[a-f0-9]{{64}}|sha256:[a-f0-9]{{64}})$")
-
-EnvName = Annotated[str, Field(pattern=ENV_NAME_RE)]
-Port = Annotated[int, Field(ge=1, le=65535)]
-PositiveInt = Annotated[int, Field(ge=1)]
-Env = dict[Annotated[str, Field(pattern=ENV_NAME_RE)], str]
-
-
-def _cpulist(v: str) -> str:
-    return format_cpulist(parse_cpulist(v))  # checked, and spelled as the kernel spells it
-
-
-CpuList = Annotated[str, Field(max_length=4096, pattern=r"^[0-9][0-9,\- ]*$"), AfterValidator(_cpulist)]
 
 # GPUs come from hardware.gpus and the GPU gate; these would override the gated selection.
 GPU_ENV = frozenset({"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"})
@@ -205,81 +193,6 @@ class Arm(_Model):
     def _env(cls, v: dict[str, str]) -> dict[str, str]:
         _check_env_names(list(v), "the arm's env")
         return v
-
-
-class Load(_Model):
-    """The load: closed-loop streaming clients at fixed concurrency levels."""
-
-    endpoint: Literal["chat", "completions"] = "chat"
-    levels: list[PositiveInt] = Field(min_length=1, max_length=64, description="Concurrency levels, ascending.")
-    requests_per_level: PositiveInt | list[PositiveInt] | None = Field(
-        None,
-        description="Recorded requests per level: one number for every level, or a list with one entry per "
-        "level (default: max(5 x concurrency, 50)). Never fewer than the level's concurrency.",
-    )
-    warmup_requests: Annotated[int, Field(ge=0)] | None = Field(
-        None, description="Unrecorded requests before each level (default: the level's concurrency)."
-    )
-    prompt_tokens: PositiveInt = Field(128, le=1_000_000)
-    output_tokens: PositiveInt = Field(128, le=1_000_000)
-    seed: int = 0
-    request_timeout_s: float = Field(600.0, gt=0)
-    processes: Annotated[int, Field(ge=1, le=256)] | Literal["auto"] = Field(
-        "auto", description="Load processes per level; 'auto' spreads large levels over free cores."
-    )
-    cpus: CpuList | None = Field(
-        None, description="CPUs the load processes run on, as a Linux CPU list ('8-15'); processes 'auto' then "
-        "counts these. Default: the CPUs kit itself may use.",
-    )
-    dialect: Literal["sglang", "transformers"] = Field(
-        "sglang",
-        description="How each request asks for exactly output_tokens tokens and for usage. sglang (also vLLM and "
-        "kit's engine): ignore_eos and stream_options.include_usage; transformers (`transformers serve`, which "
-        "rejects ignore_eos): generation_config '{\"eos_token_id\": -1}'. Streams end at [DONE] or, without "
-        "one, at the end of the body after a finish_reason.",
-    )
-
-    @field_validator("levels")
-    @classmethod
-    def _ascending(cls, v: list[int]) -> list[int]:
-        for a, b in itertools.pairwise(v):
-            if b <= a:
-                raise ValueError(f"levels must be strictly ascending without duplicates; {b} follows {a}")
-        return v
-
-    @model_validator(mode="after")
-    def _budgets(self) -> Load:
-        r = self.requests_per_level
-        if isinstance(r, list) and len(r) != len(self.levels):
-            raise ValueError(f"requests_per_level has {len(r)} entries but there are {len(self.levels)} levels")
-        for level in self.levels:
-            if self.requests_at(level) < level:
-                raise ValueError(f"level {level} would get only {self.requests_at(level)} requests: fewer than its "
-                                 "concurrency, so not every user would send one")
-        return self
-
-    def requests_at(self, level: int) -> int:
-        r = self.requests_per_level
-        if isinstance(r, list):
-            return r[self.levels.index(level)]
-        return r or max(5 * level, 50)
-
-    def warmup_at(self, level: int) -> int:
-        return level if self.warmup_requests is None else self.warmup_requests
-
-
-class Design(_Model):
-    """How cells (arm x repeat) are ordered."""
-
-    repeats: Annotated[int, Field(ge=1, le=1000)] = 3
-    order: Literal["abba", "interleaved", "counterbalanced", "blocked", "random"] = Field(
-        "abba",
-        description="abba (default): counterbalanced A B B A A B ... with a random start (A B B A or B A A B, "
-        "drawn with 'seed', recorded in plan.json; cancels linear drift, use an even number of repeats); "
-        "interleaved: A B A B ...; counterbalanced: A B B A ... starting with the first arm; "
-        "blocked: A A B B; random: shuffled with 'seed'.",
-    )
-    seed: int = Field(0, description="Seeds abba's start and random's shuffle.")
 
 
 class Gates(_Model):
