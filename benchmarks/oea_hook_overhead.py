@@ -52,6 +52,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--reps", type=int, default=100, help="calls per CUDA graph")
     p.add_argument("--samples", type=int, default=25, help="timed replays per variant")
     p.add_argument("--with-torch", action="store_true", help="also time the torch-ops reference")
+    p.add_argument("--forced", type=lambda t: [x for x in t.split(",") if x], default=list(FORCED),
+                   help=f"forced variants to time, of {','.join(FORCED)} (empty: none)")  # fmt: skip
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--max-seconds", type=float, default=150.0, help="stop starting new cells after this")
     p.add_argument("--seed", type=int, default=0)
@@ -98,15 +100,40 @@ class Case:
                 "routed_scaling_factor": s["scale"], "num_token_non_padded": None}  # fmt: skip
 
 
-def with_path(path: str | None, fn: Fn) -> Fn:
+KNOBS = ("KIT_OEA_PATH", "KIT_OEA_PDL", "KIT_OEA_SKIP_SLACK", "KIT_OEA_SPLIT_WARPS")
+# name -> (the knobs it sets, the batch sizes it runs at); the rest run with the defaults (auto path, PDL where
+# the GPU has it, skip slack n // 64, 4 warps), i.e. what kit's sglang patch runs.
+FORCED: dict[str, tuple[dict[str, str], tuple[int, int]]] = {
+    "single": ({"KIT_OEA_PATH": "single"}, (1, 8)),
+    "single-nopdl": ({"KIT_OEA_PATH": "single", "KIT_OEA_PDL": "0"}, (1, 4)),
+    "repl": ({"KIT_OEA_PATH": "repl"}, (2, 128)),
+    "split": ({"KIT_OEA_PATH": "split"}, (2, 1 << 30)),
+    "split-nopdl": ({"KIT_OEA_PATH": "split", "KIT_OEA_PDL": "0"}, (2, 1 << 30)),
+    "split-w2": ({"KIT_OEA_PATH": "split", "KIT_OEA_SPLIT_WARPS": "2"}, (2, 1 << 30)),
+    "noskip": ({"KIT_OEA_SKIP_SLACK": "off"}, (64, 1 << 30)),
+}
+
+
+def with_env(env: dict[str, str], fn: Fn) -> Fn:
+    """``fn`` run with exactly the knobs in ``env`` set (the others unset): read when a graph is captured."""
+
     def run() -> object:
-        if path is None:
-            os.environ.pop("KIT_OEA_PATH", None)
-        else:
-            os.environ["KIT_OEA_PATH"] = path
-        return fn()
+        saved = {name: os.environ.pop(name, None) for name in KNOBS}
+        os.environ.update(env)
+        try:
+            return fn()
+        finally:
+            for name in KNOBS:
+                os.environ.pop(name, None)
+            os.environ.update({name: value for name, value in saved.items() if value is not None})
 
     return run
+
+
+def policy_skip_at(n: int) -> int | None:
+    from kit_oea.oea import skip_at
+
+    return skip_at(n)
 
 
 def variants(case: Case, args: argparse.Namespace) -> dict[str, tuple[str, Fn]]:
@@ -119,20 +146,22 @@ def variants(case: Case, args: argparse.Namespace) -> dict[str, tuple[str, Fn]]:
     out: dict[str, tuple[str, Fn]] = {"plain": ("plain", case.plain)}
     if args.with_torch or case.device.type != "cuda":
         out["torch"] = ("plain", lambda: (case.plain(), reroute_torch_(case.ids, case.w, case.logits,
+                                                                      skip_at=policy_skip_at(case.shape["n"]),
                                                                       scoring_func=scoring, **case.kwargs())))  # fmt: skip
     if case.device.type != "cuda":
         return out
     from kit_oea import triton_oea
 
-    def kernel(path: str | None) -> Fn:
-        return with_path(path, lambda: (case.plain(), triton_oea.oea_reroute_triton_(
-            case.ids, case.w, case.logits, softmax=soft, **case.kwargs())))  # fmt: skip
+    n = case.shape["n"]
 
-    out["oea"] = ("plain", kernel(None))
-    if case.m <= 128:  # each path forced where it might win, to place the auto threshold
-        out["single"] = ("plain", kernel("single"))
-    if case.m >= 8:
-        out["split"] = ("plain", kernel("split"))
+    def kernel(env: dict[str, str]) -> Fn:
+        return with_env(env, lambda: (case.plain(), triton_oea.oea_reroute_triton_(
+            case.ids, case.w, case.logits, softmax=soft, skip_at=policy_skip_at(n), **case.kwargs())))  # fmt: skip
+
+    out["oea"] = ("plain", kernel({}))
+    for name, (env, (lo, hi)) in FORCED.items():  # each path and option forced where it might matter
+        if lo <= case.m <= hi and name in args.forced:
+            out[name] = ("plain", kernel(env))
     if soft and case.bias is None and case.shape["scale"] is None:
         k0 = case.shape["k0"]
 
@@ -141,21 +170,23 @@ def variants(case: Case, args: argparse.Namespace) -> dict[str, tuple[str, Fn]]:
             return reroute_router_output(logits, w, ids, k0=k0, norm_topk_prob=True)
 
         out["hf-plain"] = ("hf-plain", case.hf_plain)
-        out["hf-oea"] = ("hf-plain", with_path(None, hf))
+        out["hf-oea"] = ("hf-plain", with_env({}, hf))
     return out
 
 
 def check(name: str, fn: Fn, shape: dict[str, Any], m: int, device: torch.device, seed: int) -> bool:
-    """The variant against reroute_torch_ on fresh logits (exact ids, weights allclose)."""
+    """The variant against reroute_torch_ on fresh logits (exact ids, weights allclose), the same skip rule."""
     from kit_oea.oea import reroute_torch_
 
     case = Case(shape, m, device, seed)
     case.logits[m // 2 :, :4] = case.logits[m // 2 :, 4:8]  # some exact ties
     case.plain()
     ref_ids, ref_w = case.ids.clone(), case.w.clone()
-    reroute_torch_(ref_ids, ref_w, case.logits, scoring_func="softmax" if shape["softmax"] else "sigmoid",
-                   **case.kwargs())  # fmt: skip
-    mine = variants(case, argparse.Namespace(with_torch=True))[name][1]
+    env = FORCED[name][0] if name in FORCED else {}
+    with_env(env, lambda: reroute_torch_(ref_ids, ref_w, case.logits, skip_at=policy_skip_at(shape["n"]),
+                                         scoring_func="softmax" if shape["softmax"] else "sigmoid",
+                                         **case.kwargs()))()  # fmt: skip
+    mine = variants(case, argparse.Namespace(with_torch=True, forced=list(FORCED)))[name][1]
     result = mine()
     if name.startswith("hf"):  # (logits, bf16 weights, int64 ids)
         ids, w = result[2], result[1]
@@ -163,20 +194,26 @@ def check(name: str, fn: Fn, shape: dict[str, Any], m: int, device: torch.device
     return bool(torch.equal(case.ids, ref_ids) and torch.allclose(case.w, ref_w, atol=1e-5, rtol=1e-4))
 
 
-def distinct(shape: dict[str, Any], m: int, device: torch.device, seed: int, draws: int = 8) -> tuple[float, float]:
-    """Mean distinct experts per layer, plain vs OEA, on random logits (GLM-5's bias small, std 0.01, as in
-    tests/oea/bench_oea_gpu.py: a larger one concentrates the routing on the experts it favours)."""
+def distinct(shape: dict[str, Any], m: int, device: torch.device, seed: int, draws: int = 8) -> tuple[float, float, float]:
+    """Mean distinct experts per layer, plain vs OEA (never skipped), on random logits (GLM-5's bias small, std
+    0.01, as in tests/oea/bench_oea_gpu.py: a larger one concentrates the routing on the experts it favours),
+    and the share of draws where the default rule skips (the union of top-k0 holds >= n - n // 64 experts)."""
     from kit_oea.oea import reroute_torch_
 
-    plain, oea_t = [], []
+    plain, oea_t, skipped = [], [], 0
+    at = policy_skip_at(shape["n"])
     for d in range(draws):
         case = Case(shape, m, device, seed + 1000 + d, bias_scale=0.01)
         case.plain()
         plain.append(int(torch.unique(case.ids).numel()))
+        scores = torch.softmax(case.logits.float(), -1) if shape["softmax"] else torch.sigmoid(case.logits.float())
+        rank = scores if case.bias is None else scores + case.bias
+        union = int(torch.unique(rank.topk(shape["k0"], dim=-1).indices).numel())
+        skipped += int(at is not None and union >= at)
         reroute_torch_(case.ids, case.w, case.logits, scoring_func="softmax" if shape["softmax"] else "sigmoid",
                        **case.kwargs())  # fmt: skip
         oea_t.append(int(torch.unique(case.ids).numel()))
-    return sum(plain) / draws, sum(oea_t) / draws
+    return sum(plain) / draws, sum(oea_t) / draws, skipped / draws
 
 
 def run_cell(shape_name: str, m: int, args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
@@ -196,8 +233,8 @@ def run_cell(shape_name: str, m: int, args: argparse.Namespace, device: torch.de
             del vs[name]
     res = measure({name: fn for name, (_, fn) in vs.items()}, device, reps=args.reps if device.type == "cuda" else 2,
                   samples=args.samples)  # fmt: skip
-    t_plain, t_oea = distinct(shape, m, device, args.seed + m)
-    row: dict[str, Any] = {"shape": shape_name, "batch": m, "T_plain": t_plain, "T_oea": t_oea,
+    t_plain, t_oea, skip_share = distinct(shape, m, device, args.seed + m)
+    row: dict[str, Any] = {"shape": shape_name, "batch": m, "T_plain": t_plain, "T_oea": t_oea, "skip": skip_share,
                            "plain_us": res["plain"]["median_us"], "modes": sorted({r["mode"] for r in res.values()})}  # fmt: skip
     if "hf-plain" in res:
         row["hf_plain_us"] = res["hf-plain"]["median_us"]
@@ -213,16 +250,16 @@ def run_cell(shape_name: str, m: int, args: argparse.Namespace, device: torch.de
 
 
 def render(rows: list[dict[str, Any]]) -> str:
-    names = ["oea", "single", "split", "torch", "hf-oea"]
+    names = ["oea", *FORCED, "torch", "hf-oea"]
     present = [n for n in names if any(f"{n}_extra_us" in r for r in rows)]
     shown = []
     for r in rows:
-        s = {k: r.get(k) for k in ("shape", "batch", "T_plain", "T_oea", "plain_us", "hf_plain_us")}
+        s = {k: r.get(k) for k in ("shape", "batch", "T_plain", "T_oea", "skip", "plain_us", "hf_plain_us")}
         for n in present:
             if f"{n}_extra_us" in r:
                 s[n] = f"{r[f'{n}_extra_us']:+.2f}" + ("" if r[f"{n}_ok"] else " MISMATCH")
         shown.append(s)
-    cols = [("shape", "shape"), ("batch", "M"), ("T_plain", "T plain"), ("T_oea", "T oea"),
+    cols = [("shape", "shape"), ("batch", "M"), ("T_plain", "T plain"), ("T_oea", "T oea"), ("skip", "skipped"),
             ("plain_us", "plain us"), ("hf_plain_us", "hf-plain us")] + [(n, f"{n} +us") for n in present]  # fmt: skip
     lines = [f"## OEA hook: us over plain top-k per MoE layer (target <= {TARGET_US} us)", table(shown, cols)]
     for n in present:

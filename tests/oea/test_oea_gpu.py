@@ -57,8 +57,8 @@ def hook(x: dict[str, Any], impl: str = "dispatch") -> None:
         triton_oea.oea_reroute_triton_(*args, softmax=False, **kwargs)
     elif impl == "torch":
         oea.reroute_torch_(*args, scoring_func="sigmoid", **kwargs)
-    else:
-        oea.oea_reroute_(*args, scoring_func="sigmoid", **kwargs)
+    else:  # the spec these tests check is OEA itself: the skip rule is tested on its own below
+        oea.oea_reroute_(*args, scoring_func="sigmoid", skip_slack="off", **kwargs)
 
 
 def test_dispatch_takes_the_fused_path_on_cuda() -> None:
@@ -146,3 +146,70 @@ def test_fused_kernels_agree_with_torch_ops(n: int, softmax: bool, bias: bool) -
             torch.testing.assert_close(a_w[same], b_w[same], rtol=0, atol=1e-6)
             assert torch.equal(a_ids[:, 8:], ids[:, 8:]) and torch.equal(b_ids[:, 8:], ids[:, 8:])
     assert mismatched == 0, f"{mismatched} of {rows} rows differ between the fused kernels and torch ops"
+
+
+def union_inputs(m: int, union: int, seed: int) -> dict[str, Any]:
+    """GLM-5-shaped inputs whose valid rows' top-4 cover exactly ``union`` experts (row i prefers experts
+    4i .. 4i+3 modulo ``union``), with the plain top-8 routing sglang would hand the hook."""
+    x = inputs(m, seed, "cuda")
+    x["bias"] = x["bias"] * 0.01
+    rows = torch.arange(m, device="cuda")[:, None]
+    prefer = (rows * 4 + torch.arange(4, device="cuda")[None, :]) % union
+    logits = x["logits"].float().clamp(-3, 3)
+    logits.scatter_(1, prefer, 10.0 + torch.arange(4, device="cuda", dtype=torch.float32).expand(m, 4))
+    x["logits"] = logits.to(torch.bfloat16)
+    x["ntnp"].fill_(m)
+    scores = torch.sigmoid(x["logits"].float())
+    top = (scores + x["bias"]).topk(K, dim=1).indices
+    w = scores.gather(1, top)
+    x["ids"][:, :K] = top.to(torch.int32)
+    x["weights"][:, :K] = w / w.sum(1, keepdim=True) * 2.5
+    return x
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("m", [4, 64, 1024])
+def test_skip_is_decided_inside_the_captured_graph(m: int, impl: str) -> None:
+    """One graph, captured once with the default rule (skip at >= 252 of 256 experts), replayed on data whose
+    union is 251 (OEA, as the spec) and 252 / 256 experts (plain routing kept bit for bit); no host sync."""
+    unions = [u for u in (251, 252, 256) if m * 4 >= u] or [m * 4 - 1]
+    static = union_inputs(m, unions[0], 0)
+    kwargs = {"k0": 4, "k": K, "correction_bias": static["bias"], "renormalize": True,
+              "routed_scaling_factor": 2.5, "num_token_non_padded": static["ntnp"]}  # fmt: skip
+    args = (static["ids"], static["weights"], static["logits"])
+
+    def step() -> None:
+        at = oea.skip_at(N)
+        if impl == "triton":
+            from kit_oea import triton_oea
+
+            triton_oea.oea_reroute_triton_(*args, softmax=False, skip_at=at, **kwargs)
+        elif impl == "torch":
+            oea.reroute_torch_(*args, scoring_func="sigmoid", skip_at=at, **kwargs)
+        else:
+            oea.oea_reroute_(*args, scoring_func="sigmoid", **kwargs)
+
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        step()
+    torch.cuda.current_stream().wait_stream(stream)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        with torch.cuda.graph(graph):
+            step()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    for union in unions:
+        new = union_inputs(m, union, union)
+        for key in ("ids", "weights", "logits"):
+            static[key].copy_(new[key])
+        graph.replay()
+        torch.cuda.synchronize()
+        if union >= 252:
+            assert torch.equal(static["ids"], new["ids"]) and torch.equal(static["weights"], new["weights"])
+        else:
+            check_against_spec(static, {**new, "bias": static["bias"], "ntnp": static["ntnp"]})
+            assert torch.unique(static["ids"][:, :K]).numel() == union

@@ -30,7 +30,7 @@ from oea_helpers import IMAGE_DIR, patch_triton_interpreter_scalars, reference  
 pytestmark = pytest.mark.slow  # ~11 s interpreted on 2 CPU cores
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-PATHS = ["single", "split"]
+PATHS = ["single", "repl", "split"]
 
 
 def _load_kernels() -> ModuleType:
@@ -217,7 +217,7 @@ def test_empty_batch_and_path_knob(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(TK.SINGLE_MAX_KNOB, "8")
     assert (TK.choose_path(8), TK.choose_path(9)) == ("single", "split")
     monkeypatch.setenv(TK.PATH_KNOB, "fast")
-    with pytest.raises(ValueError, match="expected auto, single or split"):
+    with pytest.raises(ValueError, match="expected auto, single, repl or split"):
         TK.choose_path(1)
 
 

@@ -28,6 +28,7 @@ from typing import Any
 import torch
 
 KNOB = "SGLANG_OEA_K0"
+SKIP_KNOB = "KIT_OEA_SKIP_SLACK"
 SUPPORTED_SCORING = ("softmax", "sigmoid")
 # "auto" (default): the fused Triton kernels on CUDA when Triton imports, else torch ops; "torch": always the
 # torch ops; "triton": on CUDA the kernels or an error (a way to make sure an OEA arm never runs the slow
@@ -50,8 +51,11 @@ def _score(logits: torch.Tensor, scoring_func: str) -> torch.Tensor:
     raise ValueError(f"kit OEA supports scoring_func in {SUPPORTED_SCORING}, got {scoring_func!r}")
 
 
-def _select(rank: torch.Tensor, valid: torch.Tensor, k: int, k0: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Chosen expert ids ``[M, k]`` (int64, in rank order) and ``keep`` ``[M, k]`` (slot holds a real choice).
+def _select(
+    rank: torch.Tensor, valid: torch.Tensor, k: int, k0: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Chosen expert ids ``[M, k]`` (int64, in rank order), ``keep`` ``[M, k]`` (slot holds a real choice) and
+    the size of the union (a 0-d device tensor).
 
     ``rank`` ``[M, N]`` orders each row's experts (higher is better, ties to the lower index); ``valid``
     ``[M]`` says which rows join the union. Unkept slots hold the row's top-1 id; invalid rows have no
@@ -71,7 +75,7 @@ def _select(rank: torch.Tensor, valid: torch.Tensor, k: int, k0: int) -> tuple[t
     top_key, pos = key.topk(k, dim=1)
     keep = (top_key > 0) & valid[:, None]
     ids = torch.where(keep, order.gather(1, pos), order[:, :1])
-    return ids, keep
+    return ids, keep, active[:n].sum()
 
 
 def _weights(
@@ -114,7 +118,7 @@ def oea_route_torch(
         if tuple(valid.shape) != (b,):
             raise ValueError(f"valid must have shape ({b},), got {tuple(valid.shape)}")
         valid_rows = valid.to(device=s.device, dtype=torch.bool)
-    ids, keep = _select(s, valid_rows, k, k0)
+    ids, keep, _ = _select(s, valid_rows, k, k0)
     weights = _weights(s, ids, keep, renormalize=True, scale=None)
     return ids.masked_fill(~valid_rows[:, None], -1), weights
 
@@ -140,6 +144,7 @@ def oea_reroute_(
     renormalize: bool,
     routed_scaling_factor: float | None,
     num_token_non_padded: torch.Tensor | None,
+    skip_slack: str | None = None,
 ) -> None:
     """Rewrite sglang's top-k output in place with OEA (the hook in the patched ``select_experts()``).
 
@@ -151,6 +156,12 @@ def oea_reroute_(
     when the router folded it into the weights (sglang's ``is_routed_scaling_factor_fused_in_topk``).
     Rows at or past ``num_token_non_padded`` (a device scalar, None when sglang does not track padding)
     and rows whose incoming routed ids are all ``-1`` are left out of the union and end as ``-1``/0.
+
+    The hook never costs more than it can save: where the union of the valid rows' top-``k0`` already holds
+    all but at most ``KIT_OEA_SKIP_SLACK`` experts (``skip_slack`` is the knob's text when given; see
+    ``skip_at``), OEA could remove at most that many, and the routing is left exactly as plain top-k made it.
+    That is decided on the device (a predicated kernel path; a ``torch.where`` on the torch path), never on
+    the host.
     """
     m, n = router_logits.shape
     if topk_ids.dim() != 2 or topk_ids.shape[0] != m or topk_ids.shape[1] < k:
@@ -160,6 +171,7 @@ def oea_reroute_(
     _check_k(n, k, k0)
     if scoring_func not in SUPPORTED_SCORING:
         raise ValueError(f"kit OEA supports scoring_func in {SUPPORTED_SCORING}, got {scoring_func!r}")
+    at = skip_at(n, skip_slack)
     fused = _fused_module(router_logits, topk_ids, topk_weights, correction_bias)
     if fused is not None:
         fused.oea_reroute_triton_(
@@ -173,6 +185,7 @@ def oea_reroute_(
             renormalize=renormalize,
             routed_scaling_factor=routed_scaling_factor,
             num_token_non_padded=num_token_non_padded,
+            skip_at=at,
         )
         return
     reroute_torch_(
@@ -186,6 +199,7 @@ def oea_reroute_(
         renormalize=renormalize,
         routed_scaling_factor=routed_scaling_factor,
         num_token_non_padded=num_token_non_padded,
+        skip_at=at,
     )
 
 
@@ -201,15 +215,55 @@ def reroute_torch_(
     renormalize: bool,
     routed_scaling_factor: float | None,
     num_token_non_padded: torch.Tensor | None,
+    skip_at: int | None = None,
 ) -> None:
-    """The torch-ops form of ``oea_reroute_`` (the reference for the fused kernels, and the CPU path)."""
+    """The torch-ops form of ``oea_reroute_`` (the reference for the fused kernels, and the CPU path).
+
+    ``skip_at``: when the union has that many experts or more, the routed columns are written back as they
+    came (plain routing, bit for bit); None never skips. The choice is a ``torch.where`` on a 0-d device
+    tensor: no host sync, the same ops either way (graph-capturable)."""
     scores = _score(router_logits, scoring_func)
     rank = scores if correction_bias is None else scores + correction_bias.float()
-    valid = _valid_rows(topk_ids[:, :k], num_token_non_padded)
-    ids, keep = _select(rank, valid, k, k0)
+    plain_ids, plain_w = topk_ids[:, :k], topk_weights[:, :k]
+    valid = _valid_rows(plain_ids, num_token_non_padded)
+    ids, keep, size = _select(rank, valid, k, k0)
     weights = _weights(scores, ids, keep, renormalize=renormalize, scale=routed_scaling_factor)
-    topk_ids[:, :k].copy_(ids.masked_fill(~valid[:, None], -1))
-    topk_weights[:, :k].copy_(weights)
+    ids = ids.masked_fill(~valid[:, None], -1)
+    if skip_at is not None:
+        skip = size >= skip_at
+        ids = torch.where(skip, plain_ids.to(ids.dtype), ids)
+        weights = torch.where(skip, plain_w.to(weights.dtype), weights)
+    plain_ids.copy_(ids)
+    plain_w.copy_(weights)
+
+
+def parse_skip_slack(raw: str) -> int | None:
+    """``KIT_OEA_SKIP_SLACK``'s text: None for ``off``, -1 for unset (the default, ``n // 64``), else an int >= 0."""
+    text = raw.strip().lower()
+    if text == "off":
+        return None
+    try:
+        slack = int(text) if text else -1
+    except ValueError:
+        raise ValueError(f"{SKIP_KNOB}={raw!r} is not an integer >= 0 or 'off'") from None
+    if text and slack < 0:
+        raise ValueError(f"{SKIP_KNOB}={raw!r} must be >= 0 (experts) or 'off'")
+    return slack
+
+
+def skip_at(n: int, raw: str | None = None) -> int | None:
+    """The union size at or above which the hook keeps plain routing (None: never), from ``KIT_OEA_SKIP_SLACK``
+    (``raw``, default the environment): the most experts OEA may save and still be skipped. Unset means
+    ``n // 64`` (4 of GLM-5's 256 experts, 2 of Qwen3's 128); ``off`` never skips; 0 skips only where OEA
+    cannot remove any expert (its union is every expert, so its output is plain top-k)."""
+    slack = parse_skip_slack(os.environ.get(SKIP_KNOB, "") if raw is None else raw)
+    if slack is None:
+        return None
+    if slack < 0:
+        slack = n // 64
+    if slack >= n:
+        raise ValueError(f"{SKIP_KNOB}={slack} must be below the layer's {n} experts (or 'off')")
+    return n - slack
 
 
 def _load_triton() -> Any:
@@ -273,6 +327,10 @@ def layer_k0(topk_config: Any, raw: str | None = None) -> int:
     where = f"{KNOB}={k0} (kit OEA patch), MoE layer {layer}"
     if k0 > k:
         raise ValueError(f"{where}: k0 must be in [1, {k}] (the layer routes {k} experts per token)")
+    try:
+        parse_skip_slack(os.environ.get(SKIP_KNOB, ""))  # a typo fails at startup, not in the first decode step
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
     if topk_config.custom_routing_function is not None:
         raise ValueError(f"{where}: custom_routing_function routers are not supported")
     if topk_config.scoring_func not in SUPPORTED_SCORING or getattr(topk_config, "sqrtsoftplus_log1p", False):

@@ -37,16 +37,23 @@ import os
 import torch
 import triton
 import triton.language as tl
+from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 MAX_EXPERTS = 1024
+PATHS = ("single", "repl", "split")
 PATH_KNOB = "KIT_OEA_PATH"
 SINGLE_MAX_KNOB = "KIT_OEA_SINGLE_MAX"
-# Measured on one H200 (benchmarks/results/h200-2026-12-01/oea_hook_overhead.md): single wins up to 4 rows.
+REPL_MAX_KNOB = "KIT_OEA_REPL_MAX"
+PDL_KNOB = "KIT_OEA_PDL"
+WARPS_KNOB = "KIT_OEA_SPLIT_WARPS"  # warps per program of the split kernels (benchmarks; default 4)
+# Measured on one H200 (benchmarks/results/h200-hook-2026-12-03/): single up to 4 rows, repl up to 0.
 DEFAULT_SINGLE_MAX = 4
+DEFAULT_REPL_MAX = 0
 _SINGLE_TILE = 8192  # elements of one [BLOCK_M, BLOCK_N] tile in the single-program path
 _SPLIT_TILE = 2048  # the same for one program of the split path
-_HIST_CHUNK = 1024  # scratch ids histogrammed per step by kernel B (256 for batches with <= 256 base ids)
+_REPL_ROWS = 1  # rows each program of the repl path selects for
 _sm_count: dict[int, int] = {}
+_capability: dict[int, int] = {}
 
 
 @triton.jit
@@ -140,11 +147,22 @@ def _select_store(
 
 
 @triton.jit
-def _single_kernel(
-    logits_ptr, stride_l, bias_ptr, ids_ptr, stride_i, w_ptr, stride_w, ntnp_ptr, M, N, scale,
-    K: tl.constexpr, K0: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    HAS_BIAS: tl.constexpr, HAS_NTNP: tl.constexpr, SOFTMAX: tl.constexpr, RENORMALIZE: tl.constexpr,
+def _or(a, b):
+    return a | b
+
+
+@triton.jit
+def _union_kernel(
+    logits_ptr, stride_l, bias_ptr, ids_ptr, stride_i, w_ptr, stride_w, ntnp_ptr, M, N, scale, skip_at, R,
+    K: tl.constexpr, K0: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_M2: tl.constexpr, BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_NTNP: tl.constexpr, SOFTMAX: tl.constexpr,
+    RENORMALIZE: tl.constexpr, USE_PDL: tl.constexpr,
 ):  # fmt: skip
+    """single (one program, ``R`` = M) and repl (one program per ``R`` = BLOCK_M2 rows): the union of every
+    valid row's top-k0 in registers (BLOCK_M rows at a time), its size, then, unless the union has >= skip_at
+    experts (plain routing is then left as it is), the selection for this program's R rows."""
+    if USE_PDL:
+        gdc_wait()
     offs = tl.arange(0, BLOCK_N)
     nmask = offs < N
     active = tl.zeros([BLOCK_N], dtype=tl.int32)
@@ -158,60 +176,75 @@ def _single_kernel(
             kth = _next_key(key, kth)
         chosen = (key >= kth[:, None]) & valid[:, None] & nmask[None, :]
         active = tl.maximum(active, tl.max(chosen.to(tl.int32), axis=0))
-    for start in range(0, M, BLOCK_M):  # phase 2: each row's top-k among the union
-        rows = start + tl.arange(0, BLOCK_M)
-        rmask = rows < M
-        key, mx, den = _row_keys(logits_ptr, stride_l, bias_ptr, rows, rmask, offs, nmask, BLOCK_N, HAS_BIAS, SOFTMAX)
-        valid = _rows_valid(ids_ptr, stride_i, ntnp_ptr, rows, rmask, K, BLOCK_K, HAS_NTNP)
-        _select_store(key, mx, den, active > 0, rows, rmask, valid, logits_ptr, stride_l, ids_ptr, stride_i, w_ptr,
-                      stride_w, scale, K, BLOCK_N, BLOCK_K, SOFTMAX, RENORMALIZE)  # fmt: skip
+    if tl.sum(active) < skip_at:  # the skip decision, on the device: plain routing is left as it is
+        lo = tl.program_id(0) * R
+        for start in range(lo, lo + R, BLOCK_M2):
+            rows = start + tl.arange(0, BLOCK_M2)
+            rmask = rows < M
+            key, mx, den = _row_keys(logits_ptr, stride_l, bias_ptr, rows, rmask, offs, nmask, BLOCK_N, HAS_BIAS,
+                                     SOFTMAX)  # fmt: skip
+            valid = _rows_valid(ids_ptr, stride_i, ntnp_ptr, rows, rmask, K, BLOCK_K, HAS_NTNP)
+            _select_store(key, mx, den, active > 0, rows, rmask, valid, logits_ptr, stride_l, ids_ptr, stride_i,
+                          w_ptr, stride_w, scale, K, BLOCK_N, BLOCK_K, SOFTMAX, RENORMALIZE)  # fmt: skip
 
 
 @triton.jit
-def _base_kernel(
-    logits_ptr, stride_l, bias_ptr, ids_ptr, stride_i, ntnp_ptr, base_ptr, M, N,
+def _part_kernel(
+    logits_ptr, stride_l, bias_ptr, ids_ptr, stride_i, ntnp_ptr, part_ptr, M, N,
     K: tl.constexpr, K0: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    BLOCK_K0: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_NTNP: tl.constexpr, SOFTMAX: tl.constexpr,
+    WORDS: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_NTNP: tl.constexpr, SOFTMAX: tl.constexpr,
+    USE_PDL: tl.constexpr,
 ):  # fmt: skip
-    """Split path, kernel A: ``base[row, :K0]`` = the row's top-k0 ids, or -1 for a row without a token."""
-    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
-    rmask = rows < M
-    offs = tl.arange(0, BLOCK_N)
-    key, _, _ = _row_keys(logits_ptr, stride_l, bias_ptr, rows, rmask, offs, offs < N, BLOCK_N, HAS_BIAS, SOFTMAX)
-    valid = _rows_valid(ids_ptr, stride_i, ntnp_ptr, rows, rmask, K, BLOCK_K, HAS_NTNP)
-    c = tl.arange(0, BLOCK_K0)
-    out = tl.zeros([BLOCK_M, BLOCK_K0], dtype=tl.int32) - 1
-    best = tl.max(key, axis=1)
-    for j in tl.static_range(K0):
-        if j > 0:
-            best = _next_key(key, best)
-        out = tl.where(c[None, :] == j, _key_index(best, BLOCK_N)[:, None], out)
-    out = tl.where(valid[:, None], out, -1)
-    tl.store(base_ptr + rows[:, None] * K0 + c[None, :], out, mask=rmask[:, None] & (c[None, :] < K0))
-
-
-@triton.jit
-def _split_select_kernel(
-    logits_ptr, stride_l, bias_ptr, ids_ptr, stride_i, w_ptr, stride_w, ntnp_ptr, base_ptr, M, N, scale,
-    K: tl.constexpr, K0: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    CHUNK: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_NTNP: tl.constexpr, SOFTMAX: tl.constexpr,
-    RENORMALIZE: tl.constexpr,
-):  # fmt: skip
-    """Split path, kernel B: the union from every row's base ids, then this program's rows' selection."""
-    total = M * K0
-    hist = tl.zeros([BLOCK_N], dtype=tl.int32)
-    for start in range(0, total, CHUNK):
-        j = start + tl.arange(0, CHUNK)
-        base = tl.load(base_ptr + j, mask=j < total, other=-1)
-        hist += tl.histogram(tl.maximum(base, 0), BLOCK_N, mask=base >= 0)
+    """Split path, kernel A: ``part[program]`` = the union of this program's valid rows' top-k0, as a bit set
+    of WORDS int32 words (expert e is bit e % 32 of word e // 32). Every program writes its words: no memset."""
+    if USE_PDL:
+        gdc_wait()
+        gdc_launch_dependents()  # kernel B may start now; it waits for this grid before reading part
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     rmask = rows < M
     offs = tl.arange(0, BLOCK_N)
     nmask = offs < N
-    key, mx, den = _row_keys(logits_ptr, stride_l, bias_ptr, rows, rmask, offs, nmask, BLOCK_N, HAS_BIAS, SOFTMAX)
+    key, _, _ = _row_keys(logits_ptr, stride_l, bias_ptr, rows, rmask, offs, nmask, BLOCK_N, HAS_BIAS, SOFTMAX)
     valid = _rows_valid(ids_ptr, stride_i, ntnp_ptr, rows, rmask, K, BLOCK_K, HAS_NTNP)
-    _select_store(key, mx, den, (hist > 0) & nmask, rows, rmask, valid, logits_ptr, stride_l, ids_ptr, stride_i,
-                  w_ptr, stride_w, scale, K, BLOCK_N, BLOCK_K, SOFTMAX, RENORMALIZE)  # fmt: skip
+    kth = tl.max(key, axis=1)
+    for _ in tl.static_range(K0 - 1):
+        kth = _next_key(key, kth)
+    chosen = (key >= kth[:, None]) & valid[:, None] & nmask[None, :]
+    mine = tl.max(chosen.to(tl.int32), axis=0)  # [BLOCK_N] 0/1
+    bits = tl.reshape(mine, [WORDS, 32]) << tl.arange(0, 32)[None, :]
+    words = tl.reduce(bits, 1, _or)
+    tl.store(part_ptr + tl.program_id(0) * WORDS + tl.arange(0, WORDS), words)
+
+
+@triton.jit
+def _split_select_kernel(
+    logits_ptr, stride_l, bias_ptr, ids_ptr, stride_i, w_ptr, stride_w, ntnp_ptr, part_ptr, M, N, P, scale, skip_at,
+    K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, WORDS: tl.constexpr,
+    BLOCK_P: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_NTNP: tl.constexpr, SOFTMAX: tl.constexpr,
+    RENORMALIZE: tl.constexpr, USE_PDL: tl.constexpr,
+):  # fmt: skip
+    """Split path, kernel B: the union (OR of kernel A's P bit sets), its size, then, unless the union has
+    >= skip_at experts (then plain routing is left as it is), this program's rows' selection."""
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rmask = rows < M
+    offs = tl.arange(0, BLOCK_N)
+    nmask = offs < N
+    # The router logits predate kernel A: read and ranked while kernel A still runs (PDL).
+    key, mx, den = _row_keys(logits_ptr, stride_l, bias_ptr, rows, rmask, offs, nmask, BLOCK_N, HAS_BIAS, SOFTMAX)
+    if USE_PDL:
+        gdc_wait()
+    acc = tl.zeros([WORDS], dtype=tl.int32)
+    w_offs = tl.arange(0, WORDS)
+    for start in range(0, P, BLOCK_P):
+        p = start + tl.arange(0, BLOCK_P)
+        part = tl.load(part_ptr + p[:, None] * WORDS + w_offs[None, :], mask=(p < P)[:, None], other=0)
+        acc = acc | tl.reduce(part, 0, _or)
+    bits = (acc[:, None] >> tl.arange(0, 32)[None, :]) & 1  # [WORDS, 32]
+    if tl.sum(tl.sum(bits, axis=1), axis=0) < skip_at:
+        active = tl.reshape(bits, [BLOCK_N]) > 0
+        valid = _rows_valid(ids_ptr, stride_i, ntnp_ptr, rows, rmask, K, BLOCK_K, HAS_NTNP)
+        _select_store(key, mx, den, active, rows, rmask, valid, logits_ptr, stride_l, ids_ptr, stride_i,
+                      w_ptr, stride_w, scale, K, BLOCK_N, BLOCK_K, SOFTMAX, RENORMALIZE)  # fmt: skip
 
 
 def supports(
@@ -233,15 +266,38 @@ def supports(
 
 
 def choose_path(m: int) -> str:
-    """``single`` or ``split`` for a batch of ``m`` rows (``KIT_OEA_PATH``, ``KIT_OEA_SINGLE_MAX``)."""
+    """``single``, ``repl`` or ``split`` for a batch of ``m`` rows (``KIT_OEA_PATH``, ``KIT_OEA_SINGLE_MAX``,
+    ``KIT_OEA_REPL_MAX``)."""
     path = os.environ.get(PATH_KNOB, "auto").strip().lower() or "auto"
-    if path not in ("auto", "single", "split"):
-        raise ValueError(f"{PATH_KNOB}={path!r}: expected auto, single or split")
+    if path not in ("auto", *PATHS):
+        raise ValueError(f"{PATH_KNOB}={path!r}: expected auto, single, repl or split")
     if path != "auto":
         return path
-    raw = os.environ.get(SINGLE_MAX_KNOB, "").strip()
-    single_max = int(raw) if raw else DEFAULT_SINGLE_MAX
-    return "single" if m <= single_max else "split"
+    if m <= _int_knob(SINGLE_MAX_KNOB, DEFAULT_SINGLE_MAX):
+        return "single"
+    return "repl" if m <= _int_knob(REPL_MAX_KNOB, DEFAULT_REPL_MAX) else "split"
+
+
+def _int_knob(name: str, default: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    try:
+        return int(raw) if raw else default
+    except ValueError:
+        raise ValueError(f"{name}={raw!r} is not an integer") from None
+
+
+def use_pdl(device: torch.device) -> bool:
+    """Programmatic dependent launch: on CUDA GPUs of compute capability 9.0 and up (``KIT_OEA_PDL``: auto,
+    1 or 0), never under Triton's interpreter (it cannot run the PTX instructions)."""
+    raw = os.environ.get(PDL_KNOB, "auto").strip().lower() or "auto"
+    if raw not in ("auto", "1", "0"):
+        raise ValueError(f"{PDL_KNOB}={raw!r}: expected auto, 1 or 0")
+    if raw == "0" or device.type != "cuda" or os.environ.get("TRITON_INTERPRET") == "1":
+        return False
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index not in _capability:
+        _capability[index] = torch.cuda.get_device_capability(index)[0]
+    return _capability[index] >= 9
 
 
 def _sms(device: torch.device) -> int:
@@ -265,8 +321,11 @@ def oea_reroute_triton_(
     renormalize: bool,
     routed_scaling_factor: float | None,
     num_token_non_padded: torch.Tensor | None,
+    skip_at: int | None = None,
 ) -> None:
-    """The fused OEA step; arguments already checked by ``kit_oea.oea.oea_reroute_``."""
+    """The fused OEA step; arguments already checked by ``kit_oea.oea.oea_reroute_``. When the union of the
+    valid rows' top-k0 has ``skip_at`` experts or more (None: never), the kernels leave the routing as they
+    found it: a decision made on the device, from the data, with launches and grids fixed by the shapes."""
     m, n = router_logits.shape
     if m == 0:
         return
@@ -274,28 +333,38 @@ def oea_reroute_triton_(
     dummy = router_logits  # never read when the matching HAS_* flag is off
     bias = correction_bias if correction_bias is not None else dummy
     ntnp = num_token_non_padded if num_token_non_padded is not None else dummy
-    flags = {"HAS_BIAS": correction_bias is not None, "HAS_NTNP": num_token_non_padded is not None, "SOFTMAX": softmax}
+    pdl = use_pdl(router_logits.device)
+    flags = {"HAS_BIAS": correction_bias is not None, "HAS_NTNP": num_token_non_padded is not None,
+             "SOFTMAX": softmax, "USE_PDL": pdl}  # fmt: skip
+    launch = {"launch_pdl": True} if pdl else {}
     scale = 1.0 if routed_scaling_factor is None else float(routed_scaling_factor)
+    at = n + 1 if skip_at is None else int(skip_at)
     stride_l, stride_i, stride_w = router_logits.stride(0), topk_ids.stride(0), topk_weights.stride(0)
-    if choose_path(m) == "single":
+    path = choose_path(m)
+    if path != "split":
         block_m = min(triton.next_power_of_2(m), max(1, _SINGLE_TILE // block_n))
-        _single_kernel[(1,)](
-            router_logits, stride_l, bias, topk_ids, stride_i, topk_weights, stride_w, ntnp, m, n, scale,
-            K=k, K0=k0, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, RENORMALIZE=renormalize,
-            num_warps=8 if block_m * block_n >= 4096 else 4, **flags,
+        block_m2 = block_m if path == "single" else _REPL_ROWS
+        rows = m if path == "single" else block_m2
+        _union_kernel[(triton.cdiv(m, rows),)](
+            router_logits, stride_l, bias, topk_ids, stride_i, topk_weights, stride_w, ntnp, m, n, scale, at, rows,
+            K=k, K0=k0, BLOCK_M=block_m, BLOCK_M2=block_m2, BLOCK_N=block_n, BLOCK_K=block_k,
+            RENORMALIZE=renormalize, num_warps=8 if block_m * block_n >= 4096 else 4, **flags, **launch,
         )  # fmt: skip
         return
-    base = torch.empty(m * k0, dtype=torch.int32, device=router_logits.device)
     per_program = triton.next_power_of_2(triton.cdiv(m, _sms(router_logits.device)))
     block_m = min(per_program, max(1, _SPLIT_TILE // block_n))
-    grid = (triton.cdiv(m, block_m),)
-    _base_kernel[grid](
-        router_logits, stride_l, bias, topk_ids, stride_i, ntnp, base, m, n,
-        K=k, K0=k0, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, BLOCK_K0=triton.next_power_of_2(k0),
-        num_warps=4, **flags,
+    programs = triton.cdiv(m, block_m)
+    words = block_n // 32
+    part = torch.empty(programs * words, dtype=torch.int32, device=router_logits.device)
+    warps = _int_knob(WARPS_KNOB, 4)
+    _part_kernel[(programs,)](
+        router_logits, stride_l, bias, topk_ids, stride_i, ntnp, part, m, n,
+        K=k, K0=k0, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, WORDS=words, num_warps=warps, **flags,
+        **launch,
     )  # fmt: skip
-    _split_select_kernel[grid](
-        router_logits, stride_l, bias, topk_ids, stride_i, topk_weights, stride_w, ntnp, base, m, n, scale,
-        K=k, K0=k0, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
-        CHUNK=_HIST_CHUNK if m * k0 > 256 else 256, RENORMALIZE=renormalize, num_warps=4, **flags,
+    _split_select_kernel[(programs,)](
+        router_logits, stride_l, bias, topk_ids, stride_i, topk_weights, stride_w, ntnp, part, m, n, programs, scale,
+        at, K=k, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, WORDS=words,
+        BLOCK_P=min(triton.next_power_of_2(programs), 256), RENORMALIZE=renormalize, num_warps=warps, **flags,
+        **launch,
     )  # fmt: skip
