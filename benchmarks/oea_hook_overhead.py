@@ -63,7 +63,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 class Case:
     """Inputs and output buffers for one (shape, batch), and the routing steps on them."""
 
-    def __init__(self, shape: dict[str, Any], m: int, device: torch.device, seed: int, bias_scale: float = 0.3) -> None:
+    def __init__(self, shape: dict[str, Any], m: int, device: torch.device, seed: int, bias_scale: float = 0.01) -> None:
         gen = torch.Generator(device=device).manual_seed(seed)
         self.shape, self.m, self.device = shape, m, device
         n, k = shape["n"], shape["k"]
@@ -111,6 +111,7 @@ FORCED: dict[str, tuple[dict[str, str], tuple[int, int]]] = {
     "split-nopdl": ({"KIT_OEA_PATH": "split", "KIT_OEA_PDL": "0"}, (2, 1 << 30)),
     "split-w2": ({"KIT_OEA_PATH": "split", "KIT_OEA_SPLIT_WARPS": "2"}, (2, 1 << 30)),
     "noskip": ({"KIT_OEA_SKIP_SLACK": "off"}, (64, 1 << 30)),
+    "noskip-w4": ({"KIT_OEA_SKIP_SLACK": "off", "KIT_OEA_SPLIT_WARPS": "4"}, (512, 1 << 30)),
 }
 
 

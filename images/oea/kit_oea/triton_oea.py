@@ -46,8 +46,9 @@ SINGLE_MAX_KNOB = "KIT_OEA_SINGLE_MAX"
 REPL_MAX_KNOB = "KIT_OEA_REPL_MAX"
 PDL_KNOB = "KIT_OEA_PDL"
 WARPS_KNOB = "KIT_OEA_SPLIT_WARPS"  # warps per program of the split kernels (benchmarks; default 4)
-# Measured on one H200 (benchmarks/results/h200-hook-2026-12-03/): single up to 4 rows, repl up to 0.
-DEFAULT_SINGLE_MAX = 4
+# Measured on one H200 (benchmarks/results/h200-hook-2026-12-03/): the single path wins up to 512 logits (4 rows
+# of Qwen3's 128 experts, 2 of GLM-5's 256), the split path above; repl never won (kept forcible, off by default).
+DEFAULT_SINGLE_ELEMENTS = 512
 DEFAULT_REPL_MAX = 0
 _SINGLE_TILE = 8192  # elements of one [BLOCK_M, BLOCK_N] tile in the single-program path
 _SPLIT_TILE = 2048  # the same for one program of the split path
@@ -265,7 +266,7 @@ def supports(
     )
 
 
-def choose_path(m: int) -> str:
+def choose_path(m: int, block_n: int = 128) -> str:
     """``single``, ``repl`` or ``split`` for a batch of ``m`` rows (``KIT_OEA_PATH``, ``KIT_OEA_SINGLE_MAX``,
     ``KIT_OEA_REPL_MAX``)."""
     path = os.environ.get(PATH_KNOB, "auto").strip().lower() or "auto"
@@ -273,7 +274,7 @@ def choose_path(m: int) -> str:
         raise ValueError(f"{PATH_KNOB}={path!r}: expected auto, single, repl or split")
     if path != "auto":
         return path
-    if m <= _int_knob(SINGLE_MAX_KNOB, DEFAULT_SINGLE_MAX):
+    if m <= _int_knob(SINGLE_MAX_KNOB, DEFAULT_SINGLE_ELEMENTS // block_n):
         return "single"
     return "repl" if m <= _int_knob(REPL_MAX_KNOB, DEFAULT_REPL_MAX) else "split"
 
@@ -340,7 +341,7 @@ def oea_reroute_triton_(
     scale = 1.0 if routed_scaling_factor is None else float(routed_scaling_factor)
     at = n + 1 if skip_at is None else int(skip_at)
     stride_l, stride_i, stride_w = router_logits.stride(0), topk_ids.stride(0), topk_weights.stride(0)
-    path = choose_path(m)
+    path = choose_path(m, block_n)
     if path != "split":
         block_m = min(triton.next_power_of_2(m), max(1, _SINGLE_TILE // block_n))
         block_m2 = block_m if path == "single" else _REPL_ROWS
@@ -356,7 +357,7 @@ def oea_reroute_triton_(
     programs = triton.cdiv(m, block_m)
     words = block_n // 32
     part = torch.empty(programs * words, dtype=torch.int32, device=router_logits.device)
-    warps = _int_knob(WARPS_KNOB, 4)
+    warps = _int_knob(WARPS_KNOB, 8 if block_m * block_n >= 2048 else 4)  # >= 8 rows of 256: a warp per row
     _part_kernel[(programs,)](
         router_logits, stride_l, bias, topk_ids, stride_i, ntnp, part, m, n,
         K=k, K0=k0, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, WORDS=words, num_warps=warps, **flags,
