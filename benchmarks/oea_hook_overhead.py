@@ -63,7 +63,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 class Case:
     """Inputs and output buffers for one (shape, batch), and the routing steps on them."""
 
-    def __init__(self, shape: dict[str, Any], m: int, device: torch.device, seed: int, bias_scale: float = 0.01) -> None:
+    def __init__(
+        self, shape: dict[str, Any], m: int, device: torch.device, seed: int, bias_scale: float = 0.01
+    ) -> None:
         gen = torch.Generator(device=device).manual_seed(seed)
         self.shape, self.m, self.device = shape, m, device
         n, k = shape["n"], shape["k"]
@@ -195,7 +197,9 @@ def check(name: str, fn: Fn, shape: dict[str, Any], m: int, device: torch.device
     return bool(torch.equal(case.ids, ref_ids) and torch.allclose(case.w, ref_w, atol=1e-5, rtol=1e-4))
 
 
-def distinct(shape: dict[str, Any], m: int, device: torch.device, seed: int, draws: int = 8) -> tuple[float, float, float]:
+def distinct(
+    shape: dict[str, Any], m: int, device: torch.device, seed: int, draws: int = 8
+) -> tuple[float, float, float]:
     """Mean distinct experts per layer, plain vs OEA (never skipped), on random logits (GLM-5's bias small, std
     0.01, as in tests/oea/bench_oea_gpu.py: a larger one concentrates the routing on the experts it favours),
     and the share of draws where the default rule skips (the union of top-k0 holds >= n - n // 64 experts)."""

@@ -301,6 +301,7 @@ def test_hook_has_no_host_sync_or_dynamic_shape(m: int, bias: bool, ntnp: bool) 
     problems, ops = host_sync_problems(oea_reroute_, *args, **kwargs)
     assert problems == []
     assert {"sort", "index_fill_", "topk", "gather", "copy_"} <= set(ops), ops
+    assert "where" in ops, "the skip rule (on by default) runs on the device, as a torch.where"
 
 
 def test_pure_form_has_no_host_sync() -> None:

@@ -2,7 +2,8 @@
 
 Runs the Triton kernels on the CPU through Triton's interpreter (``TRITON_INTERPRET=1``, set only while
 this file loads its own copy of the module) or compiled on a CUDA GPU when there is one. Both paths
-(``single``: one program, union in registers; ``split``: base ids + histogram) are checked on the same
+(``single``: one program, union in registers; ``repl``: the same on a grid; ``split``: bit sets) are checked
+on the same
 inputs: exact ids, weights allclose, including batch 1, rows without a token (``-1`` ids, padding past
 ``num_token_non_padded``), heavy ties, an active set smaller than k, a fused shared column, int64 ids with
 bf16 weights (the transformers layout) and strided logits. Skipped when Triton does not import.
@@ -102,13 +103,14 @@ def make(
 
 
 def run_both(x: SimpleNamespace, *, k: int, k0: int, softmax: bool, renormalize: bool = True,
-             scale: float | None = None, ntnp: int | None = None) -> tuple[Any, Any, Any, Any]:  # fmt: skip
+             scale: float | None = None, ntnp: int | None = None,
+             skip_at: int | None = None) -> tuple[Any, Any, Any, Any]:  # fmt: skip
     """(reference ids, reference weights, kernel ids, kernel weights); the reference on int32/fp32 CPU copies."""
     nt = None if ntnp is None else torch.tensor(ntnp, dtype=torch.int32)
     ref_ids, ref_w = x.ids.to(torch.int32).clone(), x.weights.float().clone()
     reroute_torch_(ref_ids, ref_w, x.logits, k0=k0, k=k, scoring_func="softmax" if softmax else "sigmoid",
                    correction_bias=x.corr, renormalize=renormalize, routed_scaling_factor=scale,
-                   num_token_non_padded=nt)  # fmt: skip
+                   num_token_non_padded=nt, skip_at=skip_at)  # fmt: skip
     dev = {
         "ids": x.ids.clone().to(DEVICE),
         "w": x.weights.clone().to(DEVICE),
@@ -118,7 +120,7 @@ def run_both(x: SimpleNamespace, *, k: int, k0: int, softmax: bool, renormalize:
     }
     TK.oea_reroute_triton_(dev["ids"], dev["w"], dev["logits"], k0=k0, k=k, softmax=softmax,
                            correction_bias=dev["corr"], renormalize=renormalize, routed_scaling_factor=scale,
-                           num_token_non_padded=dev["nt"])  # fmt: skip
+                           num_token_non_padded=dev["nt"], skip_at=skip_at)  # fmt: skip
     return ref_ids, ref_w, dev["ids"].cpu(), dev["w"].cpu()
 
 
@@ -134,7 +136,7 @@ SHAPES = [  # m, n, k, k0, softmax, bias, scale, ntnp, shared, minus_one_rows
     pytest.param(24, 256, 8, 4, False, True, 2.5, 21, 1, (5,), id="glm5-sigmoid-bias-shared"),
     pytest.param(5, 16, 4, 2, True, False, None, None, 0, (), id="tiny"),
     pytest.param(3, 40, 6, 6, False, True, None, None, 0, (), id="k0-equals-k-odd-n"),
-    pytest.param(300, 32, 4, 4, True, False, None, 290, 0, (7, 150), id="many-rows-several-histogram-chunks"),
+    pytest.param(300, 32, 4, 4, True, False, None, 290, 0, (7, 150), id="many-rows-several-programs"),
 ]
 
 
@@ -174,7 +176,7 @@ def test_small_active_set_fills_with_top1_weight_zero(path: str) -> None:
 
 
 def test_experts_only_late_rows_pick_join_the_union(path: str) -> None:
-    """Rows past the first histogram chunk (1024 base ids) and past the first single-path tile still count."""
+    """Rows past the first program's rows and past the first single-path tile still count."""
     m, n, k, k0 = 300, 32, 4, 4
     x = make(m, n, k, seed=13)
     x.logits[:, n - 1] = -10.0
@@ -216,6 +218,9 @@ def test_empty_batch_and_path_knob(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(TK.PATH_KNOB, "auto")
     monkeypatch.setenv(TK.SINGLE_MAX_KNOB, "8")
     assert (TK.choose_path(8), TK.choose_path(9)) == ("single", "split")
+    monkeypatch.delenv(TK.SINGLE_MAX_KNOB)
+    assert [TK.choose_path(m, 256) for m in (1, 2, 3)] == ["single", "single", "split"]  # 512 logits
+    assert [TK.choose_path(m, 128) for m in (4, 5)] == ["single", "split"]
     monkeypatch.setenv(TK.PATH_KNOB, "fast")
     with pytest.raises(ValueError, match="expected auto, single, repl or split"):
         TK.choose_path(1)
@@ -250,3 +255,68 @@ def test_auto_path_on_the_gpu(n: int, k: int, k0: int, softmax: bool, bias: bool
                        correction_bias=fresh.corr, renormalize=True, routed_scaling_factor=None,
                        num_token_non_padded=None)  # fmt: skip
         assert_same(ref_ids, ref_w, ids.cpu(), w.cpu())
+
+
+def union_case(m: int, n: int, k: int, k0: int, union: int, seed: int) -> SimpleNamespace:
+    """Softmax inputs whose rows' top-k0 cover exactly ``union`` experts (row i prefers experts
+    ``i*k0 .. i*k0 + k0-1`` modulo ``union``), with the plain top-k routing a router would hand the hook."""
+    x = make(m, n, k, seed=seed)
+    prefer = (torch.arange(m)[:, None] * k0 + torch.arange(k0)[None, :]) % union
+    logits = x.logits.float() * 0.5  # |x| well below 10 (few ties: bf16 of standard normals)
+    logits.scatter_(1, prefer, 10.0 + torch.arange(k0, dtype=torch.float32).expand(m, k0))
+    x.logits = logits.to(torch.bfloat16)
+    scores = torch.softmax(x.logits.float(), dim=-1)
+    top = torch.sort(scores, dim=1, descending=True, stable=True).indices[:, :k]
+    w = scores.gather(1, top)
+    x.ids[:, :k] = top.to(torch.int32)
+    x.weights[:, :k] = w / w.sum(dim=1, keepdim=True)
+    return x
+
+
+@pytest.mark.parametrize("union", [29, 30, 32])
+def test_skip_threshold_keeps_plain_routing_bit_for_bit(path: str, union: int) -> None:
+    """skip_at = 30 of 32 experts: a union of 29 is rerouted (OEA exactly, as the reference without a skip);
+    30 (the threshold) and 32 leave the plain top-k ids and weights exactly as they came."""
+    m, n, k, k0 = 24, 32, 4, 2
+    x = union_case(m, n, k, k0, union, seed=union)
+    ref_ids, ref_w, ids, w = run_both(x, k=k, k0=k0, softmax=True, skip_at=30)
+    assert_same(ref_ids, ref_w, ids, w)
+    if union >= 30:
+        assert torch.equal(ids, x.ids) and torch.equal(w, x.weights)
+    else:
+        oea_ids, oea_w, _, _ = run_both(x, k=k, k0=k0, softmax=True, skip_at=None)
+        assert_same(oea_ids, oea_w, ids, w)
+        assert not torch.equal(ids, x.ids)
+        assert torch.unique(ids[:, :k]).numel() == union
+
+
+class LaunchRecorder:
+    """Wraps a @triton.jit kernel: records each launch's grid and every argument that is not a tensor."""
+
+    def __init__(self, kernel: Any, log: list[Any]) -> None:
+        self.kernel, self.log = kernel, log
+
+    def __getitem__(self, grid: Any) -> Any:
+        def launch(*args: Any, **kwargs: Any) -> Any:
+            plain = [a for a in args if not isinstance(a, torch.Tensor)]
+            options = {key: v for key, v in kwargs.items() if not isinstance(v, torch.Tensor)}
+            self.log.append((self.kernel.__name__, grid, plain, options))
+            return self.kernel[grid](*args, **kwargs)
+
+        return launch
+
+
+def test_the_host_launches_the_same_whatever_the_data_decides(path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The skip is decided inside the kernels: a skipped and a rerouted batch of one shape get the same
+    launches, grids and scalar arguments from the host (so one captured graph serves both)."""
+    logs: dict[int, list[Any]] = {}
+    for union in (29, 32):
+        logs[union] = []
+        for name in ("_union_kernel", "_part_kernel", "_split_select_kernel"):
+            monkeypatch.setattr(TK, name, LaunchRecorder(getattr(TK, name).kernel
+                                                         if isinstance(getattr(TK, name), LaunchRecorder)
+                                                         else getattr(TK, name), logs[union]))  # fmt: skip
+        x = union_case(24, 32, 4, 2, union, seed=5)
+        _, _, ids, _ = run_both(x, k=4, k0=2, softmax=True, skip_at=30)
+        assert torch.equal(ids, x.ids) == (union >= 30)
+    assert logs[29] == logs[32] and logs[29]

@@ -1,32 +1,47 @@
-"""The OEA hook as fused Triton kernels: one or two launches per MoE layer, no memset (``kit_oea.oea`` calls it on CUDA).
+"""The OEA hook as fused Triton kernels: one or two launches per MoE layer, no memset (``kit_oea.oea`` calls it).
 
 Contract: ``oea_reroute_triton_`` rewrites the routed columns of ``topk_ids`` / ``topk_weights`` in place,
-exactly as ``kit_oea.oea.reroute_torch_`` (the reference) does; ``supports`` says which tensors it takes
-(any id and weight dtype: int32/fp32 as sglang keeps them, int64/bf16 as transformers' router returns
-them). Two paths, chosen per call by the batch size ``M``:
+exactly as ``kit_oea.oea.reroute_torch_`` (the reference) does, the skip rule included; ``supports`` says
+which tensors it takes (any id and weight dtype: int32/fp32 as sglang keeps them, int64/bf16 as transformers'
+router returns them). Paths, chosen per call from the shapes (never from the data):
 
-- **single** (default up to 4 rows): ONE program holds the batch as ``[BLOCK_M, BLOCK_N]`` tiles, builds
-  the union of every valid row's top-``k0`` in registers, then picks every row's top-``k`` among it. No
-  scratch memory, no state. Its cost grows with the batch.
-- **split** (default above): kernel A writes every row's top-``k0`` ids to a scratch ``[M, k0]`` buffer
-  (fully overwritten, no memset); kernel B, one program per ``BLOCK_M`` rows, rebuilds the union from it
-  with ``tl.histogram`` and selects. Two launches, stateless.
+- **single** (default up to 512 logits: 4 rows of 128 experts, 2 of 256): ONE program holds the batch as
+  ``[BLOCK_M, BLOCK_N]`` tiles, builds the union of every valid row's top-``k0`` in registers, then picks
+  every row's top-``k`` among it. No scratch memory, no state. Its cost grows with the batch.
+- **split** (default above): kernel A, one program per ``BLOCK_M`` rows, writes the union of its rows'
+  top-``k0`` as a bit set (``BLOCK_N / 32`` int32 words per program, fully overwritten: no memset); kernel
+  B, the same programs, ORs those bit sets (a few hundred words, where the histogram of every row's base ids
+  it replaced cost +12.7 us at GLM-5's 1024 rows) and selects. Two launches, stateless.
+- **repl** (forced only): one launch, every program rebuilds the union from all rows (as single does) and
+  selects for one row. Measured slower than split from 4 rows up; kept for measurement.
 
-Measured on one H200 under a CUDA graph (benchmarks/results/h200-kernels-2026-12-01): +2.6 to +5.3 us over
-plain top-k up to 4 rows, +5.3 to +7.4 us from 8 to 512 rows (the second launch alone costs about as much as
-a whole single-path call), +12.7 us for GLM-5 at 1024 rows (every program of kernel B histograms all 4096
-base ids). A one-launch path with a grid barrier (marks tagged with a per-call generation in a persistent
-buffer, so nothing needs clearing) was built and measured correct but slower, +6.3 to +7.6 us: its four
-serialised round trips to L2 cost more than a second launch; it is in the history (commit 7f16e21).
+**The skip.** Both paths count the union (a popcount of the bit set, or the sum of the in-register mask)
+and, when it holds ``skip_at`` experts or more, store nothing: plain routing stays bit for bit. That is a
+branch on a value each program computes itself on the device; the host passes the same grid and arguments
+either way, so one captured CUDA graph serves both outcomes.
+
+**PDL** (programmatic dependent launch, sm90+): the kernels are launched with
+``CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION``; kernel A releases kernel B at its start, and B
+reads and ranks its rows' logits (written before A) while A runs, then ``griddepcontrol.wait``s before it
+reads A's bit sets or the routed ids. Every kernel waits before its first read of anything the kernel before
+it may have written. Measured: about 0.7 us less on the split path (0.1 us on single).
+
+Measured on one H200 under a CUDA graph (benchmarks/results/h200-hook-2026-12-03/): over plain routing, +3.0
+to +5.5 us for Qwen3's shape at every batch 1-1024 and GLM-5's up to 64 rows, GLM-5 +6.0 / +6.5 us at 128 /
+256 rows (where it reroutes) and +5.0 / +6.2 us at 512 / 1024 rows where it skips (+7.1 / +9.2 us where it
+must reroute there). The floor of any two-launch path is about 5 us (the second dependent launch costs about
+2 us even with PDL). A one-launch path with a grid barrier was built and measured correct but slower (+6.3
+to +7.6 us, commit 7f16e21).
 
 Per row, each expert's rank and index are packed into one int64 key (order-preserving float bits << 32 |
 (BLOCK_N - 1 - index)), so one ``max`` finds the best expert with ties to the lower index; the i-th step
 takes the largest key below the previous one; the chosen experts' weights are re-read from the logits with
-one gather. An earlier version (a memset and two kernels, 7-14 us over plain top-k on one H200) is gone.
+one gather.
 
-``KIT_OEA_PATH`` (``auto`` | ``single`` | ``split``) and ``KIT_OEA_SINGLE_MAX`` (largest batch for the
-single path under ``auto``, default 4) are read per call, so benchmarks and tests can force each path. All launches are on
-the current stream with grids from shapes only: CUDA-graph safe.
+Knobs, read per call so that benchmarks and tests can force each choice: ``KIT_OEA_PATH`` (``auto`` |
+``single`` | ``repl`` | ``split``), ``KIT_OEA_SINGLE_MAX`` (largest batch for single under ``auto``; default
+from the 512-logit rule), ``KIT_OEA_REPL_MAX`` (default 0), ``KIT_OEA_PDL`` (``auto`` | ``1`` | ``0``),
+``KIT_OEA_SPLIT_WARPS``. All launches are on the current stream with grids from shapes only: CUDA-graph safe.
 """
 
 # ruff: noqa: N803 (Triton constexpr parameters are upper case by convention)
@@ -46,8 +61,8 @@ SINGLE_MAX_KNOB = "KIT_OEA_SINGLE_MAX"
 REPL_MAX_KNOB = "KIT_OEA_REPL_MAX"
 PDL_KNOB = "KIT_OEA_PDL"
 WARPS_KNOB = "KIT_OEA_SPLIT_WARPS"  # warps per program of the split kernels (benchmarks; default 4)
-# Measured on one H200 (benchmarks/results/h200-hook-2026-12-03/): the single path wins up to 512 logits (4 rows
-# of Qwen3's 128 experts, 2 of GLM-5's 256), the split path above; repl never won (kept forcible, off by default).
+# Measured on one H200 (benchmarks/results/h200-hook-2026-12-03/): single wins up to 512 logits (4 rows of
+# Qwen3's 128 experts, 2 of GLM-5's 256), split above; repl never won by more than noise (forcible, off).
 DEFAULT_SINGLE_ELEMENTS = 512
 DEFAULT_REPL_MAX = 0
 _SINGLE_TILE = 8192  # elements of one [BLOCK_M, BLOCK_N] tile in the single-program path
