@@ -5,6 +5,7 @@ Skipped without CUDA (CI has none). Run on a GPU machine with ``python -m pytest
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -58,7 +59,11 @@ def hook(x: dict[str, Any], impl: str = "dispatch") -> None:
     elif impl == "torch":
         oea.reroute_torch_(*args, scoring_func="sigmoid", **kwargs)
     else:  # the spec these tests check is OEA itself: the skip rule is tested on its own below
-        oea.oea_reroute_(*args, scoring_func="sigmoid", skip_slack="off", **kwargs)
+        os.environ[oea.SKIP_KNOB] = "off"
+        try:
+            oea.oea_reroute_(*args, scoring_func="sigmoid", **kwargs)
+        finally:
+            os.environ.pop(oea.SKIP_KNOB)
 
 
 def test_dispatch_takes_the_fused_path_on_cuda() -> None:

@@ -9,10 +9,13 @@ already masked to ``-1``) do not contribute to ``S`` and come out as ids ``-1``,
 broken by the lower expert index, exactly as ``kit.engine.routing.oea_route`` (numpy) does.
 
 Two implementations of the in-place hook ``oea_reroute_``: fixed-shape torch ops (``reroute_torch_``, the
-reference and the CPU path) and fused Triton kernels (``kit_oea.triton_oea``: one launch up to 4 rows, two
-above), taken on CUDA when Triton imports (``KIT_OEA_IMPL`` overrides). Measured on one H200 under a CUDA
+reference and the CPU path) and fused Triton kernels (``kit_oea.triton_oea``: one launch up to 512 logits,
+two above), taken on CUDA when Triton imports (``KIT_OEA_IMPL`` overrides). Measured on one H200 under a CUDA
 graph, GLM-5 shape (256 experts, top-8, k0=4): the torch ops add 78-124 us per MoE layer (batch 1-1024; the
-plain routing step itself is 23-44 us), the fused kernels 2.6-7.4 us up to 512 rows and 12.7 us at 1024.
+plain routing step itself is 23-44 us), the fused kernels +3.0 to +6.5 us (docs/oea-hook.md).
+
+Where the union of top-k0 already holds all but ``KIT_OEA_SKIP_SLACK`` experts (default ``n // 64``) the hook
+keeps plain routing exactly (``skip_at``): decided on the device, so one captured graph serves both outcomes.
 
 Everything here is CUDA-graph safe: shapes depend only on input shapes, there is no ``.item()``,
 ``.tolist()``, ``.cpu()``, boolean-mask indexing or host-to-device copy, and Python control flow depends
@@ -144,7 +147,6 @@ def oea_reroute_(
     renormalize: bool,
     routed_scaling_factor: float | None,
     num_token_non_padded: torch.Tensor | None,
-    skip_slack: str | None = None,
 ) -> None:
     """Rewrite sglang's top-k output in place with OEA (the hook in the patched ``select_experts()``).
 
@@ -158,10 +160,9 @@ def oea_reroute_(
     and rows whose incoming routed ids are all ``-1`` are left out of the union and end as ``-1``/0.
 
     The hook never costs more than it can save: where the union of the valid rows' top-``k0`` already holds
-    all but at most ``KIT_OEA_SKIP_SLACK`` experts (``skip_slack`` is the knob's text when given; see
-    ``skip_at``), OEA could remove at most that many, and the routing is left exactly as plain top-k made it.
-    That is decided on the device (a predicated kernel path; a ``torch.where`` on the torch path), never on
-    the host.
+    all but at most ``KIT_OEA_SKIP_SLACK`` experts (see ``skip_at``), OEA could remove at most that many, and
+    the routing is left exactly as plain top-k made it. That is decided on the device (a predicated kernel
+    path; a ``torch.where`` on the torch path), never on the host.
     """
     m, n = router_logits.shape
     if topk_ids.dim() != 2 or topk_ids.shape[0] != m or topk_ids.shape[1] < k:
@@ -171,7 +172,7 @@ def oea_reroute_(
     _check_k(n, k, k0)
     if scoring_func not in SUPPORTED_SCORING:
         raise ValueError(f"kit OEA supports scoring_func in {SUPPORTED_SCORING}, got {scoring_func!r}")
-    at = skip_at(n, skip_slack)
+    at = skip_at(n)
     fused = _fused_module(router_logits, topk_ids, topk_weights, correction_bias)
     if fused is not None:
         fused.oea_reroute_triton_(
