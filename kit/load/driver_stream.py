@@ -60,21 +60,27 @@ _feed = HTTPResponseParser.feed  # geventhttpclient's C parser, without its Pyth
 
 
 class Budget:
-    """Shared tickets of one phase; gevent runs in one thread, so no lock."""
+    """Shared tickets of one phase; gevent runs in one thread, so no lock. With a ``deadline`` (perf ns; a
+    time-limited level) no ticket is handed out after it, and the phase ends when the requests in flight end."""
 
     def __init__(self) -> None:
         self.left = 0
         self.next = 0
         self.inflight = 0
+        self.deadline: int | None = None
         self.finished = Event()
 
-    def reset(self, n: int) -> None:
-        self.left, self.next, self.inflight = n, 0, 0
+    def reset(self, n: int, deadline: int | None = None) -> None:
+        self.left, self.next, self.inflight, self.deadline = n, 0, 0, deadline
         self.finished.clear()
         if n == 0:
             self.finished.set()
 
     def take(self) -> int | None:
+        if self.deadline is not None and self.left > 0 and perf_ns() >= self.deadline:
+            self.left = 0
+            if self.inflight == 0:
+                self.finished.set()
         if self.left <= 0:
             return None
         self.left -= 1
@@ -107,6 +113,21 @@ class Phase:
         self.first_error: str | None = None
         self.first_read_lag_ns = array("q")  # per ok request: the client's own delay on its first chunk
         self.clock_offset_ns = time.time_ns() - perf_ns()  # CLOCK_REALTIME - perf_counter
+        # when requests go out (kit.load.arrivals): the open-loop due times of this process's tickets (ns after
+        # t0) with their global request indices, else None (closed loop: a user sends when its last one ended)
+        self.schedule: list[int] | None = None
+        self.indices: list[int] | None = None
+        self.late_ns = array("q")     # per sent request: sent - due (the client's own lateness)
+        self.queue_ns = array("q")    # per sent open-loop request: due - scheduled (waiting for a free user)
+        self.e2e_sum_ns = 0           # over ok requests (the warm-up's mean E2E sets the ramp)
+        self.first_send_ns: int | None = None
+        self.last_send_ns: int | None = None
+        self.users_spawned = 0        # users given a start index (their order in the stagger)
+        self.users_started = 0
+        self.ramp_end_ns: int | None = None  # when the last user sent its first request (closed loop)
+        self.stagger_ns = 0           # closed loop, steady window: user k's first request waits k * stagger_ns
+        self.unsent = 0               # open loop, time-limited: due requests not sent by the deadline
+        self.deadline: int | None = None
 
 
 class Streamer:
@@ -150,10 +171,35 @@ class Streamer:
             pool.close()
         self.pools.clear()
 
-    def run_one(self, pool: ConnectionPool, ticket: int) -> None:
+    def dispatch(self, pool: ConnectionPool, ticket: int, user_index: int | None) -> None:
+        """Send ticket's request when it is due: at once (closed loop; a user's first request of the level after
+        its stagger, ``user_index`` set), or at its scheduled time (open loop), whatever the others are doing."""
+        ph = self.phase
+        taken = perf_ns()
+        if ph.schedule is None:
+            if user_index is not None and ph.stagger_ns:
+                gevent.sleep(user_index * ph.stagger_ns / 1e9)
+                taken = perf_ns()
+            self.run_one(pool, ticket, taken, None, None, user_index is not None)
+            return
+        sched = ph.schedule[ticket]
+        due = ph.t0 + sched
+        if taken < due:
+            gevent.sleep((due - taken) / 1e9)
+            queue = 0
+        else:  # every user was busy when it fell due (the max_concurrency cap): it waited for one
+            queue, due = taken - due, taken
+        if ph.deadline is not None and due > ph.deadline:
+            ph.unsent += 1
+            return
+        self.run_one(pool, ticket, due, sched, queue, False)
+
+    def run_one(self, pool: ConnectionPool, ticket: int, due: int | None = None, sched: int | None = None,
+                queue: int | None = None, first: bool = False) -> None:
         ph = self.phase
         rid = f"{ph.rid_prefix}{ticket}"
-        body = self.bodies.body(ph.index_offset + ticket)
+        index = ph.indices[ticket] if ph.indices is not None else ph.index_offset + ticket
+        body = self.bodies.body(index)
         payload = self.head % (rid.encode(), len(body)) + body
         req = Request()
         timer = gevent.Timeout(self.cfg.request_timeout_s)
@@ -164,6 +210,7 @@ class Streamer:
             sock = pool.get_socket()  # connects if needed; its liveness check yields to other greenlets
             sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)  # per request: the socket may be new
             wall, t0 = time.time(), perf_ns()  # so the clock starts here, as the bytes go out
+            self._sent(t0, due, queue, first)
             resp = self._send(pool, sock, payload, req)
             req.status = resp.status_code
             if req.status == 200:
@@ -181,7 +228,21 @@ class Streamer:
             timer.close()
             if resp is not None:
                 resp.release()  # back to the pool when complete, closed otherwise
-        self._account(rid, wall, t0, req)
+        self._account(rid, wall, t0, req, sched, None if due is None else max(0, t0 - due), queue)
+
+    def _sent(self, t0: int, due: int | None, queue: int | None, first: bool) -> None:
+        ph = self.phase
+        if due is not None:
+            ph.late_ns.append(max(0, t0 - due))
+        if queue is not None:
+            ph.queue_ns.append(queue)
+        if ph.first_send_ns is None:
+            ph.first_send_ns = t0
+        ph.last_send_ns = t0
+        if first:
+            ph.users_started += 1
+            if ph.users_started == self.cfg.users:
+                ph.ramp_end_ns = t0
 
     @staticmethod
     def _send(pool: ConnectionPool, sock: Any, payload: bytes, req: Request) -> HTTPSocketPoolResponse:
@@ -310,12 +371,14 @@ class Streamer:
                 req.error = f"error event: {msg}"
         return False
 
-    def _account(self, rid: str, wall: float, t0: int, req: Request) -> None:
+    def _account(self, rid: str, wall: float, t0: int, req: Request, sched: int | None, late: int | None,
+                 queue: int | None) -> None:
         ph = self.phase
         chunks = req.chunk_ns
         n = len(chunks)
         if req.status == 200 and req.error is None and n > 0:
             ph.ok += 1
+            ph.e2e_sum_ns += req.e2e_ns
         else:
             ph.errors += 1
             if ph.first_error is None:
@@ -331,4 +394,5 @@ class Streamer:
                          "wall_start": wall, "ttft_ns": chunks[0] if n else None, "chunk_ns": chunks,
                          "e2e_ns": req.e2e_ns, "usage_completion_tokens": usage,
                          "usage_prompt_tokens": bounds.usage_count(req.usage_prompt), "client_tokens": n,
-                         "status": req.status, "error": req.error, "usage_flag": flag}, chunks)
+                         "status": req.status, "error": req.error, "usage_flag": flag, "sched_ns": sched,
+                         "late_ns": late, "queue_ns": queue}, chunks)
