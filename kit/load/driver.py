@@ -48,7 +48,8 @@ from locust.exception import StopUser
 
 from kit.load._config import DriverConfig
 from kit.load.driver_monitor import Monitor, RecordWriter, cpu_seconds
-from kit.load.driver_stream import Phase, Streamer
+from kit.load.driver_phase import Phase
+from kit.load.driver_stream import Streamer
 from kit.load.messages import WarmupInfo, WorkerStats
 from kit.load.selfstats import delay_stats, first_read_stats, gap_stats, inter_chunk_gaps, lag_stats
 
