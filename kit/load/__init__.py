@@ -82,9 +82,10 @@ last one ended), or open loop (``arrival`` poisson / gamma at ``rate``, at most 
 request sent at its scheduled time; ``duration_s`` makes a level time-limited, ``window="steady"`` spreads the
 closed-loop users' starts and writes the steady-state window into ``client.json``.
 
-Modules: ``spec`` (LevelSpec, LevelResult, Progress, checks), ``arrivals`` (schedules, pure), ``session`` (LoadSession), ``_level`` (one
-level over driver processes, ``client.json``), ``_procs`` (one driver process), ``messages`` (the JSON
-lines between them), ``assess`` and ``selfstats`` (pure), ``prompts`` and ``sse`` (pure, both sides);
+Modules: ``spec`` (LevelSpec, LevelResult, Progress, checks), ``arrivals`` (schedules, pure), ``session``
+(LoadSession), ``_level`` (one level over driver processes, ``client.json``), ``_procs`` (one driver process),
+``messages`` (the JSON lines between them), ``assess`` and ``selfstats`` (pure), ``prompts`` and ``sse`` (pure,
+both sides);
 ``driver``, ``driver_phase``, ``driver_stream`` and ``driver_monitor`` run only in the driver process.
 """
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections import Counter
 from dataclasses import dataclass
 
 PROCESSES = ("closed", "poisson", "gamma")
@@ -92,3 +93,18 @@ def split(schedule: list[int], processes: int) -> list[tuple[list[int], list[int
     then carries a thinned copy of the same process over the whole level, not a block of time of its own."""
     n = max(1, processes)
     return [(list(range(i, len(schedule), n)), schedule[i::n]) for i in range(n)]
+
+
+def check_sent(arrival: Arrival, count: int, sched_ns: list[int], unsent: int) -> list[str]:
+    """Intended against sent: the schedule rebuilt from the level's settings against the ``sched_ns`` of its
+    records (every request sent is recorded, ok or not) and the ones counted as not sent. Empty when they agree."""
+    want = schedule_ns(arrival, count)
+    got = sorted(sched_ns)
+    problems: list[str] = []
+    if len(got) + unsent != count:
+        problems.append(f"{len(got)} requests recorded and {unsent} not sent, but the schedule holds {count}")
+    strays = sorted((Counter(got) - Counter(want)).elements())  # due times repeat (gamma gaps under 1 ns)
+    if strays:
+        problems.append(f"{len(strays)} records carry a sched_ns that is not in the schedule rebuilt from seed "
+                        f"{arrival.seed}, or one more often than it (first: {strays[0]} ns): not what was scheduled")
+    return problems

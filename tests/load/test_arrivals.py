@@ -7,7 +7,7 @@ import statistics
 import pytest
 from scipy import stats
 
-from kit.load.arrivals import Arrival, check, count_for, schedule_ns, schedule_s, split
+from kit.load.arrivals import Arrival, check, check_sent, count_for, schedule_ns, schedule_s, split
 
 
 def gaps(times: list[float]) -> list[float]:
@@ -61,3 +61,14 @@ def test_bad_settings_are_named() -> None:
     with pytest.raises(ValueError, match=r"1\.\.1000000"):
         schedule_s(Arrival("poisson", 1.0), 0)
     assert count_for(Arrival("poisson", 2.5), 10.0) == 25 and count_for(Arrival("poisson", 0.01), 1.0) == 1
+
+
+def test_check_sent_holds_records_against_the_rebuilt_schedule() -> None:
+    a = Arrival("gamma", 5.0, 0.5, seed=8)
+    sched = schedule_ns(a, 10)
+    assert check_sent(a, 10, list(reversed(sched)), 0) == []
+    assert check_sent(a, 10, sched[:8], 2) == []  # two not sent by a time-limited level's end
+    assert "schedule holds 10" in check_sent(a, 10, sched[:8], 0)[0]
+    assert "not in the schedule rebuilt from seed 8" in check_sent(a, 10, [*sched[:9], sched[9] + 1], 0)[0]
+    assert "more often" in check_sent(a, 10, [*sched[:9], sched[0]], 0)[0]
+    assert check_sent(Arrival("gamma", 5.0, 0.5, seed=9), 10, sched, 0)  # another seed: another schedule
