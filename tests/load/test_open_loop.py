@@ -135,3 +135,18 @@ def test_steady_window_spreads_the_closed_loop_start_and_drops_ramp_and_drain(
     assert 10 < len(kept) < 40
     assert all(win["start_ns"] <= r["t_start_ns"] and r["t_start_ns"] + r["e2e_ns"] <= win["end_ns"] for r in kept)
     assert recs[0] not in kept and recs[-1] not in kept  # the ramp's first send, the drain's last
+
+
+def test_several_processes_share_one_schedule(sse_server: Callable[..., FakeServer], tmp_path: Path) -> None:
+    srv = sse_server(5.0, 2.0)
+    spec = make_spec(srv.base_url, concurrency=8, requests=30, warmup_requests=2, output_tokens=4, processes=2,
+                     arrival="gamma", rate=30.0, burstiness=2.0, arrival_seed=4)
+    res = run_level(spec, tmp_path / "lvl")
+    recs = read_records(res.records_path)
+    assert res.ok == 30 and {r["worker"] for r in recs} == {0, 1}
+    # dealt round-robin: together the two processes sent the whole schedule, each a thinned copy over the level
+    assert sorted(r["sched_ns"] for r in recs) == schedule_ns(Arrival("gamma", 30.0, 2.0, 4), 30)
+    workers = json.loads(res.client_path.read_text())["workers"]
+    assert [w["scheduled"] for w in workers] == [15, 15]
+    assert sum(w["offered_rate"] for w in workers) == pytest.approx(30.0, rel=0.15)
+    assert {s["rid"] for s in srv.requests() if "warm" not in s["rid"]} == {r["rid"] for r in recs}
