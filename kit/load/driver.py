@@ -128,13 +128,18 @@ class Driver:
         self.runner.quit()
         self.streamer.close()
 
-    def run_phase(self, n: int, deadline: int | None = None) -> float:
-        """Run ``n`` tickets with all users spawned at once (no ticket after ``deadline``); return the wall time."""
+    def run_phase(self, n: int, deadline: int | None = None, spawned: Callable[[], None] | None = None) -> float:
+        """Run ``n`` tickets with all users spawned at once (no ticket after ``deadline``; ``spawned`` called once
+        every user exists); return the wall time."""
         budget = self.streamer.budget
         budget.reset(n, deadline)
         t0 = time.perf_counter()
         if n:
             self.runner.start(self.cfg.users, spawn_rate=self.cfg.users)
+            if spawned is not None:
+                if self.runner.spawning_greenlet is not None:
+                    self.runner.spawning_greenlet.join()
+                spawned()
             budget.finished.wait()
             if self.runner.spawning_greenlet is not None:
                 self.runner.spawning_greenlet.join()
@@ -158,6 +163,8 @@ class Driver:
         sink = RecordWriter(cfg.records_path)
         ph = Phase("level", f"w{cfg.worker}-", cfg.index_offset, sink, dict(cfg.tags))
         ph.schedule, ph.indices = cfg.schedule_ns, cfg.schedule_index
+        if ph.schedule is not None:
+            ph.go.clear()  # set by start() below, once every user exists
         if cfg.window == "steady" and ph.schedule is None and cfg.users > 1:
             ph.stagger_ns = warm_e2e_ns // cfg.users
         self.streamer.phase = ph
@@ -169,13 +176,23 @@ class Driver:
         gc.freeze()
         start_wall, cpu0 = time.time(), cpu_seconds()
         ph.t0 = perf_ns()
-        if cfg.duration_s is not None:
-            ph.deadline = ph.t0 + round(cfg.duration_s * 1e9)
-            if ph.schedule:  # open loop: the schedule ends at the duration; a send held past it is dropped
-                ph.deadline = max(ph.deadline, ph.t0 + ph.schedule[-1])
+
+        def start() -> None:
+            """The level's clock starts: the schedule is due from now (open loop: once every user exists, so
+            that spawning many users makes no request late); a time-limited level ends duration_s later."""
+            ph.t0 = perf_ns()
+            if cfg.duration_s is not None:
+                ph.deadline = ph.t0 + round(cfg.duration_s * 1e9)
+                if ph.schedule:  # open loop: the schedule ends at the duration; a send held past it is dropped
+                    ph.deadline = max(ph.deadline, ph.t0 + ph.schedule[-1])
+            ph.go.set()
+
+        if ph.schedule is None:
+            start()
         monitor.start()
         try:
-            wall = self.run_phase(cfg.requests, None if ph.schedule is not None else ph.deadline)
+            wall = self.run_phase(cfg.requests, None if ph.schedule is not None else ph.deadline,
+                                  start if ph.schedule is not None else None)
             cpu = cpu_seconds() - cpu0
             end_wall = time.time()
         finally:

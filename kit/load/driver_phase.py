@@ -85,3 +85,5 @@ class Phase:
         self.stagger_ns = 0           # closed loop, steady window: user k's first request waits k * stagger_ns
         self.unsent = 0               # open loop, time-limited: due requests not sent by the deadline
         self.deadline: int | None = None
+        self.go = Event()             # set when the level's clock (t0) starts: open-loop users wait for it
+        self.go.set()

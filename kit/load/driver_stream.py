@@ -111,8 +111,10 @@ class Streamer:
                 taken = perf_ns()
             self.run_one(pool, ticket, taken, None, None, user_index is not None)
             return
+        ph.go.wait()  # the level's clock starts once every user exists
         sched = ph.schedule[ticket]
         due = ph.t0 + sched
+        taken = max(taken, ph.t0)
         if taken < due:
             # the loop's timers wake about a millisecond late (epoll's resolution): sleep to just before the due
             # time, then yield until it (other greenlets run meanwhile), so sends keep sub-ms gaps at high rates
