@@ -35,9 +35,10 @@ class Cell:
 
 @dataclass(frozen=True)
 class LevelPlan:
-    concurrency: int
+    concurrency: int          # closed loop: the users; open loop: the most requests in flight
     requests: int
     warmup: int
+    rate: float | None = None  # open loop: requests per second (load.arrival.rates), None in a closed loop
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ class Plan:
         out: JsonObject = {
             "order": self.order,
             "cells": [{**asdict(c), "id": c.id} for c in self.cells],
-            "levels": [asdict(lv) for lv in self.levels],
+            "levels": [{k: v for k, v in asdict(lv).items() if k != "rate" or v is not None} for lv in self.levels],
         }
         if self.start is not None:
             out["start"] = list(self.start)
@@ -81,7 +82,7 @@ def make_plan(m: Manifest) -> Plan:
         if order == "random":
             random.Random(m.design.seed).shuffle(pairs)
     cells = tuple(Cell(i, a, r) for i, (a, r) in enumerate(pairs))
-    levels = tuple(LevelPlan(c, m.load.requests_at(c), m.load.warmup_at(c)) for c in m.load.levels)
+    levels = tuple(LevelPlan(c, m.load.requests_at(c), m.load.warmup_at(c), m.load.rate_at(c)) for c in m.load.levels)
     return Plan(cells=cells, levels=levels, order=order, start=start)
 
 
@@ -96,12 +97,18 @@ class Estimate:
 
 
 def estimate(m: Manifest, plan: Plan, *, itl_ms: float = 20.0, start_s: float | None = None) -> Estimate:
-    """A rough duration: each level runs in waves of `concurrency` requests of output_tokens x ITL."""
+    """A rough duration: each level runs in waves of `concurrency` requests of output_tokens x ITL (an open-loop
+    level no faster than its schedule, a time-limited one for its duration)."""
     per_cell = 0.0
     req = warm = 0
     for lv in plan.levels:
-        waves = math.ceil(lv.requests / lv.concurrency) + math.ceil(lv.warmup / lv.concurrency)
-        per_cell += waves * (m.load.output_tokens * itl_ms / 1000.0 + 0.05)
+        request_s = m.load.output_tokens * itl_ms / 1000.0 + 0.05
+        level_s = math.ceil(lv.requests / lv.concurrency) * request_s
+        if m.load.arrival.duration_s is not None:  # a time-limited level lasts its duration and a last request
+            level_s = m.load.arrival.duration_s + request_s
+        elif lv.rate is not None:  # open loop: no faster than its schedule, then the last request
+            level_s = max(level_s, lv.requests / lv.rate + request_s)
+        per_cell += math.ceil(lv.warmup / lv.concurrency) * request_s + level_s
         req += lv.requests
         warm += lv.warmup
     start = start_s if start_s is not None else (5.0 if m.runtime == "process" else 120.0)

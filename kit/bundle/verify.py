@@ -32,6 +32,7 @@ from kit.bundle.policy import (
     recorded_flags,
 )
 from kit.bundle.provenance import BUILD_TYPE, SLSA_PROVENANCE_V1
+from kit.bundle.schedules import check_schedules
 from kit.bundle.tarball import archive_sha256, extracted
 from kit.errors import BundleError, KitError, SignatureError, UsageError
 from kit.files import JsonObject
@@ -134,11 +135,15 @@ def verify_directory(root: Path, trust: list[Path], *, label: str, integrity_onl
     if problems:
         raise fail(label, problems, hint="its checkpoints do not hold what its provenance signed; get an untouched one")
     summary_note = check_summary(root, label)
+    sched_note, sched_problems = check_schedules(root)
+    if sched_problems:
+        raise fail(label, sched_problems, hint="the records are not what the levels' schedules sent; get an "
+                   "untouched bundle")
     run = _run_info(root)
     manifest = manifest_check(root, files) if not integrity_only else {"status": "not checked (--integrity-only)"}
     rec = recorded_flags(root)
     lines = [signer.text,
-             f"  files: {len(subjects)} checked against the signed provenance; {summary_note}"
+             f"  files: {len(subjects)} checked against the signed provenance; {summary_note}; {sched_note}"
              + (f"; run {run['status']}" if run.get("status") else ""),
              f"  checkpoints: {chain_note}",
              f"  manifest approval (kit-manifest): {manifest['status']}",
@@ -147,7 +152,8 @@ def verify_directory(root: Path, trust: list[Path], *, label: str, integrity_onl
         lines.append(f"  {run['reproduces']}")
     details: JsonObject = {"bundle": label, "trust": TRUSTED_MARK if signer.trusted else UNTRUSTED_MARK,
                            "verdict": signer.text, "files": len(subjects), "bytes": nbytes,
-                           "signers": signer.signers, "trusted": signer.trusted, "summary": summary_note, "run": run,
+                           "signers": signer.signers, "trusted": signer.trusted, "summary": summary_note,
+                           "schedules": sched_note, "run": run,
                            "manifest_signature": manifest, "integrity_only": integrity_only, "checkpoints": chain,
                            **rec}
     return VerifyResult(summary="\n".join(lines), details=details)

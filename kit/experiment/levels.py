@@ -35,6 +35,9 @@ def scrape_metrics(base_url: str) -> dict[str, float] | None:
     return out
 
 
+ARRIVAL_SEED_OFFSET = 7_919  # the schedule's seed differs from the prompts' (load.seed + level)
+
+
 def level_spec(m: Manifest, cell: Cell, lv: LevelPlan, base_url: str) -> LevelSpec:
     return LevelSpec(
         base_url=base_url, endpoint=m.load.endpoint, model=m.model.served_name,
@@ -43,6 +46,9 @@ def level_spec(m: Manifest, cell: Cell, lv: LevelPlan, base_url: str) -> LevelSp
         seed=m.load.seed + lv.concurrency, request_timeout_s=m.load.request_timeout_s,
         processes=0 if m.load.processes == "auto" else m.load.processes, dialect=m.load.dialect,
         cpus=m.load.cpus, tags={"arm": cell.arm, "repeat": cell.repeat, "level": lv.concurrency},
+        arrival=m.load.arrival.process, rate=lv.rate or 0.0, burstiness=m.load.arrival.burstiness,
+        arrival_seed=m.load.seed + lv.concurrency + ARRIVAL_SEED_OFFSET, duration_s=m.load.arrival.duration_s,
+        window=m.load.arrival.window,
     )
 
 

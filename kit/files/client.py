@@ -48,6 +48,27 @@ class FirstReadStats(_Open):
     max_ms: float | None = None
 
 
+class DelayStats(_Open):
+    """A per-request delay of the client's own (ms): ``lateness`` (sent minus due) or ``queue`` (open loop: waiting
+    for a free user under the level's cap)."""
+
+    requests: int
+    p50_ms: float | None = None
+    p99_ms: float | None = None
+    max_ms: float | None = None
+
+
+class Window(_Open):
+    """``load.arrival.window: steady``: the statistics keep a request sent at or after ``start_ns`` that ended at or
+    before ``end_ns`` (perf ns, the clock of the records' ``t_start_ns`` in this process; ``kit.files.records``)."""
+
+    start_ns: int
+    end_ns: int
+    ramp_ns: int | None = None
+    """The warm-up's mean E2E: the ramp (open loop) or the span the users' first requests were spread over."""
+    stagger_ns: int | None = None
+
+
 class WorkerStats(_Open):
     """One driver process over the level (what its ``done`` event reported; partial if it died)."""
 
@@ -67,6 +88,17 @@ class WorkerStats(_Open):
     itl: GapStats | None = None
     cpu_window_share_max: float | None = None
     first_read: FirstReadStats | None = None
+    lateness: DelayStats | None = None
+    """Sent minus due, per sent request (kit.load.arrivals); judged in an open loop only (kit.load.assess)."""
+    queue: DelayStats | None = None
+    unsent: int | None = None
+    """Open loop, time-limited: requests due but not sent by the level's end."""
+    scheduled: int | None = None
+    """Open loop: the requests in this process's share of the schedule (absent in a closed loop)."""
+    offered_rate: float | None = None
+    sent_rate: float | None = None
+    """Requests sent over the time from the level's start to the last send (requests/s)."""
+    window: Window | None = None
 
 
 class ClientReport(_Open):

@@ -16,8 +16,11 @@ class PlannedCell(Loose):
 
 class PlannedLevel(Loose):
     concurrency: int
+    """Closed loop: the users; open loop: the most requests in flight at once."""
     requests: int
     warmup: int
+    rate: float | None = None
+    """Open loop: the level's request rate (requests/s); absent in a closed loop."""
 
 
 class PlanFile(BundleFile):

@@ -8,6 +8,7 @@ order of completion (per driver process; merged line by line for several process
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from typing import NotRequired
 
 from pydantic import RootModel
@@ -54,6 +55,39 @@ class Record(TypedDict):
     not an integer in 0..``MAX_USAGE_TOKENS`` (then ``usage_completion_tokens`` is null), below the client's count
     of content events, or above the ``max_tokens`` asked. Such a request is still ok; its timing uses the client's
     count. Absent in records of kits before it."""
+
+
+    sched_ns: NotRequired[int | None]
+    """Open loop (``load.arrival``): when the request was due, ns after the level's start in its worker
+    (``kit.load.arrivals``: rebuildable from the seed); null in a closed loop. Absent in records of kits before it."""
+    late_ns: NotRequired[int | None]
+    """The client's own lateness: sent (``t_start_ns``) minus due, where due is the scheduled time, or the moment
+    a user became free when all were busy (open loop), or when the user took the request (closed loop)."""
+    queue_ns: NotRequired[int | None]
+    """Open loop: how long the request waited for a free user (``max_concurrency``) after it was scheduled: due
+    minus scheduled (vLLM's ``client_queue_time``); not in its latency, as in vLLM and sglang. Null: closed loop."""
+
+
+def steady_window(workers: Sequence[Mapping[str, object]]) -> Callable[[Mapping[str, object]], bool]:
+    """Which records the statistics keep, from ``client.json``'s ``workers``: with a ``window`` (``load.window:
+    steady``) a record is kept when it was sent at or after the window's start and ended at or before its end
+    (both on its worker's clock); a worker without one (``load.window: all``, older kits) keeps every record."""
+    windows: dict[object, tuple[int, int]] = {}
+    for w in workers:
+        win = w.get("window")
+        if isinstance(win, Mapping) and isinstance(win.get("start_ns"), int) and isinstance(win.get("end_ns"), int):
+            windows[w.get("worker")] = (int(win["start_ns"]), int(win["end_ns"]))
+
+    def keep(rec: Mapping[str, object]) -> bool:
+        win = windows.get(rec.get("worker"))
+        if win is None:
+            return True
+        start, e2e = rec.get("t_start_ns"), rec.get("e2e_ns")
+        if not isinstance(start, int) or not isinstance(e2e, int):
+            return False
+        return win[0] <= start and start + e2e <= win[1]
+
+    return keep
 
 
 class RecordLine(RootModel[Record]):

@@ -40,6 +40,11 @@ Each level writes two files into ``out_dir``:
     usage_flag               null, or why the server's usage count cannot be true (kit.files.bounds): not
                              an integer in 0..2^31 (then usage_completion_tokens is null), below
                              client_tokens, or above output_tokens; the request is still ok
+    sched_ns                 open loop: when it was due, ns after the level's start (kit.load.arrivals);
+                             null in a closed loop
+    late_ns                  the client's own lateness: sent minus due (due: the scheduled time, or when a
+                             user became free; closed loop: when the user took the request)
+    queue_ns                 open loop: waiting for a free user (the level's cap) after it was due; null closed
 
 Everything a server sends is bounded per request (kit.files.bounds): the response head (64 KiB), what is read of an
 error body (4 KiB), one SSE line (256 KiB) and the events of one response (4 per token asked + 64); a request
@@ -72,10 +77,16 @@ were chosen over Locust's master/worker mode because per-request data then never
 master's event loop and ZeroMQ (a bottleneck of its own at high token rates), a crashed process is seen
 at once by its exit code, and nothing is lost at the stop (a worker does not flush its last report).
 
-Modules: ``spec`` (LevelSpec, LevelResult, Progress, checks), ``session`` (LoadSession), ``_level`` (one
-level over driver processes, ``client.json``), ``_procs`` (one driver process), ``messages`` (the JSON
-lines between them), ``assess`` and ``selfstats`` (pure), ``prompts`` and ``sse`` (pure, both sides);
-``driver``, ``driver_stream`` and ``driver_monitor`` run only in the driver process.
+When requests go out (``arrivals``, docs/arrivals.md): closed loop (each user sends its next request when its
+last one ended), or open loop (``arrival`` poisson / gamma at ``rate``, at most ``concurrency`` in flight), each
+request sent at its scheduled time; ``duration_s`` makes a level time-limited, ``window="steady"`` spreads the
+closed-loop users' starts and writes the steady-state window into ``client.json``.
+
+Modules: ``spec`` (LevelSpec, LevelResult, Progress, checks), ``arrivals`` (schedules, pure), ``session``
+(LoadSession), ``_level`` (one level over driver processes, ``client.json``), ``_procs`` (one driver process),
+``messages`` (the JSON lines between them), ``assess`` and ``selfstats`` (pure), ``prompts`` and ``sse`` (pure,
+both sides);
+``driver``, ``driver_phase``, ``driver_stream`` and ``driver_monitor`` run only in the driver process.
 """
 
 from __future__ import annotations

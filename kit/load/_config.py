@@ -26,6 +26,12 @@ class DriverConfig:
     tags: dict[str, str | int] = field(default_factory=dict)
     dialect: str = "sglang"     # how fixed length and usage are asked for (kit.load.prompts.fixed_length_fields)
     wait_for_go: bool = False   # block after the warm-up until the parent writes "go" on stdin
+    # open loop (kit.load.arrivals): this process's due times (ns after the level's start) and the global request
+    # index of each (its prompt); None: closed loop
+    schedule_ns: list[int] | None = None
+    schedule_index: list[int] | None = None
+    duration_s: float | None = None  # time-limited level: no request sent after this (requests is a ceiling)
+    window: str = "all"         # "steady": spread the users' starts, report the steady-state window
     progress_interval_s: float = 0.25
     lag_probe_interval_s: float = 0.01
     cpu_sample_interval_s: float = 0.5

@@ -10,12 +10,12 @@ import json
 import selectors
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Literal, cast
 
 from kit.errors import LoadError
-from kit.load import assess
+from kit.load import arrivals, assess
 from kit.load._config import DriverConfig
 from kit.load._procs import DriverProcess, stderr_tail
 from kit.load.messages import DoneEvent, ProgressEvent, WarmEvent, WorkerStats
@@ -46,16 +46,22 @@ class Slot:
 
 def plan(spec: LevelSpec, procs: list[DriverProcess], work: Path, records_path: Path) -> list[Slot]:
     n = len(procs)
-    users, budget, warm = (split(x, n) for x in (spec.concurrency, spec.requests, spec.warmup_requests))
+    users, budget, warm = (split(x, n) for x in (spec.concurrency, spec.scheduled(), spec.warmup_requests))
+    dealt = arrivals.split(arrivals.schedule_ns(spec.arrivals, spec.scheduled()), n) \
+        if spec.arrivals.open_loop else None
     slots = []
     for i, proc in enumerate(procs):
         part = work / f"records-{i}.jsonl" if n > 1 else None
+        index, due = dealt[i] if dealt is not None else (None, None)
         cfg = DriverConfig(
             worker=i, base_url=spec.base_url, endpoint=spec.endpoint, model=spec.model, users=users[i],
             requests=budget[i], warmup_requests=warm[i], index_offset=sum(budget[:i]),
             warmup_index_offset=spec.requests + sum(warm[:i]), prompt_tokens=spec.prompt_tokens,
             output_tokens=spec.output_tokens, seed=spec.seed, request_timeout_s=spec.request_timeout_s,
-            records_path=str(part or records_path), tags=dict(spec.tags), wait_for_go=True, dialect=spec.dialect)
+            records_path=str(part or records_path), tags=dict(spec.tags), wait_for_go=True, dialect=spec.dialect,
+            schedule_ns=due, schedule_index=index, duration_s=spec.duration_s, window=spec.window)
+        if due is not None:
+            cfg = replace(cfg, requests=len(due))
         offset = proc.stderr_size() if proc.levels else 0
         slots.append(Slot(i, proc, cfg, work / f"driver-{i}.stderr", offset, part))
     return slots

@@ -24,6 +24,14 @@ the level's average looks fine). The limit is 5 ms, as for the lag probe: below 
 within the run-to-run spread of a real server's TTFT p99 (tens of ms), and above it ``benchmarks/loadgen.py``
 measured TTFT p99 errors of the same size (a client that adds more than 5 ms to a tail can turn a verdict).
 
+Open loop (``kit.load.arrivals``), a process is also flagged when its requests went out late: the p99 of its
+lateness (sent minus due, per request; waiting for a free user under ``max_concurrency`` is not lateness, it is
+counted apart as ``queue``) above ``LATE_P99_LIMIT_MS``, or above ``LATE_GAP_SHARE`` of the level's mean gap
+when that is smaller (1 ms at 100 requests/s): the arrival process the server saw is then not the one
+asked for. A cap that held requests back so that the rate achieved fell below ``DELIVERED_SHARE`` of the rate
+offered is a timing warning (the server, not the client, set it). In a closed loop the lateness (a user free ->
+its next request sent) is recorded but not judged.
+
 The thresholds come from ``benchmarks/loadgen.py`` against a server with known timing: the lag probe's p99
 tracked the p99 of the per-gap ITL error closely at every level measured (1 ms vs 1 ms, 3 vs 3, 21 vs 21,
 49 vs 45, 141 vs 128), so a lag p99 above 5 ms means ITL tails (and TTFTs) are off by that much. The
@@ -44,6 +52,9 @@ NEAR_ZERO_SHARE_LIMIT = 0.10
 MIN_GAPS = 200
 TTFT_CLIENT_SHARE_LIMIT_MS = 5.0
 CPU_WINDOW_PEAK_LIMIT = 0.95
+LATE_P99_LIMIT_MS = 5.0
+LATE_GAP_SHARE = 0.1
+DELIVERED_SHARE = 0.98
 
 
 def thresholds() -> dict[str, float]:
@@ -51,7 +62,9 @@ def thresholds() -> dict[str, float]:
             "lag_growth_factor": LAG_GROWTH_FACTOR, "lag_growth_min_ms": LAG_GROWTH_MIN_MS,
             "collapsed_median_itl_ms": COLLAPSED_ITL_MS, "near_zero_gap_share": NEAR_ZERO_SHARE_LIMIT,
             "min_gaps": MIN_GAPS, "ttft_client_share_ms": TTFT_CLIENT_SHARE_LIMIT_MS,
-            "cpu_window_peak": CPU_WINDOW_PEAK_LIMIT}
+            "cpu_window_peak": CPU_WINDOW_PEAK_LIMIT, "late_p99_ms": LATE_P99_LIMIT_MS,
+            "late_gap_share": LATE_GAP_SHARE,
+            "delivered_share": DELIVERED_SHARE}
 
 
 def ttft_client_share_ms(workers: list[WorkerStats]) -> float | None:
@@ -87,14 +100,30 @@ def assess_ttft(workers: list[WorkerStats]) -> list[str]:
     return reasons
 
 
-def assess_worker(stats: WorkerStats) -> list[str]:
+def late_limit_ms(level_rate: float) -> float:
+    """The lateness p99 an open-loop level tolerates: 5 ms, or a tenth of its mean gap when that is smaller (a
+    send jittered by a tenth of the gap visibly bends the gap distribution: at 100 requests/s, 1 ms)."""
+    return min(LATE_P99_LIMIT_MS, LATE_GAP_SHARE * 1000.0 / level_rate) if level_rate > 0 else LATE_P99_LIMIT_MS
+
+
+def level_rate(workers: list[WorkerStats]) -> float:
+    """The open-loop level's offered rate (requests/s), summed over its processes; 0 in a closed loop."""
+    return sum(float(w.get("offered_rate") or 0.0) for w in workers)
+
+
+def assess_worker(stats: WorkerStats, level_rate: float = 0.0) -> list[str]:
     """Reasons (possibly none) why this process's measurements cannot be trusted."""
     who = f"process {stats.get('worker', '?')}"
     reasons: list[str] = []
     cpu = stats.get("cpu_share") or 0.0
     if cpu >= CPU_SHARE_LIMIT:
         reasons.append(f"{who}: CPU {cpu:.0%} of one core over the level (limit {CPU_SHARE_LIMIT:.0%})")
-    lag, itl = stats.get("lag"), stats.get("itl")
+    lag, itl, late = stats.get("lag"), stats.get("itl"), stats.get("lateness")
+    limit = late_limit_ms(level_rate)
+    if late and "scheduled" in stats and (p99 := late.get("p99_ms") or 0.0) > limit:
+        reasons.append(f"{who}: requests sent late, lateness p99 {p99:.2f} ms over {late['requests']} requests "
+                       f"(limit {limit:.3g} ms at {level_rate:.4g} requests/s): the server did not see the arrival "
+                       "process asked for")
     reasons += _lag_reasons(who, lag) if lag else []
     reasons += _gap_reasons(who, itl) if itl else []
     return reasons
@@ -102,12 +131,17 @@ def assess_worker(stats: WorkerStats) -> list[str]:
 
 def timing_warnings_worker(stats: WorkerStats) -> list[str]:
     """Soft findings: timestamps in this process may be late by up to the lag p99 (tails affected)."""
+    out: list[str] = []
+    offered, sent = stats.get("offered_rate"), stats.get("sent_rate")
+    if offered and sent is not None and sent < DELIVERED_SHARE * offered:
+        out.append(f"process {stats.get('worker', '?')}: {sent:.3g} requests/s sent of {offered:.3g} offered: "
+                   "max_concurrency held requests back (see queue), the offered load was not delivered")
     lag = stats.get("lag")
     p99 = (lag.get("p99_ms") if lag else None) or 0.0
     if p99 <= LAG_P99_LIMIT_MS:
-        return []
-    return [f"process {stats.get('worker', '?')}: scheduling lag p99 {p99:.1f} ms (above {LAG_P99_LIMIT_MS:g} ms): "
-            f"p99 latencies may read up to {p99:.0f} ms high; means are unaffected"]
+        return out
+    return [*out, f"process {stats.get('worker', '?')}: scheduling lag p99 {p99:.1f} ms (above "
+            f"{LAG_P99_LIMIT_MS:g} ms): p99 latencies may read up to {p99:.0f} ms high; means are unaffected"]
 
 
 def timing_warnings(workers: list[WorkerStats]) -> list[str]:
@@ -146,6 +180,7 @@ def _gap_reasons(who: str, itl: GapStats) -> list[str]:
 
 def assess(workers: list[WorkerStats]) -> list[str]:
     reasons: list[str] = []
+    rate = level_rate(workers)
     for stats in workers:
-        reasons += assess_worker(stats)
+        reasons += assess_worker(stats, rate)
     return reasons

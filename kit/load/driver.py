@@ -38,6 +38,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 import gevent
 from geventhttpclient.connectionpool import ConnectionPool
@@ -47,9 +48,10 @@ from locust.exception import StopUser
 
 from kit.load._config import DriverConfig
 from kit.load.driver_monitor import Monitor, RecordWriter, cpu_seconds
-from kit.load.driver_stream import Phase, Streamer
+from kit.load.driver_phase import Phase
+from kit.load.driver_stream import Streamer
 from kit.load.messages import WarmupInfo, WorkerStats
-from kit.load.selfstats import first_read_stats, gap_stats, inter_chunk_gaps, lag_stats
+from kit.load.selfstats import delay_stats, first_read_stats, gap_stats, inter_chunk_gaps, lag_stats
 
 perf_ns = time.perf_counter_ns
 log = logging.getLogger("kit.load.driver")
@@ -74,10 +76,13 @@ def make_user_class(streamer: Streamer, base_url: str) -> type[User]:
         wait_time = constant(0)
 
         pool: ConnectionPool | None = None
+        start_index: int | None = None  # this user's place in the level's start order until its first request
 
         def on_start(self) -> None:
             # connections outlive the user: the level's users reuse the warm-up's connections
             self.pool = streamer.pools.pop() if streamer.pools else streamer.new_pool()
+            self.start_index = streamer.phase.users_spawned
+            streamer.phase.users_spawned += 1
 
         def on_stop(self) -> None:
             if self.pool is not None:
@@ -89,9 +94,10 @@ def make_user_class(streamer: Streamer, base_url: str) -> type[User]:
             ticket = streamer.budget.take()
             if ticket is None:
                 raise StopUser()
+            first, self.start_index = self.start_index, None
             try:
                 assert self.pool is not None
-                streamer.run_one(self.pool, ticket)
+                streamer.dispatch(self.pool, ticket, first)
             finally:
                 streamer.budget.release()
 
@@ -122,13 +128,18 @@ class Driver:
         self.runner.quit()
         self.streamer.close()
 
-    def run_phase(self, n: int) -> float:
-        """Run ``n`` tickets with all users spawned at once; return the wall time in seconds."""
+    def run_phase(self, n: int, deadline: int | None = None, spawned: Callable[[], None] | None = None) -> float:
+        """Run ``n`` tickets with all users spawned at once (no ticket after ``deadline``; ``spawned`` called once
+        every user exists); return the wall time."""
         budget = self.streamer.budget
-        budget.reset(n)
+        budget.reset(n, deadline)
         t0 = time.perf_counter()
         if n:
             self.runner.start(self.cfg.users, spawn_rate=self.cfg.users)
+            if spawned is not None:
+                if self.runner.spawning_greenlet is not None:
+                    self.runner.spawning_greenlet.join()
+                spawned()
             budget.finished.wait()
             if self.runner.spawning_greenlet is not None:
                 self.runner.spawning_greenlet.join()
@@ -143,12 +154,19 @@ class Driver:
         self.streamer.phase = ph
         wall = self.run_phase(cfg.warmup_requests)
         return {"requests": cfg.warmup_requests, "ok": ph.ok, "errors": ph.errors, "wall_s": round(wall, 3),
-                "first_error": ph.first_error}
+                "first_error": ph.first_error, "mean_e2e_ns": ph.e2e_sum_ns // ph.ok if ph.ok else 0}
 
-    def level(self) -> WorkerStats:
+    def level(self, warm_e2e_ns: int) -> WorkerStats:
+        """The level; ``warm_e2e_ns``: the warm-up's mean E2E (0: none), one request's lifetime, which the steady
+        window's ramp lasts (closed loop: the users' first requests are spread over it)."""
         cfg = self.cfg
         sink = RecordWriter(cfg.records_path)
         ph = Phase("level", f"w{cfg.worker}-", cfg.index_offset, sink, dict(cfg.tags))
+        ph.schedule, ph.indices = cfg.schedule_ns, cfg.schedule_index
+        if ph.schedule is not None:
+            ph.go.clear()  # set by start() below, once every user exists
+        if cfg.window == "steady" and ph.schedule is None and cfg.users > 1:
+            ph.stagger_ns = warm_e2e_ns // cfg.users
         self.streamer.phase = ph
         monitor = Monitor(cfg)
         # keep the long-lived objects out of the collector's way during the level. What is frozen stays
@@ -158,15 +176,30 @@ class Driver:
         gc.freeze()
         start_wall, cpu0 = time.time(), cpu_seconds()
         ph.t0 = perf_ns()
+
+        def start() -> None:
+            """The level's clock starts: the schedule is due from now (open loop: once every user exists, so
+            that spawning many users makes no request late); a time-limited level ends duration_s later."""
+            ph.t0 = perf_ns()
+            if cfg.duration_s is not None:
+                ph.deadline = ph.t0 + round(cfg.duration_s * 1e9)
+                if ph.schedule:  # open loop: the schedule ends at the duration; a send held past it is dropped
+                    ph.deadline = max(ph.deadline, ph.t0 + ph.schedule[-1])
+            ph.go.set()
+
+        if ph.schedule is None:
+            start()
         monitor.start()
         try:
-            wall = self.run_phase(cfg.requests)
+            wall = self.run_phase(cfg.requests, None if ph.schedule is not None else ph.deadline,
+                                  start if ph.schedule is not None else None)
             cpu = cpu_seconds() - cpu0
             end_wall = time.time()
         finally:
             monitor.stop()
             sink.close()
-        return self._stats(ph, monitor, sink, wall, cpu, start_wall, end_wall)
+        stats = self._stats(ph, monitor, sink, wall, cpu, start_wall, end_wall)
+        return cast(WorkerStats, {**stats, **schedule_stats(ph, cfg, warm_e2e_ns)})
 
     def _stats(self, ph: Phase, mon: Monitor, sink: RecordWriter, wall: float, cpu: float, start_wall: float,
                end_wall: float) -> WorkerStats:
@@ -186,6 +219,33 @@ class Driver:
             "itl": gap_stats(inter_chunk_gaps(sink.offsets, sink.lengths)),
             "first_read": first_read_stats(ph.first_read_lag_ns),
         }
+
+
+def schedule_stats(ph: Phase, cfg: DriverConfig, warm_e2e_ns: int) -> dict[str, object]:
+    """When this process's requests went out against when they were due, and its steady-state window.
+
+    The window (``load.window: steady``; times are perf ns like the records' ``t_start_ns``) keeps a request
+    when it was sent at or after ``start_ns`` and ended at or before ``end_ns``: the ramp is over once every
+    user has sent its first request (closed loop, the users' starts spread over one warm-up E2E) or one
+    warm-up E2E after the start (open loop: an empty server has filled by then); the drain starts at the last
+    send, after which the load only falls.
+    """
+    sends = len(ph.late_ns)
+    out: dict[str, object] = {"lateness": delay_stats(ph.late_ns), "unsent": ph.unsent}
+    if ph.schedule is not None:
+        out["queue"] = delay_stats(ph.queue_ns)
+        out["scheduled"] = len(ph.schedule)
+        end = ph.schedule[-1] if ph.schedule else 0
+        out["offered_rate"] = round(len(ph.schedule) / (end / 1e9), 4) if end > 0 else None
+    # the rate achieved: requests sent over the time from the level's start to the last send (open loop: the
+    # schedule's last request is due at count / rate, so on time this is the rate asked for)
+    last = ph.last_send_ns
+    out["sent_rate"] = round(sends / ((last - ph.t0) / 1e9), 4) if last is not None and last > ph.t0 else None
+    if cfg.window == "steady" and last is not None:
+        start = ph.t0 + warm_e2e_ns if ph.schedule is not None else ph.ramp_end_ns
+        out["window"] = {"start_ns": last if start is None else start, "end_ns": last,
+                         "ramp_ns": warm_e2e_ns, "stagger_ns": ph.stagger_ns}
+    return out
 
 
 def watch_parent(on_orphan: Callable[[], None]) -> None:
@@ -214,7 +274,7 @@ def run_level(cfg: DriverConfig, nofile: int) -> None:
         if cfg.wait_for_go:
             wait_for_go()
         emit("start", worker=cfg.worker)
-        stats = driver.level()
+        stats = driver.level(int(warm.get("mean_e2e_ns") or 0))
         stats["rlimit_nofile"] = nofile
         stats["warmup"] = warm
     except BaseException:

@@ -26,7 +26,6 @@ import locust  # noqa: F401  (first: gevent monkey-patching, see kit.load.driver
 # isort: split
 import socket
 import time
-from array import array
 from typing import Any
 
 import gevent
@@ -40,7 +39,7 @@ from kit.files import bounds
 from kit.load import sse
 from kit.load._config import DriverConfig
 from kit.load.driver_demux import Demux, Request
-from kit.load.driver_monitor import RecordWriter
+from kit.load.driver_phase import Budget, Phase
 from kit.load.driver_sock import (
     SO_TIMESTAMPNS,
     StreamCut,
@@ -54,59 +53,10 @@ from kit.load.driver_sock import (
 from kit.load.prompts import ENDPOINT_PATHS, BodyBuilder, PromptSource
 
 RECV_SIZE = 65536
+SPIN_NS = 1_500_000  # open loop: the last stretch before a due time is waited for by yielding, not by a timer
 perf_ns = time.perf_counter_ns
 
 _feed = HTTPResponseParser.feed  # geventhttpclient's C parser, without its Python wrapper
-
-
-class Budget:
-    """Shared tickets of one phase; gevent runs in one thread, so no lock."""
-
-    def __init__(self) -> None:
-        self.left = 0
-        self.next = 0
-        self.inflight = 0
-        self.finished = Event()
-
-    def reset(self, n: int) -> None:
-        self.left, self.next, self.inflight = n, 0, 0
-        self.finished.clear()
-        if n == 0:
-            self.finished.set()
-
-    def take(self) -> int | None:
-        if self.left <= 0:
-            return None
-        self.left -= 1
-        self.inflight += 1
-        ticket = self.next
-        self.next += 1
-        return ticket
-
-    def release(self) -> None:
-        self.inflight -= 1
-        if self.left <= 0 and self.inflight == 0:
-            self.finished.set()
-
-
-class Phase:
-    """Counters of the current phase (warm-up or level) and where its records go."""
-
-    def __init__(self, name: str, rid_prefix: str, index_offset: int, sink: RecordWriter | None,
-                 tags: dict[str, str | int]) -> None:
-        self.name = name
-        self.t0 = perf_ns()
-        self.rid_prefix = rid_prefix
-        self.index_offset = index_offset
-        self.sink = sink
-        self.tags = tags
-        self.ok = 0
-        self.errors = 0
-        self.out_tokens = 0
-        self.usage_tokens = 0
-        self.first_error: str | None = None
-        self.first_read_lag_ns = array("q")  # per ok request: the client's own delay on its first chunk
-        self.clock_offset_ns = time.time_ns() - perf_ns()  # CLOCK_REALTIME - perf_counter
 
 
 class Streamer:
@@ -150,10 +100,42 @@ class Streamer:
             pool.close()
         self.pools.clear()
 
-    def run_one(self, pool: ConnectionPool, ticket: int) -> None:
+    def dispatch(self, pool: ConnectionPool, ticket: int, user_index: int | None) -> None:
+        """Send ticket's request when it is due: at once (closed loop; a user's first request of the level after
+        its stagger, ``user_index`` set), or at its scheduled time (open loop), whatever the others are doing."""
+        ph = self.phase
+        taken = perf_ns()
+        if ph.schedule is None:
+            if user_index is not None and ph.stagger_ns:
+                gevent.sleep(user_index * ph.stagger_ns / 1e9)
+                taken = perf_ns()
+            self.run_one(pool, ticket, taken, None, None, user_index is not None)
+            return
+        ph.go.wait()  # the level's clock starts once every user exists
+        sched = ph.schedule[ticket]
+        due = ph.t0 + sched
+        taken = max(taken, ph.t0)
+        if taken < due:
+            # the loop's timers wake about a millisecond late (epoll's resolution): sleep to just before the due
+            # time, then yield until it (other greenlets run meanwhile), so sends keep sub-ms gaps at high rates
+            if due - taken > SPIN_NS:
+                gevent.sleep((due - taken - SPIN_NS) / 1e9)
+            while perf_ns() < due:
+                gevent.sleep(0)
+            queue = 0
+        else:  # every user was busy when it fell due (the max_concurrency cap): it waited for one
+            queue, due = taken - due, taken
+        if ph.deadline is not None and due > ph.deadline:
+            ph.unsent += 1
+            return
+        self.run_one(pool, ticket, due, sched, queue, False)
+
+    def run_one(self, pool: ConnectionPool, ticket: int, due: int | None = None, sched: int | None = None,
+                queue: int | None = None, first: bool = False) -> None:
         ph = self.phase
         rid = f"{ph.rid_prefix}{ticket}"
-        body = self.bodies.body(ph.index_offset + ticket)
+        index = ph.indices[ticket] if ph.indices is not None else ph.index_offset + ticket
+        body = self.bodies.body(index)
         payload = self.head % (rid.encode(), len(body)) + body
         req = Request()
         timer = gevent.Timeout(self.cfg.request_timeout_s)
@@ -164,6 +146,7 @@ class Streamer:
             sock = pool.get_socket()  # connects if needed; its liveness check yields to other greenlets
             sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)  # per request: the socket may be new
             wall, t0 = time.time(), perf_ns()  # so the clock starts here, as the bytes go out
+            self._sent(t0, due, queue, first)
             resp = self._send(pool, sock, payload, req)
             req.status = resp.status_code
             if req.status == 200:
@@ -181,7 +164,21 @@ class Streamer:
             timer.close()
             if resp is not None:
                 resp.release()  # back to the pool when complete, closed otherwise
-        self._account(rid, wall, t0, req)
+        self._account(rid, wall, t0, req, sched, None if due is None else max(0, t0 - due), queue)
+
+    def _sent(self, t0: int, due: int | None, queue: int | None, first: bool) -> None:
+        ph = self.phase
+        if due is not None:
+            ph.late_ns.append(max(0, t0 - due))
+        if queue is not None:
+            ph.queue_ns.append(queue)
+        if ph.first_send_ns is None:
+            ph.first_send_ns = t0
+        ph.last_send_ns = t0
+        if first:
+            ph.users_started += 1
+            if ph.users_started == self.cfg.users:
+                ph.ramp_end_ns = t0
 
     @staticmethod
     def _send(pool: ConnectionPool, sock: Any, payload: bytes, req: Request) -> HTTPSocketPoolResponse:
@@ -310,12 +307,14 @@ class Streamer:
                 req.error = f"error event: {msg}"
         return False
 
-    def _account(self, rid: str, wall: float, t0: int, req: Request) -> None:
+    def _account(self, rid: str, wall: float, t0: int, req: Request, sched: int | None, late: int | None,
+                 queue: int | None) -> None:
         ph = self.phase
         chunks = req.chunk_ns
         n = len(chunks)
         if req.status == 200 and req.error is None and n > 0:
             ph.ok += 1
+            ph.e2e_sum_ns += req.e2e_ns
         else:
             ph.errors += 1
             if ph.first_error is None:
@@ -331,4 +330,5 @@ class Streamer:
                          "wall_start": wall, "ttft_ns": chunks[0] if n else None, "chunk_ns": chunks,
                          "e2e_ns": req.e2e_ns, "usage_completion_tokens": usage,
                          "usage_prompt_tokens": bounds.usage_count(req.usage_prompt), "client_tokens": n,
-                         "status": req.status, "error": req.error, "usage_flag": flag}, chunks)
+                         "status": req.status, "error": req.error, "usage_flag": flag, "sched_ns": sched,
+                         "late_ns": late, "queue_ns": queue}, chunks)

@@ -53,12 +53,32 @@ class FirstReadStats(TypedDict):
     max_ms: float
 
 
+class DelayStats(TypedDict):
+    """A per-request delay of the client's own over one level (``lateness``: sent minus due; ``queue``: due
+    minus scheduled, waiting for a free user under max_concurrency); ``requests`` 0 when none was sent."""
+
+    requests: int
+    p50_ms: float
+    p99_ms: float
+    max_ms: float
+
+
+class Window(TypedDict):
+    """The steady-state window of one process (perf ns, the clock of the records' ``t_start_ns``)."""
+
+    start_ns: int
+    end_ns: int
+    ramp_ns: int
+    stagger_ns: int
+
+
 class WarmupInfo(TypedDict):
     requests: int
     ok: int
     errors: int
     wall_s: float
     first_error: str | None
+    mean_e2e_ns: NotRequired[int]
 
 
 class WorkerStats(TypedDict):
@@ -88,6 +108,13 @@ class WorkerStats(TypedDict):
     first_read: NotRequired[FirstReadStats]
     rlimit_nofile: NotRequired[int]
     warmup: NotRequired[WarmupInfo]
+    lateness: NotRequired[DelayStats]      # sent minus due, per sent request (kit.load.arrivals)
+    queue: NotRequired[DelayStats]         # open loop: waiting for a free user (max_concurrency)
+    unsent: NotRequired[int]               # open loop, time-limited: due but not sent by the deadline
+    scheduled: NotRequired[int]            # open loop: requests in this process's schedule
+    offered_rate: NotRequired[float | None]  # open loop: the schedule's rate (requests/s) in this process
+    sent_rate: NotRequired[float | None]   # requests/s between this process's first and last send
+    window: NotRequired[Window]            # load.window steady: the requests the statistics keep
 
 
 class WarmEvent(WarmupInfo):

@@ -6,7 +6,7 @@ import bisect
 import operator
 from array import array
 
-from kit.load.messages import FirstReadStats, GapStats, LagStats
+from kit.load.messages import DelayStats, FirstReadStats, GapStats, LagStats
 
 NEAR_ZERO_GAP_NS = 100_000  # two chunks stamped < 0.1 ms apart were (almost surely) read together
 
@@ -58,3 +58,10 @@ def gap_stats(gaps: array[int]) -> GapStats:
     near = bisect.bisect_left(s, NEAR_ZERO_GAP_NS)
     return {"gaps": n, "median_ms": _pct(s, 0.5) / 1e6, "p99_ms": _pct(s, 0.99) / 1e6,
             "near_zero_share": near / n, "near_zero_threshold_ms": NEAR_ZERO_GAP_NS / 1e6}
+
+
+def delay_stats(delays_ns: array[int]) -> DelayStats:
+    """A per-request delay of the client's (lateness, waiting for a free user): how many, p50/p99/max in ms."""
+    s = sorted(delays_ns)
+    return {"requests": len(s), "p50_ms": _pct(s, 0.5) / 1e6, "p99_ms": _pct(s, 0.99) / 1e6,
+            "max_ms": (s[-1] / 1e6 if s else 0.0)}

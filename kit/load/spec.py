@@ -11,11 +11,14 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from kit.errors import LoadError
+from kit.load.arrivals import Arrival, check, count_for
 from kit.load.prompts import DIALECTS
 from kit.plumbing.affinity import parse_cpulist
 
 ENDPOINTS = ("chat", "completions")
 STREAMS_PER_PROCESS = 256
+WINDOWS = ("all", "steady")
+MAX_DURATION_S = 86_400.0
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,24 @@ class LevelSpec:
     tags: dict[str, str | int] = field(default_factory=dict)  # copied into every record
     dialect: str = "sglang"  # request fields for fixed length and usage: kit.load.prompts.DIALECTS
     cpus: str | None = None  # Linux CPU list the driver processes run on (load.cpus); None: wherever kit may
+    # when requests go out (kit.load.arrivals): closed loop (``concurrency`` users back to back) or open loop at
+    # ``rate`` requests/s (poisson, or gamma with ``burstiness``) with at most ``concurrency`` in flight
+    arrival: str = "closed"
+    rate: float = 0.0
+    burstiness: float = 1.0
+    arrival_seed: int = 0
+    duration_s: float | None = None  # time-limited level: sends stop after it; ``requests`` is then a ceiling
+    window: str = "all"      # "steady": the statistics keep the steady-state window only (client.json's window)
+
+    @property
+    def arrivals(self) -> Arrival:
+        return Arrival(self.arrival, self.rate, self.burstiness, self.arrival_seed)
+
+    def scheduled(self) -> int:
+        """Requests the level sends at most: the budget, or for a time-limited open-loop level rate x duration."""
+        if self.duration_s is not None and self.arrivals.open_loop:
+            return min(self.requests, count_for(self.arrivals, self.duration_s))
+        return self.requests
 
 
 @dataclass(frozen=True)
@@ -84,7 +105,7 @@ def auto_processes(concurrency: int, cores: int | None = None) -> int:
 def process_count(spec: LevelSpec) -> int:
     """How many driver processes the level uses."""
     n = spec.processes or auto_processes(spec.concurrency, usable_cores(spec.cpus))
-    return max(1, min(n, spec.concurrency, spec.requests))
+    return max(1, min(n, spec.concurrency, spec.scheduled()))
 
 
 def split(total: int, n: int) -> list[int]:
@@ -104,6 +125,11 @@ def validate(spec: LevelSpec) -> None:
         problems.append("warmup_requests and processes must be >= 0")
     if spec.request_timeout_s <= 0:
         problems.append(f"request_timeout_s must be > 0 (got {spec.request_timeout_s})")
+    problems += check(spec.arrivals)
+    if spec.window not in WINDOWS:
+        problems.append(f"window {spec.window!r} is not one of {', '.join(WINDOWS)}")
+    if spec.duration_s is not None and not 0 < spec.duration_s <= MAX_DURATION_S:
+        problems.append(f"duration_s must be in (0, {MAX_DURATION_S:g}] (got {spec.duration_s})")
     url = urlsplit(spec.base_url)
     if url.scheme != "http" or not url.hostname:
         problems.append(f"base_url {spec.base_url!r} is not an http:// URL (https is not supported)")

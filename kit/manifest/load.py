@@ -4,15 +4,52 @@ models.py stays under the size limit and the load's growth (workloads, arrivals)
 from __future__ import annotations
 
 import itertools
+import math
 from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from kit.manifest.fields import CpuList, PositiveInt, _Model
 
+TIME_LIMITED_CEILING = 1_000_000  # requests a time-limited level may send at most when requests_per_level is unset
+
+
+Rate = Annotated[float, Field(gt=0, le=100_000)]
+
+
+class Arrival(_Model):
+    """When requests are sent (``kit.load.arrivals``; docs/load.md): closed loop, or open loop at a rate per level."""
+
+    process: Literal["closed", "poisson", "gamma"] = Field(
+        "closed", description="closed: each level's users send back to back (levels = concurrency). poisson / gamma: "
+        "open loop, request i sent at its scheduled time whether or not others finished (levels = the most in "
+        "flight, the cap), at the level's rate; gaps gamma(burstiness) as vLLM's --burstiness (1: Poisson).")
+    rates: list[Rate] | None = Field(
+        None, max_length=64, description="Open loop: requests per second, one per level (the level's cap is its "
+        "entry in levels).")
+    burstiness: float = Field(1.0, gt=0, le=1000, description="gamma only: the gaps' shape (CV = 1/sqrt(b)); < 1 "
+                              "burstier, > 1 more regular.")
+    duration_s: float | None = Field(
+        None, gt=0, le=86_400, description="Time-limited levels: no request is sent after this many seconds of the "
+        "level (requests_per_level is then a ceiling; open loop sends rate x duration_s).")
+    window: Literal["all", "steady"] = Field(
+        "all", description="steady: the statistics keep only requests sent after the ramp and ended before the "
+        "drain (the last send); closed-loop users' first requests are spread over one warm-up request time. all: "
+        "every recorded request.")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Arrival:
+        if self.process == "closed" and self.rates is not None:
+            raise ValueError("arrival.rates is for an open-loop process (poisson, gamma); closed loop has none")
+        if self.process != "closed" and self.rates is None:
+            raise ValueError(f"arrival process {self.process} needs arrival.rates (requests/s, one per level)")
+        if self.process == "poisson" and self.burstiness != 1.0:
+            raise ValueError("a poisson process has burstiness 1; use process gamma for another burstiness")
+        return self
+
 
 class Load(_Model):
-    """The load: closed-loop streaming clients at fixed concurrency levels."""
+    """The load: streaming clients at fixed levels, closed loop (concurrency) or open loop (a rate, capped)."""
 
     endpoint: Literal["chat", "completions"] = "chat"
     levels: list[PositiveInt] = Field(min_length=1, max_length=64, description="Concurrency levels, ascending.")
@@ -35,6 +72,7 @@ class Load(_Model):
         None, description="CPUs the load processes run on, as a Linux CPU list ('8-15'); processes 'auto' then "
         "counts these. Default: the CPUs kit itself may use.",
     )
+    arrival: Arrival = Field(default_factory=Arrival, description="When requests are sent (kit.load.arrivals).")
     dialect: Literal["sglang", "transformers"] = Field(
         "sglang",
         description="How each request asks for exactly output_tokens tokens and for usage. sglang (also vLLM and "
@@ -56,17 +94,30 @@ class Load(_Model):
         r = self.requests_per_level
         if isinstance(r, list) and len(r) != len(self.levels):
             raise ValueError(f"requests_per_level has {len(r)} entries but there are {len(self.levels)} levels")
+        rates = self.arrival.rates
+        if rates is not None and len(rates) != len(self.levels):
+            raise ValueError(f"arrival.rates has {len(rates)} entries but there are {len(self.levels)} levels")
         for level in self.levels:
-            if self.requests_at(level) < level:
+            if self.arrival.process == "closed" and self.requests_at(level) < level:
                 raise ValueError(f"level {level} would get only {self.requests_at(level)} requests: fewer than its "
                                  "concurrency, so not every user would send one")
         return self
 
     def requests_at(self, level: int) -> int:
+        """The level's request budget; a time-limited level's ceiling (default: one million)."""
         r = self.requests_per_level
         if isinstance(r, list):
-            return r[self.levels.index(level)]
+            r = r[self.levels.index(level)]
+        duration, rate = self.arrival.duration_s, self.rate_at(level)
+        if duration is not None:
+            ceiling = r or TIME_LIMITED_CEILING
+            return ceiling if rate is None else min(ceiling, max(1, math.ceil(rate * duration)))
         return r or max(5 * level, 50)
+
+    def rate_at(self, level: int) -> float | None:
+        """The level's request rate (open loop), None in a closed loop."""
+        rates = self.arrival.rates
+        return None if rates is None else rates[self.levels.index(level)]
 
     def warmup_at(self, level: int) -> int:
         return level if self.warmup_requests is None else self.warmup_requests

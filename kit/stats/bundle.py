@@ -14,6 +14,7 @@ from typing import Any, cast
 
 from kit.errors import BundleError
 from kit.files.bounds import max_record_bytes
+from kit.files.records import steady_window
 from kit.manifest import Manifest, load_manifest
 from kit.plumbing.files import read_bounded
 from kit.stats.ab import LevelSamples
@@ -104,11 +105,14 @@ def _measure(d: Path, requested: int) -> tuple[LevelRecords, CellLevelFigures] |
     stream = read_records(d / "records.jsonl", max_record_bytes(requested))
     if stream is None:
         return None
+    client = read_json(d / "client.json")
+    workers = client.get("workers") if isinstance(client, dict) else None
+    keep = steady_window(workers if isinstance(workers, list) else [])  # load.window steady: ramp, drain out
     try:
-        lr = replace(reduce_records(stream, requested=requested), unparsable_lines=stream.unparsable)
+        lr = replace(reduce_records(filter(keep, stream), requested=requested), unparsable_lines=stream.unparsable)
     except (TypeError, ValueError, KeyError) as e:
         raise BundleError(f"{d / 'records.jsonl'}: malformed record ({type(e).__name__}: {e})") from None
-    return lr, cell_level_figures(lr, read_json(d / "client.json"), read_json(d / "server_metrics.json"), requested)
+    return lr, cell_level_figures(lr, client, read_json(d / "server_metrics.json"), requested)
 
 
 def summarize_bundle(root: Path) -> dict[str, Any]:

@@ -33,7 +33,7 @@ from ._support import FakeServer, make_spec, read_records
 TTFT_MS, ITL_MS = 30.0, 10.0
 CLIENT_FIELDS = {"arm", "repeat", "level", "rid", "worker", "t_start_ns", "wall_start", "ttft_ns", "chunk_ns",
                  "e2e_ns", "usage_completion_tokens", "usage_prompt_tokens", "client_tokens", "status", "error",
-                 "usage_flag"}
+                 "usage_flag", "sched_ns", "late_ns", "queue_ns"}
 
 
 def driver_children() -> list[psutil.Process]:
