@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kit.bundle import Bundle
 from kit.errors import LoadError, ServerError
@@ -14,6 +14,7 @@ from kit.manifest import Manifest
 from kit.plan import Cell, LevelPlan
 from kit.plumbing.net import http_get
 from kit.runtime import RunningServer, ServerSpec
+from kit.telemetry import LevelSampler
 
 
 def scrape_metrics(base_url: str) -> dict[str, float] | None:
@@ -53,6 +54,7 @@ class LevelRunner:
     m: Manifest
     bundle: Bundle
     events: Events
+    gpus: list[int] = field(default_factory=list)  # NVML indices the telemetry samples (empty: none)
 
     def run(self, cell: Cell, lv: LevelPlan, server: RunningServer, spec: ServerSpec,
             load: LoadSession) -> LevelOutcome:
@@ -72,8 +74,14 @@ class LevelRunner:
                 return True
             return False
 
-        res = load.run_level(level_spec(self.m, cell, lv, spec.base_url), self.bundle.path(rel),
-                             on_progress=progress, should_stop=server_gone)
+        # ---- telemetry (kit.telemetry): /metrics (when the server has one) and NVML about once a second
+        series = f"{rel}/telemetry.jsonl"
+        with LevelSampler(spec.base_url + "/metrics" if before is not None else None, self.gpus,
+                          lambda s: self.bundle.append_jsonl(series, s.model_dump(mode="json"))) as sampler:
+            res = load.run_level(level_spec(self.m, cell, lv, spec.base_url), self.bundle.path(rel),
+                                 on_progress=progress, should_stop=server_gone)
+        self.bundle.write_json(f"{rel}/telemetry.json", sampler.stop())
+        # ---- end telemetry
         after = scrape_metrics(spec.base_url)
         if before is not None or after is not None:
             self.bundle.write_json(f"{rel}/server_metrics.json", {"before": before, "after": after})
