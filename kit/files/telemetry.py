@@ -105,6 +105,7 @@ class LevelTelemetry(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     samples: int
+    gpus: int = 0  # GPUs sampled through NVML
     running_median: float | None
     running_max: float | None
     queued_median: float | None

@@ -95,7 +95,8 @@ def level_telemetry(level_dir: Path, concurrency: int) -> LevelTelemetry | None:
         except BundleError:
             cpu = None
     return LevelTelemetry(
-        samples=len(samples), running_median=_med(running), running_max=_max(running),
+        samples=len(samples), gpus=max((len(g) for g in gpus), default=0), running_median=_med(running),
+        running_max=_max(running),
         queued_median=_med(queued), queued_max=_max(queued),
         queued_share=round_sig(sum(q > 0 for q in queued) / len(queued)) if queued else None,
         kv_cache_usage_max=_max(kv), server_tok_s=tok_s, sm_clock_mhz_median=_med(clocks),

@@ -95,8 +95,8 @@ class LevelSampler:
         cpu0 = time.thread_time()
         probe = self._open_gpus()
         try:
-            nxt = self._t0
-            while not self._stop.is_set():
+            nxt = self._t0 + self.limits.interval_s / 2  # the first tick once the level's requests are in flight
+            while not self._stop.wait(max(0.0, nxt - time.monotonic())):
                 if self.samples >= self.limits.max_samples:
                     self.stopped_early = f"reached max_samples {self.limits.max_samples}"
                     break
@@ -114,7 +114,6 @@ class LevelSampler:
                     skipped = int((now - nxt) // self.limits.interval_s) + 1
                     self.missed += skipped
                     nxt += skipped * self.limits.interval_s
-                self._stop.wait(max(0.0, nxt - now))
         finally:
             if probe is not None:
                 probe.shutdown()
