@@ -27,9 +27,9 @@ def _pair(a: float | None, b: float | None) -> str:
 
 
 def _gpu(t: LevelTelemetry) -> str:
-    parts = [f"{fmt(t.sm_clock_mhz_median)} MHz" if t.sm_clock_mhz_median is not None else None,
+    parts = [f"{t.sm_clock_mhz_median:g} MHz" if t.sm_clock_mhz_median is not None else None,
              f"{fmt(t.power_w_median)} W" if t.power_w_median is not None else None,
-             f"{fmt(t.util_pct_median)} %" if t.util_pct_median is not None else None]
+             f"{t.util_pct_median:g} %" if t.util_pct_median is not None else None]
     shown = [p for p in parts if p]
     return ", ".join(shown) if shown else "–"
 

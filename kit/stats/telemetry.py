@@ -1,8 +1,9 @@
 """The telemetry of a level, read descriptively: the decode batch the server actually ran (running requests,
 median and max over the samples), whether the level was queue-bound, and the GPUs' clocks, power and use.
 
-Queue-bound (a level that measured queueing, not a batch of ``c``): queued > 0 in more than half of the samples,
-or the running batch never reached the level's concurrency in any sample. Needs at least ``MIN_SAMPLES``
+Queue-bound (a level that measured queueing, not a batch of ``c``): in more than half of the samples requests were
+queued while others ran (queued > 0 and running > 0: a request alone in its prefill, which servers count as queued,
+is not queueing), or the running batch never reached the level's concurrency in any sample. Needs at least ``MIN_SAMPLES``
 samples with a running count; otherwise None. Nothing here is tested between arms.
 """
 
@@ -57,11 +58,15 @@ def _max(xs: Sequence[float]) -> float | None:
 
 def queue_bound(running: Sequence[float], queued: Sequence[float], concurrency: int) -> tuple[bool | None, str | None]:
     """(queue-bound?, why) from the running and queued series of a level at ``concurrency``."""
+    if not running:
+        return None, "the server exposes no running-request metric"
     if len(running) < MIN_SAMPLES:
         return None, f"fewer than {MIN_SAMPLES} samples of running requests"
     reasons = []
-    if queued and sum(q > 0 for q in queued) / len(queued) > 0.5:
-        reasons.append(f"requests queued in {100 * sum(q > 0 for q in queued) / len(queued):.0f} % of samples")
+    both = [(r, q) for r, q in zip(running, queued, strict=False)] if len(queued) == len(running) else []
+    waiting = sum(q > 0 and r > 0 for r, q in both)
+    if both and waiting / len(both) > 0.5:
+        reasons.append(f"requests queued behind a running batch in {100 * waiting / len(both):.0f} % of samples")
     if max(running) < concurrency:
         reasons.append(f"the running batch never reached {concurrency} (max {max(running):g})")
     return bool(reasons), "; ".join(reasons) or None

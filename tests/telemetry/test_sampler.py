@@ -153,7 +153,7 @@ def test_level_figures_and_queue_bound(tmp_path: Path) -> None:
     f = level_telemetry(d, 1024)
     assert f is not None and f.samples == 10 and f.running_median == 300 and f.running_max == 300
     assert f.queue_bound is True and f.queue_bound_reason is not None
-    assert "queued in 80 %" in f.queue_bound_reason and "never reached 1024" in f.queue_bound_reason
+    assert "queued behind a running batch in 80 %" in f.queue_bound_reason and "never reached 1024" in f.queue_bound_reason
     assert f.server_tok_s == 1000 and f.power_w_median == 600 and f.memory_used_mib_max == 1009
     g = level_telemetry(d, 256)
     assert g is not None and g.queue_bound is True and "never reached" not in (g.queue_bound_reason or "")
@@ -161,3 +161,9 @@ def test_level_figures_and_queue_bound(tmp_path: Path) -> None:
                                                for i in range(5)))
     h = level_telemetry(d, 8)
     assert h is not None and h.queue_bound is False and h.queue_bound_reason is None
+    # c=1: the one request waits for its prefill (queued 1, running 0) in most samples: not queueing
+    (d / "telemetry.jsonl").write_text("".join(json.dumps({"t_s": i, "server": {"running": int(i % 3 == 0),
+                                                                                "queued": int(i % 3 != 0)}}) + "\n"
+                                               for i in range(6)))
+    one = level_telemetry(d, 1)
+    assert one is not None and one.queued_share == 0.666667 and one.queue_bound is False
