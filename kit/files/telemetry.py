@@ -82,6 +82,7 @@ class TelemetryFile(BundleFile):
     file_pattern: ClassVar[str] = "*/level-*/telemetry.json"
 
     metrics_url: str | None
+    started_unix: float | None = None  # time.time() at t_s 0 (records' wall_start is on the same clock)
     gpus: list[int]  # NVML indices sampled (empty: none)
     gpu_unavailable: str | None = None  # why NVML was not sampled when GPUs were asked for
     sources: dict[str, str] = Field(default_factory=dict)  # quantity -> the server metric it was read from

@@ -1,19 +1,26 @@
 """Per-cell time series from the telemetry (``telemetry.jsonl``): the server's output tokens/s (its own token
 counter between samples), the requests it ran and queued against the level's concurrency, and, with GPUs, their
-utilisation and power. The cell's levels are laid end to end in the order they ran (the gaps between them left
+utilisation and power; beside them the client's side from ``records.jsonl`` (tokens/s in 1 s bins, requests in
+flight at each sample), aligned through ``telemetry.json``'s ``started_unix`` (a server without /metrics, such as
+transformers serve, still gets a tokens/s and a requests line). The cell's levels are laid end to end in the order they ran (the gaps between them left
 out), each marked with its concurrency. One PNG per cell with telemetry: ``plots/cells/<cell>.png``."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from kit.errors import BundleError
+from kit.files.read import read_file
 from kit.files.summary import Cell, Summary
-from kit.files.telemetry import TelemetrySample
+from kit.files.telemetry import TelemetryFile, TelemetrySample
 from kit.report.plots import PLOT_SIZE, _figure, _save
+from kit.stats.bundle import read_records
 from kit.stats.telemetry import read_samples
 
 GAP_S = 0.5  # blank time drawn between two levels
@@ -27,9 +34,38 @@ class _Series:
     queued: list[tuple[float, float]] = field(default_factory=list)
     util: list[tuple[float, float]] = field(default_factory=list)
     power: list[tuple[float, float]] = field(default_factory=list)
+    client_tok: list[tuple[float, float]] = field(default_factory=list)  # from records.jsonl, 1 s bins
+    in_flight: list[tuple[float, float]] = field(default_factory=list)  # requests the client had open
 
 
-def _add_level(out: _Series, samples: list[TelemetrySample], start: float, level: int) -> float:
+def _client(out: _Series, records: Iterable[Mapping[str, object]], unix0: float, start: float,
+            times: list[float], extent: float) -> None:
+    """The client's side from the level's records: tokens/s in 1 s bins and the requests open at each sample
+    time (``wall_start`` is time.time(), the clock of the sampler's ``started_unix``)."""
+    spans: list[tuple[float, float]] = []
+    chunks: list[float] = []
+    for r in records:
+        ws, e2e, ch = r.get("wall_start"), r.get("e2e_ns"), r.get("chunk_ns")
+        if not isinstance(ws, (int, float)) or not isinstance(e2e, int):
+            continue
+        t = float(ws) - unix0
+        spans.append((t, t + e2e / 1e9))
+        if isinstance(ch, list):
+            chunks += [t + c / 1e9 for c in ch if isinstance(c, int)]
+    if not spans:
+        return
+    bins = max(1, math.floor(extent))  # whole seconds of the level (a last partial second would read low)
+    counts, _ = np.histogram(np.asarray(chunks, dtype=float), bins=bins, range=(0.0, float(bins)))
+    out.client_tok += [(start + b + 0.5, float(n)) for b, n in enumerate(counts.tolist())]
+    starts = np.sort(np.asarray([a for a, _ in spans]))
+    ends = np.sort(np.asarray([e for _, e in spans]))
+    for t in times:  # open at t: started at or before t, not yet ended
+        n = int(np.searchsorted(starts, t, side="right")) - int(np.searchsorted(ends, t, side="right"))
+        out.in_flight.append((start + t, float(n)))
+
+
+def _add_level(out: _Series, samples: list[TelemetrySample], start: float, level: int, extent: float) -> float:
+    """The level's samples from ``start`` on, ``extent`` seconds long; returns where the next level starts."""
     prev: tuple[float, float] | None = None
     for s in samples:
         t = start + s.t_s
@@ -50,9 +86,9 @@ def _add_level(out: _Series, samples: list[TelemetrySample], start: float, level
                 out.util.append((t, sum(utils) / len(utils)))
             if watts:
                 out.power.append((t, sum(watts)))
-    end = start + (samples[-1].t_s if samples else 0.0) + 0.5
+    end = start + extent
     out.bounds.append((start, end, level))
-    for points in (out.tok, out.running, out.queued, out.util, out.power):
+    for points in (out.tok, out.running, out.queued, out.util, out.power, out.client_tok, out.in_flight):
         if points:
             points.append((end, math.nan))  # no line from one level into the next
     return end + GAP_S
@@ -66,9 +102,26 @@ def cell_series(root: Path, cell: Cell) -> _Series | None:
             samples = list(read_samples(root / "cells" / cell.id / f"level-{level}" / "telemetry.jsonl"))
         except BundleError:
             samples = []
-        if samples:
-            start = _add_level(out, samples, start, int(level))
+        if not samples:
+            continue
+        d = root / "cells" / cell.id / f"level-{level}"
+        info = _info(d)
+        extent = max(samples[-1].t_s + 0.5, info.wall_s if info else 0.0)
+        stream = read_records(d / "records.jsonl") if info and info.started_unix is not None else None
+        if stream is not None and info is not None and info.started_unix is not None:
+            try:
+                _client(out, stream, info.started_unix, start, [s.t_s for s in samples], extent)
+            except BundleError:
+                pass
+        start = _add_level(out, samples, start, int(level), extent)
     return out if out.bounds else None
+
+
+def _info(d: Path) -> TelemetryFile | None:
+    try:
+        return read_file(d, "telemetry.json", TelemetryFile)
+    except BundleError:
+        return None
 
 
 def _xy(points: list[tuple[float, float]]) -> tuple[list[float], list[float]]:
@@ -94,10 +147,18 @@ def plot_cell(root: Path, summary: Summary, cell: Cell, path: Path) -> Path | No
     ax = axes[0]
     _mark_levels(ax, series, label=True)
     if series.tok:
-        ax.plot(*_xy(series.tok), color="tab:blue", linewidth=1.2, marker=".", markersize=3)
-    else:
-        ax.text(0.5, 0.5, "the server exposes no token counter", transform=ax.transAxes, ha="center", fontsize=8)
-    ax.set_ylabel("server tok/s", fontsize=8)
+        ax.plot(*_xy(series.tok), color="tab:blue", linewidth=1.2, marker=".", markersize=3, label="server")
+    if series.client_tok:
+        ax.plot(*_xy(series.client_tok), color="tab:cyan", linewidth=1.0, linestyle="--", marker=".", markersize=3,
+                label="client (records)")
+    if not series.tok and not series.client_tok:
+        ax.text(0.5, 0.5, "no token counter and no records", transform=ax.transAxes, ha="center", fontsize=8)
+    elif not series.tok:
+        ax.text(0.01, 0.95, "the server exposes no token counter", transform=ax.transAxes, va="top", fontsize=7)
+    ax.set_ylabel("output tok/s", fontsize=8)
+    ax.set_ylim(bottom=0)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="upper left", fontsize=6, ncol=2)
     ax = axes[1]
     _mark_levels(ax, series, label=False)
     for start, end, level in series.bounds:
@@ -106,10 +167,14 @@ def plot_cell(root: Path, summary: Summary, cell: Cell, path: Path) -> Path | No
     if series.running:
         ax.plot(*_xy(series.running), color="tab:green", linewidth=1.2, marker=".", markersize=3, label="running")
     if series.queued:
-        ax.plot(*_xy(series.queued), color="tab:red", linewidth=1.0, linestyle="--", label="queued")
+        ax.plot(*_xy(series.queued), color="tab:red", linewidth=1.0, linestyle="--", marker=".", markersize=3,
+                label="queued")
+    if series.in_flight:
+        ax.plot(*_xy(series.in_flight), color="tab:olive", linewidth=1.0, linestyle="-.", marker="x", markersize=3,
+                label="in flight (client)")
     ax.set_ylabel("requests", fontsize=8)
     ax.set_ylim(bottom=0)
-    ax.legend(loc="upper left", fontsize=6, ncol=3)
+    ax.legend(loc="upper left", fontsize=6, ncol=4)
     if gpu:
         ax = axes[2]
         _mark_levels(ax, series, label=False)

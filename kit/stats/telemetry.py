@@ -3,7 +3,7 @@ median and max over the samples), whether the level was queue-bound, and the GPU
 
 Queue-bound (a level that measured queueing, not a batch of ``c``): in more than half of the samples requests were
 queued while others ran (queued > 0 and running > 0: a request alone in its prefill, which servers count as queued,
-is not queueing), or the running batch never reached the level's concurrency in any sample. Needs at least ``MIN_SAMPLES``
+is not queueing), or the running batch never reached the level's concurrency in any sample. At least ``MIN_SAMPLES``
 samples with a running count; otherwise None. Nothing here is tested between arms.
 """
 

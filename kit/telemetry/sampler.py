@@ -56,6 +56,7 @@ class LevelSampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="kit-telemetry", daemon=True)
         self._t0 = 0.0
+        self._unix0: float | None = None
         self._cpu_s = 0.0
         self.samples = 0
         self.missed = 0
@@ -69,6 +70,7 @@ class LevelSampler:
 
     def __enter__(self) -> LevelSampler:
         self._t0 = time.monotonic()
+        self._unix0 = time.time()
         self._thread.start()
         return self
 
@@ -82,7 +84,8 @@ class LevelSampler:
             self._thread.join(timeout=self.limits.scrape_timeout_s + 5.0)
         wall = time.monotonic() - self._t0
         self.result = TelemetryFile(
-            metrics_url=self.metrics_url, gpus=self.gpus, gpu_unavailable=self.gpu_unavailable,
+            metrics_url=self.metrics_url, started_unix=self._unix0, gpus=self.gpus,
+            gpu_unavailable=self.gpu_unavailable,
             sources=dict(sorted(self.sources.items())), bounds=self.limits.bounds(), samples=self.samples,
             missed_ticks=self.missed, metrics_errors=self.errors, first_metrics_error=self.first_error,
             series_dropped=self.dropped, stopped_early=self.stopped_early, wall_s=round(wall, 3),

@@ -45,6 +45,7 @@ def test_the_report_shows_the_batch_the_server_ran(tmp_path: Path, port: int) ->
         assert "never reached 8 (max 4)" in eight["queue_bound_reason"]
         info = json.loads((b / "cells" / cell["id"] / "level-8" / "telemetry.json").read_text())
         assert info["sources"]["running"] == "kit_engine_requests_running" and info["metrics_errors"] == 0
+        assert info["started_unix"] > 0 and info["cpu_s"] >= 0
     report = (b / "report.md").read_text()
     assert "**Queue-bound levels** (telemetry)" in report and "> - c=8: a1-r1, a2-r1 (the server ran at most 4" in report
     row8 = next(x for x in report.splitlines() if x.startswith("| a1-r1 |") and "never reached 8" in x)
