@@ -2,8 +2,9 @@
 counter between samples), the requests it ran and queued against the level's concurrency, and, with GPUs, their
 utilisation and power; beside them the client's side from ``records.jsonl`` (tokens/s in 1 s bins, requests in
 flight at each sample), aligned through ``telemetry.json``'s ``started_unix`` (a server without /metrics, such as
-transformers serve, still gets a tokens/s and a requests line). The cell's levels are laid end to end in the order they ran (the gaps between them left
-out), each marked with its concurrency. One PNG per cell with telemetry: ``plots/cells/<cell>.png``."""
+transformers serve, still gets a tokens/s and a requests line). The cell's levels are laid end to end in the order
+they ran (the gaps between them left out), each marked with its concurrency. One PNG per cell with telemetry:
+``plots/cells/<cell>.png``."""
 
 from __future__ import annotations
 
