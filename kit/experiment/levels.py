@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 from kit.bundle import Bundle
@@ -12,28 +11,14 @@ from kit.files.cell import LevelOutcome
 from kit.load import LevelSpec, LoadSession, Progress
 from kit.manifest import Manifest
 from kit.plan import Cell, LevelPlan
-from kit.plumbing.net import http_get
 from kit.runtime import RunningServer, ServerSpec
-from kit.telemetry import LevelSampler
+from kit.telemetry import LevelSampler, scrape_all
 
 
 def scrape_metrics(base_url: str) -> dict[str, float] | None:
-    """Prometheus samples from /metrics as {"name{labels}": value}, or None if there is none."""
-    got = http_get(base_url + "/metrics")
-    if got is None or got[0] != 200:
-        return None
-    out: dict[str, float] = {}
-    for line in got[1].decode("utf-8", "replace").splitlines():
-        if not line or line.startswith("#"):
-            continue
-        name, _, value = line.rpartition(" ")
-        try:
-            v = float(value)
-        except ValueError:
-            continue
-        if math.isfinite(v):  # NaN/Inf are legal Prometheus values but not JSON
-            out[name.strip()] = v
-    return out
+    """Prometheus samples from /metrics as {"name{labels}": value}, or None if there is none (bounded, parsed by
+    prometheus_client: ``kit.telemetry.scrape_all``)."""
+    return scrape_all(base_url + "/metrics")
 
 
 def level_spec(m: Manifest, cell: Cell, lv: LevelPlan, base_url: str) -> LevelSpec:

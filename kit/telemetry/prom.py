@@ -150,6 +150,25 @@ def parse(text: str, *, max_parsed: int, max_series: int) -> Scrape:
     return Scrape(values, series, sources, dropped=dropped, parsed=parsed)
 
 
+def all_samples(text: str, *, max_parsed: int) -> dict[str, float]:
+    """Every finite sample of one exposition as ``{"name{labels}": value}`` (the before/after scrape of a level,
+    ``server_metrics.json``), at most ``max_parsed`` of them."""
+    out: dict[str, float] = {}
+    try:
+        for fam in text_string_to_metric_families(text):
+            for s in fam.samples:
+                if len(out) >= max_parsed:
+                    raise ScrapeError(f"more than {max_parsed} samples in one response; refused")
+                value = float(s.value)
+                if math.isfinite(value):  # NaN/Inf are legal Prometheus values but not JSON
+                    out[_key(s.name, dict(s.labels))] = value
+    except ScrapeError:
+        raise
+    except (ValueError, TypeError, IndexError, KeyError, AttributeError) as e:
+        raise ScrapeError(f"not the Prometheus text format: {type(e).__name__}: {_short(str(e))}") from None
+    return out
+
+
 def quantities(by_name: dict[str, list[float]]) -> tuple[ServerQuantities, dict[str, str]]:
     """kit's quantities from the kept samples by name (the first family of ``FAMILIES`` present wins)."""
     got: dict[str, float] = {}

@@ -17,7 +17,7 @@ from support.hostile_metrics import HostileMetrics
 from kit.files.telemetry import TelemetrySample
 from kit.plumbing.net import free_port
 from kit.stats.telemetry import level_telemetry, read_samples
-from kit.telemetry import LevelSampler, Limits
+from kit.telemetry import LevelSampler, Limits, scrape_all
 from kit.telemetry.prom import ScrapeError, parse, scrape
 from tests.gates.fake_nvml import FakeGpu, FakeProbe
 
@@ -167,3 +167,23 @@ def test_level_figures_and_queue_bound(tmp_path: Path) -> None:
                                                for i in range(6)))
     one = level_telemetry(d, 1)
     assert one is not None and one.queued_share == 0.666667 and one.queue_bound is False
+
+
+def test_the_before_and_after_scrape_reads_every_sample(served: tuple[str, CollectorRegistry, dict]) -> None:  # type: ignore[type-arg]
+    url, reg, m = served
+    m["running"].labels("llm", "0").set(3)
+    m["other"].set(42)
+    got = scrape_all(url)
+    assert got is not None
+    assert got['vllm:num_requests_running{engine="0",model_name="llm"}'] == 3 and got["python_other_thing"] == 42
+    # the same samples prometheus_client's registry holds (its own view, not its text)
+    want = {s.name for fam in reg.collect() for s in fam.samples}
+    assert {k.split("{")[0] for k in got} == want
+
+
+@pytest.mark.parametrize("mode", ["slow-headers", "endless-body"])
+def test_the_before_and_after_scrape_is_bounded(mode: str) -> None:
+    with HostileMetrics(mode) as url:
+        t0 = time.monotonic()
+        assert scrape_all(url, Limits(max_response_bytes=1 << 20), timeout_s=0.5) is None
+        assert time.monotonic() - t0 < 0.5 + 1.0
