@@ -40,7 +40,8 @@ def test_the_report_shows_the_batch_the_server_ran(tmp_path: Path, port: int) ->
     for cell in summary["cells"]:
         four, eight = cell["levels"]["4"]["telemetry"], cell["levels"]["8"]["telemetry"]
         assert four["samples"] >= 3 and eight["samples"] >= 3, (four, eight)
-        assert four["running_max"] == 4 and four["queued_max"] == 0 and four["queue_bound"] is False
+        # c=4: a batch of 4; a request may wait a step for admission (queued > 0 in a sample), not for a slot
+        assert four["running_max"] == 4 and four["queue_bound"] is False
         assert eight["running_max"] == 4 and eight["queued_max"] > 0 and eight["queue_bound"] is True
         assert "never reached 8 (max 4)" in eight["queue_bound_reason"]
         info = json.loads((b / "cells" / cell["id"] / "level-8" / "telemetry.json").read_text())
