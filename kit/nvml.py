@@ -105,6 +105,9 @@ class GpuProbe(Protocol):
     def power_limit_mw(self, index: int, *, default: bool) -> int: ...  # enforced, or the default limit
     def clock_mhz(self, index: int, domain: Domain, which: Which) -> int: ...
     def temperature_c(self, index: int) -> int: ...
+    # the telemetry sampler's readings during a level (kit.telemetry)
+    def power_mw(self, index: int) -> int: ...  # the board's power draw now
+    def utilization(self, index: int) -> tuple[int, int]: ...  # (GPU %, memory-bandwidth %) over NVML's last window
     def pcie(self, index: int, *, width: bool, which: Which) -> int: ...  # generation, or link width
     def topology(self, a: int, b: int) -> int: ...  # NVML_TOPOLOGY_* level of the common ancestor
     def nvlink_links(self, index: int) -> list[bool | None]: ...  # per link: active, or None if unknown
@@ -229,6 +232,13 @@ class NvmlProbe:
 
     def temperature_c(self, index: int) -> int:
         return int(self._call("nvmlDeviceGetTemperature", self._h(index), self.nv.NVML_TEMPERATURE_GPU))
+
+    def power_mw(self, index: int) -> int:
+        return int(self._call("nvmlDeviceGetPowerUsage", self._h(index)))
+
+    def utilization(self, index: int) -> tuple[int, int]:
+        u = self._call("nvmlDeviceGetUtilizationRates", self._h(index))
+        return int(u.gpu), int(u.memory)
 
     def pcie(self, index: int, *, width: bool, which: Which) -> int:
         what = "Width" if width else "Generation"

@@ -74,7 +74,8 @@ class CellRunner:
                 self.bundle.write_json(f"cells/{cell.id}/server.json", ServerFile.model_validate(server.describe()))
                 state.ready_s = round(server.wait_ready(), 3)
                 state.levels = {}
-                levels = LevelRunner(self.m, self.bundle, self.events)
+                telemetry_gpus = self.gpu_indices if self.m.hardware.gpus and not self.nodes else []  # telemetry
+                levels = LevelRunner(self.m, self.bundle, self.events, gpus=telemetry_gpus)
                 for lv in self.plan.levels:
                     state.levels[str(lv.concurrency)] = levels.run(cell, lv, server, spec, load)
                     self.write(state)

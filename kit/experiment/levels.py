@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kit.bundle import Bundle
 from kit.errors import LoadError, ServerError
@@ -12,27 +11,14 @@ from kit.files.cell import LevelOutcome
 from kit.load import LevelSpec, LoadSession, Progress
 from kit.manifest import Manifest
 from kit.plan import Cell, LevelPlan
-from kit.plumbing.net import http_get
 from kit.runtime import RunningServer, ServerSpec
+from kit.telemetry import LevelSampler, scrape_all
 
 
 def scrape_metrics(base_url: str) -> dict[str, float] | None:
-    """Prometheus samples from /metrics as {"name{labels}": value}, or None if there is none."""
-    got = http_get(base_url + "/metrics")
-    if got is None or got[0] != 200:
-        return None
-    out: dict[str, float] = {}
-    for line in got[1].decode("utf-8", "replace").splitlines():
-        if not line or line.startswith("#"):
-            continue
-        name, _, value = line.rpartition(" ")
-        try:
-            v = float(value)
-        except ValueError:
-            continue
-        if math.isfinite(v):  # NaN/Inf are legal Prometheus values but not JSON
-            out[name.strip()] = v
-    return out
+    """Prometheus samples from /metrics as {"name{labels}": value}, or None if there is none (bounded, parsed by
+    prometheus_client: ``kit.telemetry.scrape_all``)."""
+    return scrape_all(base_url + "/metrics")
 
 
 ARRIVAL_SEED_OFFSET = 7_919  # the schedule's seed differs from the prompts' (load.seed + level)
@@ -59,6 +45,7 @@ class LevelRunner:
     m: Manifest
     bundle: Bundle
     events: Events
+    gpus: list[int] = field(default_factory=list)  # NVML indices the telemetry samples (empty: none)
 
     def run(self, cell: Cell, lv: LevelPlan, server: RunningServer, spec: ServerSpec,
             load: LoadSession) -> LevelOutcome:
@@ -78,8 +65,14 @@ class LevelRunner:
                 return True
             return False
 
-        res = load.run_level(level_spec(self.m, cell, lv, spec.base_url), self.bundle.path(rel),
-                             on_progress=progress, should_stop=server_gone)
+        # ---- telemetry (kit.telemetry): /metrics (when the server has one) and NVML about once a second
+        series = f"{rel}/telemetry.jsonl"
+        with LevelSampler(spec.base_url + "/metrics" if before is not None else None, self.gpus,
+                          lambda s: self.bundle.append_jsonl(series, s.model_dump(mode="json"))) as sampler:
+            res = load.run_level(level_spec(self.m, cell, lv, spec.base_url), self.bundle.path(rel),
+                                 on_progress=progress, should_stop=server_gone)
+        self.bundle.write_json(f"{rel}/telemetry.json", sampler.stop())
+        # ---- end telemetry
         after = scrape_metrics(spec.base_url)
         if before is not None or after is not None:
             self.bundle.write_json(f"{rel}/server_metrics.json", {"before": before, "after": after})

@@ -30,6 +30,7 @@ from kit.files.reproduce import ReproduceFile
 from kit.files.run import RunFile
 from kit.files.server import ServerFile
 from kit.files.summary import Summary
+from kit.files.telemetry import TelemetryFile, TelemetrySample
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 SCHEMA_ID = "https://kit.invalid/bundle.schema.json"
@@ -48,6 +49,8 @@ REGISTRY: dict[str, type[BaseModel]] = {
     "*/level-*/client.json": ClientReport,
     "summary.json": Summary,
     "*/level-*/server_metrics.json": ServerMetricsFile,
+    TelemetryFile.file_pattern: TelemetryFile,
+    "*/level-*/telemetry.jsonl": TelemetrySample,
     "provenance.dsse.json": EnvelopeFile,
     "manifest.yaml.sig": EnvelopeFile,
     ReproduceFile.file_pattern: ReproduceFile,

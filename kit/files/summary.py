@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+from kit.files.telemetry import LevelTelemetry
+
 SUMMARY_SCHEMA_VERSION = 4  # 3: short_responses and the output-length guardrail; 4: usage_flagged and its guardrail
 
 
@@ -96,6 +98,7 @@ class CellLevel(_Latencies):
     client_checked: bool
     timing_warnings: list[str]
     server: ServerFigures | None
+    telemetry: LevelTelemetry | None = None  # what the server ran during the level (kit.stats.telemetry)
 
 
 class BetweenCells(_Model):

@@ -13,6 +13,8 @@ from pathlib import Path
 from kit.files.summary import Summary
 from kit.report import plots, render
 from kit.report.overhead import cell_overheads, overhead_section
+from kit.report.plots_decide import plot_cdfs, plot_drift, plot_pareto
+from kit.report.plots_series import render_cell_plots
 from kit.report.render import render_markdown
 
 __all__ = ["as_summary", "render_markdown", "render_report", "verdict_lines"]
@@ -33,6 +35,10 @@ def render_report(root: Path, summary: Summary | Mapping[str, object]) -> list[P
     root = Path(root)
     typed = as_summary(summary)
     written = plots.render_plots(root, typed)
+    # the plots people decide from, and each cell's telemetry over time (kit.report.plots_decide, plots_series)
+    shown = root / "plots"
+    written += [plot_pareto(typed, shown / "pareto.png"), plot_cdfs(root, typed, shown / "latency_cdf.png"),
+                plot_drift(typed, shown / "drift.png"), *render_cell_plots(root, typed)]
     md = root / "report.md"
     text = render_markdown(typed, [p.relative_to(root).as_posix() for p in written])
     md.write_text(text + "\n".join(overhead_section(cell_overheads(root, typed))), encoding="utf-8")

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kit.files.summary import Distribution, Summary
+from kit.report.batch import batch_table, queue_bound_section  # telemetry
 from kit.report.power import power_note, power_section, rules_out_text
 from kit.report.text import confidence_pct, fmt, ratio_ci_text, ratio_text
 
@@ -163,11 +164,13 @@ def render_markdown(summary: Summary, plots: Sequence[str] = ()) -> str:
              f"so that all hold together at {confidence_pct(summary)}; secondary metrics ({', '.join(a.secondary)}) "
              f"are a separate family of {a.secondary_family_size} tests, never bold. Unique experts/step, when "
              "shown, is descriptive and not tested.", "", *_client_bound_section(summary), *_timing_section(summary),
+             *queue_bound_section(summary),  # telemetry
              *power_section(summary)]
     lines += ["## Excluded cells", "", *_failed_section(summary), ""]
     for lv in summary.levels:
         flag = "  ⚠ CLIENT-BOUND: not a clean result" if lv.client_bound else ""
         lines += [f"## Concurrency {lv.concurrency}{flag}", "", *_level_table(summary, lv.concurrency), ""]
+        lines += batch_table(summary, lv.concurrency)  # telemetry: what the server ran at this level
     if plots:
         lines += ["## Plots", "", *[f"![{Path(p).stem}]({p})" for p in plots], ""]
     lines += ["## Method", "", "Model, corrections and guardrails: [docs/statistics.md](docs/statistics.md) in kit's "

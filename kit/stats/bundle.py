@@ -22,6 +22,7 @@ from kit.stats.figures import cell_level_figures
 from kit.stats.requests import LevelRecords, RecordLike, reduce_records
 from kit.stats.shapes import CellLevelFigures, SummaryDoc
 from kit.stats.summary import CellInfo, LevelResult, cell_info, summarize_level, summary_doc
+from kit.stats.telemetry import with_telemetry
 
 MAX_JSON_BYTES = 64 << 20  # plan.json, cell.json, client.json, server_metrics.json: small files
 
@@ -123,7 +124,8 @@ def summarize_bundle(root: Path) -> dict[str, Any]:
 def summary_of(root: Path) -> SummaryDoc:
     """The whole summary of a bundle, recomputed from its raw records (JSON-serialisable, rounded)."""
     m, cells, by_cell, levels = _read_levels(root)
-    return summary_doc(m, [(c, by_cell[c.id]) for c in cells], levels)
+    doc = summary_doc(m, [(c, by_cell[c.id]) for c in cells], levels)
+    return with_telemetry(doc, root)  # telemetry: descriptive, per cell level (kit.stats.telemetry)
 
 
 def level_samples(root: Path) -> list[LevelSamples]:

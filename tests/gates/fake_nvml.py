@@ -37,6 +37,8 @@ _EXTRA_DEFAULTS: dict[str, Any] = {
     "power_limit_mw": 700000,
     "clock_mhz": 1980,
     "temperature_c": 30,
+    "power_mw": 120000,
+    "utilization": (0, 0),
     "pcie": 5,
     "nvlink_links": [True] * 18,
 }
@@ -165,6 +167,13 @@ class FakeProbe:
 
     def temperature_c(self, index: int) -> int:
         return int(self._extra(index, "temperature_c"))
+
+    def power_mw(self, index: int) -> int:
+        return int(self._extra(index, "power_mw"))
+
+    def utilization(self, index: int) -> tuple[int, int]:
+        gpu, mem = self._extra(index, "utilization")
+        return int(gpu), int(mem)
 
     def pcie(self, index: int, *, width: bool, which: Which) -> int:
         return 16 if width else int(self._extra(index, "pcie"))

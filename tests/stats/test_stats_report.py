@@ -47,7 +47,8 @@ def test_plots_exist_and_are_byte_identical(bundle: tuple[Path, dict[str, Any]],
     root, s = bundle
     first = render_report(root, s)
     pngs = [p for p in first if p.suffix == ".png"]
-    assert {p.name for p in pngs} == {"throughput.png", "latency.png", "experts.png"}
+    assert {p.name for p in pngs} == {"throughput.png", "latency.png", "experts.png", "pareto.png", "latency_cdf.png",
+                                      "drift.png"}  # no telemetry in the toy bundle: no per-cell time series
     other = tmp_path / "again"
     shutil.copytree(root, other)
     shutil.rmtree(other / "plots")
@@ -61,7 +62,8 @@ def test_plots_exist_and_are_byte_identical(bundle: tuple[Path, dict[str, Any]],
 def test_no_experts_plot_without_server_metrics(tmp_path: Path) -> None:
     root = make_bundle(tmp_path / "b", BundleSpec(seed=22, levels=(1, 4)))
     paths = render_report(root, summarize_bundle(root))
-    assert {p.name for p in paths} == {"report.md", "throughput.png", "latency.png"}
+    assert {p.name for p in paths} == {"report.md", "throughput.png", "latency.png", "pareto.png", "latency_cdf.png",
+                                       "drift.png"}
     assert "unique experts" not in (root / "report.md").read_text(encoding="utf-8").split("## Concurrency 1")[1]
 
 

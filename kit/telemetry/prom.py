@@ -1,0 +1,196 @@
+"""One bounded scrape of a server's Prometheus ``/metrics``, parsed by prometheus_client's own text parser.
+
+Bounded end to end: the GET (headers and body) gets ``timeout_s`` in all (a watchdog shuts the socket at the
+deadline, so a server that drips a header a byte at a time cannot hold it), the body at most ``max_bytes``, the
+parser at most ``max_parsed`` samples; whatever breaks a bound or does not parse is a ``ScrapeError`` naming it,
+never an exception out of the sampler.
+
+Kept: the gauges and counters of the families kit knows (``FAMILIES``), at most ``max_series`` of them, and from
+them ``ServerQuantities`` in kit's words. sglang's and vLLM's names are theirs (sglang
+``python/sglang/srt/metrics/collector.py``, vLLM ``vllm/v1/metrics/loggers.py``); kit's engine's are in
+``kit/engine/metrics.py``. `transformers serve` has no /metrics: its cells get GPU telemetry only.
+"""
+
+from __future__ import annotations
+
+import http.client
+import math
+import socket
+import threading
+import time
+import urllib.parse
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from kit.files.telemetry import ServerQuantities
+
+# quantity -> the sample names it is read from, in order of preference (the first present wins)
+FAMILIES: dict[str, tuple[str, ...]] = {
+    "running": ("kit_engine_requests_running", "sglang:num_running_reqs", "vllm:num_requests_running"),
+    "queued": ("kit_engine_requests_waiting", "sglang:num_queue_reqs", "vllm:num_requests_waiting"),
+    "kv_cache_usage": ("sglang:token_usage", "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+    "kv_tokens": ("sglang:num_used_tokens",),
+    "generated_tokens": ("kit_engine_decode_tokens_total", "sglang:generation_tokens_total",
+                         "vllm:generation_tokens_total"),
+    "prompt_tokens": ("kit_engine_prefill_tokens_total", "sglang:prompt_tokens_total", "vllm:prompt_tokens_total"),
+}
+KEPT_PREFIXES = ("kit_engine_", "sglang:", "vllm:")  # families whose gauges and counters are kept as series
+KEPT_TYPES = ("gauge", "counter", "unknown")  # unknown: a sample with no # TYPE line
+MAX_FIELD = 200  # characters of a series key or an error kept
+
+
+class ScrapeError(Exception):
+    """The scrape failed or broke a bound; the message says which."""
+
+
+@dataclass
+class Scrape:
+    quantities: ServerQuantities
+    series: dict[str, float]
+    sources: dict[str, str]  # quantity -> sample name it came from
+    dropped: int = 0  # kept-family series beyond max_series
+    elapsed_ms: float = 0.0
+    parsed: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+def fetch(url: str, *, timeout_s: float, max_bytes: int) -> bytes:
+    """The body of a 200 answer to GET ``url`` (no proxy), within ``timeout_s`` and ``max_bytes`` in all."""
+    u = urllib.parse.urlsplit(url)
+    if u.scheme != "http" or not u.hostname:
+        raise ScrapeError(f"{url}: only http:// URLs are scraped")
+    conn = http.client.HTTPConnection(u.hostname, u.port or 80, timeout=timeout_s)
+    expired = threading.Event()
+
+    def watchdog() -> None:
+        expired.set()
+        sock = conn.sock
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    timer = threading.Timer(timeout_s, watchdog)
+    timer.daemon = True
+    timer.start()
+    try:
+        conn.request("GET", (u.path or "/") + (f"?{u.query}" if u.query else ""),
+                     headers={"Accept": "text/plain; version=0.0.4", "Accept-Encoding": "identity"})
+        resp = conn.getresponse()
+        if resp.status != 200:
+            raise ScrapeError(f"GET {u.path} answered HTTP {resp.status}")
+        body = bytearray()
+        while len(body) <= max_bytes:
+            chunk = resp.read1(min(1 << 16, max_bytes + 1 - len(body)))
+            if not chunk:
+                break
+            body += chunk
+        if len(body) > max_bytes:
+            raise ScrapeError(f"GET {u.path}: response larger than {max_bytes} bytes; refused")
+        if expired.is_set():
+            raise ScrapeError(f"GET {u.path} took more than {timeout_s:g} s; refused")
+        return bytes(body)
+    except (OSError, http.client.HTTPException, ValueError) as e:
+        if expired.is_set():
+            raise ScrapeError(f"GET {u.path} took more than {timeout_s:g} s; refused") from None
+        raise ScrapeError(f"GET {u.path}: {type(e).__name__}: {_short(str(e))}") from None
+    finally:
+        timer.cancel()
+        conn.close()
+
+
+def _key(name: str, labels: dict[str, str]) -> str:
+    if not labels:
+        return name
+    inner = ",".join(f'{k}="{_escape(v)}"' for k, v in sorted(labels.items()))
+    return f"{name}{{{inner}}}"
+
+
+def _escape(v: str) -> str:
+    return v.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= MAX_FIELD else text[:MAX_FIELD] + "..."
+
+
+def parse(text: str, *, max_parsed: int, max_series: int) -> Scrape:
+    """The kept series and kit's quantities of one exposition (prometheus_client's parser)."""
+    series: dict[str, float] = {}
+    by_name: dict[str, list[float]] = {}
+    dropped = parsed = 0
+    try:
+        for fam in text_string_to_metric_families(text):
+            for s in fam.samples:
+                parsed += 1
+                if parsed > max_parsed:
+                    raise ScrapeError(f"more than {max_parsed} samples in one response; refused")
+                if fam.type not in KEPT_TYPES or not s.name.startswith(KEPT_PREFIXES):
+                    continue
+                value = float(s.value)
+                if not math.isfinite(value):
+                    continue
+                key = _key(s.name, dict(s.labels))
+                if len(key) > MAX_FIELD:
+                    dropped += 1
+                    continue
+                if key not in series and len(series) >= max_series:
+                    dropped += 1
+                    continue
+                series[key] = value
+                by_name.setdefault(s.name, []).append(value)
+    except ScrapeError:
+        raise
+    except (ValueError, TypeError, IndexError, KeyError, AttributeError) as e:
+        raise ScrapeError(f"not the Prometheus text format: {type(e).__name__}: {_short(str(e))}") from None
+    values, sources = quantities(by_name)
+    return Scrape(values, series, sources, dropped=dropped, parsed=parsed)
+
+
+def all_samples(text: str, *, max_parsed: int) -> dict[str, float]:
+    """Every finite sample of one exposition as ``{"name{labels}": value}`` (the before/after scrape of a level,
+    ``server_metrics.json``), at most ``max_parsed`` of them."""
+    out: dict[str, float] = {}
+    try:
+        for fam in text_string_to_metric_families(text):
+            for s in fam.samples:
+                if len(out) >= max_parsed:
+                    raise ScrapeError(f"more than {max_parsed} samples in one response; refused")
+                value = float(s.value)
+                if math.isfinite(value):  # NaN/Inf are legal Prometheus values but not JSON
+                    out[_key(s.name, dict(s.labels))] = value
+    except ScrapeError:
+        raise
+    except (ValueError, TypeError, IndexError, KeyError, AttributeError) as e:
+        raise ScrapeError(f"not the Prometheus text format: {type(e).__name__}: {_short(str(e))}") from None
+    return out
+
+
+def quantities(by_name: dict[str, list[float]]) -> tuple[ServerQuantities, dict[str, str]]:
+    """kit's quantities from the kept samples by name (the first family of ``FAMILIES`` present wins)."""
+    got: dict[str, float] = {}
+    sources: dict[str, str] = {}
+    for quantity, names in FAMILIES.items():
+        name = next((n for n in names if n in by_name), None)
+        if name is None:
+            continue
+        values: Iterable[float] = by_name[name]
+        got[quantity] = max(values) if quantity == "kv_cache_usage" else math.fsum(values)
+        sources[quantity] = name
+    return ServerQuantities(**got), sources
+
+
+def scrape(url: str, *, timeout_s: float, max_bytes: int, max_parsed: int, max_series: int) -> Scrape:
+    """Fetch and parse one exposition; ``ScrapeError`` names what went wrong."""
+    t0 = time.monotonic()
+    body = fetch(url, timeout_s=timeout_s, max_bytes=max_bytes)
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ScrapeError(f"not UTF-8 ({e.reason} at byte {e.start})") from None
+    out = parse(text, max_parsed=max_parsed, max_series=max_series)
+    out.elapsed_ms = (time.monotonic() - t0) * 1e3
+    return out

@@ -1,0 +1,56 @@
+"""`kit run` end to end with the real engine capped at a batch of 4 (``--max-batch 4``: the independent truth of
+what the server can run at once): at c=4 the telemetry sees a batch of 4 and no queue, at c=8 a batch of at
+most 4 and requests queued, and the report says so. The slow tier (a `kit run`, ~30 s on 2 idle cores)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support.manifests import ENGINE_ARGS, ab_arms, engine_command, manifest_data, write_manifest
+
+from kit.files.schema import validate_bundle_files
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_report_shows_the_batch_the_server_ran(tmp_path: Path, port: int) -> None:
+    m = write_manifest(tmp_path / "capped.yaml", manifest_data(
+        "capped", port=port, arms=ab_arms(same=True),
+        command=engine_command(engine_args=(*ENGINE_ARGS, "--max-batch", "4")),
+        server={"ready_timeout_s": 60, "stop_grace_s": 5},
+        load={"levels": [4, 8], "requests_per_level": 64, "warmup_requests": 2, "prompt_tokens": 8,
+              "output_tokens": 128, "seed": 3, "request_timeout_s": 60},
+        design={"repeats": 1, "order": "interleaved"}, gates={"port_deadline_s": 5}))
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "config"), "XDG_STATE_HOME": str(tmp_path / "state"),
+           "DOCKER_HOST": f"unix://{tmp_path}/no-docker.sock"}
+    r = subprocess.run([sys.executable, "-m", "kit", "run", str(m), "--out", str(tmp_path / "out"),
+                        "--allow-unsigned"], capture_output=True, text=True, timeout=400, env=env, cwd=ROOT,
+                       check=False)
+    assert r.returncode == 0, r.stdout + r.stderr
+    (b,) = (tmp_path / "out").iterdir()
+    checked = set(validate_bundle_files(b, json.loads((ROOT / "bundle.schema.json").read_text())))
+    assert {"cells/a1-r1/level-8/telemetry.json", "cells/a1-r1/level-8/telemetry.jsonl"} <= checked
+    summary = json.loads((b / "summary.json").read_text())
+    for cell in summary["cells"]:
+        four, eight = cell["levels"]["4"]["telemetry"], cell["levels"]["8"]["telemetry"]
+        assert four["samples"] >= 3 and eight["samples"] >= 3, (four, eight)
+        # c=4: a batch of 4; a request may wait a step for admission (queued > 0 in a sample), not for a slot
+        assert four["running_max"] == 4 and four["queue_bound"] is False
+        assert eight["running_max"] == 4 and eight["queued_max"] > 0 and eight["queue_bound"] is True
+        assert "never reached 8 (max 4)" in eight["queue_bound_reason"]
+        info = json.loads((b / "cells" / cell["id"] / "level-8" / "telemetry.json").read_text())
+        assert info["sources"]["running"] == "kit_engine_requests_running" and info["metrics_errors"] == 0
+        assert info["started_unix"] > 0 and info["cpu_s"] >= 0
+    report = (b / "report.md").read_text()
+    assert "**Queue-bound levels** (telemetry)" in report and "> - c=8: a1-r1, a2-r1 (the server ran at most 4" in report
+    row8 = next(x for x in report.splitlines() if x.startswith("| a1-r1 |") and "never reached 8" in x)
+    assert "| **yes**: " in row8 and " / 4 |" in row8
+    assert "What the server ran at c=4" in report
+    for png in ("pareto.png", "latency_cdf.png", "drift.png", "cells/a1-r1.png", "cells/a2-r1.png"):
+        assert (b / "plots" / png).stat().st_size > 10_000, png
