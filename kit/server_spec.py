@@ -167,6 +167,8 @@ def _gpu_text(m: Manifest) -> str:
         return ("none (NVIDIA_VISIBLE_DEVICES=void)" if m.runtime == "docker"
                 else "none (CUDA_VISIBLE_DEVICES is set empty)")
     name = f" {m.hardware.gpu_name}" if m.hardware.gpu_name else ""
+    if m.hardware.compute_capability:
+        name += f" (compute capability {' or '.join(m.hardware.compute_capability)})"
     if m.runtime == "docker":
         g = m.server.docker_gpus
         return f"{n}{name} GPU(s) that pass the GPU gate, passed as {describe_mode(g.mode, g.driver_dir)}"
