@@ -134,6 +134,12 @@ TOPK_INIT = Edit(
     "            from kit_oea.oea import layer_k0\n"
     "\n"
     "            self.topk_config.oea_k0 = layer_k0(self.topk_config)\n"
+    # kit OEA patch (server set-up refusals): DP attention, A2A expert parallelism, speculative decoding and
+    # padded decode graphs make OEA compute something else; kit_oea.guard names the flag and the fix.
+    "            if self.topk_config.oea_k0:\n"
+    "                from kit_oea.guard import refuse_unsupported_setup\n"
+    "\n"
+    "                refuse_unsupported_setup(self.topk_config.oea_k0)\n"
     "        if self.topk_config.oea_k0:\n"
     "            self.topk_config.output_format = TopKOutputFormat.STANDARD\n"
     "            self.topk_config.fused_gate_packed_ids = False\n" + _TOPK_NEXT_METHOD,

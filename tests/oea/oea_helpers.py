@@ -70,6 +70,31 @@ def extract_tree(wheel: Path, dest: Path) -> Path:
     return dest
 
 
+SGLANG_REAL = Path(__file__).with_name("sglang_real.py")
+
+
+def need_msgspec() -> None:
+    """Skip unless msgspec (sglang's dependency, needed to import its argument modules) is importable."""
+    import importlib.util
+
+    import pytest
+
+    if importlib.util.find_spec("msgspec") is None:
+        pytest.skip("msgspec (sglang's dependency) is not installed: `pip install msgspec` to run sglang's own "
+                    "argument modules (sglang_real.py)")
+
+
+def extract_arg_sources(wheel: Path, dest: Path) -> Path:
+    """What sglang_real.py imports from the wheel: the argument groups, server_args, environ, runtime_context."""
+    wanted = ("sglang/srt/server_args.py", "sglang/srt/runtime_context.py", "sglang/srt/environ.py",
+              "sglang/srt/model_executor/cuda_graph_config.py")
+    with zipfile.ZipFile(wheel) as zf:
+        for name in zf.namelist():
+            if name.startswith("sglang/srt/arg_groups/") or name in wanted:
+                zf.extract(name, dest)
+    return dest
+
+
 def run_apply(
     *args: str | Path, env: dict[str, str] | None = None, python: str = sys.executable
 ) -> subprocess.CompletedProcess[str]:

@@ -137,7 +137,8 @@ def test_topk_init_forces_standard_output_on_non_draft_layers(sglang_tree: Path)
     source = ast.unparse(init)
     gate = "if not self.is_draft and envs.SGLANG_OEA_K0.is_set():"
     assert gate in source and "self.topk_config.oea_k0 = layer_k0(self.topk_config)" in source
-    forced = [s for s in ast.walk(init) if isinstance(s, ast.If) and ast.unparse(s.test) == "self.topk_config.oea_k0"]
+    # top-level statements of __init__ (the guard's `if ...oea_k0:` nested in the gate is test_oea_guard's)
+    forced = [s for s in init.body if isinstance(s, ast.If) and ast.unparse(s.test) == "self.topk_config.oea_k0"]
     assert len(forced) == 1
     body = {ast.unparse(s) for s in forced[0].body}
     assert body == {

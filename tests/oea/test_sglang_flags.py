@@ -9,21 +9,18 @@ start a server for an hour. The AST parse is itself checked against sglang's own
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 import pytest
-from oea_helpers import ROOT
+from oea_helpers import ROOT, SGLANG_REAL, extract_arg_sources, need_msgspec
 from sglang_args import Option, check_argv, options_from_wheel, sglang_argv
 
 from kit.manifest import load_manifest
 
 OEA = ROOT / "experiments" / "oea.yaml"
-XCHECK = Path(__file__).with_name("sglang_args_xcheck.py")
 # The kernel paths oea.yaml pins for SM120 (what sglang 0.5.23's `auto` resolves to there; docs/oea.md).
 PINNED = {
     "--tp-size": "8",
@@ -92,22 +89,10 @@ def test_the_check_refuses_what_sglang_would_not_parse_or_would_guess(options: d
     assert check_argv(["--cuda-graph-bs-decode", "1", "2", "4", "--port", "{port}"], options) == []
 
 
-def _extract_arg_sources(wheel: Path, dest: Path) -> Path:
-    with zipfile.ZipFile(wheel) as zf:
-        for name in zf.namelist():
-            if name.startswith("sglang/srt/arg_groups/") or name in (
-                    "sglang/srt/server_args.py", "sglang/srt/runtime_context.py", "sglang/srt/environ.py",
-                    "sglang/srt/model_executor/cuda_graph_config.py"):
-                zf.extract(name, dest)
-    return dest
-
-
 def test_the_ast_parse_matches_sglangs_own_parser_builder(sglang_wheel: Path, tmp_path: Path) -> None:
-    if importlib.util.find_spec("msgspec") is None:
-        pytest.skip("msgspec (sglang's dependency) is not installed: `pip install msgspec` to build sglang's own "
-                    "argparse options from its field classes and compare")
-    site = _extract_arg_sources(sglang_wheel, tmp_path / "site")
-    proc = subprocess.run([sys.executable, str(XCHECK), str(site), str(sglang_wheel)], capture_output=True,
+    need_msgspec()
+    site = extract_arg_sources(sglang_wheel, tmp_path / "site")
+    proc = subprocess.run([sys.executable, str(SGLANG_REAL), str(site), str(sglang_wheel), "options"], capture_output=True,
                           text=True, check=False, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout)

@@ -18,8 +18,8 @@ import types
 from pathlib import Path
 from typing import Any
 
-site, wheel = Path(sys.argv[1]), Path(sys.argv[2])
-sys.path[:0] = [str(site), str(Path(__file__).parent)]
+site, wheel, mode = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+sys.path[:0] = [str(site), str(Path(__file__).parent), str(Path(__file__).parents[2] / "images" / "oea")]
 
 
 class _Stub(types.ModuleType):
@@ -43,8 +43,42 @@ from sglang.srt.arg_groups.arg_utils import add_cli_args_from_dataclass  # noqa:
 from sglang_args import SERVER_ARGS, _namespace_classes, options_from_wheel  # noqa: E402
 
 parser = argparse.ArgumentParser(add_help=False)
-for cls, module in _namespace_classes(ast.parse((site / SERVER_ARGS).read_text())).items():
-    add_cli_args_from_dataclass(parser, getattr(importlib.import_module(module[:-3].replace("/", ".")), cls))
+classes = [getattr(importlib.import_module(module[:-3].replace("/", ".")), cls)
+           for cls, module in _namespace_classes(ast.parse((site / SERVER_ARGS).read_text())).items()]
+for cls in classes:
+    add_cli_args_from_dataclass(parser, cls)
+
+
+def guard(k0: int, argv: list[str]) -> dict[str, Any]:
+    import msgspec.structs
+    from sglang.srt import runtime_context as rc
+
+    args = parser.parse_args(argv)
+    bags: dict[str, Any] = {}
+    for cls in classes:
+        *parents, leaf_ns = cls._NS_PATH.split(".")
+        top = bags.setdefault(cls._NS_PATH.split(".")[0], rc._ConfigBag(cls._NS_PATH.split(".")[0]))
+        bag = top
+        if parents:
+            bag = rc._ConfigBag(cls._NS_PATH)
+            top._set_sub(leaf_ns, bag)
+        for f in msgspec.structs.fields(cls):
+            bag._set(f.name, getattr(args, f.name, f.default))
+    ctx = rc.get_context()
+    ctx._config_bags = bags
+    ctx.parallel._config = bags["parallel"]
+    from kit_oea.guard import OeaSetupError, refuse_unsupported_setup, setup_from_sglang
+
+    try:
+        refuse_unsupported_setup(k0)
+    except OeaSetupError as e:
+        return {"refused": str(e), "setup": vars(setup_from_sglang())}
+    return {"refused": None, "setup": vars(setup_from_sglang())}
+
+
+if mode == "guard":
+    json.dump([guard(int(sys.argv[4]), argv) for argv in json.loads(sys.argv[5])], sys.stdout)
+    sys.exit(0)
 real: dict[str, tuple[str, list[str] | None]] = {}
 for action in parser._actions:
     values = "none" if action.nargs == 0 else "many" if action.nargs in ("+", "*") else "one"
