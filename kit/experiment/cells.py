@@ -24,6 +24,7 @@ from kit.nvml import NvmlProbe
 from kit.plan import Cell, Plan
 from kit.plumbing.clock import utc_now
 from kit.runtime import RunningServer, Runtime
+from kit.runtime.server_info import read_server_info
 from kit.server_spec import server_spec
 
 
@@ -73,6 +74,11 @@ class CellRunner:
                 server = self.runtime.start(spec)
                 self.bundle.write_json(f"cells/{cell.id}/server.json", ServerFile.model_validate(server.describe()))
                 state.ready_s = round(server.wait_ready(), 3)
+                # --- server info (helper sglang): the engine's own account of itself (sglang's /server_info)
+                if self.m.server.info_path:
+                    info = read_server_info(spec, self.m.server.info_path)
+                    self.bundle.write_json(f"cells/{cell.id}/server_info.json", info)
+                # --- end server info
                 state.levels = {}
                 levels = LevelRunner(self.m, self.bundle, self.events)
                 for lv in self.plan.levels:

@@ -29,6 +29,7 @@ from kit.files.records import RecordLine
 from kit.files.reproduce import ReproduceFile
 from kit.files.run import RunFile
 from kit.files.server import ServerFile
+from kit.files.server_info import ServerInfoFile
 from kit.files.summary import Summary
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -40,6 +41,7 @@ REGISTRY: dict[str, type[BaseModel]] = {
     ImagesFile.file_pattern: ImagesFile,
     CellFile.file_pattern: CellFile,
     ServerFile.file_pattern: ServerFile,
+    ServerInfoFile.file_pattern: ServerInfoFile,
     "environment.json": EnvironmentFile,
     "environment.resume-*.json": EnvironmentFile,
     "gates.jsonl": GatesLine,

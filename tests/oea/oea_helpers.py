@@ -24,11 +24,13 @@ TREE_FILES = (
     "sglang/srt/environ.py",
     "sglang/srt/model_executor/forward_context.py",
     "sglang/srt/layers/moe/topk.py",
+    "sglang/srt/entrypoints/http_server.py",
     f"sglang-{SGLANG_VERSION}.dist-info/METADATA",
 )
 TOPK = "sglang/srt/layers/moe/topk.py"
 CONTEXT = "sglang/srt/model_executor/forward_context.py"
 ENVIRON = "sglang/srt/environ.py"
+HTTP_SERVER = "sglang/srt/entrypoints/http_server.py"
 
 if str(IMAGE_DIR) not in sys.path:
     sys.path.insert(0, str(IMAGE_DIR))

@@ -22,9 +22,9 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from oea_helpers import APPLY, CONTEXT, ENVIRON, IMAGE_DIR, SGLANG_VERSION, TOPK, extract_tree, run_apply
+from oea_helpers import APPLY, CONTEXT, ENVIRON, HTTP_SERVER, IMAGE_DIR, SGLANG_VERSION, TOPK, extract_tree, run_apply
 
-PATCHED_FILES = (ENVIRON, CONTEXT, TOPK)
+PATCHED_FILES = (ENVIRON, CONTEXT, TOPK, HTTP_SERVER)
 VERSION_MESSAGE = (
     "kit OEA patch targets sglang 0.5.23; this image has sglang 0.5.22. "
     "Rebuild the patch for that version or pin the baseline to 0.5.23"
