@@ -12,6 +12,7 @@ from kit.envinfo import gpu_temperatures
 from kit.errors import GateFailed, KitError, LoadError, ServerError
 from kit.experiment.levels import LevelRunner, level_spec
 from kit.experiment.options import Events
+from kit.experiment.quality import run_quality
 from kit.experiment.signals import deferred_interrupts
 from kit.files import JsonObject
 from kit.files.cell import CellFile, OverheadParts, ServerStopped
@@ -79,6 +80,11 @@ class CellRunner:
                     info = read_server_info(spec, self.m.server.info_path)
                     self.bundle.write_json(f"cells/{cell.id}/server_info.json", info)
                 # --- end server info
+                # --- quality (helper sglang): the untimed few-shot accuracy check, before the timed levels
+                if self.m.quality is not None:
+                    quality = run_quality(self.m.quality, spec.base_url, self.m.model.served_name, self.m.load.endpoint)
+                    self.bundle.write_json(f"cells/{cell.id}/quality.json", quality)
+                # --- end quality
                 state.levels = {}
                 levels = LevelRunner(self.m, self.bundle, self.events)
                 for lv in self.plan.levels:

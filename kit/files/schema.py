@@ -25,6 +25,7 @@ from kit.files.environment import EnvironmentFile
 from kit.files.gates import GatesLine
 from kit.files.images import ImagesFile
 from kit.files.plan import PlanFile
+from kit.files.quality import QualityFile
 from kit.files.records import RecordLine
 from kit.files.reproduce import ReproduceFile
 from kit.files.run import RunFile
@@ -42,6 +43,7 @@ REGISTRY: dict[str, type[BaseModel]] = {
     CellFile.file_pattern: CellFile,
     ServerFile.file_pattern: ServerFile,
     ServerInfoFile.file_pattern: ServerInfoFile,
+    QualityFile.file_pattern: QualityFile,
     "environment.json": EnvironmentFile,
     "environment.resume-*.json": EnvironmentFile,
     "gates.jsonl": GatesLine,

@@ -33,6 +33,7 @@ from kit.manifest.hardware import Hardware
 from kit.manifest.hostpaths import check_model_placeholder, host_path_problem
 from kit.manifest.load import Load
 from kit.manifest.names import Name
+from kit.manifest.quality import Quality
 from kit.manifest.ranks import Ranks, check_ranks
 
 SCHEMA_ID = "urn:kit:manifest:1"
@@ -236,6 +237,7 @@ class Manifest(_Model):
     arms: list[Arm] = Field(min_length=2, max_length=16)
     load: Load
     design: Design = Field(default_factory=Design)
+    quality: Quality | None = Field(None, description="An untimed few-shot accuracy check per cell (optional).")
     gates: Gates = Field(default_factory=Gates)
     analysis: Analysis = Field(default_factory=Analysis)
     ranks: Ranks = Field(default_factory=Ranks, description="Servers of one rank per node (runtime: slurm).")

@@ -1,0 +1,35 @@
+"""``cells/<arm>-r<k>/quality.json``: the untimed few-shot accuracy check of one cell (manifest ``quality``)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import BaseModel, Field
+
+from kit.files.base import BundleFile
+
+
+class QualityItem(BaseModel):
+    index: int = Field(description="The item's line in the dataset (0-based).")
+    label: str
+    predicted: str | None = Field(description="The last number of the answer, or null when it has none.")
+    ok: bool
+    error: str | None = Field(None, description="Why there is no answer (HTTP status, timeout, bad body).")
+
+
+class QualityFile(BundleFile):
+    file_pattern: ClassVar[str] = "cells/*/quality.json"
+
+    dataset: str
+    dataset_sha256: str
+    shots: int
+    concurrency: int
+    max_tokens: int
+    asked: int
+    correct: int
+    no_number: int = Field(description="Answers without a number (counted wrong).")
+    errors: int = Field(description="Questions without an answer (counted wrong).")
+    accuracy: float
+    interval_95: tuple[float, float] = Field(description="Wilson score interval of the accuracy.")
+    wall_s: float
+    items: list[QualityItem]
