@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 import time
 import urllib.error
@@ -16,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from kit.errors import ManifestError
-from kit.files.quality import QualityFile, QualityItem
+from kit.files.quality import QualityFile, QualityItem, wilson
 from kit.load.prompts import ENDPOINT_PATHS
 from kit.manifest.quality import Quality
 
@@ -90,13 +89,6 @@ def _ask(url: str, body: bytes, timeout: float) -> tuple[str | None, str | None]
     except (ValueError, KeyError, IndexError, TypeError):
         return None, "not an OpenAI-style completion"
     return (text if isinstance(text, str) else ""), None
-
-
-def wilson(correct: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
-    p = correct / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return round(max(0.0, centre - half), 6), round(min(1.0, centre + half), 6)
 
 
 def run_quality(q: Quality, base_url: str, model: str, endpoint: str) -> QualityFile:

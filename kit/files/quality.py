@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import ClassVar
 
 from pydantic import BaseModel, Field
@@ -33,3 +34,11 @@ class QualityFile(BundleFile):
     interval_95: tuple[float, float] = Field(description="Wilson score interval of the accuracy.")
     wall_s: float
     items: list[QualityItem]
+
+
+def wilson(correct: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
+    """The Wilson score interval of ``correct`` out of ``n`` (95 % by default): what ``interval_95`` holds."""
+    p = correct / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return round(max(0.0, centre - half), 6), round(min(1.0, centre + half), 6)

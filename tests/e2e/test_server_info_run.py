@@ -40,5 +40,13 @@ def test_each_cell_keeps_the_engine_account_and_its_quality_check(tmp_path: Path
         quality = read_json(b / "cells" / cell["id"] / "quality.json")
         assert quality["asked"] == 4 and [i["index"] for i in quality["items"]] == [2, 3, 4, 5]
         assert quality["errors"] == 0, quality  # every question answered
+    # report.md: per arm, the pooled count of its cells' files
+    report = (b / "report.md").read_text()
+    assert "## Output quality (untimed, descriptive: not tested, not in any verdict)" in report
+    for arm in ("baseline", "oea"):
+        files = [read_json(b / "cells" / c["id"] / "quality.json") for c in read_json(b / "plan.json")["cells"]
+                 if c["arm"] == arm]
+        correct, asked = sum(f["correct"] for f in files), sum(f["asked"] for f in files)
+        assert f"| {arm} | {len(files)} | {correct} / {asked} | {correct / asked:.3f} [" in report
     schema = json.loads((ROOT / "bundle.schema.json").read_text())
     assert any(p.endswith("server_info.json") for p in validate_bundle_files(b, schema))
