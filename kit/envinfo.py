@@ -188,6 +188,7 @@ def _gpu(probe: GpuProbe, i: int) -> GpuFacts:
     u: dict[str, str] = {}
     mem = _try(u, "memory", partial(probe.memory, i))
     mig = _try(u, "mig_mode", partial(probe.mig_mode, i))
+    cc = _try(u, "compute_capability", partial(probe.compute_capability, i))
     ecc = _try(u, "ecc_mode", partial(probe.ecc_mode, i))
     links = _try(u, "nvlink", partial(probe.nvlink_links, i))
     return GpuFacts(
@@ -200,6 +201,7 @@ def _gpu(probe: GpuProbe, i: int) -> GpuFacts:
         memory=None if mem is None else mem.as_mib(),
         persistence_mode=_try(u, "persistence_mode", partial(probe.persistence_mode, i)),
         mig_mode=None if mig is None else Modes(current=mig[0], pending=mig[1]),
+        compute_capability=None if cc is None else f"{cc[0]}.{cc[1]}",
         ecc_mode=None if ecc is None else Modes(current=ecc[0], pending=ecc[1]),
         ecc_errors=_ecc_errors(u, probe, i),
         power_limit_mw=PowerLimits(

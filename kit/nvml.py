@@ -95,6 +95,7 @@ class GpuProbe(Protocol):
     def memory(self, index: int) -> Memory: ...
     def processes(self, index: int) -> list[GpuProcess]: ...
     def mig_mode(self, index: int) -> tuple[int, int]: ...  # (current, pending); raises UnsupportedError without MIG
+    def compute_capability(self, index: int) -> tuple[int, int]: ...  # CUDA (major, minor), e.g. (12, 0)
     # extras for the environment capture
     def serial(self, index: int) -> str: ...
     def vbios(self, index: int) -> str: ...
@@ -197,6 +198,10 @@ class NvmlProbe:
     def mig_mode(self, index: int) -> tuple[int, int]:
         cur, pending = self._call("nvmlDeviceGetMigMode", self._h(index))
         return int(cur), int(pending)
+
+    def compute_capability(self, index: int) -> tuple[int, int]:
+        major, minor = self._call("nvmlDeviceGetCudaComputeCapability", self._h(index))
+        return int(major), int(minor)
 
     def serial(self, index: int) -> str:
         return str(self._call("nvmlDeviceGetSerial", self._h(index)))

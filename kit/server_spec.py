@@ -167,11 +167,13 @@ def _gpu_text(m: Manifest) -> str:
         return ("none (NVIDIA_VISIBLE_DEVICES=void)" if m.runtime == "docker"
                 else "none (CUDA_VISIBLE_DEVICES is set empty)")
     name = f" {m.hardware.gpu_name}" if m.hardware.gpu_name else ""
+    cc = m.hardware.compute_capability
+    gate = f" of compute capability {' or '.join(cc)}" if cc else ""
     if m.runtime == "docker":
         g = m.server.docker_gpus
-        return f"{n}{name} GPU(s) that pass the GPU gate, passed as {describe_mode(g.mode, g.driver_dir)}"
-    return (f"{n}{name} GPU(s) that pass the GPU gate; CUDA_VISIBLE_DEVICES (CUDA_DEVICE_ORDER=PCI_BUS_ID) is set to "
-            "exactly their UUIDs")
+        return f"{n}{name} GPU(s){gate} that pass the GPU gate, passed as {describe_mode(g.mode, g.driver_dir)}"
+    return (f"{n}{name} GPU(s){gate} that pass the GPU gate; CUDA_VISIBLE_DEVICES (CUDA_DEVICE_ORDER=PCI_BUS_ID) is "
+            "set to exactly their UUIDs")
 
 
 def cpu_overlap(m: Manifest) -> str:

@@ -33,13 +33,24 @@ def test_plan_orders_cells_and_touches_nothing(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     data = json.loads(r.output)
     ids = [c["id"] for c in data["plan"]["cells"]]
-    assert ids == ["baseline-r1", "oea-r1", "baseline-r2", "oea-r2", "baseline-r3", "oea-r3"]
-    assert [lv["concurrency"] for lv in data["plan"]["levels"]] == [10, 64, 256, 1024]
-    assert [lv["requests"] for lv in data["plan"]["levels"]] == [50, 320, 1280, 5120]
-    assert data["estimate"]["requests"] == 6 * (50 + 320 + 1280 + 5120)
+    assert ids == [f"{arm}-r{r}" for r in (1, 2, 3) for arm in ("baseline", "oea", "oea-k8")]
+    assert [lv["concurrency"] for lv in data["plan"]["levels"]] == [8, 16, 32, 64, 128]
+    assert [lv["requests"] for lv in data["plan"]["levels"]] == [50, 80, 160, 320, 640]
+    assert data["estimate"]["requests"] == 9 * (50 + 80 + 160 + 320 + 640)
     text = CliRunner().invoke(main, ["plan", str(ROOT / "experiments/oea.yaml")]).output
     assert "8 GPU(s) clean" in text and "images/oea FROM image of arm baseline" in text
 
+
+
+def _two_arm_oea(tmp_path: Path) -> str:
+    """experiments/oea.yaml as it was planned with two arms (no k0=8 control) and levels 10/64/256/1024: the
+    shape the power numbers below were worked out for (family m = 4)."""
+    text = (ROOT / "experiments/oea.yaml").read_text()
+    text = text[: text.index("  - name: oea-k8")] + text[text.index("load:"):]
+    text = text.replace("levels: [8, 16, 32, 64, 128]", "levels: [10, 64, 256, 1024]")
+    path = tmp_path / "oea2.yaml"
+    path.write_text(text)
+    return str(path)
 
 
 def _power_lines(output: str) -> dict[int, str]:
@@ -48,8 +59,9 @@ def _power_lines(output: str) -> dict[int, str]:
             if line.startswith("    c=") and "between-cell CV" in line}
 
 
-def test_plan_prints_the_detectable_effect_per_level() -> None:
-    r = CliRunner().invoke(main, ["plan", str(ROOT / "experiments/oea.yaml"), "--cv", "3%"])
+def test_plan_prints_the_detectable_effect_per_level(tmp_path: Path) -> None:
+    oea = _two_arm_oea(tmp_path)
+    r = CliRunner().invoke(main, ["plan", oea, "--cv", "3%"])
     assert r.exit_code == 0, r.output
     lines = _power_lines(r.output)
     assert sorted(lines) == [10, 64, 256, 1024]
@@ -57,21 +69,21 @@ def test_plan_prints_the_detectable_effect_per_level() -> None:
     assert all("between-cell CV 3.0 % (assumed): detects +19.0 % / −16.0 % (×1.190 / ×0.840)" in v
                for v in lines.values()), lines
     # without --cv a GPU manifest assumes kit's measured 10 %, and says where it comes from
-    default = _power_lines(CliRunner().invoke(main, ["plan", str(ROOT / "experiments/oea.yaml")]).output)
+    default = _power_lines(CliRunner().invoke(main, ["plan", oea]).output)
     assert all("CV 10.0 % (assumed: measured 8-14 % between cells on an H200, eager engine): detects +78.6 %" in v
                for v in default.values()), default
     assert "family m = 4 (4 levels x 1 arm)" in r.output and "alpha/m = 0.05/4 = 0.0125" in r.output
     assert "assumes: log cell statistics normal" in r.output
-    doubled = _power_lines(CliRunner().invoke(main, ["plan", str(ROOT / "experiments/oea.yaml"), "--cv", "6%"]).output)
+    doubled = _power_lines(CliRunner().invoke(main, ["plan", oea, "--cv", "6%"]).output)
     assert "between-cell CV 6.0 % (assumed): detects +41.7 %" in doubled[10]  # about twice the log effect
-    data = json.loads(CliRunner().invoke(main, ["plan", str(ROOT / "experiments/oea.yaml"), "--json"]).output)
+    data = json.loads(CliRunner().invoke(main, ["plan", oea, "--json"]).output)
     pw = data["power"]
     assert (pw["family"], pw["repeats"], pw["primary"]) == (4, 3, "tpot_mean_ms") and pw["tail"] == pytest.approx(0.0125)
     assert [round(lv["mde_pct_up"], 1) for lv in pw["levels"]] == [78.6] * 4
 
 
-def test_plan_target_effect_gives_repeats_per_arm() -> None:
-    r = CliRunner().invoke(main, ["plan", str(ROOT / "experiments/oea.yaml"), "--target-effect", "5%", "--cv", "3%"])
+def test_plan_target_effect_gives_repeats_per_arm(tmp_path: Path) -> None:
+    r = CliRunner().invoke(main, ["plan", _two_arm_oea(tmp_path), "--target-effect", "5%", "--cv", "3%"])
     assert r.exit_code == 0, r.output
     assert r.output.count("11 repeats (3 planned: power 7 %)") == 4
     r = CliRunner().invoke(main, ["plan", str(ROOT / "experiments/demo.yaml"), "--target-effect", "0.05", "--cv", "3%"])

@@ -6,10 +6,11 @@ the real sglang 0.5.23 wheel (``--root DIR --marker FILE``). Steps, each failing
 message that says what to do:
 
 1. the installed sglang must be exactly 0.5.23;
-2. anchored text edits to three files (see ``EDITS``). Every anchor must occur exactly once in its
-   file or nothing is written; the error names the file and the anchor. Anchored edits are used
-   instead of a unified diff because each one states exactly which upstream text it relies on, an
-   unrelated change a few lines away does not break it, and the failure message can name the anchor;
+2. anchored text edits to four files (see ``EDITS``; the fourth adds the marker to ``/server_info``).
+   Every anchor must occur exactly once in its file or nothing is written; the error names the file and the
+   anchor. Anchored edits are used instead of a unified diff because each one states exactly which upstream
+   text it relies on, an unrelated change a few lines away does not break it, and the failure message can
+   name the anchor;
 3. the patched files and the ``kit_oea`` package are byte-compiled, so a syntax error fails the build;
 4. a ``kit_oea.pth`` in sglang's site directory makes ``kit_oea`` importable (image mode also imports
    it in a fresh interpreter to prove that, and records whether its fused Triton kernels import);
@@ -47,6 +48,7 @@ WHEEL_SHA256 = {
     "sglang/srt/environ.py": "967ede87488967cf87a95f8c38ccd72a3a0055a03cbdac303b38c2322b987c55",
     "sglang/srt/model_executor/forward_context.py": "e612cb6399e58a1c01d7ce72e5309148edbb4b0d28eccc053489c6cc5c6b3852",
     "sglang/srt/layers/moe/topk.py": "6fe2628a407300021bad7afde5fd21d257eb480e730bcafff5ca9dcac386fb3b",
+    "sglang/srt/entrypoints/http_server.py": "d5d7ae6c5e8f403f9a46617377ab96977d9d4f1f263c0b90fc9fd2769eef061e",
 }
 
 
@@ -134,6 +136,12 @@ TOPK_INIT = Edit(
     "            from kit_oea.oea import layer_k0\n"
     "\n"
     "            self.topk_config.oea_k0 = layer_k0(self.topk_config)\n"
+    # kit OEA patch (server set-up refusals): DP attention, A2A expert parallelism, speculative decoding and
+    # padded decode graphs make OEA compute something else; kit_oea.guard names the flag and the fix.
+    "            if self.topk_config.oea_k0:\n"
+    "                from kit_oea.guard import refuse_unsupported_setup\n"
+    "\n"
+    "                refuse_unsupported_setup(self.topk_config.oea_k0)\n"
     "        if self.topk_config.oea_k0:\n"
     "            self.topk_config.output_format = TopKOutputFormat.STANDARD\n"
     "            self.topk_config.fused_gate_packed_ids = False\n" + _TOPK_NEXT_METHOD,
@@ -175,10 +183,20 @@ TOPK_HOOK = insert_before(
 )
 
 
+SERVER_INFO_MARKER = insert_after(
+    '                "frontend": "python",\n',
+    (
+        "                # kit OEA patch: the patch's marker (PATCHED), so that kit records it with every cell.\n"
+        '                "kit_oea_patch": __import__("kit_oea.marker", fromlist=["read_marker"]).read_marker(),\n'
+    ),
+)
+
+
 EDITS: dict[str, tuple[Edit, ...]] = {
     "sglang/srt/environ.py": (ENVIRON_KNOB,),
     "sglang/srt/model_executor/forward_context.py": (CONTEXT_IMPORT, CONTEXT_FIELD, CONTEXT_FLAG),
     "sglang/srt/layers/moe/topk.py": (TOPK_CONFIG_FIELD, TOPK_INIT, TOPK_HOOK),
+    "sglang/srt/entrypoints/http_server.py": (SERVER_INFO_MARKER,),
 }
 
 

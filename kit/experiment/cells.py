@@ -12,6 +12,7 @@ from kit.envinfo import gpu_temperatures
 from kit.errors import GateFailed, KitError, LoadError, ServerError
 from kit.experiment.levels import LevelRunner, level_spec
 from kit.experiment.options import Events
+from kit.experiment.quality import run_quality
 from kit.experiment.signals import deferred_interrupts
 from kit.files import JsonObject
 from kit.files.cell import CellFile, OverheadParts, ServerStopped
@@ -24,6 +25,7 @@ from kit.nvml import NvmlProbe
 from kit.plan import Cell, Plan
 from kit.plumbing.clock import utc_now
 from kit.runtime import RunningServer, Runtime
+from kit.runtime.server_info import read_server_info
 from kit.server_spec import server_spec
 
 
@@ -73,6 +75,16 @@ class CellRunner:
                 server = self.runtime.start(spec)
                 self.bundle.write_json(f"cells/{cell.id}/server.json", ServerFile.model_validate(server.describe()))
                 state.ready_s = round(server.wait_ready(), 3)
+                # --- server info (helper sglang): the engine's own account of itself (sglang's /server_info)
+                if self.m.server.info_path:
+                    info = read_server_info(spec, self.m.server.info_path)
+                    self.bundle.write_json(f"cells/{cell.id}/server_info.json", info)
+                # --- end server info
+                # --- quality (helper sglang): the untimed few-shot accuracy check, before the timed levels
+                if self.m.quality is not None:
+                    quality = run_quality(self.m.quality, spec.base_url, self.m.model.served_name, self.m.load.endpoint)
+                    self.bundle.write_json(f"cells/{cell.id}/quality.json", quality)
+                # --- end quality
                 state.levels = {}
                 telemetry_gpus = self.gpu_indices if self.m.hardware.gpus and not self.nodes else []  # telemetry
                 levels = LevelRunner(self.m, self.bundle, self.events, gpus=telemetry_gpus)

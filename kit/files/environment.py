@@ -3,6 +3,8 @@ cannot tell, with the reason under ``unavailable``), temperatures around a cell,
 
 from __future__ import annotations
 
+from typing import NotRequired
+
 from pydantic import RootModel
 from typing_extensions import TypedDict  # pydantic validates it only from typing_extensions on Python 3.11
 
@@ -72,6 +74,7 @@ class GpuFacts(TypedDict):
     memory: MemoryMib | None
     persistence_mode: bool | None
     mig_mode: Modes | None
+    compute_capability: NotRequired[str | None]  # CUDA 'major.minor' (absent in bundles before it was recorded)
     ecc_mode: Modes | None
     ecc_errors: dict[str, int | None]
     power_limit_mw: PowerLimits

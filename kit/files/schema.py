@@ -25,10 +25,12 @@ from kit.files.environment import EnvironmentFile
 from kit.files.gates import GatesLine
 from kit.files.images import ImagesFile
 from kit.files.plan import PlanFile
+from kit.files.quality import QualityFile
 from kit.files.records import RecordLine
 from kit.files.reproduce import ReproduceFile
 from kit.files.run import RunFile
 from kit.files.server import ServerFile
+from kit.files.server_info import ServerInfoFile
 from kit.files.summary import Summary
 from kit.files.telemetry import TelemetryFile, TelemetrySample
 
@@ -41,6 +43,8 @@ REGISTRY: dict[str, type[BaseModel]] = {
     ImagesFile.file_pattern: ImagesFile,
     CellFile.file_pattern: CellFile,
     ServerFile.file_pattern: ServerFile,
+    ServerInfoFile.file_pattern: ServerInfoFile,
+    QualityFile.file_pattern: QualityFile,
     "environment.json": EnvironmentFile,
     "environment.resume-*.json": EnvironmentFile,
     "gates.jsonl": GatesLine,

@@ -54,6 +54,14 @@ class MigState(TypedDict):
     pending: int
 
 
+class CapabilityReading(TypedDict):
+    """One GPU's CUDA compute capability ('major.minor'), or null with NVML's reason."""
+
+    index: int
+    compute_capability: str | None
+    reason: str | None
+
+
 class GpuEvidence(TypedDict, total=False):
     needs: int | Literal["all"]
     threshold_mib: int
@@ -65,6 +73,7 @@ class GpuEvidence(TypedDict, total=False):
     selection: str
     identified: list[GpuIdentity]
     mig: list[MigState]
+    compute_capability: list[CapabilityReading]
     gpus: list[GpuSample]
     polls: int
     clean_after_s: float
@@ -126,7 +135,8 @@ def _check(
     gpus = [GpuIdentity(index=i, uuid=probe.uuid(i), name=probe.name(i)) for i in indices]
     problems = _identity_problems(m, probe, gpus, evidence)
     if problems:
-        hint = "use a machine with the GPUs the manifest names, or change hardware.gpu_name"
+        hint = ("use a machine with the GPUs the manifest names, or change hardware.gpu_name / "
+                "hardware.compute_capability (and the kernel backends pinned for that GPU family)")
         if evidence.get("mig"):
             hint += "; turn MIG off with `nvidia-smi -i INDEX -mig 0` (takes effect after a GPU reset)"
         return timer.check(NAME, False, "; ".join(problems), hint, evidence), gpus
@@ -146,6 +156,7 @@ def _identity_problems(
     for gpu in gpus:
         if m.hardware.gpu_name is not None and gpu["name"] != m.hardware.gpu_name:
             problems.append(f"{_label(gpu)} is a {gpu['name']!r}; the manifest needs {m.hardware.gpu_name!r}")
+        problems += _capability_problems(m, probe, gpu, evidence)
         try:
             current, pending = probe.mig_mode(gpu["index"])
         except UnsupportedError:
@@ -155,6 +166,27 @@ def _identity_problems(
             problems.append(f"{_label(gpu)} is in MIG mode; kit needs whole GPUs")
     evidence["identified"] = gpus
     return problems
+
+
+def _capability_problems(m: Manifest, probe: GpuProbe, gpu: GpuIdentity, evidence: GpuEvidence) -> list[str]:
+    """hardware.compute_capability: the GPU must report one of the listed CUDA compute capabilities."""
+    wanted = m.hardware.compute_capability
+    if wanted is None:
+        return []
+    readings = evidence.setdefault("compute_capability", [])
+    try:
+        major, minor = probe.compute_capability(gpu["index"])
+    except UnsupportedError as e:
+        readings.append(CapabilityReading(index=gpu["index"], compute_capability=None, reason=e.reason))
+        return [f"{_label(gpu)}: NVML cannot tell its compute capability ({e.reason}); the manifest needs "
+                f"{' or '.join(wanted)} (hardware.compute_capability)"]
+    found = f"{major}.{minor}"
+    readings.append(CapabilityReading(index=gpu["index"], compute_capability=found, reason=None))
+    if found in wanted:
+        return []
+    return [f"{_label(gpu)} ({gpu['name']}) has compute capability {found}; the manifest is for "
+            f"{' or '.join(wanted)} (hardware.compute_capability): its pinned kernel paths would not be the "
+            "ones measured there"]
 
 
 def _sample(probe: GpuProbe, gpu: GpuIdentity, threshold_mib: int) -> GpuSample:

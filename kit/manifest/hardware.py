@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+ComputeCapability = Annotated[str, StringConstraints(pattern=r"^[1-9][0-9]?\.[0-9]$")]
 
 
 class Hardware(BaseModel):
@@ -19,6 +21,15 @@ class Hardware(BaseModel):
     gpu_name: str | None = Field(
         None, description="If set, every GPU used must report this NVML name (e.g. 'NVIDIA H200')."
     )
+    # --- compute capability (helper sglang): the GPU family a manifest's kernel paths are pinned for
+    compute_capability: list[ComputeCapability] | None = Field(
+        None, min_length=1, max_length=16,
+        description="If set, every GPU used must report one of these CUDA compute capabilities (NVML's "
+        "'major.minor', e.g. ['12.0'] for RTX PRO 6000 Blackwell, ['10.0'] for B200, ['9.0'] for H100/H200): a "
+        "manifest whose backends are pinned for one GPU family refuses to run on another (an NVFP4 experiment "
+        "where NVFP4 is emulated).",
+    )
+    # --- end compute capability
     nodes: int = Field(
         1, ge=1, le=1024, description="Nodes a batch system (kit submit) allocates for the run; more than 1 needs "
         "runtime: slurm (one server rank per node)."

@@ -33,6 +33,7 @@ from kit.manifest.hardware import Hardware
 from kit.manifest.hostpaths import check_model_placeholder, host_path_problem
 from kit.manifest.load import Load
 from kit.manifest.names import Name
+from kit.manifest.quality import Quality
 from kit.manifest.ranks import Ranks, check_ranks
 
 SCHEMA_ID = "urn:kit:manifest:1"
@@ -103,6 +104,11 @@ class Server(_Model):
     extra_ports: list[Port] = Field(default_factory=list, description="Other ports the server is known to open.")
     readiness_path: str = Field("/health", pattern=r"^/", description="HTTP path that answers 200 when ready.")
     ready_timeout_s: float = Field(600.0, gt=0, le=86400, description="Deadline for readiness.")
+    info_path: str | None = Field(
+        None, pattern=r"^/", description="HTTP path where the engine describes itself (sglang: /server_info, its "
+        "resolved arguments, max_total_num_tokens and version; with the kit OEA patch also the patch's marker), read "
+        "once per cell after readiness into cells/<id>/server_info.json (secrets redacted). Default: not read.",
+    )
     stop_grace_s: float = Field(30.0, ge=0, le=3600, description="Grace between SIGTERM and SIGKILL.")
     shm_size: str | None = Field(None, pattern=r"^[0-9]+[bkmg]?$", description="Container /dev/shm size, e.g. 32g.")
     ipc_host: bool = Field(False, description="Share the host's IPC namespace (then shm_size is ignored).")
@@ -231,6 +237,7 @@ class Manifest(_Model):
     arms: list[Arm] = Field(min_length=2, max_length=16)
     load: Load
     design: Design = Field(default_factory=Design)
+    quality: Quality | None = Field(None, description="An untimed few-shot accuracy check per cell (optional).")
     gates: Gates = Field(default_factory=Gates)
     analysis: Analysis = Field(default_factory=Analysis)
     ranks: Ranks = Field(default_factory=Ranks, description="Servers of one rank per node (runtime: slurm).")

@@ -15,6 +15,7 @@ from kit.report import plots, render
 from kit.report.overhead import cell_overheads, overhead_section
 from kit.report.plots_decide import plot_cdfs, plot_drift, plot_pareto
 from kit.report.plots_series import render_cell_plots
+from kit.report.quality import cell_quality, quality_section
 from kit.report.render import render_markdown
 
 __all__ = ["as_summary", "render_markdown", "render_report", "verdict_lines"]
@@ -41,5 +42,6 @@ def render_report(root: Path, summary: Summary | Mapping[str, object]) -> list[P
                 plot_drift(typed, shown / "drift.png"), *render_cell_plots(root, typed)]
     md = root / "report.md"
     text = render_markdown(typed, [p.relative_to(root).as_posix() for p in written])
+    text += "\n".join(quality_section(cell_quality(root, typed)))  # helper sglang: the untimed quality check
     md.write_text(text + "\n".join(overhead_section(cell_overheads(root, typed))), encoding="utf-8")
     return [md, *written]

@@ -23,6 +23,7 @@ class FakeGpu:
     used_mib: int = 0
     processes: list[GpuProcess] = field(default_factory=list)
     mig: tuple[int, int] | None = None  # None: MIG not supported
+    compute_capability: tuple[int, int] | None = (9, 0)  # None: the query is not supported
     release_after_s: float | None = None
     extras: dict[str, Any] = field(default_factory=dict)
 
@@ -139,6 +140,12 @@ class FakeProbe:
         if mig is None:
             raise UnsupportedError("Not Supported", 3)
         return mig
+
+    def compute_capability(self, index: int) -> tuple[int, int]:
+        cc = self._gpu(index).compute_capability
+        if cc is None:
+            raise UnsupportedError("Not Supported", 3)
+        return cc
 
     def serial(self, index: int) -> str:
         return str(self._extra(index, "serial"))

@@ -27,10 +27,13 @@ def make_manifest(
     host: str = "127.0.0.1",
     port_deadline_s: float = 0.0,
     runtime: str = "process",
+    compute_capability: list[str] | None = None,
 ) -> Manifest:
     hardware: dict[str, Any] = {"gpus": gpus}
     if gpu_name is not None:
         hardware["gpu_name"] = gpu_name
+    if compute_capability is not None:
+        hardware["compute_capability"] = compute_capability
     arms: list[dict[str, Any]] = [{"name": "a"}, {"name": "b"}]
     if runtime == "docker":
         base = "example/base:1@sha256:" + "0" * 64

@@ -40,6 +40,7 @@ def test_capture_gpus_records_everything() -> None:
     assert set(gpu["pcie"]) == {"generation_current", "generation_max", "width_current", "width_max"}
     assert set(gpu["power_limit_mw"]) == {"enforced", "default"}
     assert gpu["mig_mode"] is None and gpu["unavailable"] == {"mig_mode": "Not Supported"}
+    assert gpu["compute_capability"] == "9.0"  # the fake H200's
     assert len(gpu["nvlink"]) == 18
     assert doc["topology"]["common_ancestor"] == [{"a": 0, "b": 1, "level": "NODE", "code": 40}]
 

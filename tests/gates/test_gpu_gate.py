@@ -181,6 +181,35 @@ def test_wrong_gpu_name_fails_at_once() -> None:
     assert check_gpus(make_manifest(gpus=1, gpu_name="NVIDIA H200"), probe)[0].ok
 
 
+def test_compute_capability_refuses_another_gpu_family_naming_both() -> None:
+    """An NVFP4 manifest pinned for SM120 (RTX PRO 6000) must not run on an H200 (SM90, where sglang would
+    serve NVFP4 as Marlin W4A16): the gate fails at once, naming the GPU, what it reports and the field."""
+    probe = FakeProbe([FakeGpu(uuid="GPU-aaaa-0", name="NVIDIA RTX PRO 6000 Blackwell Server Edition",
+                               compute_capability=(12, 0)),
+                       FakeGpu(uuid="GPU-bbbb-1", name="NVIDIA H200", compute_capability=(9, 0))])
+    check, _ = check_gpus(make_manifest(gpus=2, compute_capability=["12.0"], gpu_deadline_s=10), probe)
+    assert not check.ok and check.duration_s < 5
+    assert check.message == (
+        "GPU 1 (GPU-bbbb-1…) (NVIDIA H200) has compute capability 9.0; the manifest is for 12.0 "
+        "(hardware.compute_capability): its pinned kernel paths would not be the ones measured there")
+    assert "hardware.compute_capability" in (check.hint or "")
+    assert check.evidence["compute_capability"] == [
+        {"index": 0, "compute_capability": "12.0", "reason": None},
+        {"index": 1, "compute_capability": "9.0", "reason": None}]
+    assert check_gpus(make_manifest(gpus=1, compute_capability=["12.0"]), probe)[0].ok
+    assert check_gpus(make_manifest(gpus=2, compute_capability=["12.0", "9.0"]), probe)[0].ok
+    assert "compute_capability" not in check_gpus(make_manifest(gpus=2), probe)[0].evidence
+
+
+def test_compute_capability_nvml_cannot_read_is_refused_with_the_reason() -> None:
+    probe = FakeProbe([FakeGpu(uuid="GPU-aaaa-0", compute_capability=None)])
+    check, _ = check_gpus(make_manifest(gpus=1, compute_capability=["12.0"]), probe)
+    assert not check.ok
+    assert check.message == ("GPU 0 (GPU-aaaa-0…): NVML cannot tell its compute capability (Not Supported); "
+                             "the manifest needs 12.0 (hardware.compute_capability)")
+    assert check.evidence["compute_capability"] == [{"index": 0, "compute_capability": None, "reason": "Not Supported"}]
+
+
 def test_v1_only_driver_gates_on_v1_and_says_so() -> None:
     probe = FakeProbe([FakeGpu(uuid="GPU-old-0", reserved_mib=None, used_mib=10)])
     check, _ = check_gpus(make_manifest(gpus=1), probe)

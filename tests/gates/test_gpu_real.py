@@ -256,3 +256,25 @@ def test_5_environment_capture() -> None:
     if out:
         Path(out).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
         say(f"env: capture saved to {out}")
+
+
+def test_6_compute_capability_matches_the_cuda_runtime() -> None:
+    """NVML's compute capability against the CUDA runtime's own (torch), on every GPU; the gate then passes a
+    manifest for this family and refuses one for another (an SM120 manifest on an H200)."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA here")
+    probe = NvmlProbe()
+    probe.init()
+    try:
+        nvml = [probe.compute_capability(i) for i in range(GPUS)]
+    finally:
+        probe.shutdown()
+    cuda = sorted(torch.cuda.get_device_capability(i) for i in range(torch.cuda.device_count()))
+    say(f"compute capability: NVML {nvml}, CUDA runtime {cuda}")
+    assert sorted(nvml) == cuda
+    mine = f"{nvml[0][0]}.{nvml[0][1]}"
+    other = "9.0" if mine != "9.0" else "12.0"
+    assert check_gpus(make_manifest(gpus="all", compute_capability=[mine]), NvmlProbe())[0].ok
+    check, _ = check_gpus(make_manifest(gpus="all", compute_capability=[other]), NvmlProbe())
+    assert not check.ok and f"has compute capability {mine}; the manifest is for {other}" in check.message

@@ -49,6 +49,7 @@ def fake_nvml(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         "nvmlDeviceGetMemoryInfo": memory,
         "nvmlDeviceGetComputeRunningProcesses": lambda h: state["procs"][h],
         "nvmlDeviceGetMigMode": err(pynvml.NVML_ERROR_NOT_SUPPORTED),
+        "nvmlDeviceGetCudaComputeCapability": lambda h: (9, 0),
         "nvmlDeviceGetSerial": lambda h: "1650224000001",
         "nvmlDeviceGetVbiosVersion": lambda h: "96.00.AF.00.01",
         "nvmlDeviceGetPciInfo": lambda h: SimpleNamespace(busId=b"00000000:18:00.0"),
@@ -97,6 +98,13 @@ def test_gate_through_nvml_probe(fake_nvml: dict[str, Any]) -> None:
     check, _ = check_gpus(make_manifest(gpus=2, gpu_deadline_s=0.02), NvmlProbe())
     assert not check.ok and "GPU 1 (GPU-1aaaaaaa…): 0 MiB used by 1 process: PID 77777777" in check.message
     assert fake_nvml["inits"] == 0
+
+
+def test_compute_capability_through_nvml_probe(fake_nvml: dict[str, Any]) -> None:
+    assert NvmlProbe().compute_capability(1) == (9, 0)
+    assert check_gpus(make_manifest(gpus=2, compute_capability=["9.0"]), NvmlProbe())[0].ok
+    check, _ = check_gpus(make_manifest(gpus=2, compute_capability=["12.0"]), NvmlProbe())
+    assert not check.ok and "has compute capability 9.0; the manifest is for 12.0" in check.message
 
 
 def test_v2_missing_falls_back_to_v1(fake_nvml: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:

@@ -24,11 +24,13 @@ TREE_FILES = (
     "sglang/srt/environ.py",
     "sglang/srt/model_executor/forward_context.py",
     "sglang/srt/layers/moe/topk.py",
+    "sglang/srt/entrypoints/http_server.py",
     f"sglang-{SGLANG_VERSION}.dist-info/METADATA",
 )
 TOPK = "sglang/srt/layers/moe/topk.py"
 CONTEXT = "sglang/srt/model_executor/forward_context.py"
 ENVIRON = "sglang/srt/environ.py"
+HTTP_SERVER = "sglang/srt/entrypoints/http_server.py"
 
 if str(IMAGE_DIR) not in sys.path:
     sys.path.insert(0, str(IMAGE_DIR))
@@ -67,6 +69,31 @@ def extract_tree(wheel: Path, dest: Path) -> Path:
             target = dest / name
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(zf.read(name))
+    return dest
+
+
+SGLANG_REAL = Path(__file__).with_name("sglang_real.py")
+
+
+def need_msgspec() -> None:
+    """Skip unless msgspec (sglang's dependency, needed to import its argument modules) is importable."""
+    import importlib.util
+
+    import pytest
+
+    if importlib.util.find_spec("msgspec") is None:
+        pytest.skip("msgspec (sglang's dependency) is not installed: `pip install msgspec` to run sglang's own "
+                    "argument modules (sglang_real.py)")
+
+
+def extract_arg_sources(wheel: Path, dest: Path) -> Path:
+    """What sglang_real.py imports from the wheel: the argument groups, server_args, environ, runtime_context."""
+    wanted = ("sglang/srt/server_args.py", "sglang/srt/runtime_context.py", "sglang/srt/environ.py",
+              "sglang/srt/model_executor/cuda_graph_config.py")
+    with zipfile.ZipFile(wheel) as zf:
+        for name in zf.namelist():
+            if name.startswith("sglang/srt/arg_groups/") or name in wanted:
+                zf.extract(name, dest)
     return dest
 
 

@@ -22,9 +22,9 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from oea_helpers import APPLY, CONTEXT, ENVIRON, IMAGE_DIR, SGLANG_VERSION, TOPK, extract_tree, run_apply
+from oea_helpers import APPLY, CONTEXT, ENVIRON, HTTP_SERVER, IMAGE_DIR, SGLANG_VERSION, TOPK, extract_tree, run_apply
 
-PATCHED_FILES = (ENVIRON, CONTEXT, TOPK)
+PATCHED_FILES = (ENVIRON, CONTEXT, TOPK, HTTP_SERVER)
 VERSION_MESSAGE = (
     "kit OEA patch targets sglang 0.5.23; this image has sglang 0.5.22. "
     "Rebuild the patch for that version or pin the baseline to 0.5.23"
@@ -137,7 +137,8 @@ def test_topk_init_forces_standard_output_on_non_draft_layers(sglang_tree: Path)
     source = ast.unparse(init)
     gate = "if not self.is_draft and envs.SGLANG_OEA_K0.is_set():"
     assert gate in source and "self.topk_config.oea_k0 = layer_k0(self.topk_config)" in source
-    forced = [s for s in ast.walk(init) if isinstance(s, ast.If) and ast.unparse(s.test) == "self.topk_config.oea_k0"]
+    # top-level statements of __init__ (the guard's `if ...oea_k0:` nested in the gate is test_oea_guard's)
+    forced = [s for s in init.body if isinstance(s, ast.If) and ast.unparse(s.test) == "self.topk_config.oea_k0"]
     assert len(forced) == 1
     body = {ast.unparse(s) for s in forced[0].body}
     assert body == {

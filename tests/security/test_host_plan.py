@@ -16,12 +16,12 @@ OEA = str(ROOT / "experiments" / "oea.yaml")
 SECRET = "hf_plan_secret_value_123"
 
 
-def test_plan_text_shows_host_exposure_for_both_docker_arms() -> None:
+def test_plan_text_shows_host_exposure_for_every_docker_arm() -> None:
     res = CliRunner().invoke(main, ["plan", OEA], env={"HF_TOKEN": SECRET})
     assert res.exit_code == 0, res.output
     text = res.output
-    blocks = text.split("  arm ")[1:3]
-    assert [b.split(" ", 1)[0] for b in blocks] == ["baseline", "oea"]
+    blocks = text.split("  arm ")[1:4]
+    assert [b.split(" ", 1)[0] for b in blocks] == ["baseline", "oea", "oea-k8"]
     for block in blocks:
         assert "command: python3 -m sglang.launch_server --model-path /model --served-model-name glm-5-nvfp4" in block
         assert "mount: /models/GLM-5-NVFP4 -> /model (ro)" in block
@@ -29,9 +29,9 @@ def test_plan_text_shows_host_exposure_for_both_docker_arms() -> None:
         assert "published: 127.0.0.1:30000 -> container port 30000" in block
         assert "env: HF_HUB_OFFLINE=1" in block and "NVIDIA_VISIBLE_DEVICES=<UUIDs of the gated GPUs>" in block
         assert "pass_env (names only" in block and block.split("pass_env")[1].splitlines()[0].endswith("HF_TOKEN")
-        assert "gpus: 8 GPU(s) that pass the GPU gate" in block
+        assert "gpus: 8 GPU(s) of compute capability 12.0 that pass the GPU gate" in block
         assert "privileges: user the image's USER" in block and "'memlock': -1" in block
-    assert "SGLANG_OEA_K0=0" in blocks[0] and "SGLANG_OEA_K0=4" in blocks[1]
+    assert "SGLANG_OEA_K0=0" in blocks[0] and "SGLANG_OEA_K0=4" in blocks[1] and "SGLANG_OEA_K0=8" in blocks[2]
     assert "images/sglang FROM lmsysorg/sglang" in blocks[0] and "images/oea FROM image of arm baseline" in blocks[1]
     assert SECRET not in text
 
@@ -41,7 +41,7 @@ def test_plan_json_has_server_and_host_per_arm_without_secret_values() -> None:
     assert res.exit_code == 0, res.output
     doc = json.loads(res.output)
     assert doc["server"]["pass_env"] == ["HF_TOKEN"] and doc["server"]["ipc_host"] is True
-    assert [h["arm"] for h in doc["host"]] == ["baseline", "oea"]
+    assert [h["arm"] for h in doc["host"]] == ["baseline", "oea", "oea-k8"]
     for h in doc["host"]:
         assert h["command"][:3] == ["python3", "-m", "sglang.launch_server"] and "{port}" not in " ".join(h["command"])
         assert h["mounts"] == [{"source": "/models/GLM-5-NVFP4", "target": "/model", "mode": "ro"}]
