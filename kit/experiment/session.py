@@ -11,9 +11,9 @@ from pathlib import Path
 from kit import __version__, envinfo
 from kit.bundle import Bundle, Checkpointer, Reconciled, reconcile, resume_trust
 from kit.bundle.checkpoints import Chain
+from kit.cleanup import stop_run_leftovers
 from kit.errors import BundleError, UsageError
 from kit.experiment.inputs import RunInputs
-from kit.experiment.leftovers import stop_own_leftovers
 from kit.experiment.options import RunOptions
 from kit.files import JsonObject
 from kit.files.plan import PlanFile
@@ -73,7 +73,7 @@ class BundleSession:
             checkpoints = Checkpointer(bundle, key, trust.chain)
             session = cls(bundle, resumed=True, checkpoints=checkpoints, lock_fd=fd)
             session.reconciled = reconcile(bundle, trust, checkpoints.current())
-            session.stopped = stop_own_leftovers(bundle.run_id, inputs.lm.manifest.runtime)
+            session.stopped = stop_run_leftovers(bundle.run_id, docker=inputs.lm.manifest.runtime == "docker")
             session.reopen(inputs, opts, plan, runtime)
             session.checkpoint("resume")  # what was set aside, stopped and restored is vouched for from here
         except BaseException:
