@@ -145,8 +145,9 @@ def run_inputs(inputs: RunInputs, opts: RunOptions, events: Events | None = None
     except BaseException as e:  # noqa: BLE001 - anything: finalize first, then let it out
         status, error = "failed", storage_error(e) or e
     closing = Closing(exp.m, inputs.trust, key, exp.images, exp.failed)
-    again = resume_command(session.bundle.root, trust=opts.trust, allow_unsigned=opts.allow_unsigned,
-                           allow_unpinned=opts.allow_unpinned, key=opts.key, runner=key.public)  # works as printed
+    again = opts.resume_hint(session.bundle.root, key.public) if opts.resume_hint else resume_command(
+        session.bundle.root, trust=opts.trust, allow_unsigned=opts.allow_unsigned, allow_unpinned=opts.allow_unpinned,
+        key=opts.key, runner=key.public)  # works as printed (kit.hints)
     try:
         with deferred_interrupts():
             summary, status = finalize(session, closing, status)
