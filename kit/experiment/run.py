@@ -56,6 +56,7 @@ class Experiment:
         self.runtime: Runtime = opts.runtime or default_runtime(self.m)
         self.nodes = node_gates(self.runtime)
         self.preflight_report: JsonObject = {}
+        self.preflight_gpus: list[str] = []  # the UUIDs the preflight GPU gate checked
         self.images: dict[str, ImageInfo] = {}
         self.cells: CellRunner | None = None
 
@@ -68,6 +69,7 @@ class Experiment:
         the experiment stops it with exit 5 and no bundle (when resuming, the report lands in the bundle)."""
         report = gate_report(self.m, "before", session.run_id if session is not None else None, self.nodes)
         self.preflight_report = report.as_dict()
+        self.preflight_gpus = [g["uuid"] for g in report.gpus]
         if session is not None:
             session.bundle.append_jsonl("gates.jsonl", self.preflight_report)
         report.raise_if_failed()
@@ -80,7 +82,8 @@ class Experiment:
             session.checkpoint("start")  # from here on, a run that never ends can be resumed
         if self.m.runtime == "docker":
             ports = [self.m.server.port, *self.m.server.extra_ports, *self.m.gates.ports]
-            refuse_live_runs(ports=ports, gpus="all" if self.m.hardware.gpus else None, own_run=session.run_id)
+            mine = self.preflight_gpus if self.m.hardware.gpu_selection() is not None else "all"  # gpu_indices
+            refuse_live_runs(ports=ports, gpus=mine if self.m.hardware.gpus else None, own_run=session.run_id)
         self.images = prepare_images(self.inputs.lm, session, allow_unpinned=self.opts.allow_unpinned,
                                      trust=self.inputs.trust)
         self.cells = CellRunner(self.m, self.plan, session.bundle, self.runtime, self.events,
