@@ -155,6 +155,7 @@ class Reconciled:
     set_aside: list[str] = field(default_factory=list)  # "FROM -> TO: why"
     dropped: list[str] = field(default_factory=list)  # derived files removed (recomputed at the end)
     restored: list[str] = field(default_factory=list)  # files put back as signed
+    signed_failed: dict[str, str] = field(default_factory=dict)  # cell -> failed/<id>-a<n>: a signed, failed attempt
 
 
 def reconcile(bundle: Bundle, trust: ResumeTrust, current: Digests) -> Reconciled:
@@ -170,6 +171,8 @@ def reconcile(bundle: Bundle, trust: ResumeTrust, current: Digests) -> Reconcile
         theirs = {r: v for r, v in signed.items() if r.startswith(prefix)}
         if not _complete(bundle, prefix + "cell.json", mine, theirs):
             moves.append((f"cells/{cid}", "", "not a cell a verified checkpoint holds as complete"))
+            if mine and {r: v[0] for r, v in mine.items()} == {r: v[0] for r, v in theirs.items()}:
+                out.signed_failed[cid] = ""  # every file as signed: a --redo failed records it (kit.bundle.redo)
             continue
         problems += [f"{r}: {_difference(r, mine, theirs)}" for r in sorted(set(mine) | set(theirs))
                      if mine.get(r, (None,))[0] != theirs.get(r, (None,))[0]]
@@ -192,8 +195,7 @@ def reconcile(bundle: Bundle, trust: ResumeTrust, current: Digests) -> Reconcile
     if problems:
         raise fail(str(bundle.root), problems, hint="kit resumes only what its signed checkpoints vouch for; "
                                                      "get an untouched copy of the bundle, or start a new run")
-    for frm, to, why in moves:
-        out.set_aside.append(_apply(bundle, frm, to, why, signed))
+    _apply_all(bundle, moves, signed, out)
     for rel in out.dropped:
         (bundle.root / rel).unlink()
     if current.get("run.json", (None,))[0] != signed["run.json"][0]:
@@ -247,6 +249,14 @@ def _free_dir(root: Path) -> str:
     while (root / "failed" / f"unsigned-{k}").exists():
         k += 1
     return f"failed/unsigned-{k}"
+
+
+def _apply_all(bundle: Bundle, moves: list[tuple[str, str, str]], signed: Digests, out: Reconciled) -> None:
+    for frm, to, why in moves:
+        line = _apply(bundle, frm, to, why, signed)
+        out.set_aside.append(line)
+        if (cid := frm.removeprefix("cells/")) in out.signed_failed:
+            out.signed_failed[cid] = line.split(" -> ", 1)[1].split(":", 1)[0]  # failed/<id>-a<n>
 
 
 def _apply(bundle: Bundle, frm: str, to: str, why: str, signed: Digests) -> str:

@@ -60,6 +60,7 @@ class RunOptions:
     runtime: Runtime | None = None  # injected in tests; default from the manifest
     # the command printed to continue an interrupted run (bundle root, runner key): kit reproduce gives its own
     resume_hint: Callable[[Path, Ed25519PublicKey], str] | None = None
+    redo: tuple[str, ...] = ()  # with resume: re-run the cells whose attempt was client-bound/failed (kit.bundle.redo)
 
 
 @dataclass

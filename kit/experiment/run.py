@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from kit.bundle import PROVENANCE, Bundle, runner_key
+from kit.bundle.redo import to_redo
 from kit.cleanup import refuse_live_runs
 from kit.errors import BundleError, CellsFailed, Interrupted, KitError, StorageError, SummaryFailed, storage_error
 from kit.experiment.cells import CellRunner, NodeGates, gate_report
@@ -128,7 +129,8 @@ def run_experiment(manifest: Path | None, opts: RunOptions, events: Events | Non
 def run_inputs(inputs: RunInputs, opts: RunOptions, events: Events | None = None) -> RunResult:
     """``run_experiment`` from inputs already read and verified (``kit.experiment.inputs``)."""
     ev = events or QuietEvents()
-    if opts.resume is not None and (done := already_complete(opts.resume, make_plan(inputs.lm.manifest))) is not None:
+    if opts.resume is not None and (done := already_complete(opts.resume, make_plan(inputs.lm.manifest),
+                                                             opts.redo)) is not None:
         return done  # nothing to run: no gate, no lock, no write
     key, notice = runner_key(opts.key)  # before anything runs: a bad key must not surface after hours of load
     if notice:
@@ -166,8 +168,9 @@ def run_inputs(inputs: RunInputs, opts: RunOptions, events: Events | None = None
     return outcome(session, closing, status, error, summary, ev, again)
 
 
-def already_complete(root: Path, plan: Plan) -> RunResult | None:
-    """A bundle whose run completed (sealed, summarised, every cell ok): the result, untouched; else None."""
+def already_complete(root: Path, plan: Plan, redo: tuple[str, ...] = ()) -> RunResult | None:
+    """A bundle whose run completed (sealed, summarised, every cell ok) and, with ``redo``, no cell to re-run: the
+    result, untouched; else None."""
     if not (root / PROVENANCE).is_file():
         return None
     run = read_file(root, "run.json", RunFile)
@@ -179,9 +182,12 @@ def already_complete(root: Path, plan: Plan) -> RunResult | None:
             return None
     except BundleError:  # a cell missing or unreadable: not complete (the resume says what is wrong with it)
         return None
+    if redo and to_redo(root, [c.id for c in plan.cells], redo):
+        return None  # --redo client-bound: a complete bundle re-runs its flagged cells
     summary = json.loads(read_bounded(bundle.path("summary.json"), MAX_FILE_BYTES))
+    nothing = [f"no cell is {' or '.join(redo)}: nothing to redo"] if redo else []
     return RunResult(bundle=root, status="complete", verdicts=verdicts(summary), failed_cells={},
-                     notices=["the bundle is already complete: nothing to resume, nothing was changed"],
+                     notices=["the bundle is already complete: nothing to resume, nothing was changed", *nothing],
                      summary=summary)
 
 
