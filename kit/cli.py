@@ -306,6 +306,7 @@ def clean(with_images: bool, as_json: bool) -> None:
         return
     labels = {"containers": "containers removed", "images": "images removed", "images_kept": "images kept",
               "server_process_groups": "server process groups stopped", "stale_records": "stale records removed",
+              "server_process_groups_still_running": "server process groups still running after SIGKILL (records kept)",
               "docker_skipped": "Docker not reachable, containers not checked"}
     for kind, items in result.items():
         click.echo(f"{labels.get(kind, kind)}: {len(items)}")
