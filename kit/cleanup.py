@@ -185,7 +185,10 @@ def clean_all(images: bool = False, client: Any | None = None) -> dict[str, list
         out = clean(images=images, client=client)
     except KitError as e:
         out = {"containers": [], "docker_skipped": [e.message.splitlines()[0]]}
-    out["server_process_groups"], out["stale_records"] = kill_leftover_groups()  # leftovers only (records.py)
+    groups = kill_leftover_groups()  # leftovers only (records.py)
+    out["server_process_groups"], out["stale_records"] = groups.stopped, groups.stale
+    if groups.survived:
+        out["server_process_groups_still_running"] = groups.survived
     kept = [f"group {r['pgid']} (cell {r.get('cell')}): {owner_text(o)}, still running"
             for _, r, o in live_run_records()]
     if kept:
@@ -205,3 +208,17 @@ def remove_stale_run_locks() -> list[str]:
         path.unlink(missing_ok=True)
         removed.append(f"{path.name} (run {owner['run_id'] if owner else '?'}, its kit is gone)")
     return removed
+
+
+def stop_run_leftovers(run_id: str, docker: bool) -> list[str]:
+    """What a kit that died (SIGKILL, the OOM killer, power loss of its own process) left running, stopped by the
+    resume of its bundle before the gates run: the same run id, and the bundle's lock held by this process, prove
+    that no live kit owns them. Servers of any other run are never touched (the leftover gate names them); a group
+    that outlives SIGKILL keeps its record, and the leftover gate fails naming it. ``docker``: also the containers
+    labelled with this run id (Docker not reachable: the leftover gate says so). The load drivers need nothing:
+    they leave on their own when their parent goes. Returns what was stopped."""
+    stopped = kill_leftover_groups(run_id=run_id).stopped
+    if docker:
+        with contextlib.suppress(KitError):
+            stopped += [f"container {c}" for c in clean(run_id=run_id)["containers"]]
+    return stopped

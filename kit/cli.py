@@ -236,16 +236,24 @@ def verify(targets: list[Path], trust: tuple[Path, ...], integrity_only: bool, a
               help="Finish an interrupted or failed run: only missing or failed cells run. The bundle must verify "
                    "as signed by a runner your policy trusts (kit-bundle); the manifest is checked again under "
                    "your policy, and --allow-* flags count only when given here.")
+@click.option("--redo", type=click.Choice(["client-bound", "failed"]), multiple=True, metavar="REASON",
+              help="With --resume: re-run the cells whose attempt was client-bound (a level the load generator "
+                   "limited: its verdict withheld) or failed, in the plan's order, even in a complete bundle "
+                   "(REASON: client-bound or failed; repeatable). Each original stays in the bundle (redone/; a "
+                   "failed one in failed/) and is recorded in run.json; the statistics use the re-run; kit verify "
+                   "checks every replaced attempt was flagged or failed (docs/statistics.md).")
 @click.option("--allow-unsigned", is_flag=True, help="Run an unsigned or untrusted manifest (recorded).")
 @click.option("--allow-unpinned", is_flag=True, help="Accept image bases not pinned by digest (recorded).")
 @trust_option
 @click.option("--key", type=click.Path(dir_okay=False, path_type=Path),
               help="Runner key that signs the bundle's provenance (default: ~/.config/kit/runner_ed25519).")
-def run(manifest: Path | None, out_dir: Path, resume: Path | None, allow_unsigned: bool, allow_unpinned: bool,
-        trust: tuple[Path, ...], key: Path | None) -> None:
+def run(manifest: Path | None, out_dir: Path, resume: Path | None, redo: tuple[str, ...], allow_unsigned: bool,
+        allow_unpinned: bool, trust: tuple[Path, ...], key: Path | None) -> None:
     """Run an experiment end to end into a signed result bundle."""
+    if redo and resume is None:
+        raise UsageError("--redo re-runs cells of an existing bundle: give it with --resume DIRECTORY")
     opts = RunOptions(out_dir=out_dir, resume=resume, allow_unsigned=allow_unsigned, allow_unpinned=allow_unpinned,
-                      trust=list(trust), key=key, argv=["kit", *sys.argv[1:]])
+                      trust=list(trust), key=key, argv=["kit", *sys.argv[1:]], redo=tuple(dict.fromkeys(redo)))
     result = run_experiment(manifest, opts, RichEvents())
     render_result(result)
 
@@ -298,6 +306,7 @@ def clean(with_images: bool, as_json: bool) -> None:
         return
     labels = {"containers": "containers removed", "images": "images removed", "images_kept": "images kept",
               "server_process_groups": "server process groups stopped", "stale_records": "stale records removed",
+              "server_process_groups_still_running": "server process groups still running after SIGKILL (records kept)",
               "docker_skipped": "Docker not reachable, containers not checked"}
     for kind, items in result.items():
         click.echo(f"{labels.get(kind, kind)}: {len(items)}")

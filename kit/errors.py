@@ -59,6 +59,10 @@ class ManifestError(KitError):
     exit_code = ExitCode.INVALID_MANIFEST
 
 
+class ModelPathMissing(ManifestError):
+    """model.path is not on the host that would serve it (kit submit says whose path it is)."""
+
+
 class SignatureError(KitError):
     exit_code = ExitCode.SIGNATURE
 

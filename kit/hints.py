@@ -28,15 +28,33 @@ def vouches(files: Sequence[Path], runner: Ed25519PublicKey) -> bool:
 def resume_command(root: Path, *, trust: Sequence[Path], allow_unsigned: bool, allow_unpinned: bool,
                    key: Path | None, runner: Ed25519PublicKey | None = None) -> str:
     """``kit run --resume ROOT`` with the flags of the run it continues (``trust``: a ``trust_policy``
-    answer), shell-quoted, every path absolute. A resume first verifies the bundle's runner (``runner``) for
-    kit-bundle: where the run's own policy (--trust-only files) does not trust it and the user's own file
-    does, that file is added, or the printed command would be refused."""
+    answer), shell-quoted, every path absolute."""
+    return shlex.join(["kit", "run", "--resume", str(root.resolve()),
+                       *_run_flags(trust, allow_unsigned, allow_unpinned, key, runner)])
+
+
+def reproduce_command(source: Path, root: Path, *, trust: Sequence[Path], allow_untrusted_source: bool,
+                      allow_unsigned: bool, allow_unpinned: bool, key: Path | None, project: Path | None,
+                      runner: Ed25519PublicKey | None = None) -> str:
+    """``kit reproduce SOURCE --resume ROOT``, which finishes the reproduction and judges it, with the flags of
+    the one it continues: the same policy verifies SOURCE again and the new bundle's runner."""
+    argv = ["kit", "reproduce", str(source.resolve()), "--resume", str(root.resolve())]
+    argv += ["--project", str(project.resolve())] if project is not None else []
+    argv += ["--allow-untrusted-source"] if allow_untrusted_source else []
+    return shlex.join(argv + _run_flags(trust, allow_unsigned, allow_unpinned, key, runner))
+
+
+def _run_flags(trust: Sequence[Path], allow_unsigned: bool, allow_unpinned: bool, key: Path | None,
+               runner: Ed25519PublicKey | None) -> list[str]:
+    """The flags that decided a run. A resume first verifies the bundle's runner (``runner``) for kit-bundle:
+    where the run's own policy (--trust-only files) does not trust it and the user's own file does, that file is
+    added, or the printed command would be refused."""
     files = list(trust)
     user = user_trust_file()
     if runner is not None and files and user not in files and not vouches(files, runner) and vouches([user], runner):
         files.append(user)
-    argv = ["kit", "run", "--resume", str(root.resolve()), *trust_flags(files)]
+    argv = trust_flags(files)
     argv += ["--allow-unsigned"] if allow_unsigned else []
     argv += ["--allow-unpinned"] if allow_unpinned else []
     argv += ["--key", str(key.resolve())] if key is not None else []
-    return shlex.join(argv)
+    return argv

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from kit import __version__
 from kit.bundle import runner_key
-from kit.errors import UsageError
+from kit.errors import ModelPathMissing, UsageError
 from kit.experiment import RunOptions, load_for_run
 from kit.plumbing.clock import utc_now
 from kit.plumbing.files import atomic_write
@@ -78,8 +78,17 @@ def _run_options(opts: SubmitOptions, resume: Path | None = None) -> RunOptions:
 
 
 def _check(path: Path | None, opts: SubmitOptions, resume: Path | None = None) -> _Verified:
-    """Signature and trust over the manifest's exact bytes, as `kit run` checks them (exit 4 when untrusted)."""
-    inputs = load_for_run(path, _run_options(opts, resume))
+    """Signature and trust over the manifest's exact bytes, as `kit run` checks them (exit 4 when untrusted), and
+    what `kit run` refuses before it starts (exit 3): model.path included, checked here on the submit host. The job
+    runs `kit run` on a compute node, which opens it at the same path; on a cluster the path is on storage both see
+    (a job that can only fail is never queued), and a path only the nodes have is run from inside an allocation."""
+    try:
+        inputs = load_for_run(path, _run_options(opts, resume))
+    except ModelPathMissing as e:
+        raise e.note("kit submit checks model.path here, on the host it submits from: the batch job's `kit run` "
+                     "opens it on the compute node at this same path, so give it on storage both see. If only the "
+                     "nodes have it (a node-local disk), run kit inside an allocation instead (`srun kit run "
+                     "MANIFEST`), where it is checked on the node; runtime slurm only notes it") from None
     m = inputs.lm.manifest
     return _Verified(inputs.lm.path, m.name, allocation(m, exclusive=opts.exclusive))
 

@@ -29,6 +29,8 @@ LAZY_IMPORTS: dict[str, str] = {
     "requests": "comes with the Docker SDK; only its errors are caught",
     "pynvml": "NVML: only GPU manifests need it, and it is absent from machines without NVIDIA drivers",
     "matplotlib": "plots only: 0.5 s to import",
+    "scipy": "where a statistic is computed: 0.5 s of CPU to import, which every `kit` start paid (kit.bundle.verify "
+             "and kit.plan import kit.stats)",
     "torch": "only the OEA hook uses it, inside GPU images",
     "numpy": "the engine pins its BLAS thread count before numpy loads",
     "kit.engine.server": "imports numpy (the engine pins BLAS threads first)",

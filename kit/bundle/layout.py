@@ -113,12 +113,13 @@ class Bundle:
         """Append one compact JSON line and flush it to disk (gates.jsonl and the like)."""
         return append_line(self.path(rel), json_line(obj))
 
-    def move_failed_attempt(self, cell_id: str) -> Path:
-        """Move ``cells/<id>`` to ``failed/<id>-a<n>`` (n = 1, 2, ...); records are never deleted."""
+    def move_failed_attempt(self, cell_id: str, to: str = "failed") -> Path:
+        """Move ``cells/<id>`` to ``<to>/<id>-a<n>`` (n = 1, 2, ...; ``to``: failed, or redone for a cell re-run
+        by ``--redo``); records are never deleted."""
         src = self.path(f"cells/{check_component(cell_id, 'cell id')}")
         if not src.is_dir() or src.is_symlink():
             raise BundleError(f"{src}: no such cell directory to move aside")
-        failed = self.path("failed")
+        failed = self.path(check_component(to, "folder"))
         failed.mkdir(exist_ok=True)
         n = 1
         while (failed / f"{cell_id}-a{n}").exists():

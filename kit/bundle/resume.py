@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kit.bundle.checkpoints import Chain, Digests, read_chain, vouched_files
+from kit.bundle.checkpoints import Chain, Digests, checkpoint_files, read_chain, vouched_files
 from kit.bundle.layout import Bundle
 from kit.bundle.names import PROVENANCE
 from kit.bundle.policy import SignerDecision, decide_trust
@@ -81,6 +82,8 @@ def resume_trust(root: Path, trust: list[Path]) -> ResumeTrust:
         chain = read_chain(root, None)  # covered by the provenance just verified
         return ResumeTrust(files, _read_signed(root, "run.json", files), chain, f"verified; {signer.text}",
                            sealed=True)
+    if not checkpoint_files(root):
+        _never_started(root)
     chain = read_chain(root, policy)
     hint = ("kit resumes only bundles whose signed provenance verifies as trusted, or whose checkpoints do; a run "
             "stopped before its first checkpoint measured nothing: start a new run")
@@ -95,6 +98,25 @@ def resume_trust(root: Path, trust: list[Path]) -> ResumeTrust:
     note = (f"not sealed (the run never ended); checkpoints 0-{len(chain.links) - 1} verified ({cells} after a cell), "
             f"signed by {', '.join(sorted({fp for lk in chain.links for fp in lk.signers}))}{tail}")
     return ResumeTrust(dict(chain.files), chain.run_json, chain, note, sealed=False)
+
+
+def _never_started(root: Path) -> None:
+    """A kit killed (SIGKILL, the OOM killer, power loss) while it started a run, before its first checkpoint
+    (``start``, signed before any image is built or server started): no signature and no cell, so nothing was
+    measured and nothing was started. Exit 9 with the command that runs it again (from its unsigned run.json)."""
+    if (root / "cells").is_dir() and any((root / "cells").iterdir()):
+        return  # cells without any checkpoint: the generic refusal names what is unsigned
+    again = "run the manifest again as you started it (`kit run MANIFEST ...`)"
+    try:
+        argv = RunFile.model_validate_json(read_bounded(root / "run.json", MAX_FILE_BYTES)).argv
+    except (OSError, ValueError):
+        argv = []
+    if argv[:2] == ["kit", "run"] and "--resume" not in argv:
+        again = f"run it again as it was started (its unsigned run.json records, from where it ran): {shlex.join(argv)}"
+    raise BundleError(f"{root}: stopped before its first checkpoint (the kit that started it was killed while it "
+                      "started: SIGKILL, the OOM killer, power loss): no cell had started and nothing was measured, "
+                      "so there is nothing to resume",
+                      hint=f"{again}; this directory holds nothing else and can go: rm -r {shlex.quote(str(root))}")
 
 
 def verify_integrity(root: Path) -> int:
@@ -133,6 +155,7 @@ class Reconciled:
     set_aside: list[str] = field(default_factory=list)  # "FROM -> TO: why"
     dropped: list[str] = field(default_factory=list)  # derived files removed (recomputed at the end)
     restored: list[str] = field(default_factory=list)  # files put back as signed
+    signed_failed: dict[str, str] = field(default_factory=dict)  # cell -> failed/<id>-a<n>: a signed, failed attempt
 
 
 def reconcile(bundle: Bundle, trust: ResumeTrust, current: Digests) -> Reconciled:
@@ -148,6 +171,8 @@ def reconcile(bundle: Bundle, trust: ResumeTrust, current: Digests) -> Reconcile
         theirs = {r: v for r, v in signed.items() if r.startswith(prefix)}
         if not _complete(bundle, prefix + "cell.json", mine, theirs):
             moves.append((f"cells/{cid}", "", "not a cell a verified checkpoint holds as complete"))
+            if mine and {r: v[0] for r, v in mine.items()} == {r: v[0] for r, v in theirs.items()}:
+                out.signed_failed[cid] = ""  # every file as signed: a --redo failed records it (kit.bundle.redo)
             continue
         problems += [f"{r}: {_difference(r, mine, theirs)}" for r in sorted(set(mine) | set(theirs))
                      if mine.get(r, (None,))[0] != theirs.get(r, (None,))[0]]
@@ -170,8 +195,7 @@ def reconcile(bundle: Bundle, trust: ResumeTrust, current: Digests) -> Reconcile
     if problems:
         raise fail(str(bundle.root), problems, hint="kit resumes only what its signed checkpoints vouch for; "
                                                      "get an untouched copy of the bundle, or start a new run")
-    for frm, to, why in moves:
-        out.set_aside.append(_apply(bundle, frm, to, why, signed))
+    _apply_all(bundle, moves, signed, out)
     for rel in out.dropped:
         (bundle.root / rel).unlink()
     if current.get("run.json", (None,))[0] != signed["run.json"][0]:
@@ -225,6 +249,14 @@ def _free_dir(root: Path) -> str:
     while (root / "failed" / f"unsigned-{k}").exists():
         k += 1
     return f"failed/unsigned-{k}"
+
+
+def _apply_all(bundle: Bundle, moves: list[tuple[str, str, str]], signed: Digests, out: Reconciled) -> None:
+    for frm, to, why in moves:
+        line = _apply(bundle, frm, to, why, signed)
+        out.set_aside.append(line)
+        if (cid := frm.removeprefix("cells/")) in out.signed_failed:
+            out.signed_failed[cid] = line.split(" -> ", 1)[1].split(":", 1)[0]  # failed/<id>-a<n>
 
 
 def _apply(bundle: Bundle, frm: str, to: str, why: str, signed: Digests) -> str:

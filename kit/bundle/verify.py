@@ -32,6 +32,7 @@ from kit.bundle.policy import (
     recorded_flags,
 )
 from kit.bundle.provenance import BUILD_TYPE, SLSA_PROVENANCE_V1
+from kit.bundle.redo import redo_problems
 from kit.bundle.schedules import check_schedules
 from kit.bundle.tarball import archive_sha256, extracted
 from kit.errors import BundleError, KitError, SignatureError, UsageError
@@ -134,6 +135,8 @@ def verify_directory(root: Path, trust: list[Path], *, label: str, integrity_onl
     chain_note, chain, problems = check_chain(root, None if integrity_only else files, subjects)
     if problems:
         raise fail(label, problems, hint="its checkpoints do not hold what its provenance signed; get an untouched one")
+    if redone := redo_problems(root):  # a cell re-run by --redo must have been failed or client-bound
+        raise fail(label, redone, hint="see docs/statistics.md (Re-measured cells)")
     summary_note = check_summary(root, label)
     sched_note, sched_problems = check_schedules(root)
     if sched_problems:

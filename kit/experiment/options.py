@@ -3,9 +3,12 @@ returns (``RunResult``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from kit.files import JsonObject
 from kit.plan import Cell, LevelPlan
@@ -55,6 +58,9 @@ class RunOptions:
     key: Path | None = None
     argv: list[str] = field(default_factory=list)
     runtime: Runtime | None = None  # injected in tests; default from the manifest
+    # the command printed to continue an interrupted run (bundle root, runner key): kit reproduce gives its own
+    resume_hint: Callable[[Path, Ed25519PublicKey], str] | None = None
+    redo: tuple[str, ...] = ()  # with resume: re-run the cells whose attempt was client-bound/failed (kit.bundle.redo)
 
 
 @dataclass

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from kit.bundle import PROVENANCE, Bundle, runner_key
+from kit.bundle.redo import to_redo
 from kit.cleanup import refuse_live_runs
 from kit.errors import BundleError, CellsFailed, Interrupted, KitError, StorageError, SummaryFailed, storage_error
 from kit.experiment.cells import CellRunner, NodeGates, gate_report
@@ -56,6 +57,7 @@ class Experiment:
         self.runtime: Runtime = opts.runtime or default_runtime(self.m)
         self.nodes = node_gates(self.runtime)
         self.preflight_report: JsonObject = {}
+        self.preflight_gpus: list[str] = []  # the UUIDs the preflight GPU gate checked
         self.images: dict[str, ImageInfo] = {}
         self.cells: CellRunner | None = None
 
@@ -68,6 +70,7 @@ class Experiment:
         the experiment stops it with exit 5 and no bundle (when resuming, the report lands in the bundle)."""
         report = gate_report(self.m, "before", session.run_id if session is not None else None, self.nodes)
         self.preflight_report = report.as_dict()
+        self.preflight_gpus = [g["uuid"] for g in report.gpus]
         if session is not None:
             session.bundle.append_jsonl("gates.jsonl", self.preflight_report)
         report.raise_if_failed()
@@ -80,7 +83,8 @@ class Experiment:
             session.checkpoint("start")  # from here on, a run that never ends can be resumed
         if self.m.runtime == "docker":
             ports = [self.m.server.port, *self.m.server.extra_ports, *self.m.gates.ports]
-            refuse_live_runs(ports=ports, gpus="all" if self.m.hardware.gpus else None, own_run=session.run_id)
+            mine = self.preflight_gpus if self.m.hardware.gpu_selection() is not None else "all"  # gpu_indices
+            refuse_live_runs(ports=ports, gpus=mine if self.m.hardware.gpus else None, own_run=session.run_id)
         self.images = prepare_images(self.inputs.lm, session, allow_unpinned=self.opts.allow_unpinned,
                                      trust=self.inputs.trust)
         self.cells = CellRunner(self.m, self.plan, session.bundle, self.runtime, self.events,
@@ -125,7 +129,8 @@ def run_experiment(manifest: Path | None, opts: RunOptions, events: Events | Non
 def run_inputs(inputs: RunInputs, opts: RunOptions, events: Events | None = None) -> RunResult:
     """``run_experiment`` from inputs already read and verified (``kit.experiment.inputs``)."""
     ev = events or QuietEvents()
-    if opts.resume is not None and (done := already_complete(opts.resume, make_plan(inputs.lm.manifest))) is not None:
+    if opts.resume is not None and (done := already_complete(opts.resume, make_plan(inputs.lm.manifest),
+                                                             opts.redo)) is not None:
         return done  # nothing to run: no gate, no lock, no write
     key, notice = runner_key(opts.key)  # before anything runs: a bad key must not surface after hours of load
     if notice:
@@ -145,8 +150,9 @@ def run_inputs(inputs: RunInputs, opts: RunOptions, events: Events | None = None
     except BaseException as e:  # noqa: BLE001 - anything: finalize first, then let it out
         status, error = "failed", storage_error(e) or e
     closing = Closing(exp.m, inputs.trust, key, exp.images, exp.failed)
-    again = resume_command(session.bundle.root, trust=opts.trust, allow_unsigned=opts.allow_unsigned,
-                           allow_unpinned=opts.allow_unpinned, key=opts.key, runner=key.public)  # works as printed
+    again = opts.resume_hint(session.bundle.root, key.public) if opts.resume_hint else resume_command(
+        session.bundle.root, trust=opts.trust, allow_unsigned=opts.allow_unsigned, allow_unpinned=opts.allow_unpinned,
+        key=opts.key, runner=key.public)  # works as printed (kit.hints)
     try:
         with deferred_interrupts():
             summary, status = finalize(session, closing, status)
@@ -162,8 +168,9 @@ def run_inputs(inputs: RunInputs, opts: RunOptions, events: Events | None = None
     return outcome(session, closing, status, error, summary, ev, again)
 
 
-def already_complete(root: Path, plan: Plan) -> RunResult | None:
-    """A bundle whose run completed (sealed, summarised, every cell ok): the result, untouched; else None."""
+def already_complete(root: Path, plan: Plan, redo: tuple[str, ...] = ()) -> RunResult | None:
+    """A bundle whose run completed (sealed, summarised, every cell ok) and, with ``redo``, no cell to re-run: the
+    result, untouched; else None."""
     if not (root / PROVENANCE).is_file():
         return None
     run = read_file(root, "run.json", RunFile)
@@ -175,9 +182,12 @@ def already_complete(root: Path, plan: Plan) -> RunResult | None:
             return None
     except BundleError:  # a cell missing or unreadable: not complete (the resume says what is wrong with it)
         return None
+    if redo and to_redo(root, [c.id for c in plan.cells], redo):
+        return None  # --redo client-bound: a complete bundle re-runs its flagged cells
     summary = json.loads(read_bounded(bundle.path("summary.json"), MAX_FILE_BYTES))
+    nothing = [f"no cell is {' or '.join(redo)}: nothing to redo"] if redo else []
     return RunResult(bundle=root, status="complete", verdicts=verdicts(summary), failed_cells={},
-                     notices=["the bundle is already complete: nothing to resume, nothing was changed"],
+                     notices=["the bundle is already complete: nothing to resume, nothing was changed", *nothing],
                      summary=summary)
 
 

@@ -11,13 +11,14 @@ from pathlib import Path
 from kit import __version__, envinfo
 from kit.bundle import Bundle, Checkpointer, Reconciled, reconcile, resume_trust
 from kit.bundle.checkpoints import Chain
+from kit.bundle.redo import failed_redone, set_aside_for_redo
+from kit.cleanup import stop_run_leftovers
 from kit.errors import BundleError, UsageError
 from kit.experiment.inputs import RunInputs
-from kit.experiment.leftovers import stop_own_leftovers
 from kit.experiment.options import RunOptions
 from kit.files import JsonObject
 from kit.files.plan import PlanFile
-from kit.files.run import Resumption, RunFile, RunFlags
+from kit.files.run import Redone, Resumption, RunFile, RunFlags
 from kit.manifest import project_root
 from kit.nvml import NvmlProbe
 from kit.plan import Plan
@@ -38,6 +39,7 @@ class BundleSession:
     lock_fd: int | None = None
     reconciled: Reconciled | None = None  # a resume: what it found that no checkpoint vouched for
     stopped: list[str] = field(default_factory=list)  # a resume: servers the stopped run left, stopped
+    redone: list[Redone] = field(default_factory=list)  # a resume with --redo: the attempts set aside to re-run
 
     @property
     def run_id(self) -> str:
@@ -73,7 +75,10 @@ class BundleSession:
             checkpoints = Checkpointer(bundle, key, trust.chain)
             session = cls(bundle, resumed=True, checkpoints=checkpoints, lock_fd=fd)
             session.reconciled = reconcile(bundle, trust, checkpoints.current())
-            session.stopped = stop_own_leftovers(bundle.run_id, inputs.lm.manifest.runtime)
+            session.stopped = stop_run_leftovers(bundle.run_id, docker=inputs.lm.manifest.runtime == "docker")
+            if opts.redo:  # the flagged or failed cells' attempts set aside (kit.bundle.redo); they run again
+                failed = failed_redone(bundle.root, session.reconciled.signed_failed) if "failed" in opts.redo else []
+                session.redone = failed + set_aside_for_redo(bundle, [c.id for c in plan.cells], opts.redo)
             session.reopen(inputs, opts, plan, runtime)
             session.checkpoint("resume")  # what was set aside, stopped and restored is vouched for from here
         except BaseException:
@@ -127,7 +132,7 @@ class BundleSession:
         """What this resume found and did before any cell, for its ``Resumption`` (empty lists left out)."""
         r = self.reconciled or Reconciled()
         found: JsonObject = {"set_aside": r.set_aside, "restored": r.restored, "dropped": r.dropped,
-                             "stopped": self.stopped}
+                             "stopped": self.stopped, "redone": [r.model_dump() for r in self.redone]}
         return {k: v for k, v in found.items() if v}
 
 

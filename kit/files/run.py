@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from pydantic import Field
 
@@ -16,6 +16,16 @@ RUN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 class RunFlags(Loose):
     allow_unsigned: bool = False
     allow_unpinned: bool = False
+
+
+class Redone(Loose):
+    """A cell attempt a ``--redo`` replaced (``kit.bundle.redo``): kept under ``attempt``, excluded from the
+    statistics, its reason checked again by ``kit verify``."""
+
+    cell: str
+    reason: Literal["client-bound", "failed"]
+    attempt: str = Field(pattern=r"^(failed|redone)/[A-Za-z0-9][A-Za-z0-9._-]*-a[0-9]+$")  # redone/<cell>-a<n>
+    why: str  # the evidence: "level-4: ..." or "status failed"
 
 
 class Resumption(Loose):
@@ -32,6 +42,7 @@ class Resumption(Loose):
     restored: list[str] = Field(default_factory=list)  # files put back as last signed (run.json)
     dropped: list[str] = Field(default_factory=list)  # summary, report, plots: recomputed when the run ends
     stopped: list[str] = Field(default_factory=list)  # servers the stopped run left running, stopped by this resume
+    redone: list[Redone] = Field(default_factory=list)  # cells set aside by --redo, re-run by this resume
 
 
 class FailedCell(Loose):

@@ -15,10 +15,12 @@ from typing_extensions import TypedDict
 
 from kit.gates import procinfo
 from kit.gates.procinfo import ContainerRef
+from kit.gates.reserve import holder
 from kit.gates.result import Check, GpuIdentity, Timer
 from kit.manifest import Manifest
 from kit.nvml import MIB, GpuProbe, MemoryMib, NoDriverError, NvmlError, UnsupportedError
 from kit.plumbing.poll import poll_until
+from kit.runtime.records import RunOwner, owner_text
 
 NAME = "gpu"
 POLL_S = 0.010
@@ -78,6 +80,12 @@ class GpuEvidence(TypedDict, total=False):
     polls: int
     clean_after_s: float
     waited_s: float
+    reserved: dict[str, RunOwner]
+
+
+def _reserved(indices: list[int]) -> dict[str, RunOwner]:
+    """Of these GPUs (and ``all``: a run holding every GPU), those another live kit run holds, with its owner."""
+    return {n: o for n in ("all", *map(str, indices)) if (o := holder("gpu", n)) is not None}
 
 
 def _needs(wanted: int | Literal["all"]) -> str:
@@ -128,9 +136,15 @@ def _check(
         found = "no NVIDIA GPU found" if count == 0 else f"only {count} NVIDIA GPU(s) found"
         msg = f"{found} (driver {evidence['driver_version']}); the manifest needs {_needs(wanted)}"
         return timer.check(NAME, False, msg, NO_GPU_HINT, evidence), []
-    indices = list(range(count if wanted == "all" else wanted))
+    chosen = m.hardware.gpu_selection()
+    if chosen is not None and max(chosen) >= count:
+        msg = (f"hardware.gpu_indices {chosen} names GPU {max(chosen)}, but this host has {count} NVIDIA GPU(s) "
+               f"(indices 0-{count - 1}, driver {evidence['driver_version']})")
+        return timer.check(NAME, False, msg, "list indices this host has (nvidia-smi -L)", evidence), []
+    indices = chosen if chosen is not None else list(range(count if wanted == "all" else wanted))
     evidence["selection"] = (
-        f"all {count} GPUs" if len(indices) == count else f"the first {len(indices)} of {count} GPUs by index"
+        f"GPUs {chosen} of {count} (hardware.gpu_indices)" if chosen is not None
+        else f"all {count} GPUs" if len(indices) == count else f"the first {len(indices)} of {count} GPUs by index"
     )
     gpus = [GpuIdentity(index=i, uuid=probe.uuid(i), name=probe.name(i)) for i in indices]
     problems = _identity_problems(m, probe, gpus, evidence)
@@ -140,6 +154,12 @@ def _check(
         if evidence.get("mig"):
             hint += "; turn MIG off with `nvidia-smi -i INDEX -mig 0` (takes effect after a GPU reset)"
         return timer.check(NAME, False, "; ".join(problems), hint, evidence), gpus
+    if held := _reserved(indices):  # another live run's GPUs (kit.gates.reserve): refused at once, naming it
+        evidence["reserved"] = held
+        msg = "; ".join(f"{'all GPUs are' if n == 'all' else f'GPU {n} is'} reserved by {owner_text(o)}, which is "
+                        "still running" for n, o in held.items())
+        return timer.check(NAME, False, msg, "wait for that run to finish, or give this manifest GPUs no live run "
+                           "holds (hardware.gpu_indices); `kit clean` leaves a live run alone", evidence), gpus
     clean, samples, polls, elapsed = _poll(probe, gpus, m.gates.gpu_memory_threshold_mib, m.gates.gpu_deadline_s)
     evidence.update({"gpus": samples, "polls": polls})
     if clean:

@@ -1,7 +1,8 @@
 """Reservations: what lets two runs share a host. A run holds, for its whole length, an exclusive flock on
 one lock file per port it uses (server.port, server.extra_ports, gates.ports) and per GPU (by NVML index,
-as the GPU gate picks them: the first ``hardware.gpus``), and on its run lock (``kit.runtime.records``:
-who runs it, checked by pid and start time). The locks go with the kit process, however it ends.
+as the GPU gate picks them: ``hardware.gpu_indices``, else the first ``hardware.gpus``), and on its run lock
+(``kit.runtime.records``: who runs it, checked by pid and start time).
+The locks go with the kit process, however it ends.
 
 Another run asking for a port or GPU already held is refused at once (exit 5) naming whose it is (run
 id, kit pid, bundle); the port gate says the same before each start, so no run takes a port between
@@ -43,11 +44,13 @@ def ports_of(m: Manifest) -> list[int]:
 
 
 def gpus_of(m: Manifest) -> list[str]:
-    """The GPU lock names a run of ``m`` holds exclusively (``all``, or the indices the GPU gate picks)."""
+    """The GPU lock names a run of ``m`` holds exclusively (``all``, or the indices the GPU gate picks:
+    hardware.gpu_indices, else the first hardware.gpus)."""
     gpus = m.hardware.gpus
     if gpus == "all":
         return ["all"]
-    return [str(i) for i in range(gpus)]
+    chosen = m.hardware.gpu_selection()
+    return [str(i) for i in (chosen if chosen is not None else range(gpus))]
 
 
 def resource_path(kind: str, name: str) -> Path:

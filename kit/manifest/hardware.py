@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 ComputeCapability = Annotated[str, StringConstraints(pattern=r"^[1-9][0-9]?\.[0-9]$")]
 
@@ -38,3 +38,26 @@ class Hardware(BaseModel):
         None, description="GPUs kit submit asks for on each node (sbatch --gpus-per-node); default: 'gpus' when it "
         "is a number, none when it is 'all' (an exclusive node has them all)."
     )
+    # --- disjoint GPUs for runs that share a host (issue 21) ---
+    gpu_indices: list[Annotated[int, Field(ge=0, le=1023)]] | None = Field(
+        None, min_length=1, max_length=1024,
+        description="Which GPUs (NVML indices) the run uses, e.g. [2, 3], so that two experiments share a host on "
+        "disjoint GPUs; hardware.gpus must be their count. The GPU gate checks exactly these, the run reserves exactly "
+        "these, and the server is given exactly these (CUDA_VISIBLE_DEVICES, or docker's GPU list). Default: the "
+        "first hardware.gpus.",
+    )
+
+    @model_validator(mode="after")
+    def _indices_match_the_count(self) -> Hardware:
+        if self.gpu_indices is None:
+            return self
+        if len(set(self.gpu_indices)) != len(self.gpu_indices):
+            raise ValueError(f"gpu_indices {self.gpu_indices} names a GPU twice: list each index once")
+        if self.gpus != len(self.gpu_indices):
+            raise ValueError(f"gpu_indices lists {len(self.gpu_indices)} GPU(s) but gpus is {self.gpus!r}: set "
+                             f"gpus: {len(self.gpu_indices)}")
+        return self
+
+    def gpu_selection(self) -> list[int] | None:
+        """The NVML indices the run uses when the manifest names them (None: the first ``gpus``, or all)."""
+        return list(self.gpu_indices) if self.gpu_indices is not None else None

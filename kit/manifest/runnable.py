@@ -9,7 +9,7 @@ read on machines without its model."""
 from __future__ import annotations
 
 from kit import safeyaml
-from kit.errors import ManifestError
+from kit.errors import ManifestError, ModelPathMissing
 from kit.manifest.hostpaths import missing_model_path
 from kit.manifest.loading import LoadedManifest, is_placeholder_digest
 
@@ -49,7 +49,7 @@ def on_this_host(lm: LoadedManifest) -> list[str]:
     if m.runtime == "slurm":
         return [f"{missing}; runtime slurm: every node of the allocation must have it"]
     where = "the directory mounted into the container" if m.runtime == "docker" else "what the server is given"
-    raise ManifestError(f"{lm.path}: {missing} ({where})",
+    raise ModelPathMissing(f"{lm.path}: {missing} ({where})",
                         hint="give the model's directory as it is on this machine (relative paths are taken from "
                              "where kit runs), or create it (e.g. download or build the weights) before the run")
 

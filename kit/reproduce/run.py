@@ -13,8 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
 from kit.bundle import Bundle, runner_key, sign_provenance, verify_integrity
-from kit.errors import CellsFailed, Imprecise, Inconsistent, Interrupted, SignatureError, UsageError
+from kit.errors import Imprecise, Inconsistent, SignatureError, UsageError
 from kit.experiment import Events, RunOptions
 from kit.experiment.inputs import RunInputs, inputs_of, load_for_run
 from kit.experiment.run import run_inputs
@@ -23,6 +25,7 @@ from kit.files.read import read_file
 from kit.files.reproduce import ReproduceFile, Reproduces
 from kit.files.run import RunFile, RunFlags
 from kit.files.summary import Summary
+from kit.hints import reproduce_command
 from kit.manifest import load_manifest
 from kit.plan import make_plan
 from kit.reproduce.decide import Rule
@@ -68,9 +71,14 @@ class ReproduceResult:
 
 
 def _run_options(opts: ReproduceOptions) -> RunOptions:
+    def hint(root: Path, runner: Ed25519PublicKey) -> str:  # an interrupted reproduction: finish it and judge it
+        return reproduce_command(opts.source, root, trust=opts.trust, project=opts.project, key=opts.key,
+                                 allow_untrusted_source=opts.allow_untrusted_source, runner=runner,
+                                 allow_unsigned=opts.allow_unsigned, allow_unpinned=opts.allow_unpinned)
+
     return RunOptions(out_dir=opts.out_dir, resume=opts.resume, allow_unsigned=opts.allow_unsigned,
                       allow_unpinned=opts.allow_unpinned, trust=list(opts.trust), key=opts.key, argv=opts.argv,
-                      runtime=opts.runtime)
+                      runtime=opts.runtime, resume_hint=hint)
 
 
 def _inputs(src: Source, opts: ReproduceOptions, run_opts: RunOptions) -> RunInputs:
@@ -113,11 +121,7 @@ def reproduce(opts: ReproduceOptions, events: Events | None = None) -> Reproduce
         _same_plan(src, inputs)
         if opts.dry_run:
             return ReproduceResult(None, None, dry_run_lines(src, inputs, opts.out_dir, opts.resume))
-        try:
-            result = run_inputs(inputs, run_opts, events)
-        except (CellsFailed, Interrupted) as e:
-            raise e.note(f"to finish this reproduction and judge it: kit reproduce {opts.source} --resume BUNDLE "
-                         "(the bundle named above)") from None
+        result = run_inputs(inputs, run_opts, events)  # interrupted: its resume hint is kit reproduce's
         report = seal(src, result.bundle, opts)
         return ReproduceResult(result.bundle, report, lines(report))
 

@@ -20,6 +20,7 @@ import re
 import signal
 import subprocess
 import time
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
@@ -52,7 +53,7 @@ from kit.runtime.records import (
     write_record,
 )
 
-__all__ = ["ProcessRuntime", "ProcessServer", "kill_leftover_groups", "port_bindable"]
+__all__ = ["LeftoverStops", "ProcessRuntime", "ProcessServer", "kill_leftover_groups", "port_bindable"]
 
 READY_FIRST_S = 0.05  # readiness polls: 50 ms, then x1.5 up to 1 s
 READY_BACKOFF = 1.5
@@ -260,15 +261,27 @@ def _address(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def kill_leftover_groups(grace_s: float = 5.0) -> tuple[list[str], list[str]]:
-    """Stop every process-runtime server group recorded in state_dir() whose leader is still the recorded
-    process (SIGTERM, grace, SIGKILL) and drop the records. A PGID that now belongs to another process is
-    never signalled: its record is dropped as stale, saying why. Returns (stopped groups, stale records)."""
+@dataclass(frozen=True)
+class LeftoverStops:
+    """What ``kill_leftover_groups`` did: groups stopped, stale records dropped (with why), and groups that
+    outlived SIGKILL (their records kept, so that the leftover gate names them and a later clean retries)."""
+
+    stopped: list[str]
+    stale: list[str]
+    survived: list[str]
+
+
+def kill_leftover_groups(grace_s: float = 5.0, *, run_id: str | None = None) -> LeftoverStops:
+    """Stop every process-runtime server group recorded in state_dir() that no other live kit owns (``run_id``:
+    only that run's) and whose leader is still the recorded process (SIGTERM, grace, SIGKILL), dropping the
+    records of the groups that are gone. A PGID that now belongs to another process is never signalled: its record
+    is dropped as stale, saying why. `kit clean` calls this for every run; a resume for its own run id."""
     stopped: list[str] = []
     stale: list[str] = []
+    survived: list[str] = []
     for path in record_files():
         record = read_record(path)
-        if record is None:
+        if record is None or (run_id is not None and record.get("run_id") != run_id):
             continue
         pgid = int(record["pgid"])
         members, foreign = recorded_members(record)
@@ -277,8 +290,12 @@ def kill_leftover_groups(grace_s: float = 5.0) -> tuple[list[str], list[str]]:
             why = f"not signalled: {foreign}" if foreign else "already gone"
             stale.append(f"{path.name} (group {pgid} {why})")
             continue
-        stop_group(pgid, grace_s)
+        what = f"group {pgid} (run {record.get('run_id')}, cell {record.get('cell')}): "
+        what += " ".join(record.get("command", []))[:80]
+        left = stop_group(pgid, grace_s).left
+        if left:
+            survived.append(f"{what} (processes {left} still there after SIGKILL)")
+            continue
         path.unlink(missing_ok=True)
-        command = " ".join(record.get("command", []))[:80]
-        stopped.append(f"group {pgid} (run {record.get('run_id')}, cell {record.get('cell')}): {command}")
-    return stopped, stale
+        stopped.append(what)
+    return LeftoverStops(stopped, stale, survived)

@@ -23,9 +23,9 @@ import math
 from collections.abc import Iterable, Sequence
 
 import numpy as np
-from scipy import optimize, special
-from scipy import stats as sps
 
+# scipy (~0.4 s of CPU to import) is imported inside the functions that compute with it: every `python -m kit` start
+# imports this module through kit.plan.
 from kit.stats.ab import LevelSamples
 from kit.stats.bootstrap import cell_stats
 from kit.stats.metrics import FArray, Metric
@@ -50,6 +50,7 @@ _MAX_LOG_EFFECT = 20.0  # a ratio of e^20: no detectable effect below it means n
 @functools.cache
 def _nodes(k_arm: int, k_base: int) -> tuple[FArray, FArray]:
     """Nodes R in (0, 1) and normalised weights for E[f(R)], R ~ Beta((K_a − 1)/2, (K_b − 1)/2)."""
+    from scipy import special
     a, b = (k_arm - 1) / 2, (k_base - 1) / 2
     x, w = special.roots_jacobi(QUADRATURE_NODES, b - 1, a - 1)  # weight (1 − x)^(b−1) (1 + x)^(a−1)
     return (1 + x) / 2, w / w.sum()
@@ -58,6 +59,7 @@ def _nodes(k_arm: int, k_base: int) -> tuple[FArray, FArray]:
 def _tail_probability(crit: FArray | float, df: float, nc: float) -> FArray:
     """P(|T| > crit) for T noncentral t (df, nc): the upper tail at nc plus the lower, written as the upper at −nc
     (scipy's nct.cdf far in the lower tail returns NaN at large nc; nct.sf at −nc does not)."""
+    from scipy import stats as sps
     out: FArray = sps.nct.sf(crit, df, nc) + sps.nct.sf(crit, df, -nc)
     return np.clip(out, 0.0, 1.0)
 
@@ -75,6 +77,7 @@ def welch_df(r: FArray | float, k_arm: int, k_base: int) -> FArray:
 def power(effect: float, sd: float, k_arm: int, k_base: int, tail: float) -> float:
     """P(kit's Welch test rejects at two-sided ``tail``) when log(arm/baseline) = ``effect`` and the log cell
     statistics have SD ``sd`` in both arms; 0 with fewer than 2 cells in an arm (kit gives no verdict then)."""
+    from scipy import stats as sps
     if sd <= 0 or not 0 < tail < 1:
         raise ValueError("sd must be > 0 and tail in (0, 1)")
     if k_arm < 2 or k_base < 2:
@@ -92,6 +95,7 @@ def power(effect: float, sd: float, k_arm: int, k_base: int, tail: float) -> flo
 def student_power(effect: float, sd: float, k_arm: int, k_base: int, tail: float) -> float:
     """The textbook power of the pooled (Student) t: noncentral t with K_a + K_b − 2 df (statsmodels'
     TTestIndPower); above kit's Welch power at few cells, shown for comparison in docs/statistics.md."""
+    from scipy import stats as sps
     nu = k_arm + k_base - 2
     nc = abs(effect) / (sd * math.sqrt(1 / k_arm + 1 / k_base))
     return float(_tail_probability(float(sps.t.ppf(1 - tail / 2, nu)), nu, nc))
@@ -99,6 +103,7 @@ def student_power(effect: float, sd: float, k_arm: int, k_base: int, tail: float
 
 def mde(sd: float, k_arm: int, k_base: int, tail: float, target: float = TARGET_POWER) -> float | None:
     """The smallest |log(arm/baseline)| detected with probability ``target`` (None: fewer than 2 cells)."""
+    from scipy import optimize
     if k_arm < 2 or k_base < 2:
         return None
 
@@ -159,6 +164,7 @@ def sd_from_interval(ratio_ci: Sequence[float], df: float, confidence: float, k_
                      k_base: int) -> float | None:
     """The between-cell SD implied by a comparison's symmetric log interval: se = log(hi/lo) / (2 t), then
     se / sqrt(1/K_a + 1/K_b) (with equal counts exactly the pooled within-arm SD)."""
+    from scipy import stats as sps
     lo, hi = ratio_ci
     if not (lo > 0 and hi > lo and df > 0 and 0 < confidence < 1 and k_arm >= 2 and k_base >= 2):
         return None
@@ -175,6 +181,7 @@ def sd_upper_bound(sd: float, df: int, confidence: float = PILOT_CONFIDENCE) -> 
     """The one-sided upper ``confidence`` bound on a normal SD estimated as ``sd`` on ``df`` degrees of freedom:
     (df s² / σ²) is chi-square with df, so σ <= s sqrt(df / chi2.ppf(1 - confidence, df)) with that confidence. A
     2-repeat pilot (few df) is planned well above its estimate; one with many cells, close to it."""
+    from scipy import stats as sps
     if sd <= 0 or df < 1 or not 0 < confidence < 1:
         raise ValueError("sd must be > 0, df >= 1 and confidence in (0, 1)")
     return sd * math.sqrt(df / float(sps.chi2.ppf(1 - confidence, df)))

@@ -161,6 +161,10 @@ def test_resume_refuses_a_directory_swapped_for_a_symlink_after_verification(
 def test_a_bundle_without_a_verified_checkpoint_is_not_resumed(tmp_path: Path, trust_file: Path) -> None:
     b = Bundle.create(tmp_path / "results", "exp", run_id="abc123")
     b.write_json("run.json", {"run_id": "abc123"})
+    with pytest.raises(BundleError, match="stopped before its first checkpoint") as e:  # killed while it started
+        resume_trust(b.root, [trust_file])
+    assert "nothing was measured" in e.value.message and "kit run MANIFEST" in (e.value.hint or "")
+    b.write_json("cells/base-r1/cell.json", {"id": "base-r1"})  # a cell, but no checkpoint: unsigned, refused
     with pytest.raises(BundleError, match=r"missing file: provenance\.dsse\.json") as e:
         resume_trust(b.root, [trust_file])
     assert "a run stopped before its first checkpoint measured nothing: start a new run" in (e.value.hint or "")

@@ -140,3 +140,49 @@ def test_sigkill_at_20_random_moments_every_bundle_resumes_to_completion(tmp_pat
     assert all(not t.problems for t in done), "\n".join(report)
     assert verified == KILLS
     assert max(len(t.completed) for t in done) >= 1  # the kills did land after completed cells
+
+
+def test_sigkill_before_the_first_checkpoint_says_so_and_the_printed_command_runs_it_again(
+        tmp_path: Path, isolated: dict[str, str]) -> None:
+    """Killed while it starts (bundle directory made, `start` checkpoint not yet signed): nothing was measured or
+    started. The resume says so (exit 9) and prints the command it was started with; pasted, that command runs
+    the experiment to completion in a new bundle, and nothing is left running."""
+    import re
+    import shlex
+
+    env: dict[str, str] = {}
+    for tries in range(1, 6):
+        state = tmp_path / f"state-{tries}"
+        env = {"XDG_STATE_HOME": str(state)}
+        out = tmp_path / f"r{tries}"
+        m = crash_manifest(tmp_path / "m.yaml", free_port())
+        proc = start_kit(["run", str(m), "--out", str(out), "--allow-unsigned"], env, tmp_path / "run.log")
+        started = partial(lambda p, o: p.poll() is not None or any(o.glob("*/run.json")), proc, out)
+        assert poll_until(started, 120, interval=0.001)  # run.json: written with the manifest and plan, before `start`
+        os.kill(proc.pid, signal.SIGSTOP)  # frozen inside the window, or past it: look before killing
+        early = not list(out.glob("*/checkpoints/*"))
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        if early:
+            break
+    assert early, "the first checkpoint came before the bundle directory could be seen in 5 tries"
+    b = bundle_of(out)
+    r = subprocess.run([sys.executable, "-m", "kit", "run", "--resume", str(b), "--allow-unsigned"],
+                       capture_output=True, text=True, timeout=120, env={**os.environ, **env, "COLUMNS": "4000"},
+                       cwd=ROOT, check=False)
+    assert r.returncode == 9, r.stderr
+    assert "stopped before its first checkpoint" in r.stderr and "nothing was measured" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+    [command] = re.findall(r"records, from where it ran\): (kit run .*?); this directory", r.stderr) or [r.stderr]
+    assert shlex.split(command) == ["kit", "run", str(m), "--out", str(out), "--allow-unsigned"], command
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    (shim / "kit").write_text(f'#!/bin/sh\nexec {sys.executable} -m kit "$@"\n')
+    (shim / "kit").chmod(0o755)
+    again = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=400, cwd=ROOT, check=False,
+                           env={**os.environ, **env, "PATH": f"{shim}:{os.environ['PATH']}"})
+    assert again.returncode == 0, again.stdout + again.stderr
+    [new] = [p for p in out.iterdir() if p.is_dir() and p != b]
+    assert read_json(new / "run.json")["status"] == "complete"
+    verify_target(new, [])
+    assert processes_with(env_entry=f"XDG_STATE_HOME={env['XDG_STATE_HOME']}") == []

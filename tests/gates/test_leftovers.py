@@ -125,3 +125,22 @@ def test_run_gates_reports_every_leftover(state_home: Path) -> None:
     finally:
         os.killpg(server.pid, signal.SIGKILL)
         server.wait()
+
+
+def test_a_group_that_outlives_sigkill_keeps_its_record(state_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process in uninterruptible sleep (D state: a hung NFS or GPU driver call) outlives SIGKILL; it cannot be
+    made on demand, so stop_group's answer for it is stood in. Its record stays for the gate and a later clean."""
+    from kit.plumbing.procs import GroupStop
+    from kit.runtime import process
+
+    server = subprocess.Popen(["sleep", "600"], start_new_session=True)
+    try:
+        record = write_record(state_home, server.pid, "run-a")
+        monkeypatch.setattr(process, "stop_group", lambda pgid, grace_s: GroupStop("SIGKILL", [pgid]))
+        out = process.kill_leftover_groups(run_id="run-a")
+        assert out.stopped == [] and record.exists()
+        assert len(out.survived) == 1 and f"processes [{server.pid}] still there after SIGKILL" in out.survived[0]
+        assert not check_process_groups(run_id="new-run", phase="before").ok
+    finally:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait()

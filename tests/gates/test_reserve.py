@@ -22,7 +22,7 @@ from docker.errors import NotFound
 from gate_helpers import FakeContainer, make_manifest, write_record
 from support.ports import free_port
 
-from kit.cleanup import clean, clean_all, refuse_live_runs
+from kit.cleanup import clean, clean_all, refuse_live_runs, stop_run_leftovers
 from kit.errors import GateFailed
 from kit.gates.leftovers import check_containers, check_process_groups
 from kit.gates.ports import check_ports
@@ -189,3 +189,23 @@ def test_containers_of_a_live_run_are_left_alone_by_the_gate_and_kit_clean(holde
         refuse_live_runs(ports=[holder.port], gpus=None, client=client)
     assert f"run other1 (kit pid {holder.proc.pid}" in e.value.message and "still running" in e.value.message
     assert e.value.hint is not None and "leaves a live run alone" in e.value.hint
+
+
+def test_a_resume_stops_only_its_own_runs_leftovers_and_clean_the_rest(state_home: Path) -> None:
+    """One process-group stop (kit.runtime.process.kill_leftover_groups) for both callers: the resume's, limited
+    to its run id, leaves a dead run's group alone; `kit clean`'s stops it."""
+    own, other = (subprocess.Popen(["sleep", "600"], start_new_session=True) for _ in range(2))
+    try:
+        own_record, other_record = write_record(state_home, own.pid, "run-a"), write_record(state_home, other.pid, "run-b")
+        stopped = stop_run_leftovers("run-a", docker=False)
+        assert [s.split(":")[0] for s in stopped] == [f"group {own.pid} (run run-a, cell a-r1)"]
+        assert poll_until(lambda: own.poll() is not None, 10) and not own_record.exists()
+        assert other.poll() is None and other_record.exists()
+        out = clean_all(client=StandInDocker())
+        assert [s.split(":")[0] for s in out["server_process_groups"]] == [f"group {other.pid} (run run-b, cell a-r1)"]
+        assert poll_until(lambda: other.poll() is not None, 10) and not other_record.exists()
+    finally:
+        for p in (own, other):
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+            p.wait()

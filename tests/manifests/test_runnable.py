@@ -5,6 +5,7 @@ does not have is an error where this host serves it (docker, process) and a note
 from __future__ import annotations
 
 import hashlib
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -103,6 +104,24 @@ def test_a_missing_model_path_is_caught_by_validate_plan_and_run(tmp_path: Path)
     missing.mkdir(parents=True)
     code, out = _invoke("validate", str(path))
     assert code == 0 and "note:" not in out, out
+
+
+def test_kit_submit_refuses_a_missing_model_path_before_anything_is_queued(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kit_home: Path) -> None:
+    """kit submit checks model.path on the submit host (docs/slurm.md): exit 3, saying the path is opened on the
+    compute node and what to do when only the nodes have it; sbatch (a stand-in on PATH that records a call) never
+    runs and nothing is written."""
+    missing = tmp_path / "models" / "nope"
+    path = write_manifest(tmp_path / "m.yaml", manifest_data(model={"served_name": "m", "path": str(missing)}))
+    bin_dir, called = tmp_path / "bin", tmp_path / "sbatch-called"
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text(f"#!/bin/sh\ntouch {called}\necho 7\n")
+    (bin_dir / "sbatch").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    code, out = _invoke("submit", str(path), "--allow-unsigned", "--out", str(tmp_path / "r"))
+    assert code == 3 and f"model.path '{missing}' does not exist on this host" in out, out
+    assert "kit submit checks model.path here, on the host it submits from" in out and "srun kit run" in out, out
+    assert not called.exists() and not (tmp_path / "r").exists()
 
 
 def test_a_relative_model_path_is_taken_from_where_kit_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -33,10 +33,8 @@ def _kit(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
                           env={**os.environ, **env}, cwd=ROOT, check=False)
 
 
-def _interrupted_run(tmp_path: Path, port: int, flag: str) -> tuple[str, Path]:
-    """A signed manifest approved only through ``flag FILE``; SIGINT once the first level records; returns
-    kit's stderr and the bundle."""
-    env = _env(tmp_path)
+def _signed_manifest(tmp_path: Path, port: int) -> tuple[Path, Path]:
+    """A small A/B manifest signed by an approver whom only the returned policy file names (kit-manifest)."""
     m = write_manifest(tmp_path / "tiny.yaml", manifest_data(
         "hint", port=port, arms=ab_arms(), server={"ready_timeout_s": 60, "stop_grace_s": 5},
         load={"levels": [2], "requests_per_level": 40, "warmup_requests": 0, "prompt_tokens": 8,
@@ -45,19 +43,23 @@ def _interrupted_run(tmp_path: Path, port: int, flag: str) -> tuple[str, Path]:
     approver = key(tmp_path, "approver", "researcher@lab")
     policy = tmp_path / "project signers"  # a space: the printed command must quote it
     policy.write_text(f'researcher@lab namespaces="kit-manifest" {approver.public_line()}\n')
-    assert _kit(env, "sign", str(m), "--key", str(approver.path)).returncode == 0
-    out = tmp_path / "results"
+    assert _kit(_env(tmp_path), "sign", str(m), "--key", str(approver.path)).returncode == 0
+    return m, policy
+
+
+def _interrupted(tmp_path: Path, args: list[str], out: Path) -> tuple[str, Path]:
+    """``kit ARGS`` SIGINTed once the first level records into a bundle under ``out``; kit's stderr, the bundle."""
+    env = _env(tmp_path)
     old = signal.signal(signal.SIGINT, signal.default_int_handler)  # as from a terminal (see tests/e2e)
     try:
-        proc = subprocess.Popen([sys.executable, "-m", "kit", "run", flag, str(policy), str(m), "--out", str(out)],
-                                cwd=ROOT, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True)
+        proc = subprocess.Popen([sys.executable, "-m", "kit", *args], cwd=ROOT, env={**os.environ, **env},
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     finally:
         signal.signal(signal.SIGINT, old)
     try:
         def recording() -> bool:
             if proc.poll() is not None:
-                raise AssertionError(f"kit run ended ({proc.returncode}) first: {proc.communicate()}")
+                raise AssertionError(f"kit ended ({proc.returncode}) first: {proc.communicate()}")
             return any(len(f.read_text().splitlines()) >= 3 for f in out.glob("*/cells/*/level-2/records.jsonl"))
 
         assert poll_until(recording, 180, interval=0.05)
@@ -70,8 +72,27 @@ def _interrupted_run(tmp_path: Path, port: int, flag: str) -> tuple[str, Path]:
     return stderr, b
 
 
-def _printed_command(stderr: str) -> str:
-    found = re.findall(r"resumable: (kit run --resume .*)$", stderr, flags=re.M)
+def _interrupted_run(tmp_path: Path, port: int, flag: str) -> tuple[str, Path]:
+    """A signed manifest approved only through ``flag FILE``; SIGINT once the first level records; returns
+    kit's stderr and the bundle."""
+    m, policy = _signed_manifest(tmp_path, port)
+    out = tmp_path / "results"
+    return _interrupted(tmp_path, ["run", flag, str(policy), str(m), "--out", str(out)], out)
+
+
+def _pasted(tmp_path: Path, command: str) -> subprocess.CompletedProcess[str]:
+    """``command`` pasted into a shell elsewhere, `kit` being this checkout's kit."""
+    shim = tmp_path / "bin"
+    shim.mkdir(exist_ok=True)
+    (shim / "kit").write_text(f'#!/bin/sh\nexec {sys.executable} -m kit "$@"\n')
+    (shim / "kit").chmod(0o755)
+    env = {**os.environ, **_env(tmp_path), "PATH": f"{shim}:{os.environ['PATH']}", "PYTHONPATH": str(ROOT)}
+    return subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path,
+                          check=False)
+
+
+def _printed_command(stderr: str, command: str = "kit run --resume") -> str:
+    found = re.findall(rf"resumable: ({command} .*)$", stderr, flags=re.M)
     assert len(found) == 1, stderr
     return found[0].strip()
 
@@ -81,15 +102,28 @@ def test_the_printed_resume_command_works_as_pasted(tmp_path: Path, port: int, f
     stderr, b = _interrupted_run(tmp_path, port, flag)
     command = _printed_command(stderr)
     assert "project signers" in command
-    # pasted into a shell, `kit` being this checkout's kit
-    shim = tmp_path / "bin"
-    shim.mkdir()
-    (shim / "kit").write_text(f'#!/bin/sh\nexec {sys.executable} -m kit "$@"\n')
-    (shim / "kit").chmod(0o755)
-    env = {**os.environ, **_env(tmp_path), "PATH": f"{shim}:{os.environ['PATH']}", "PYTHONPATH": str(ROOT)}
-    r = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path,
-                       check=False)
+    r = _pasted(tmp_path, command)
     assert r.returncode == 0, command + "\n" + r.stdout + r.stderr
     assert json.loads((b / "run.json").read_text())["status"] == "complete"
     v = _kit(_env(tmp_path), "verify", str(b))
     assert v.returncode == 0, v.stdout + v.stderr
+
+
+def test_the_printed_reproduce_command_finishes_and_judges_the_reproduction(tmp_path: Path, port: int) -> None:
+    """An interrupted `kit reproduce` prints `kit reproduce SOURCE --resume BUNDLE` with every flag that decided it
+    (a --trust-only policy, --allow-untrusted-source: the source's runner is in no file of that policy); pasted
+    elsewhere it finishes the new run and judges it (a verdict's exit code, reproduce.json written)."""
+    m, policy = _signed_manifest(tmp_path, port)
+    source = tmp_path / "source"
+    first = _kit(_env(tmp_path), "run", "--trust-only", str(policy), str(m), "--out", str(source))
+    assert first.returncode == 0, first.stdout + first.stderr
+    [src] = [p for p in source.iterdir() if p.is_dir()]
+    out = tmp_path / "again"
+    stderr, b = _interrupted(tmp_path, ["reproduce", str(src), "--trust-only", str(policy),
+                                        "--allow-untrusted-source", "--out", str(out)], out)
+    command = _printed_command(stderr, "kit reproduce")
+    assert command.startswith(f"kit reproduce {src} --resume {b} ") and "--allow-untrusted-source" in command, command
+    r = _pasted(tmp_path, command)
+    assert r.returncode in (0, 10, 11), command + "\n" + r.stdout + r.stderr  # reproduced, inconsistent, imprecise
+    assert json.loads((b / "run.json").read_text())["status"] == "complete"
+    assert json.loads((b / "reproduce.json").read_text())["verdict"] in ("reproduced", "inconsistent", "imprecise")
