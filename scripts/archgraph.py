@@ -31,6 +31,7 @@ LAZY_IMPORTS: dict[str, str] = {
     "matplotlib": "plots only: 0.5 s to import",
     "torch": "only the OEA hook uses it, inside GPU images",
     "numpy": "the engine pins its BLAS thread count before numpy loads",
+    "transformers": "3 s to import: only workloads counted with a Hugging Face tokenizer need it",
     "kit.engine.server": "imports numpy (the engine pins BLAS threads first)",
     "kit.engine.model": "imports numpy (the engine pins BLAS threads first)",
 }

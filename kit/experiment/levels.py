@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from kit.bundle import Bundle
 from kit.errors import LoadError, ServerError
 from kit.experiment.options import Events
+from kit.experiment.workloads import Workloads
 from kit.files.cell import LevelOutcome
 from kit.load import LevelSpec, LoadSession, Progress
 from kit.manifest import Manifest
@@ -35,14 +36,19 @@ def scrape_metrics(base_url: str) -> dict[str, float] | None:
     return out
 
 
-def level_spec(m: Manifest, cell: Cell, lv: LevelPlan, base_url: str) -> LevelSpec:
+def level_spec(m: Manifest, cell: Cell, lv: LevelPlan, base_url: str,
+               workload: tuple[str, int] | None = None) -> LevelSpec:
+    """``workload``: the level's workload file and its largest max_tokens (kit.experiment.workloads)."""
+    req = m.load.request
     return LevelSpec(
         base_url=base_url, endpoint=m.load.endpoint, model=m.model.served_name,
         concurrency=lv.concurrency, requests=lv.requests, warmup_requests=lv.warmup,
-        prompt_tokens=m.load.prompt_tokens, output_tokens=m.load.output_tokens,
+        prompt_tokens=m.load.prompt_tokens, output_tokens=workload[1] if workload else m.load.output_tokens,
         seed=m.load.seed + lv.concurrency, request_timeout_s=m.load.request_timeout_s,
         processes=0 if m.load.processes == "auto" else m.load.processes, dialect=m.load.dialect,
         cpus=m.load.cpus, tags={"arm": cell.arm, "repeat": cell.repeat, "level": lv.concurrency},
+        workload=workload[0] if workload else None, body_fields=dict(req.body_fields()),
+        seed_per_request=req.seed_per_request, headers=dict(req.headers), header_env=dict(req.header_env),
     )
 
 
@@ -53,6 +59,7 @@ class LevelRunner:
     m: Manifest
     bundle: Bundle
     events: Events
+    workloads: Workloads | None = None
 
     def run(self, cell: Cell, lv: LevelPlan, server: RunningServer, spec: ServerSpec,
             load: LoadSession) -> LevelOutcome:
@@ -72,7 +79,10 @@ class LevelRunner:
                 return True
             return False
 
-        res = load.run_level(level_spec(self.m, cell, lv, spec.base_url), self.bundle.path(rel),
+        if self.workloads is None:
+            self.workloads = Workloads(self.m, self.bundle)
+        workload = self.workloads.path_for(lv)
+        res = load.run_level(level_spec(self.m, cell, lv, spec.base_url, workload), self.bundle.path(rel),
                              on_progress=progress, should_stop=server_gone)
         after = scrape_metrics(spec.base_url)
         if before is not None or after is not None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import locust  # noqa: F401  (first: gevent monkey-patching, see kit.load.driver)
 
 # isort: split
+import os
 import socket
 import time
 from array import array
@@ -51,7 +52,7 @@ from kit.load.driver_sock import (
     recv_stamped,
     short,
 )
-from kit.load.prompts import ENDPOINT_PATHS, BodyBuilder, PromptSource
+from kit.load.prompts import ENDPOINT_PATHS, BodyBuilder, PromptSource, WorkloadBodies, prompt_problem
 
 RECV_SIZE = 65536
 perf_ns = time.perf_counter_ns
@@ -122,12 +123,19 @@ class Streamer:
         self.cfg = cfg
         self.url = URL(cfg.base_url.rstrip("/") + ENDPOINT_PATHS[cfg.endpoint])
         self.key = sse.content_key(cfg.endpoint)
-        self.bodies = BodyBuilder(cfg.endpoint, cfg.model, cfg.output_tokens,
-                                  PromptSource(cfg.seed, cfg.prompt_tokens), cfg.dialect)
+        self.workload: WorkloadBodies | None = None
+        self.bodies: BodyBuilder | WorkloadBodies
+        if cfg.workload_path:
+            self.bodies = self.workload = WorkloadBodies(cfg.workload_path, cfg.endpoint, cfg.model, cfg.dialect,
+                                                         cfg.body_fields, cfg.seed_per_request)
+        else:
+            self.bodies = BodyBuilder(cfg.endpoint, cfg.model, cfg.output_tokens,
+                                      PromptSource(cfg.seed, cfg.prompt_tokens), cfg.dialect, cfg.body_fields)
         host = self.url.host if self.url.port in (None, 80) else f"{self.url.host}:{self.url.port}"
         self.head = (f"POST {self.url.request_uri} HTTP/1.1\r\nHost: {host}\r\n"
                      "Content-Type: application/json\r\nAccept: text/event-stream\r\n"
                      "Accept-Encoding: identity\r\nUser-Agent: kit-load\r\n"
+                     f"{extra_headers(cfg)}"
                      "X-Request-Id: %s\r\nContent-Length: %d\r\n\r\n").encode("latin-1")
         self.budget = Budget()
         self.phase = Phase("setup", "", 0, None, {})
@@ -153,7 +161,8 @@ class Streamer:
     def run_one(self, pool: ConnectionPool, ticket: int) -> None:
         ph = self.phase
         rid = f"{ph.rid_prefix}{ticket}"
-        body = self.bodies.body(ph.index_offset + ticket)
+        index = ph.index_offset + ticket
+        body = self.bodies.body(index)
         payload = self.head % (rid.encode(), len(body)) + body
         req = Request()
         timer = gevent.Timeout(self.cfg.request_timeout_s)
@@ -181,7 +190,7 @@ class Streamer:
             timer.close()
             if resp is not None:
                 resp.release()  # back to the pool when complete, closed otherwise
-        self._account(rid, wall, t0, req)
+        self._account(rid, wall, t0, req, index)
 
     @staticmethod
     def _send(pool: ConnectionPool, sock: Any, payload: bytes, req: Request) -> HTTPSocketPoolResponse:
@@ -310,7 +319,7 @@ class Streamer:
                 req.error = f"error event: {msg}"
         return False
 
-    def _account(self, rid: str, wall: float, t0: int, req: Request) -> None:
+    def _account(self, rid: str, wall: float, t0: int, req: Request, index: int) -> None:
         ph = self.phase
         chunks = req.chunk_ns
         n = len(chunks)
@@ -321,7 +330,8 @@ class Streamer:
             if ph.first_error is None:
                 ph.first_error = req.error or f"http {req.status}"
         usage = bounds.usage_count(req.usage_completion)
-        flag = bounds.usage_problem(req.usage_completion, n, self.cfg.output_tokens)
+        wl = self.workload
+        flag = bounds.usage_problem(req.usage_completion, n, wl.max_tokens[index] if wl else self.cfg.output_tokens)
         ph.out_tokens += n
         ph.usage_tokens += usage or 0
         if req.first_lag_ns >= 0 and req.error is None:
@@ -331,4 +341,23 @@ class Streamer:
                          "wall_start": wall, "ttft_ns": chunks[0] if n else None, "chunk_ns": chunks,
                          "e2e_ns": req.e2e_ns, "usage_completion_tokens": usage,
                          "usage_prompt_tokens": bounds.usage_count(req.usage_prompt), "client_tokens": n,
-                         "status": req.status, "error": req.error, "usage_flag": flag}, chunks)
+                         "status": req.status, "error": req.error, "usage_flag": flag,
+                         **(self._prompt_check(index, req) if wl else {})}, chunks)
+
+    def _prompt_check(self, index: int, req: Request) -> dict[str, object]:
+        assert self.workload is not None
+        expected = self.workload.expected[index]
+        return {"workload_index": index, "prompt_tokens_expected": expected,
+                "prompt_flag": prompt_problem(bounds.usage_count(req.usage_prompt), expected)}
+
+
+def extra_headers(cfg: DriverConfig) -> str:
+    """load.request's header lines: plain values, then secret ones read here from the named variables (never
+    written anywhere: they live in this process's request head only)."""
+    lines = [f"{k}: {v}\r\n" for k, v in cfg.headers.items()]
+    for name, env in cfg.header_env.items():
+        value = os.environ.get(env)
+        if value is None or any(c in value for c in "\r\n\0"):
+            raise SystemExit(f"header {name}: the variable {env} is unset or holds a line break")
+        lines.append(f"{name}: {value}\r\n")
+    return "".join(lines).replace("%", "%%")

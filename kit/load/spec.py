@@ -34,6 +34,12 @@ class LevelSpec:
     tags: dict[str, str | int] = field(default_factory=dict)  # copied into every record
     dialect: str = "sglang"  # request fields for fixed length and usage: kit.load.prompts.DIALECTS
     cpus: str | None = None  # Linux CPU list the driver processes run on (load.cpus); None: wherever kit may
+    # -- workload (kit.workload; owner: workload): what each request carries --
+    workload: str | None = None  # a workload file (kit.files.workload): request i is its line i; None: word prompts
+    body_fields: dict[str, object] = field(default_factory=dict)  # load.request's body fields
+    seed_per_request: bool = False
+    headers: dict[str, str] = field(default_factory=dict)     # plain values (they reach client.json)
+    header_env: dict[str, str] = field(default_factory=dict)  # header -> variable name; its value never leaves env
 
 
 @dataclass(frozen=True)
@@ -104,12 +110,35 @@ def validate(spec: LevelSpec) -> None:
         problems.append("warmup_requests and processes must be >= 0")
     if spec.request_timeout_s <= 0:
         problems.append(f"request_timeout_s must be > 0 (got {spec.request_timeout_s})")
+    problems += workload_problems(spec)
     url = urlsplit(spec.base_url)
     if url.scheme != "http" or not url.hostname:
         problems.append(f"base_url {spec.base_url!r} is not an http:// URL (https is not supported)")
     if problems:
         raise LoadError("cannot run load level: " + "; ".join(problems),
                         hint="fix the level's settings in the experiment manifest")
+
+
+def workload_problems(spec: LevelSpec) -> list[str]:
+    """The workload file must hold every index the level sends; a secret header's variable must be set."""
+    problems = []
+    if spec.workload is not None:
+        try:
+            with open(spec.workload, "rb") as f:
+                lines = sum(1 for _ in f)
+        except OSError as exc:
+            lines = 0
+            problems.append(f"cannot read the workload file {spec.workload} ({exc})")
+        if lines and lines < spec.requests + spec.warmup_requests:
+            problems.append(f"the workload file {spec.workload} holds {lines} requests, the level sends "
+                            f"{spec.requests + spec.warmup_requests}")
+    for name, env in spec.header_env.items():
+        value = os.environ.get(env)
+        if value is None:
+            problems.append(f"header {name} needs the environment variable {env}, which is not set")
+        elif any(c in value for c in "\r\n\0"):
+            problems.append(f"the environment variable {env} (header {name}) holds a line break")
+    return problems
 
 
 def preflight(base_url: str) -> None:
