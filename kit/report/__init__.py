@@ -14,6 +14,7 @@ from kit.files.summary import Summary
 from kit.report import plots, render
 from kit.report.overhead import cell_overheads, overhead_section
 from kit.report.render import render_markdown
+from kit.report.workload import workload_section
 
 __all__ = ["as_summary", "render_markdown", "render_report", "verdict_lines"]
 
@@ -35,5 +36,6 @@ def render_report(root: Path, summary: Summary | Mapping[str, object]) -> list[P
     written = plots.render_plots(root, typed)
     md = root / "report.md"
     text = render_markdown(typed, [p.relative_to(root).as_posix() for p in written])
-    md.write_text(text + "\n".join(overhead_section(cell_overheads(root, typed))), encoding="utf-8")
+    tail = [*workload_section(root), *overhead_section(cell_overheads(root, typed))]  # workload: kit.report.workload
+    md.write_text(text + "\n".join(tail), encoding="utf-8")
     return [md, *written]

@@ -175,3 +175,28 @@ def test_request_options_refuse_what_kit_sets() -> None:
         RequestOptions.model_validate({"seed_per_request": True})
     ok = RequestOptions.model_validate({"temperature": 0.5, "seed": 3, "extra_body": {"chat_template_kwargs": {}}})
     assert ok.body_fields() == {"temperature": 0.5, "seed": 3, "chat_template_kwargs": {}}
+
+
+def test_verify_holds_records_against_the_workload(tmp_path: Path) -> None:
+    from kit.files.workload import WorkloadIndex
+    from kit.workload.check import check_workload
+
+    items = Workload(words_load(kind="text"), None).level(3, 1)
+    data = encode_lines(items)
+    (tmp_path / "workload").mkdir()
+    (tmp_path / "workload" / "level-2.jsonl").write_bytes(data)
+    index = WorkloadIndex(dataset="text", tokenizer="words", levels={"2": hashlib.sha256(data).hexdigest()})
+    (tmp_path / "workload" / "index.json").write_text(json.dumps(index.to_json()))
+    recs = tmp_path / "cells" / "a-r1" / "level-2" / "records.jsonl"
+    recs.parent.mkdir(parents=True)
+    good = [{"rid": f"w0-{i}", "workload_index": i, "prompt_tokens_expected": 17, "prompt_flag": None}
+            for i in range(3)]
+    recs.write_text("".join(json.dumps(r) + "\n" for r in good))
+    note, problems = check_workload(tmp_path)
+    assert problems == [] and "3 requests matched" in note
+    recs.write_text(json.dumps({**good[0], "workload_index": 7}) + "\n" + json.dumps({**good[1],
+                    "prompt_tokens_expected": 16}) + "\n")
+    _, problems = check_workload(tmp_path)
+    assert len(problems) == 2 and "names workload line 7" in problems[0] and "its workload line says 17" in problems[1]
+    (tmp_path / "workload" / "level-2.jsonl").write_bytes(data + b"\n")
+    assert any("does not hash" in p for p in check_workload(tmp_path)[1])
