@@ -38,12 +38,16 @@ def check_workload(root: Path) -> tuple[str, list[str]]:
         path = root / "workload" / f"level-{level}.jsonl"
         try:
             data = path.read_bytes()
-            items[int(level)] = _lines(path)
-        except (OSError, ValueError) as exc:
+        except OSError as exc:
             problems.append(f"workload/level-{level}.jsonl: {exc}")
             continue
         if hashlib.sha256(data).hexdigest() != digest:
             problems.append(f"workload/level-{level}.jsonl does not hash to what workload/index.json records")
+            continue
+        try:
+            items[int(level)] = _lines(path)
+        except ValueError as exc:
+            problems.append(f"workload/level-{level}.jsonl: {exc}")
     checked = flagged = 0
     for f in sorted(root.glob("cells/*/level-*/records.jsonl")):
         lv = int(f.parent.name.split("-", 1)[1])
