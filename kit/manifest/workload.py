@@ -4,7 +4,9 @@ per-request list from them before a level starts, and the driver sends exactly t
 
 from __future__ import annotations
 
+import hashlib
 import json
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -27,6 +29,20 @@ class DatasetFile(_Model):
     path: str = Field(min_length=1, max_length=4096,
                       description="The file, relative to kit's working directory (like model.path).")
     sha256: Sha256 = Field(description="sha256 of the file's bytes (`sha256sum FILE`); signed with the manifest.")
+
+
+def file_problem(f: DatasetFile) -> str | None:
+    """Why the pinned file cannot be used here (absent, unreadable, other bytes), or None; read in 1 MiB blocks."""
+    h = hashlib.sha256()
+    try:
+        with Path(f.path).expanduser().open("rb") as src:
+            for block in iter(lambda: src.read(1 << 20), b""):
+                h.update(block)
+    except OSError as exc:
+        return f"load.dataset.file {f.path}: cannot read it ({exc.strerror or exc})"
+    if h.hexdigest() != f.sha256:
+        return f"load.dataset.file {f.path}: its sha256 is {h.hexdigest()}, the manifest pins {f.sha256}"
+    return None
 
 
 class TextSet(_Model):

@@ -200,3 +200,14 @@ def test_verify_holds_records_against_the_workload(tmp_path: Path) -> None:
     assert len(problems) == 2 and "names workload line 7" in problems[0] and "its workload line says 17" in problems[1]
     (tmp_path / "workload" / "level-2.jsonl").write_bytes(data + b"\n")
     assert any("does not hash" in p for p in check_workload(tmp_path)[1])
+
+
+def test_kit_run_refuses_a_changed_file_before_anything_starts(tmp_path: Path) -> None:
+    from kit.manifest.workload import DatasetFile, file_problem
+
+    f = pinned(tmp_path / "p.jsonl", b'{"prompt": "a b"}\n')
+    assert file_problem(DatasetFile.model_validate(f)) is None
+    (tmp_path / "p.jsonl").write_bytes(b"other")
+    why = file_problem(DatasetFile.model_validate(f))
+    assert why is not None and f["sha256"] in why and hashlib.sha256(b"other").hexdigest() in why
+    assert "cannot read it" in (file_problem(DatasetFile(path=str(tmp_path / "gone"), sha256=f["sha256"])) or "")
