@@ -49,6 +49,7 @@ def level_spec(m: Manifest, cell: Cell, lv: LevelPlan, base_url: str,
         cpus=m.load.cpus, tags={"arm": cell.arm, "repeat": cell.repeat, "level": lv.concurrency},
         workload=workload[0] if workload else None, body_fields=dict(req.body_fields()),
         seed_per_request=req.seed_per_request, headers=dict(req.headers), header_env=dict(req.header_env),
+        ca_bundle=req.ca_bundle, verify_tls=req.verify_tls,
     )
 
 

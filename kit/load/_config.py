@@ -31,6 +31,8 @@ class DriverConfig:
     seed_per_request: bool = False
     headers: dict[str, str] = field(default_factory=dict)  # plain header values
     header_env: dict[str, str] = field(default_factory=dict)  # header -> environment variable (secret values)
+    ca_bundle: str | None = None  # https (kit.load.driver_tls)
+    verify_tls: bool = True
     wait_for_go: bool = False   # block after the warm-up until the parent writes "go" on stdin
     progress_interval_s: float = 0.25
     lag_probe_interval_s: float = 0.01

@@ -57,7 +57,8 @@ def plan(spec: LevelSpec, procs: list[DriverProcess], work: Path, records_path: 
             output_tokens=spec.output_tokens, seed=spec.seed, request_timeout_s=spec.request_timeout_s,
             records_path=str(part or records_path), tags=dict(spec.tags), wait_for_go=True, dialect=spec.dialect,
             workload_path=spec.workload, body_fields=dict(spec.body_fields), seed_per_request=spec.seed_per_request,
-            headers=dict(spec.headers), header_env=dict(spec.header_env))
+            headers=dict(spec.headers), header_env=dict(spec.header_env), ca_bundle=spec.ca_bundle,
+            verify_tls=spec.verify_tls)
         offset = proc.stderr_size() if proc.levels else 0
         slots.append(Slot(i, proc, cfg, work / f"driver-{i}.stderr", offset, part))
     return slots

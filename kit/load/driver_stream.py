@@ -52,6 +52,7 @@ from kit.load.driver_sock import (
     recv_stamped,
     short,
 )
+from kit.load.driver_tls import drain_pending, tls_pool, tls_recv
 from kit.load.prompts import ENDPOINT_PATHS, BodyBuilder, PromptSource, WorkloadBodies, prompt_problem
 
 RECV_SIZE = 65536
@@ -131,7 +132,9 @@ class Streamer:
         else:
             self.bodies = BodyBuilder(cfg.endpoint, cfg.model, cfg.output_tokens,
                                       PromptSource(cfg.seed, cfg.prompt_tokens), cfg.dialect, cfg.body_fields)
-        host = self.url.host if self.url.port in (None, 80) else f"{self.url.host}:{self.url.port}"
+        self.tls = self.url.scheme == "https"
+        default_port = 443 if self.tls else 80
+        host = self.url.host if self.url.port in (None, default_port) else f"{self.url.host}:{self.url.port}"
         self.head = (f"POST {self.url.request_uri} HTTP/1.1\r\nHost: {host}\r\n"
                      "Content-Type: application/json\r\nAccept: text/event-stream\r\n"
                      "Accept-Encoding: identity\r\nUser-Agent: kit-load\r\n"
@@ -146,7 +149,9 @@ class Streamer:
         self.max_events = bounds.max_events(cfg.output_tokens)
 
     def new_pool(self) -> ConnectionPool:
-        host, port = self.url.host, self.url.port or 80
+        host, port = self.url.host, self.url.port or (443 if self.tls else 80)
+        if self.tls:
+            return tls_pool(host, port, self.cfg)
         # network_timeout=None: no timer per socket wait; run_one's gevent.Timeout bounds the request
         return ConnectionPool(host, port, host, port, size=1, network_timeout=None,  # type: ignore[arg-type]
                               connection_timeout=min(self.cfg.request_timeout_s, 30.0))
@@ -173,7 +178,7 @@ class Streamer:
             sock = pool.get_socket()  # connects if needed; its liveness check yields to other greenlets
             sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)  # per request: the socket may be new
             wall, t0 = time.time(), perf_ns()  # so the clock starts here, as the bytes go out
-            resp = self._send(pool, sock, payload, req)
+            resp = self._send(pool, sock, payload, req, self.tls)
             req.status = resp.status_code
             if req.status == 200:
                 self._read_stream(resp, t0, req)
@@ -193,10 +198,11 @@ class Streamer:
         self._account(rid, wall, t0, req, index)
 
     @staticmethod
-    def _send(pool: ConnectionPool, sock: Any, payload: bytes, req: Request) -> HTTPSocketPoolResponse:
+    def _send(pool: ConnectionPool, sock: Any, payload: bytes, req: Request, tls: bool) -> HTTPSocketPoolResponse:
         try:
             sock.sendall(payload)
-            req.head_rx_ns = peek_rx(sock)
+            # the kernel's receive time of the head; over TLS the first bytes may be a session ticket: not known
+            req.head_rx_ns = 0 if tls else peek_rx(sock)
         except BaseException:
             pool.release_socket(sock)
             raise
@@ -211,10 +217,18 @@ class Streamer:
         if req.chunk_ns and req.head_rx_ns:
             req.first_lag_ns = max(0, now + self.phase.clock_offset_ns - req.head_rx_ns)
         gsock = resp._sock
+        if self.tls and gsock is not None and not resp.message_complete:
+            for data in drain_pending(gsock):  # what TLS decrypted with the head: no readiness will announce it
+                _feed(resp, data)
+                self._scan(req, perf_ns())
+            gsock = resp._sock
         if gsock is not None and not resp.message_complete:
             req.fd = fd = gsock.fileno()
-            req.raw_recv = gsock._sock.recv  # the raw non-blocking socket under gevent's
-            req.raw_recvmsg = gsock._sock.recvmsg
+            if self.tls:  # decrypted reads; no kernel timestamps (they would stamp TLS records, not content)
+                req.raw_recv, req.raw_recvmsg = tls_recv(gsock), None
+            else:
+                req.raw_recv = gsock._sock.recv  # the raw non-blocking socket under gevent's
+                req.raw_recvmsg = gsock._sock.recvmsg
             req.finished = Event()
             self.demux.add(fd, req)
             try:
@@ -240,7 +254,7 @@ class Streamer:
         """Called by the demultiplexer for a ready socket: one read, one timestamp, then parse."""
         try:
             assert req.raw_recv is not None and req.resp is not None
-            if req.chunk_ns:
+            if req.chunk_ns or req.raw_recvmsg is None:
                 data = req.raw_recv(RECV_SIZE)
                 now = perf_ns()
                 rx = 0

@@ -40,6 +40,8 @@ class LevelSpec:
     seed_per_request: bool = False
     headers: dict[str, str] = field(default_factory=dict)     # plain values (they reach client.json)
     header_env: dict[str, str] = field(default_factory=dict)  # header -> variable name; its value never leaves env
+    ca_bundle: str | None = None  # https: CA certificates (PEM) to verify the server with; None: the system's
+    verify_tls: bool = True
 
 
 @dataclass(frozen=True)
@@ -112,8 +114,10 @@ def validate(spec: LevelSpec) -> None:
         problems.append(f"request_timeout_s must be > 0 (got {spec.request_timeout_s})")
     problems += workload_problems(spec)
     url = urlsplit(spec.base_url)
-    if url.scheme != "http" or not url.hostname:
-        problems.append(f"base_url {spec.base_url!r} is not an http:// URL (https is not supported)")
+    if url.scheme not in ("http", "https") or not url.hostname:
+        problems.append(f"base_url {spec.base_url!r} is not an http:// or https:// URL")
+    if spec.ca_bundle is not None and not os.path.isfile(spec.ca_bundle):
+        problems.append(f"ca_bundle {spec.ca_bundle} is not a file")
     if problems:
         raise LoadError("cannot run load level: " + "; ".join(problems),
                         hint="fix the level's settings in the experiment manifest")
@@ -143,7 +147,7 @@ def workload_problems(spec: LevelSpec) -> list[str]:
 
 def preflight(base_url: str) -> None:
     url = urlsplit(base_url)
-    port = url.port or 80
+    port = url.port or (443 if url.scheme == "https" else 80)
     try:
         with socket.create_connection((url.hostname or "", port), timeout=5.0):
             pass

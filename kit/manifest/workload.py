@@ -133,6 +133,11 @@ class RequestOptions(_Model):
                                                        ("seed", self.seed)) if v is not None}
         return {**out, **self.extra_body}
 
+    ca_bundle: str | None = Field(None, min_length=1, max_length=4096, description="https: a PEM file of CA "
+                                  "certificates to verify the server with (default: the system's).")
+    verify_tls: bool = Field(True, description="https: verify the server's certificate and name (off only for a "
+                             "throwaway test server: the report cannot say who answered).")
+
     @field_validator("extra_body")
     @classmethod
     def _extra(cls, v: dict[str, Any]) -> dict[str, Any]:
