@@ -1,7 +1,12 @@
-import json, glob, sys
+"""Prints OEA's effect (experts/step, TPOT) per level from the two bundles run.sh made (demo and demo-text)."""
+
+import glob
+import json
+from pathlib import Path
+
 for n in ("demo", "demo-text"):
     (b,) = glob.glob(f"/tmp/wl/meas/out-{n}/*/")
-    s = json.load(open(b + "summary.json"))
+    s = json.loads(Path(b, "summary.json").read_text())
     print(f"== {n}: {b}")
     al = {(a["arm"], a["level"]): a for a in s["arm_levels"]}
     for lv in sorted({k[1] for k in al}):
