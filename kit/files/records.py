@@ -57,6 +57,8 @@ class Record(TypedDict):
 
     workload_index: NotRequired[int]
     """With a workload (load.dataset): the request's line in ``workload/level-<c>.jsonl`` (what was sent)."""
+    max_tokens: NotRequired[int]
+    """With a workload: the ``max_tokens`` this request asked for (datasets vary it per request)."""
     prompt_tokens_expected: NotRequired[int | None]
     """With a workload: the prompt tokens its tokenizer counts for the request as sent (chat: templated)."""
     prompt_flag: NotRequired[str | None]

@@ -361,7 +361,8 @@ class Streamer:
     def _prompt_check(self, index: int, req: Request) -> dict[str, object]:
         assert self.workload is not None
         expected = self.workload.expected[index]
-        return {"workload_index": index, "prompt_tokens_expected": expected,
+        return {"workload_index": index, "max_tokens": self.workload.max_tokens[index],
+                "prompt_tokens_expected": expected,
                 "prompt_flag": prompt_problem(bounds.usage_count(req.usage_prompt), expected)}
 
 

@@ -83,7 +83,7 @@ def test_the_driver_sends_the_workload(server: str, tmp_path: Path, monkeypatch:
     assert sorted(r["workload_index"] for r in recs) == list(range(12))  # the warm-up's are 12..14, not recorded
     for r in recs:
         item = items[r["workload_index"]]
-        assert r["prompt_tokens_expected"] == item.prompt_tokens
+        assert r["prompt_tokens_expected"] == item.prompt_tokens and r["max_tokens"] == item.max_tokens
         assert (r["prompt_flag"] is not None) == (r["workload_index"] % 3 == 2), r  # seed 100 + i, 102 % 3 == 0
         assert r["usage_flag"] is None  # usage checked against the request's own max_tokens
     flagged = [r for r in recs if r["prompt_flag"]]
