@@ -95,12 +95,14 @@ def test_each_dataset_kind_end_to_end(kind: str, tmp_path: Path, isolated: dict[
 
 
 def test_the_demo_on_real_text(tmp_path: Path, isolated: dict[str, str]) -> None:
-    """experiments/demo-text.yaml as shipped is checked (signature, plan); a cut of it (2 repeats, fewer requests,
-    the way the demo test cuts demo.yaml) runs: every prompt is exactly 32 words of the corpus."""
+    """experiments/demo-text.yaml as shipped is checked (its signature); a cut of it (2 repeats, levels 1 and 16,
+    fewer requests) runs: every prompt is exactly 32 words of the corpus."""
     shipped = ROOT / "experiments" / "demo-text.yaml"
     assert kit("verify", "--trust", TRUST, str(shipped), env=isolated).returncode == 0
     data = yaml.safe_load(shipped.read_text())
-    data["design"]["repeats"], data["load"]["requests_per_level"] = 2, [8, 16, 32, 64]
+    # CI time: 2 repeats, two levels of few requests (c=64 is the shipped demo's; demo.yaml's own test runs it)
+    data["design"]["repeats"] = 2
+    data["load"]["levels"], data["load"]["requests_per_level"] = [1, 16], [8, 32]
     cut = tmp_path / "demo-text.yaml"
     cut.write_text(yaml.safe_dump(data, sort_keys=False))
     assert kit("sign", str(cut), "--key", str(ROOT / "keys" / "example_ed25519")).returncode == 0
