@@ -33,6 +33,7 @@ LAZY_IMPORTS: dict[str, str] = {
              "and kit.plan import kit.stats)",
     "torch": "only the OEA hook uses it, inside GPU images",
     "numpy": "the engine pins its BLAS thread count before numpy loads",
+    "transformers": "3 s to import: only workloads counted with a Hugging Face tokenizer need it",
     "kit.engine.server": "imports numpy (the engine pins BLAS threads first)",
     "kit.engine.model": "imports numpy (the engine pins BLAS threads first)",
 }

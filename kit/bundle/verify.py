@@ -53,6 +53,7 @@ from kit.signing import (
 )
 from kit.stats import summarize_bundle
 from kit.stats.versions import as_schema, known_versions
+from kit.workload.check import check_workload
 
 MAX_PROVENANCE_BYTES = 256 << 20
 MAX_LISTED_PROBLEMS = 50
@@ -142,6 +143,9 @@ def verify_directory(root: Path, trust: list[Path], *, label: str, integrity_onl
     if sched_problems:
         raise fail(label, sched_problems, hint="the records are not what the levels' schedules sent; get an "
                    "untouched bundle")
+    workload_note, problems = check_workload(root)  # intended (workload/) against sent (records)
+    if problems:
+        raise fail(label, problems, hint="the records do not match the workload the bundle says was sent")
     run = _run_info(root)
     manifest = manifest_check(root, files) if not integrity_only else {"status": "not checked (--integrity-only)"}
     rec = recorded_flags(root)
@@ -149,6 +153,7 @@ def verify_directory(root: Path, trust: list[Path], *, label: str, integrity_onl
              f"  files: {len(subjects)} checked against the signed provenance; {summary_note}; {sched_note}"
              + (f"; run {run['status']}" if run.get("status") else ""),
              f"  checkpoints: {chain_note}",
+             f"  workload: {workload_note}",
              f"  manifest approval (kit-manifest): {manifest['status']}",
              f"  {flags_line(rec)}"]
     if run.get("reproduces"):
@@ -158,6 +163,7 @@ def verify_directory(root: Path, trust: list[Path], *, label: str, integrity_onl
                            "signers": signer.signers, "trusted": signer.trusted, "summary": summary_note,
                            "schedules": sched_note, "run": run,
                            "manifest_signature": manifest, "integrity_only": integrity_only, "checkpoints": chain,
+                           "workload": workload_note,
                            **rec}
     return VerifyResult(summary="\n".join(lines), details=details)
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from kit.bundle import Bundle
 from kit.errors import LoadError, ServerError
 from kit.experiment.options import Events
+from kit.experiment.workloads import Workloads
 from kit.files.cell import LevelOutcome
 from kit.load import LevelSpec, LoadSession, Progress
 from kit.manifest import Manifest
@@ -24,17 +25,23 @@ def scrape_metrics(base_url: str) -> dict[str, float] | None:
 ARRIVAL_SEED_OFFSET = 7_919  # the schedule's seed differs from the prompts' (load.seed + level)
 
 
-def level_spec(m: Manifest, cell: Cell, lv: LevelPlan, base_url: str) -> LevelSpec:
+def level_spec(m: Manifest, cell: Cell, lv: LevelPlan, base_url: str,
+               workload: tuple[str, int] | None = None) -> LevelSpec:
+    """``workload``: the level's workload file and its largest max_tokens (kit.experiment.workloads)."""
+    req = m.load.request
     return LevelSpec(
         base_url=base_url, endpoint=m.load.endpoint, model=m.model.served_name,
         concurrency=lv.concurrency, requests=lv.requests, warmup_requests=lv.warmup,
-        prompt_tokens=m.load.prompt_tokens, output_tokens=m.load.output_tokens,
+        prompt_tokens=m.load.prompt_tokens, output_tokens=workload[1] if workload else m.load.output_tokens,
         seed=m.load.seed + lv.concurrency, request_timeout_s=m.load.request_timeout_s,
         processes=0 if m.load.processes == "auto" else m.load.processes, dialect=m.load.dialect,
         cpus=m.load.cpus, tags={"arm": cell.arm, "repeat": cell.repeat, "level": lv.concurrency},
         arrival=m.load.arrival.process, rate=lv.rate or 0.0, burstiness=m.load.arrival.burstiness,
         arrival_seed=m.load.seed + lv.concurrency + ARRIVAL_SEED_OFFSET, duration_s=m.load.arrival.duration_s,
         window=m.load.arrival.window,
+        workload=workload[0] if workload else None, body_fields=dict(req.body_fields()),
+        seed_per_request=req.seed_per_request, headers=dict(req.headers), header_env=dict(req.header_env),
+        ca_bundle=req.ca_bundle, verify_tls=req.verify_tls,
     )
 
 
@@ -46,6 +53,7 @@ class LevelRunner:
     bundle: Bundle
     events: Events
     gpus: list[int] = field(default_factory=list)  # NVML indices the telemetry samples (empty: none)
+    workloads: Workloads | None = None
 
     def run(self, cell: Cell, lv: LevelPlan, server: RunningServer, spec: ServerSpec,
             load: LoadSession) -> LevelOutcome:
@@ -65,11 +73,14 @@ class LevelRunner:
                 return True
             return False
 
+        if self.workloads is None:
+            self.workloads = Workloads(self.m, self.bundle)
+        workload = self.workloads.path_for(lv)
         # ---- telemetry (kit.telemetry): /metrics (when the server has one) and NVML about once a second
         series = f"{rel}/telemetry.jsonl"
         with LevelSampler(spec.base_url + "/metrics" if before is not None else None, self.gpus,
                           lambda s: self.bundle.append_jsonl(series, s.model_dump(mode="json"))) as sampler:
-            res = load.run_level(level_spec(self.m, cell, lv, spec.base_url), self.bundle.path(rel),
+            res = load.run_level(level_spec(self.m, cell, lv, spec.base_url, workload), self.bundle.path(rel),
                                  on_progress=progress, should_stop=server_gone)
         self.bundle.write_json(f"{rel}/telemetry.json", sampler.stop())
         # ---- end telemetry

@@ -56,6 +56,16 @@ class Record(TypedDict):
     of content events, or above the ``max_tokens`` asked. Such a request is still ok; its timing uses the client's
     count. Absent in records of kits before it."""
 
+    workload_index: NotRequired[int]
+    """With a workload (load.dataset): the request's line in ``workload/level-<c>.jsonl`` (what was sent)."""
+    max_tokens: NotRequired[int]
+    """With a workload: the ``max_tokens`` this request asked for (datasets vary it per request)."""
+    prompt_tokens_expected: NotRequired[int | None]
+    """With a workload: the prompt tokens its tokenizer counts for the request as sent (chat: templated)."""
+    prompt_flag: NotRequired[str | None]
+    """With a workload: null, or how ``usage_prompt_tokens`` differs from ``prompt_tokens_expected`` by more than
+    one token (``kit.load.prompts.prompt_problem``). Absent without a workload and in records of kits before it."""
+
 
     sched_ns: NotRequired[int | None]
     """Open loop (``load.arrival``): when the request was due, ns after the level's start in its worker

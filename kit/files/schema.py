@@ -33,6 +33,7 @@ from kit.files.server import ServerFile
 from kit.files.server_info import ServerInfoFile
 from kit.files.summary import Summary
 from kit.files.telemetry import TelemetryFile, TelemetrySample
+from kit.files.workload import WorkItemLine, WorkloadIndex
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 SCHEMA_ID = "https://kit.invalid/bundle.schema.json"
@@ -58,6 +59,8 @@ REGISTRY: dict[str, type[BaseModel]] = {
     "provenance.dsse.json": EnvelopeFile,
     "manifest.yaml.sig": EnvelopeFile,
     ReproduceFile.file_pattern: ReproduceFile,
+    WorkloadIndex.file_pattern: WorkloadIndex,
+    "workload/level-*.jsonl": WorkItemLine,
     CheckpointFile.file_pattern: CheckpointFile,  # the payload: CheckpointStatement (EXTRA_DEFS)
     # kit reproduce: the source bundle's files the verdict and the setup diff were read from (kit.reproduce.sealing)
     "source/provenance.dsse.json": EnvelopeFile,

@@ -25,6 +25,14 @@ class DriverConfig:
     records_path: str
     tags: dict[str, str | int] = field(default_factory=dict)
     dialect: str = "sglang"     # how fixed length and usage are asked for (kit.load.prompts.fixed_length_fields)
+    # the workload (kit.workload): request i is line i of workload_path; None: the legacy word prompts
+    workload_path: str | None = None
+    body_fields: dict[str, object] = field(default_factory=dict)  # load.request's fields in every body
+    seed_per_request: bool = False
+    headers: dict[str, str] = field(default_factory=dict)  # plain header values
+    header_env: dict[str, str] = field(default_factory=dict)  # header -> environment variable (secret values)
+    ca_bundle: str | None = None  # https (kit.load.driver_tls)
+    verify_tls: bool = True
     wait_for_go: bool = False   # block after the warm-up until the parent writes "go" on stdin
     # open loop (kit.load.arrivals): this process's due times (ns after the level's start) and the global request
     # index of each (its prompt); None: closed loop

@@ -59,7 +59,10 @@ def plan(spec: LevelSpec, procs: list[DriverProcess], work: Path, records_path: 
             warmup_index_offset=spec.requests + sum(warm[:i]), prompt_tokens=spec.prompt_tokens,
             output_tokens=spec.output_tokens, seed=spec.seed, request_timeout_s=spec.request_timeout_s,
             records_path=str(part or records_path), tags=dict(spec.tags), wait_for_go=True, dialect=spec.dialect,
-            schedule_ns=due, schedule_index=index, duration_s=spec.duration_s, window=spec.window)
+            schedule_ns=due, schedule_index=index, duration_s=spec.duration_s, window=spec.window,
+            workload_path=spec.workload, body_fields=dict(spec.body_fields), seed_per_request=spec.seed_per_request,
+            headers=dict(spec.headers), header_env=dict(spec.header_env), ca_bundle=spec.ca_bundle,
+            verify_tls=spec.verify_tls)
         if due is not None:
             cfg = replace(cfg, requests=len(due))
         offset = proc.stderr_size() if proc.levels else 0

@@ -24,6 +24,7 @@ from __future__ import annotations
 import locust  # noqa: F401  (first: gevent monkey-patching, see kit.load.driver)
 
 # isort: split
+import os
 import socket
 import time
 from typing import Any
@@ -50,7 +51,8 @@ from kit.load.driver_sock import (
     recv_stamped,
     short,
 )
-from kit.load.prompts import ENDPOINT_PATHS, BodyBuilder, PromptSource
+from kit.load.driver_tls import drain_pending, tls_pool, tls_recv
+from kit.load.prompts import ENDPOINT_PATHS, BodyBuilder, PromptSource, WorkloadBodies, prompt_problem
 
 RECV_SIZE = 65536
 SPIN_NS = 1_500_000  # open loop: the last stretch before a due time is waited for by yielding, not by a timer
@@ -72,12 +74,21 @@ class Streamer:
         self.cfg = cfg
         self.url = URL(cfg.base_url.rstrip("/") + ENDPOINT_PATHS[cfg.endpoint])
         self.key = sse.content_key(cfg.endpoint)
-        self.bodies = BodyBuilder(cfg.endpoint, cfg.model, cfg.output_tokens,
-                                  PromptSource(cfg.seed, cfg.prompt_tokens), cfg.dialect)
-        host = self.url.host if self.url.port in (None, 80) else f"{self.url.host}:{self.url.port}"
+        self.workload: WorkloadBodies | None = None
+        self.bodies: BodyBuilder | WorkloadBodies
+        if cfg.workload_path:
+            self.bodies = self.workload = WorkloadBodies(cfg.workload_path, cfg.endpoint, cfg.model, cfg.dialect,
+                                                         cfg.body_fields, cfg.seed_per_request)
+        else:
+            self.bodies = BodyBuilder(cfg.endpoint, cfg.model, cfg.output_tokens,
+                                      PromptSource(cfg.seed, cfg.prompt_tokens), cfg.dialect, cfg.body_fields)
+        self.tls = self.url.scheme == "https"
+        default_port = 443 if self.tls else 80
+        host = self.url.host if self.url.port in (None, default_port) else f"{self.url.host}:{self.url.port}"
         self.head = (f"POST {self.url.request_uri} HTTP/1.1\r\nHost: {host}\r\n"
                      "Content-Type: application/json\r\nAccept: text/event-stream\r\n"
                      "Accept-Encoding: identity\r\nUser-Agent: kit-load\r\n"
+                     f"{extra_headers(cfg)}"
                      "X-Request-Id: %s\r\nContent-Length: %d\r\n\r\n").encode("latin-1")
         self.budget = Budget()
         self.phase = Phase("setup", "", 0, None, {})
@@ -88,7 +99,9 @@ class Streamer:
         self.max_events = bounds.max_events(cfg.output_tokens)
 
     def new_pool(self) -> ConnectionPool:
-        host, port = self.url.host, self.url.port or 80
+        host, port = self.url.host, self.url.port or (443 if self.tls else 80)
+        if self.tls:
+            return tls_pool(host, port, self.cfg)
         # network_timeout=None: no timer per socket wait; run_one's gevent.Timeout bounds the request
         return ConnectionPool(host, port, host, port, size=1, network_timeout=None,  # type: ignore[arg-type]
                               connection_timeout=min(self.cfg.request_timeout_s, 30.0))
@@ -147,7 +160,7 @@ class Streamer:
             sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)  # per request: the socket may be new
             wall, t0 = time.time(), perf_ns()  # so the clock starts here, as the bytes go out
             self._sent(t0, due, queue, first)
-            resp = self._send(pool, sock, payload, req)
+            resp = self._send(pool, sock, payload, req, self.tls)
             req.status = resp.status_code
             if req.status == 200:
                 self._read_stream(resp, t0, req)
@@ -164,7 +177,7 @@ class Streamer:
             timer.close()
             if resp is not None:
                 resp.release()  # back to the pool when complete, closed otherwise
-        self._account(rid, wall, t0, req, sched, None if due is None else max(0, t0 - due), queue)
+        self._account(rid, wall, t0, req, sched, None if due is None else max(0, t0 - due), queue, index)
 
     def _sent(self, t0: int, due: int | None, queue: int | None, first: bool) -> None:
         ph = self.phase
@@ -181,10 +194,11 @@ class Streamer:
                 ph.ramp_end_ns = t0
 
     @staticmethod
-    def _send(pool: ConnectionPool, sock: Any, payload: bytes, req: Request) -> HTTPSocketPoolResponse:
+    def _send(pool: ConnectionPool, sock: Any, payload: bytes, req: Request, tls: bool) -> HTTPSocketPoolResponse:
         try:
             sock.sendall(payload)
-            req.head_rx_ns = peek_rx(sock)
+            # the kernel's receive time of the head; over TLS the first bytes may be a session ticket: not known
+            req.head_rx_ns = 0 if tls else peek_rx(sock)
         except BaseException:
             pool.release_socket(sock)
             raise
@@ -199,10 +213,18 @@ class Streamer:
         if req.chunk_ns and req.head_rx_ns:
             req.first_lag_ns = max(0, now + self.phase.clock_offset_ns - req.head_rx_ns)
         gsock = resp._sock
+        if self.tls and gsock is not None and not resp.message_complete:
+            for data in drain_pending(gsock):  # what TLS decrypted with the head: no readiness will announce it
+                _feed(resp, data)
+                self._scan(req, perf_ns())
+            gsock = resp._sock
         if gsock is not None and not resp.message_complete:
             req.fd = fd = gsock.fileno()
-            req.raw_recv = gsock._sock.recv  # the raw non-blocking socket under gevent's
-            req.raw_recvmsg = gsock._sock.recvmsg
+            if self.tls:  # decrypted reads; no kernel timestamps (they would stamp TLS records, not content)
+                req.raw_recv, req.raw_recvmsg = tls_recv(gsock), None
+            else:
+                req.raw_recv = gsock._sock.recv  # the raw non-blocking socket under gevent's
+                req.raw_recvmsg = gsock._sock.recvmsg
             req.finished = Event()
             self.demux.add(fd, req)
             try:
@@ -228,7 +250,7 @@ class Streamer:
         """Called by the demultiplexer for a ready socket: one read, one timestamp, then parse."""
         try:
             assert req.raw_recv is not None and req.resp is not None
-            if req.chunk_ns:
+            if req.chunk_ns or req.raw_recvmsg is None:
                 data = req.raw_recv(RECV_SIZE)
                 now = perf_ns()
                 rx = 0
@@ -308,7 +330,7 @@ class Streamer:
         return False
 
     def _account(self, rid: str, wall: float, t0: int, req: Request, sched: int | None, late: int | None,
-                 queue: int | None) -> None:
+                 queue: int | None, index: int) -> None:
         ph = self.phase
         chunks = req.chunk_ns
         n = len(chunks)
@@ -320,7 +342,8 @@ class Streamer:
             if ph.first_error is None:
                 ph.first_error = req.error or f"http {req.status}"
         usage = bounds.usage_count(req.usage_completion)
-        flag = bounds.usage_problem(req.usage_completion, n, self.cfg.output_tokens)
+        wl = self.workload
+        flag = bounds.usage_problem(req.usage_completion, n, wl.max_tokens[index] if wl else self.cfg.output_tokens)
         ph.out_tokens += n
         ph.usage_tokens += usage or 0
         if req.first_lag_ns >= 0 and req.error is None:
@@ -331,4 +354,24 @@ class Streamer:
                          "e2e_ns": req.e2e_ns, "usage_completion_tokens": usage,
                          "usage_prompt_tokens": bounds.usage_count(req.usage_prompt), "client_tokens": n,
                          "status": req.status, "error": req.error, "usage_flag": flag, "sched_ns": sched,
-                         "late_ns": late, "queue_ns": queue}, chunks)
+                         "late_ns": late, "queue_ns": queue,
+                         **(self._prompt_check(index, req) if wl else {})}, chunks)
+
+    def _prompt_check(self, index: int, req: Request) -> dict[str, object]:
+        assert self.workload is not None
+        expected = self.workload.expected[index]
+        return {"workload_index": index, "max_tokens": self.workload.max_tokens[index],
+                "prompt_tokens_expected": expected,
+                "prompt_flag": prompt_problem(bounds.usage_count(req.usage_prompt), expected)}
+
+
+def extra_headers(cfg: DriverConfig) -> str:
+    """load.request's header lines: plain values, then secret ones read here from the named variables (never
+    written anywhere: they live in this process's request head only)."""
+    lines = [f"{k}: {v}\r\n" for k, v in cfg.headers.items()]
+    for name, env in cfg.header_env.items():
+        value = os.environ.get(env)
+        if value is None or any(c in value for c in "\r\n\0"):
+            raise SystemExit(f"header {name}: the variable {env} is unset or holds a line break")
+        lines.append(f"{name}: {value}\r\n")
+    return "".join(lines).replace("%", "%%")

@@ -54,6 +54,7 @@ class PromptSource:
 
 
 DIALECTS = ("sglang", "transformers")
+ENDPOINT_PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 
 
 def fixed_length_fields(dialect: str) -> dict[str, object]:
@@ -72,12 +73,13 @@ def fixed_length_fields(dialect: str) -> dict[str, object]:
 
 
 class BodyBuilder:
-    """Request bodies as bytes for one endpoint; only the prompt changes between requests."""
+    """Request bodies as bytes for one endpoint; only the prompt changes between requests. ``extra``: more body
+    fields (load.request: temperature, top_p, seed, extra_body), the same in every request."""
 
     def __init__(self, endpoint: str, model: str, output_tokens: int, prompts: PromptSource,
-                 dialect: str = "sglang") -> None:
+                 dialect: str = "sglang", extra: dict[str, object] | None = None) -> None:
         self.prompts = prompts
-        common = {"model": model, "max_tokens": output_tokens, **fixed_length_fields(dialect)}
+        common = {"model": model, "max_tokens": output_tokens, **fixed_length_fields(dialect), **(extra or {})}
         tail = json.dumps(common, separators=(",", ":"))[1:]  # without the opening brace
         if endpoint == "chat":
             self._head = b'{"messages":[{"role":"user","content":"'
@@ -93,4 +95,49 @@ class BodyBuilder:
         return self._head + self.prompts.prompt(index).encode() + self._tail
 
 
-ENDPOINT_PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
+class WorkloadBodies:
+    """Request bodies from a workload file (``kit.files.workload``: line i is request i), built once as bytes.
+
+    Each body is the item's ``messages`` (chat) or ``prompt`` (completions) and ``max_tokens``, kit's fixed-length
+    fields, then ``extra``; with ``seed_per_request`` the body's ``seed`` is ``extra["seed"] + i``.
+    ``expected[i]`` is the prompt tokens the server should count (None: unknown), ``max_tokens[i]`` what it asked.
+    """
+
+    def __init__(self, path: str, endpoint: str, model: str, dialect: str = "sglang",
+                 extra: dict[str, object] | None = None, seed_per_request: bool = False) -> None:
+        if endpoint not in ENDPOINT_PATHS:
+            raise ValueError(f"unknown endpoint {endpoint!r}")
+        fixed = fixed_length_fields(dialect)
+        extra = dict(extra or {})
+        base_seed = extra.get("seed")
+        self.bodies: list[bytes] = []
+        self.expected: list[int | None] = []
+        self.max_tokens: list[int] = []
+        with open(path, "rb") as f:
+            for i, line in enumerate(f):
+                item = json.loads(line)
+                if item.get("i") != i:
+                    raise ValueError(f"{path}: line {i + 1} holds request {item.get('i')}, not {i}")
+                content = {"messages": item["messages"]} if endpoint == "chat" else {"prompt": item["prompt"]}
+                body = {"model": model, **content, "max_tokens": item["max_tokens"], **fixed, **extra}
+                if seed_per_request and isinstance(base_seed, int):
+                    body["seed"] = base_seed + i
+                self.bodies.append(json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode())
+                self.expected.append(item.get("prompt_tokens"))
+                self.max_tokens.append(int(item["max_tokens"]))
+        if not self.bodies:
+            raise ValueError(f"{path}: the workload holds no request")
+
+    def body(self, index: int) -> bytes:
+        return self.bodies[index]
+
+
+def prompt_problem(usage: object, expected: int | None) -> str | None:
+    """Why the server's ``usage.prompt_tokens`` differs from the workload's count by more than one token (None:
+    within one, or either is unknown). One token of slack: a tokenizer's merge across the template's boundary."""
+    if expected is None or isinstance(usage, bool) or not isinstance(usage, int):
+        return None
+    if abs(usage - expected) <= 1:
+        return None
+    return f"server counted {usage} prompt tokens, the workload's tokenizer {expected}"
+

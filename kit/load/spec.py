@@ -55,6 +55,14 @@ class LevelSpec:
         if self.duration_s is not None and self.arrivals.open_loop:
             return min(self.requests, count_for(self.arrivals, self.duration_s))
         return self.requests
+    # -- workload (kit.workload; owner: workload): what each request carries --
+    workload: str | None = None  # a workload file (kit.files.workload): request i is its line i; None: word prompts
+    body_fields: dict[str, object] = field(default_factory=dict)  # load.request's body fields
+    seed_per_request: bool = False
+    headers: dict[str, str] = field(default_factory=dict)     # plain values (they reach client.json)
+    header_env: dict[str, str] = field(default_factory=dict)  # header -> variable name; its value never leaves env
+    ca_bundle: str | None = None  # https: CA certificates (PEM) to verify the server with; None: the system's
+    verify_tls: bool = True
 
 
 @dataclass(frozen=True)
@@ -130,17 +138,42 @@ def validate(spec: LevelSpec) -> None:
         problems.append(f"window {spec.window!r} is not one of {', '.join(WINDOWS)}")
     if spec.duration_s is not None and not 0 < spec.duration_s <= MAX_DURATION_S:
         problems.append(f"duration_s must be in (0, {MAX_DURATION_S:g}] (got {spec.duration_s})")
+    problems += workload_problems(spec)
     url = urlsplit(spec.base_url)
-    if url.scheme != "http" or not url.hostname:
-        problems.append(f"base_url {spec.base_url!r} is not an http:// URL (https is not supported)")
+    if url.scheme not in ("http", "https") or not url.hostname:
+        problems.append(f"base_url {spec.base_url!r} is not an http:// or https:// URL")
+    if spec.ca_bundle is not None and not os.path.isfile(spec.ca_bundle):
+        problems.append(f"ca_bundle {spec.ca_bundle} is not a file")
     if problems:
         raise LoadError("cannot run load level: " + "; ".join(problems),
                         hint="fix the level's settings in the experiment manifest")
 
 
+def workload_problems(spec: LevelSpec) -> list[str]:
+    """The workload file must hold every index the level sends; a secret header's variable must be set."""
+    problems = []
+    if spec.workload is not None:
+        try:
+            with open(spec.workload, "rb") as f:
+                lines = sum(1 for _ in f)
+        except OSError as exc:
+            lines = 0
+            problems.append(f"cannot read the workload file {spec.workload} ({exc})")
+        if lines and lines < spec.requests + spec.warmup_requests:
+            problems.append(f"the workload file {spec.workload} holds {lines} requests, the level sends "
+                            f"{spec.requests + spec.warmup_requests}")
+    for name, env in spec.header_env.items():
+        value = os.environ.get(env)
+        if value is None:
+            problems.append(f"header {name} needs the environment variable {env}, which is not set")
+        elif any(c in value for c in "\r\n\0"):
+            problems.append(f"the environment variable {env} (header {name}) holds a line break")
+    return problems
+
+
 def preflight(base_url: str) -> None:
     url = urlsplit(base_url)
-    port = url.port or 80
+    port = url.port or (443 if url.scheme == "https" else 80)
     try:
         with socket.create_connection((url.hostname or "", port), timeout=5.0):
             pass

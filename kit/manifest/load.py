@@ -10,6 +10,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator, model_validator
 
 from kit.manifest.fields import CpuList, PositiveInt, _Model
+from kit.manifest.workload import Dataset, RequestOptions
 
 TIME_LIMITED_CEILING = 1_000_000  # requests a time-limited level may send at most when requests_per_level is unset
 
@@ -80,6 +81,14 @@ class Load(_Model):
         "rejects ignore_eos): generation_config '{\"eos_token_id\": -1}'. Streams end at [DONE] or, without "
         "one, at the end of the body after a finish_reason.",
     )
+    # -- workload (kit.manifest.workload): what each request carries and how it is sent --
+    dataset: Dataset | None = Field(
+        None, description="Where prompts come from (kit.workload builds every request before the level). None: the "
+        "legacy prompts of prompt_tokens words from a 256-word list (not tokens).")
+    tokenizer: str | None = Field(
+        None, min_length=1, max_length=4096, description="How prompts are counted: a directory with the Hugging "
+        "Face tokenizer (default: model.path), or 'words' (one token per whitespace-separated word: kit's engine).")
+    request: RequestOptions = Field(default_factory=RequestOptions)
 
     @field_validator("levels")
     @classmethod

@@ -63,6 +63,7 @@ def test_shipped_cpu_manifest_end_to_end(shipped_model: Path, tmp_path: Path, is
         assert rec["error"] is None, rec
         # kit's count (content events) against transformers' usage, request by request
         assert rec["client_tokens"] == rec["usage_completion_tokens"] == m["load"]["output_tokens"], rec
+    check_prompt_tokens(b, recs, shipped_model, m["load"]["prompt_tokens"])
     assert kit("verify", str(b)).returncode == 0
     # model.digest: the model directory's sha256 tree is in the signed provenance, as the maker computes it
     from kit_hf.make_model import sha256_tree
@@ -75,6 +76,30 @@ def test_shipped_cpu_manifest_end_to_end(shipped_model: Path, tmp_path: Path, is
     for al in summary["arm_levels"]:  # the figures the report shows (kept in the test log)
         print(al["arm"], al["level"], "tok/s", al["throughput_tok_s"], "TPOT ms", al["tpot_ms"])
     print(r.stdout[-3000:])
+
+
+def check_prompt_tokens(b: Path, recs: list[dict[str, Any]], model: Path, prompt_tokens: int) -> None:
+    """Token-exact prompts (load.dataset text), request by request, against two counts kit did not make: the model's
+    tokenizer (transformers' own AutoTokenizer, loaded here) and transformers serve's usage.prompt_tokens."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(model), local_files_only=True)
+    sent = {}
+    for f in b.glob("workload/level-*.jsonl"):
+        level = int(f.stem.split("-")[1])
+        for line in f.read_text().splitlines():
+            item = json.loads(line)
+            sent[(level, item["i"])] = item
+    for rec in recs:
+        item = sent[(rec["level"], rec["workload_index"])]
+        (msg,) = item["messages"]
+        assert len(tok.encode(msg["content"], add_special_tokens=False)) == prompt_tokens, item
+        templated = tok.apply_chat_template(item["messages"], add_generation_prompt=True, tokenize=True)["input_ids"]
+        assert rec["prompt_tokens_expected"] == len(templated), (rec, item)
+        assert abs(rec["usage_prompt_tokens"] - len(templated)) <= 1, (rec, item)
+        assert rec["prompt_flag"] is None, rec
+    print("prompt tokens: content", prompt_tokens, "templated", sorted({r["prompt_tokens_expected"] for r in recs}),
+          "server", sorted({r["usage_prompt_tokens"] for r in recs}))
 
 
 def test_aa_copy_finds_no_difference(shipped_model: Path, tmp_path: Path, isolated: dict[str, str]) -> None:

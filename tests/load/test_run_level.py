@@ -220,8 +220,10 @@ def test_unreachable_server_and_bad_spec(tmp_path: Path) -> None:
             run_level(make_spec(f"http://127.0.0.1:{port}"), tmp_path)
     with pytest.raises(LoadError, match="endpoint 'embeddings'"):
         run_level(make_spec("http://127.0.0.1:1", endpoint="embeddings"), tmp_path)
-    with pytest.raises(LoadError, match="https is not supported"):
-        run_level(make_spec("https://127.0.0.1:1"), tmp_path)
+    with pytest.raises(LoadError, match="is not an http:// or https:// URL"):
+        run_level(make_spec("ftp://127.0.0.1:1"), tmp_path)
+    with pytest.raises(LoadError, match=r"ca_bundle /nonexistent\.pem is not a file"):
+        run_level(make_spec("https://127.0.0.1:1", ca_bundle="/nonexistent.pem"), tmp_path)
 
 
 def test_parent_never_imports_locust(sse_server: Callable[..., FakeServer], tmp_path: Path) -> None:

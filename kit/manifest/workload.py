@@ -1,0 +1,166 @@
+"""The manifest's workload fields: what each request carries (``load.dataset``, ``load.tokenizer``) and how it
+is sent (``load.request``). Their own module so that ``load.py`` only names them; ``kit.workload`` builds the
+per-request list from them before a level starts, and the driver sends exactly that list."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from kit.manifest.fields import EnvName, _Model
+
+Sha256 = Annotated[str, Field(pattern=r"^[a-f0-9]{64}$")]
+Tokens = Annotated[int, Field(ge=1, le=1_000_000)]
+Ratio = Annotated[float, Field(ge=0.0, le=1.0)]
+HeaderName = Annotated[str, Field(pattern=r"^[A-Za-z0-9-]{1,64}$")]
+RESERVED_BODY = ("model", "messages", "prompt", "max_tokens", "stream", "stream_options", "ignore_eos",
+                 "generation_config", "temperature", "top_p", "seed")
+RESERVED_HEADERS = ("host", "content-type", "content-length", "accept", "accept-encoding", "user-agent",
+                    "x-request-id", "connection", "transfer-encoding")
+
+
+class DatasetFile(_Model):
+    """A data file, pinned: kit refuses to run when its bytes do not hash to ``sha256``."""
+
+    path: str = Field(min_length=1, max_length=4096,
+                      description="The file, relative to kit's working directory (like model.path).")
+    sha256: Sha256 = Field(description="sha256 of the file's bytes (`sha256sum FILE`); signed with the manifest.")
+
+
+def file_problem(f: DatasetFile) -> str | None:
+    """Why the pinned file cannot be used here (absent, unreadable, other bytes), or None; read in 1 MiB blocks."""
+    h = hashlib.sha256()
+    try:
+        with Path(f.path).expanduser().open("rb") as src:
+            for block in iter(lambda: src.read(1 << 20), b""):
+                h.update(block)
+    except OSError as exc:
+        return f"load.dataset.file {f.path}: cannot read it ({exc.strerror or exc})"
+    if h.hexdigest() != f.sha256:
+        return f"load.dataset.file {f.path}: its sha256 is {h.hexdigest()}, the manifest pins {f.sha256}"
+    return None
+
+
+class TextSet(_Model):
+    """Token-exact prompts cut from real text: each request's message is exactly ``load.prompt_tokens`` tokens of
+    ``file`` (default: the shipped corpus, kit.workload.corpus), from a window that moves with the request index."""
+
+    kind: Literal["text"]
+    file: DatasetFile | None = Field(None, description="UTF-8 text to cut prompts from (default: the shipped corpus).")
+
+
+class RandomSet(_Model):
+    """sglang bench_serving's `random` dataset: input and output lengths drawn uniformly from
+    [max(int(input_len * range_ratio), 1), input_len] and [int(output_len * range_ratio), output_len] with numpy's
+    legacy generator seeded by ``load.seed``, the text cut token-exact from ``file`` (default: the shipped corpus)."""
+
+    kind: Literal["random"]
+    input_len: Tokens = 1024
+    output_len: Tokens = 1024
+    range_ratio: Ratio = Field(0.0, description="sglang's --random-range-ratio (its default 0.0).")
+    file: DatasetFile | None = None
+
+
+class ShareGptSet(_Model):
+    """ShareGPT conversations (a JSON list or JSONL of {"conversations": [{"from", "value"}, ...]}): the first turn is
+    the prompt, the second's token count the output length unless ``output_len`` fixes it (sglang's semantics)."""
+
+    kind: Literal["sharegpt"]
+    file: DatasetFile
+    output_len: Tokens | None = Field(None, description="Fixed max_tokens (sglang's --sharegpt-output-len).")
+    context_len: Tokens | None = Field(None, description="Drop conversations with prompt + output above this.")
+
+
+class JsonlSet(_Model):
+    """Your own prompts: one JSON object a line, {"prompt": "..."} or {"messages": [...]}, optionally
+    {"output_tokens": N} (default: load.output_tokens)."""
+
+    kind: Literal["jsonl"]
+    file: DatasetFile
+
+
+class SharedPrefixSet(_Model):
+    """sglang's `generated-shared-prefix`: ``groups`` system prompts of ``system_prompt_len`` tokens, each shared by
+    ``prompts_per_group`` questions of ``question_len`` tokens (for prefix caching); cut from real text."""
+
+    kind: Literal["shared-prefix"]
+    groups: Annotated[int, Field(ge=1, le=4096)] = 64
+    prompts_per_group: Annotated[int, Field(ge=1, le=4096)] = 16
+    system_prompt_len: Tokens = 2048
+    question_len: Tokens = 128
+    output_len: Tokens = 256
+    file: DatasetFile | None = None
+
+
+class MultiTurnSet(_Model):
+    """Sessions of ``turns`` requests: turn t sends the whole conversation so far (user turns of ``turn_len`` tokens,
+    the assistant turns taken from the text, not from the server, so what is sent is known before the level)."""
+
+    kind: Literal["multi-turn"]
+    turns: Annotated[int, Field(ge=1, le=64)] = 4
+    turn_len: Tokens = 64
+    output_len: Tokens = 64
+    file: DatasetFile | None = None
+
+
+Dataset = Annotated[TextSet | RandomSet | ShareGptSet | JsonlSet | SharedPrefixSet | MultiTurnSet,
+                    Field(discriminator="kind")]
+
+
+
+class RequestOptions(_Model):
+    """Fields every request carries beside the prompt; none may replace what kit sets for a fixed length."""
+
+    temperature: Annotated[float, Field(ge=0.0, le=10.0)] | None = None
+    top_p: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
+    seed: int | None = Field(None, description="Sampling seed sent with every request.")
+    seed_per_request: bool = Field(False, description="Send seed + the request's index instead (needs seed).")
+    extra_body: dict[str, Any] = Field(
+        default_factory=dict, description="More body fields, e.g. chat_template_kwargs (at most 64 KiB as JSON).")
+    headers: dict[HeaderName, Annotated[str, Field(max_length=1024, pattern=r"^[\x20-\x7e]*$")]] = Field(
+        default_factory=dict, description="Headers with plain values (written into the bundle).")
+    header_env: dict[HeaderName, EnvName] = Field(
+        default_factory=dict, description="Headers whose values are secrets, e.g. {Authorization: KIT_LOAD_AUTH}: "
+        "the load process reads the named variable; the value never reaches a bundle or a log.")
+
+    def body_fields(self) -> dict[str, Any]:
+        """What every request's body gets beside kit's own fields (seed: the base when seed_per_request)."""
+        out: dict[str, Any] = {k: v for k, v in (("temperature", self.temperature), ("top_p", self.top_p),
+                                                       ("seed", self.seed)) if v is not None}
+        return {**out, **self.extra_body}
+
+    ca_bundle: str | None = Field(None, min_length=1, max_length=4096, description="https: a PEM file of CA "
+                                  "certificates to verify the server with (default: the system's).")
+    verify_tls: bool = Field(True, description="https: verify the server's certificate and name (off only for a "
+                             "throwaway test server: the report cannot say who answered).")
+
+    @field_validator("extra_body")
+    @classmethod
+    def _extra(cls, v: dict[str, Any]) -> dict[str, Any]:
+        taken = sorted(set(v) & set(RESERVED_BODY))
+        if taken:
+            raise ValueError(f"extra_body may not set {', '.join(taken)}: kit sets them (use temperature, top_p, "
+                             "seed, load.output_tokens or the dataset instead)")
+        if len(json.dumps(v)) > 64 << 10:
+            raise ValueError("extra_body is over 64 KiB as JSON")
+        return v
+
+    @model_validator(mode="after")
+    def _headers(self) -> RequestOptions:
+        names = [h.lower() for h in [*self.headers, *self.header_env]]
+        taken = sorted({h for h in names if h in RESERVED_HEADERS})
+        if taken:
+            raise ValueError(f"headers may not set {', '.join(taken)}: kit sets them")
+        if len(names) != len(set(names)):
+            raise ValueError("a header is named twice (headers and header_env together, case-insensitive)")
+        if self.seed_per_request and self.seed is None:
+            raise ValueError("seed_per_request needs a seed")
+        return self
+
+
+__all__ = ["Dataset", "DatasetFile", "JsonlSet", "MultiTurnSet", "RandomSet", "RequestOptions", "ShareGptSet",
+           "SharedPrefixSet", "TextSet"]

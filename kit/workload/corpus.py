@@ -1,0 +1,100 @@
+"""Real text and token-exact cuts of it.
+
+The shipped corpus is *The Devil's Dictionary* (public domain; kit/workload/data/README.md says where the file came
+from). ``Cutter`` tokenizes a text once and hands out windows of exactly ``n`` tokens: it decodes a window of the
+token stream and re-encodes the text, widening or narrowing the window until the text itself counts ``n`` (a BPE
+window cut mid-word can re-encode to another count). The window's start moves with the request index, so no two
+requests of a level share a cached prefix unless the dataset wants them to.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import random
+from pathlib import Path
+
+from kit.errors import ManifestError
+from kit.workload.tokens import Counter
+
+CORPUS = Path(__file__).resolve().parent / "data" / "devil.dict.dz"
+CORPUS_SHA256 = "995ca92760d677965cb2780e78b808e982f9d49e8c12d795c1854476bbf13819"
+MAX_TEXT_BYTES = 64 << 20
+MAX_TRIES = 12
+
+
+def read_pinned(path: Path, sha256: str, what: str) -> bytes:
+    """The file's bytes when they hash to ``sha256`` (a clear error naming the file otherwise)."""
+    try:
+        size = path.stat().st_size
+        if size > 4 << 30:
+            raise ManifestError(f"{what}: {path} is {size} bytes, over kit's 4 GiB bound for a data file")
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ManifestError(f"{what}: cannot read {path}: {exc}", hint="the path is relative to kit's working "
+                            "directory, like model.path") from exc
+    got = hashlib.sha256(data).hexdigest()
+    if got != sha256:
+        raise ManifestError(f"{what}: {path} has sha256 {got}, but the manifest pins {sha256}",
+                            hint="the file changed since the manifest was signed: restore it, or re-pin it "
+                                 "(sha256sum FILE) and sign the manifest again")
+    return data
+
+
+def corpus_text() -> str:
+    data = read_pinned(CORPUS, CORPUS_SHA256, "the shipped corpus")
+    return gzip.decompress(data).decode("utf-8")
+
+
+def decode_text(data: bytes, what: str) -> str:
+    if len(data) > MAX_TEXT_BYTES:
+        raise ManifestError(f"{what}: over {MAX_TEXT_BYTES >> 20} MiB of text", hint="give a smaller text file")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ManifestError(f"{what}: not UTF-8 text ({exc})") from exc
+    if not text.split():
+        raise ManifestError(f"{what}: the text is empty")
+    return text
+
+
+class Cutter:
+    """Exactly-``n``-token texts from ``text`` by ``counter``; deterministic for (text, counter, seed)."""
+
+    def __init__(self, counter: Counter, text: str, seed: int) -> None:
+        self.counter = counter
+        self.ids = counter.encode(text)
+        if len(self.ids) < 2:
+            raise ManifestError("the dataset's text has fewer than 2 tokens")
+        rng = random.Random(seed)
+        self.offset = rng.randrange(len(self.ids))
+        self.mult = rng.randrange(1, len(self.ids)) | 1
+
+    def start(self, index: int) -> int:
+        return (self.offset + index * self.mult) % len(self.ids)
+
+    def window(self, start: int, k: int) -> list[int]:
+        ids, n = self.ids, len(self.ids)
+        out: list[int] = []
+        while len(out) < k:  # wraps around the text
+            take = min(k - len(out), n - start)
+            out += ids[start:start + take]
+            start = 0
+        return out
+
+    def cut(self, n: int, start: int) -> tuple[str, int]:
+        """A text of ``n`` tokens (re-encoded), or the closest one found, with its real count: the window is
+        widened or narrowed by the miss, and moved one token on when that does not converge."""
+        best: tuple[int, str, int] | None = None
+        for shift in range(4):
+            k = n
+            for _ in range(MAX_TRIES // 4 + 1):
+                text = self.counter.decode(self.window((start + shift) % len(self.ids), k))
+                count = len(self.counter.encode(text))
+                if count == n:
+                    return text, count
+                if best is None or abs(count - n) < best[0]:
+                    best = (abs(count - n), text, count)
+                k = max(1, k + (n - count))
+        assert best is not None
+        return best[1], best[2]
