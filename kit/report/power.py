@@ -30,7 +30,8 @@ def detectable(c: Comparison, a: Analysis) -> Detectable | None:
     if sd is None or sd <= 0:
         return None
     tail = (1 - a.confidence) / max(a.family_size, 1)
-    return Detectable(sd, power.mde(sd, c.cells.arm, c.cells.baseline, tail))
+    method = "blocked" if c.method == "blocked_log_cells" else "welch"
+    return Detectable(sd, power.mde(sd, c.cells.arm, c.cells.baseline, tail, method=method))
 
 
 def _pct(x: float) -> str:
