@@ -30,8 +30,9 @@ def detectable(c: Comparison, a: Analysis) -> Detectable | None:
     if sd is None or sd <= 0:
         return None
     tail = (1 - a.confidence) / max(a.family_size, 1)
-    method = "blocked" if c.method == "blocked_log_cells" else "welch"
-    return Detectable(sd, power.mde(sd, c.cells.arm, c.cells.baseline, tail, method=method))
+    if c.method == "blocked_log_cells":  # the residual df the comparison had (blocks with both arms)
+        return Detectable(sd, power.mde(sd, c.cells.arm, c.cells.baseline, tail, method="blocked", df=round(c.df)))
+    return Detectable(sd, power.mde(sd, c.cells.arm, c.cells.baseline, tail))
 
 
 def _pct(x: float) -> str:

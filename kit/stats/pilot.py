@@ -5,7 +5,8 @@ The method: docs/statistics.md, "Plans from a pilot".
 
 Within-cell variance: each cell's requests are resampled with replacement (REQUEST_RESAMPLES times, seeded by the
 cell's id), the cell statistic recomputed; the variance of its log, times the cell's request count, is the
-per-request variance w (for a mean, about the requests' squared CV). The between-cell variance is then
+per-request variance w (for a mean, about the requests' squared CV), at most the whole variance the test sees
+(σ² n: the requests of a closed loop are not independent draws). The between-cell variance is then
 σ_b² = max(0, σ² − w / n) at the pilot's n requests per cell, and a cell of n' requests has σ² = σ_b² + w / n'.
 """
 
@@ -106,7 +107,10 @@ def pilot_level(ls: LevelSamples, metric: Metric, rule: CellRule = MEAN, method:
         return None
     cells = [c for v in ls.arms.values() for c in v]
     n = float(np.mean([c.matrix.shape[0] for c in cells]))
-    return PilotLevel(got[0], got[1], len(cells), within_variance(cells, metric, rule), n)
+    w = within_variance(cells, metric, rule)
+    # w / n above the SD the test sees: the requests of a cell are not independent draws (closed-loop waves repeat
+    # the same pattern in every cell, so resampling them overstates the variance); capped at all of it
+    return PilotLevel(got[0], got[1], len(cells), None if w is None else min(w, got[0] ** 2 * n), n)
 
 
 def sd_at_requests(level: PilotLevel, sd_bound: float, requests: float) -> float:

@@ -79,17 +79,19 @@ def blocked_df(k_arm: int, k_base: int, block_repeats: int = BLOCK_REPEATS) -> i
     return k_arm + k_base - blocks - 1
 
 
-def blocked_power(effect: float, sd: float, k_arm: int, k_base: int, tail: float) -> float:
-    """P(kit's blocked test rejects at two-sided ``tail``): Student's t with the residual df (``blocked_df``) and
-    se = sd·sqrt(1/K_a + 1/K_b), exact for complete blocks when ``sd`` is the within-block (residual) SD."""
-    df = blocked_df(k_arm, k_base)
+def blocked_power(effect: float, sd: float, k_arm: int, k_base: int, tail: float, df: int | None = None) -> float:
+    """P(kit's blocked test rejects at two-sided ``tail``): Student's t with the residual df (``df``, default
+    ``blocked_df``: complete blocks) and se = sd·sqrt(1/K_a + 1/K_b), exact for complete blocks when ``sd`` is the
+    within-block (residual) SD."""
+    df = blocked_df(k_arm, k_base) if df is None else df
     if df < 1:
         return 0.0
     nc = abs(effect) / (sd * math.sqrt(1 / k_arm + 1 / k_base))
     return float(_tail_probability(float(sps.t.ppf(1 - tail / 2, df)), df, nc))
 
 
-def power(effect: float, sd: float, k_arm: int, k_base: int, tail: float, method: str = "welch") -> float:
+def power(effect: float, sd: float, k_arm: int, k_base: int, tail: float, method: str = "welch",
+          df: int | None = None) -> float:
     """P(kit's test rejects at two-sided ``tail``) when log(arm/baseline) = ``effect`` and the log cell
     statistics have SD ``sd`` in both arms (``method`` blocked: the within-block SD, ``blocked_power``); 0 with
     fewer than 2 cells in an arm (kit gives no verdict then)."""
@@ -98,7 +100,7 @@ def power(effect: float, sd: float, k_arm: int, k_base: int, tail: float, method
     if k_arm < 2 or k_base < 2:
         return 0.0
     if method == "blocked":
-        return blocked_power(effect, sd, k_arm, k_base, tail)
+        return blocked_power(effect, sd, k_arm, k_base, tail, df)
     nu = k_arm + k_base - 2
     q = 1 / k_arm + 1 / k_base
     nc = abs(effect) / (sd * math.sqrt(q))
@@ -118,13 +120,13 @@ def student_power(effect: float, sd: float, k_arm: int, k_base: int, tail: float
 
 
 def mde(sd: float, k_arm: int, k_base: int, tail: float, target: float = TARGET_POWER,
-        method: str = "welch") -> float | None:
+        method: str = "welch", df: int | None = None) -> float | None:
     """The smallest |log(arm/baseline)| detected with probability ``target`` (None: fewer than 2 cells)."""
     if k_arm < 2 or k_base < 2:
         return None
 
     def gap(d: float) -> float:
-        return power(d, sd, k_arm, k_base, tail, method) - target
+        return power(d, sd, k_arm, k_base, tail, method, df) - target
 
     hi = sd
     while gap(hi) < 0:
