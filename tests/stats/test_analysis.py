@@ -16,8 +16,7 @@ from scipy import stats as sps
 from sim_analysis import Scenario, rejection_rate
 from support.bundles import ArmModel, BundleSpec, make_bundle
 
-import kit.stats.ab as ab
-from kit.stats import CellSample, summarize_bundle
+from kit.stats import CellSample, ab, summarize_bundle
 from kit.stats.cellstat import CellRule, cell_value
 from kit.stats.metrics import N_COLS, TESTED
 from kit.stats.model import blocked

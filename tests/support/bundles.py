@@ -15,7 +15,6 @@ tampering tests; the real ``kit.stats`` summarizes both kinds.
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
