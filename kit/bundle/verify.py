@@ -299,7 +299,7 @@ def check_summary(root: Path, label: str) -> str:
                    "verify it with a kit of that time; its figures are not taken on trust here")
     try:
         legacy = version is not None and version < LEGACY_BELOW
-        fresh = json.loads(json.dumps(summarize_bundle(root, legacy=legacy)))
+        fresh = json.loads(json.dumps(summarize_bundle(root, legacy=True) if legacy else summarize_bundle(root)))
     except KitError as e:
         raise fail(label, [f"summary.json: recomputing it from the records failed: {e.message}"]) from None
     except Exception as e:  # noqa: BLE001 - records of a signed bundle can still make stats fail; name it
