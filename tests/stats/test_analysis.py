@@ -16,6 +16,7 @@ from scipy import stats as sps
 from sim_analysis import Scenario, rejection_rate
 from support.bundles import ArmModel, BundleSpec, make_bundle
 
+from kit.report import render_report
 from kit.stats import CellSample, ab, summarize_bundle
 from kit.stats.cellstat import CellRule, cell_value
 from kit.stats.metrics import N_COLS, TESTED
@@ -123,6 +124,13 @@ def test_goodput_in_summary_equals_an_independent_count_of_records(tmp_path: Pat
         assert g["slo_attainment"] == pytest.approx(good / total, rel=1e-5)
     keys = {(c["metric"], c["role"]) for c in s["comparisons"]}
     assert ("goodput_req_s", "secondary") in keys and ("slo_attainment", "secondary") in keys
+    render_report(root, s)
+    md = (root / "report.md").read_text(encoding="utf-8")
+    assert "SLO: TTFT ≤ 40 ms, TPOT ≤ 5.5 ms, E2E ≤ 400 ms" in md
+    for arm in ("baseline", "oea"):
+        good = sum(v[0] for (cell, lv), v in mine.items() if cell.startswith(arm + "-") and lv == 4)
+        total = sum(v[1] for (cell, lv), v in mine.items() if cell.startswith(arm + "-") and lv == 4)
+        assert f"| {arm} | 4 | 2 | {good} / {total} |" in md
 
 
 def test_goodput_can_be_the_primary_and_the_statistic_is_named(tmp_path: Path) -> None:
