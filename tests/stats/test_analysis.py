@@ -18,9 +18,11 @@ from support.bundles import ArmModel, BundleSpec, make_bundle
 
 from kit.report import render_report
 from kit.stats import CellSample, ab, summarize_bundle
+from kit.stats.ab import LevelSamples
 from kit.stats.cellstat import CellRule, cell_value
 from kit.stats.metrics import N_COLS, TESTED
 from kit.stats.model import blocked
+from kit.stats.pilot import pilot_level, sd_at_requests, within_variance
 from kit.stats.versions import as_schema
 
 DATA = Path(__file__).parent / "data"
@@ -159,3 +161,20 @@ def test_a_schema_4_summary_is_still_recomputed_byte_for_byte(tmp_path: Path) ->
 
 def test_the_default_block_is_one_abba_block() -> None:
     assert ab.BLOCK_REPEATS == 2
+
+
+def test_the_pilot_splits_the_variance_into_requests_and_cells() -> None:
+    """An independent generator: cells with a between-cell SD 0.05 on the log scale and 64 lognormal(σ 0.5)
+    requests each; the requests' variance of the log cell mean is about (e^σ² − 1) / n (delta method)."""
+    rng = np.random.default_rng(8)
+    arms = {arm: [CellSample(f"{arm}-r{r}", _cell(20 * np.exp(0.05 * rng.normal() + 0.5 * rng.normal(size=64))).matrix,
+                             1.0, repeat=r) for r in range(1, 9)] for arm in ("a", "b")}
+    got = pilot_level(LevelSamples(1, arms, {}, {}), TPOT, method="blocked")
+    assert got is not None and got.df == 16 - 2 - 4 + 1 and got.requests == 64
+    w = within_variance([c for v in arms.values() for c in v], TPOT)
+    assert w == pytest.approx(math.expm1(0.25), rel=0.2)
+    assert got.within == pytest.approx(min(w, got.sd**2 * 64))  # never more than all of the variance the test sees
+    # a plan for 4x the requests: the requests' share shrinks 4x, the cells' stays
+    sd4 = sd_at_requests(got, got.sd, 256)
+    assert sd4**2 == pytest.approx(got.sd**2 - got.within * (1 / 64 - 1 / 256), rel=1e-9)
+    assert sd_at_requests(got, got.sd, 64) == pytest.approx(got.sd, rel=1e-12)
