@@ -24,7 +24,8 @@ from kit.slurm import render_allocation
 @click.option("--cv", metavar="CV", help="Assumed between-cell CV of the primary metric: 5% or 0.05 (default: "
               "kit's measured values, 10% with GPUs, 30% without).")
 @click.option("--pilot", type=click.Path(path_type=Path), metavar="BUNDLE",
-              help="Measure the between-cell CV in an earlier bundle (its files must match its signed provenance).")
+              help="Measure the between-cell CV in an earlier bundle, a directory or its `kit archive` .tar.gz (its "
+              "files must match its signed provenance); with --target-effect also plans requests per cell.")
 @click.option("--target-effect", metavar="EFFECT",
               help="Also print the repeats per arm that detect this change (e.g. 5% or 0.05) with 80% power.")
 @json_option
@@ -39,7 +40,7 @@ def plan(manifest: Path, allow_unpinned: bool, itl_ms: float, cv: str | None, pi
     p = make_plan(m)
     est = estimate(m, p, itl_ms=itl_ms)
     pp = power_plan(m, cv=parse_fraction(cv, "--cv"), pilot=pilot,
-                    target_effect=parse_fraction(target_effect, "--target-effect"))
+                    target_effect=parse_fraction(target_effect, "--target-effect"), itl_ms=itl_ms)
     if as_json:
         echo_json({"manifest": str(manifest), "plan": p.as_dict(), "estimate": est.__dict__,
                     "runtime": m.runtime, "host": host_exposure(m), "server": m.server.model_dump(),

@@ -8,16 +8,20 @@ import random
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from kit.bundle import verify_integrity
+from kit import plan_requests
+from kit.bundle import extracted, verify_integrity
 from kit.errors import BundleError, UsageError
 from kit.files import JsonObject
 from kit.files.plan import PlanFile
 from kit.manifest import Manifest
 from kit.stats import power
-from kit.stats.ab import metric_by_key
+from kit.stats.ab import LevelSamples, metric_by_key
 from kit.stats.bundle import level_samples
+from kit.stats.cellstat import MEAN, CellRule
 from kit.stats.metrics import Metric
-from kit.stats.power import log_cell_stats, pooled_log_sd
+from kit.stats.pilot import PilotLevel, pilot_level
+from kit.stats.power import log_cell_stats
+from kit.stats.summary import analysis_rule
 
 
 @dataclass(frozen=True)
@@ -97,6 +101,10 @@ class Estimate:
 
 
 def estimate(m: Manifest, plan: Plan, *, itl_ms: float = 20.0, start_s: float | None = None) -> Estimate:
+    return estimate_run(m, plan, itl_ms=itl_ms, start_s=start_s)
+
+
+def estimate_run(m: Manifest, plan: Plan, *, itl_ms: float = 20.0, start_s: float | None = None) -> Estimate:
     """A rough duration: each level runs in waves of `concurrency` requests of output_tokens x ITL (an open-loop
     level no faster than its schedule, a time-limited one for its duration)."""
     per_cell = 0.0
@@ -158,6 +166,10 @@ class PowerPlan:
     pilot: str | None = None
     target_effect: float | None = None  # a relative change, e.g. 0.05
     even: bool = False  # abba: repeats rounded up to even
+    method: str = "welch"  # analysis.method: the test the power is for
+    statistic: str = "mean"  # analysis.statistic
+    minutes: float | None = None  # the planned run's estimated time
+    options: tuple[plan_requests.Option, ...] = ()  # with --target-effect: repeats x requests per cell, and time
 
     @property
     def tail(self) -> float:
@@ -168,6 +180,7 @@ class PowerPlan:
         out: JsonObject = {k: v for k, v in asdict(self).items() if k != "levels"}
         out.update(tail=self.tail, target_power=power.TARGET_POWER, max_repeats=power.MAX_REPEATS)
         out["pilot_confidence"] = power.PILOT_CONFIDENCE if self.pilot else None
+        out["options"] = [asdict(o) for o in self.options]
         out["levels"] = [{**asdict(lv), "cv": lv.cv,
                           "mde_pct_up": None if lv.mde is None else power.percent_up(lv.mde),
                           "mde_pct_down": None if lv.mde is None else power.percent_down(lv.mde)}
@@ -193,37 +206,52 @@ def parse_fraction(text: str | None, what: str) -> float | None:
     return value
 
 
-def pilot_sd(root: Path, metric: Metric) -> dict[int, tuple[float, int, int]]:
-    """Per level of a pilot bundle: the pooled within-arm SD of the log cell statistics of ``metric``, its df and
-    the cells used. The bundle's files must match its signed provenance (trust is not judged: it only informs a
-    plan); every arm needs 2 cells with the metric at every level."""
+def pilot_sd(root: Path, metric: Metric, rule: CellRule = MEAN,
+             method: str = "welch") -> dict[int, tuple[float, int, int]]:
+    """Per level of a pilot bundle: the SD of the log cell statistics of ``metric`` that the test sees (welch: pooled
+    within arms; blocked: within ABBA blocks), its df and the cells used; ``pilot_levels`` for the rest."""
+    return {c: (lv.sd, lv.df, lv.cells) for c, lv in pilot_levels(root, metric, rule, method).items()}
+
+
+def pilot_levels(root: Path, metric: Metric, rule: CellRule = MEAN, method: str = "welch") -> dict[int, PilotLevel]:
+    """Per level of a pilot bundle (a directory or a `kit archive` .tar.gz): the SD, df, cells and the requests'
+    share of the variance (``kit.stats.pilot``). The bundle's files must match its signed provenance (trust is
+    not judged: it only informs a plan); every arm needs 2 cells with the metric at every level."""
+    if root.is_file() and root.name.endswith((".tar.gz", ".tgz")):
+        with extracted(root) as top:
+            return _pilot_levels(top, metric, rule, method, label=root)
     if not root.is_dir():
-        raise UsageError(f"pilot bundle {root}: no such directory", hint="give a bundle directory of an earlier run")
+        raise UsageError(f"pilot bundle {root}: no such directory",
+                         hint="give a bundle directory of an earlier run, or its `kit archive` .tar.gz")
+    return _pilot_levels(root, metric, rule, method, label=root)
+
+
+def _pilot_levels(root: Path, metric: Metric, rule: CellRule, method: str, *, label: Path) -> dict[int, PilotLevel]:
     try:
         verify_integrity(root)
     except BundleError as e:
         raise e.note("kit plan --pilot reads only bundles whose files match their signed provenance") from None
-    out: dict[int, tuple[float, int, int]] = {}
+    out: dict[int, PilotLevel] = {}
     hint = "give a pilot with at least 2 repeats per arm that recorded it, or assume a CV with --cv"
     for ls in level_samples(root):
-        logs = log_cell_stats(ls, metric)
         for arm, cells in ls.arms.items():
             if len(cells) < 2:
-                raise UsageError(f"pilot bundle {root}: arm {arm} has {len(cells)} ok cell(s) at c={ls.level}; the "
+                raise UsageError(f"pilot bundle {label}: arm {arm} has {len(cells)} ok cell(s) at c={ls.level}; the "
                                  "between-cell variation needs at least 2", hint=hint)
-            if logs[arm].size < 2:
-                raise UsageError(f"pilot bundle {root}: arm {arm} at c={ls.level} has no {metric.key} in "
-                                 f"{len(cells) - logs[arm].size} of its {len(cells)} cells", hint=hint)
-        pooled = pooled_log_sd(logs.values())
-        if pooled is not None and power.cv_from_sd(pooled[0]) < power.MIN_CV:
-            raise UsageError(f"pilot bundle {root}: the cells at c={ls.level} have the same {metric.key} in every "
-                             f"arm (between-cell CV {power.cv_from_sd(pooled[0]):.3g}): the pilot shows no variation "
+            logs = log_cell_stats(LevelSamples(ls.level, {arm: cells}, {}, {}), metric, rule)[arm]
+            if logs.size < 2:
+                raise UsageError(f"pilot bundle {label}: arm {arm} at c={ls.level} has no {metric.key} in "
+                                 f"{len(cells) - logs.size} of its {len(cells)} cells", hint=hint)
+        got = pilot_level(ls, metric, rule, method)
+        if got is not None and power.cv_from_sd(got.sd) < power.MIN_CV:
+            raise UsageError(f"pilot bundle {label}: the cells at c={ls.level} have the same {metric.key} in every "
+                             f"arm (between-cell CV {power.cv_from_sd(got.sd):.3g}): the pilot shows no variation "
                              "to plan with", hint="a pilot of real runs varies from cell to cell (were its cells "
                              "replayed or cached?); or assume a CV with --cv")
-        if pooled is not None:
-            out[ls.level] = (pooled[0], pooled[1], sum(v.size for v in logs.values()))
+        if got is not None:
+            out[ls.level] = got
     if not out:
-        raise UsageError(f"pilot bundle {root}: no level with cells to measure", hint=hint)
+        raise UsageError(f"pilot bundle {label}: no level with cells to measure", hint=hint)
     return out
 
 
@@ -233,12 +261,13 @@ def _pooled_over_levels(sds: dict[int, tuple[float, int, int]]) -> tuple[float, 
 
 
 def power_plan(m: Manifest, *, cv: float | None = None, pilot: Path | None = None,
-               target_effect: float | None = None) -> PowerPlan:
-    """The detectable effect per level on the primary metric for the manifest's design (docs/statistics.md,
-    "Power and the detectable effect"): CV assumed (``cv``; default kit's measured values, power.default_cv) or
-    measured in a ``pilot`` bundle, then planned at the upper PILOT_CONFIDENCE bound of the pilot's SD (its
-    chi-square distribution): a pilot's SD is an estimate, and planning at the estimate falls short about half the
-    time."""
+               target_effect: float | None = None, itl_ms: float = 20.0) -> PowerPlan:
+    """The detectable effect per level on the primary metric for the manifest's design and pre-registered test
+    (docs/statistics.md, "Power and the detectable effect"): CV assumed (``cv``; default kit's measured values,
+    power.default_cv) or measured in a ``pilot`` bundle, then planned at the upper PILOT_CONFIDENCE bound of the
+    pilot's SD (its chi-square distribution): a pilot's SD is an estimate, and planning at the estimate falls short
+    about half the time. With a pilot and a target: repeats x requests per cell options and their time
+    (``kit.plan_requests``)."""
     if cv is not None and pilot is not None:
         raise UsageError("give --cv or --pilot, not both", hint="--pilot measures the CV; --cv assumes one")
     if cv is not None and cv < power.MIN_CV:
@@ -248,12 +277,14 @@ def power_plan(m: Manifest, *, cv: float | None = None, pilot: Path | None = Non
                          "measure it with "
                          "--pilot BUNDLE")
     metric = metric_by_key(m.analysis.primary)
+    rule, method = analysis_rule(m)
     k = m.design.repeats
     arms_tested = len(m.arms) - 1
     family = len(m.load.levels) * arms_tested
     tail = (1 - m.analysis.confidence) / family
     even = m.design.order == "abba"
-    sds = pilot_sd(pilot, metric) if pilot is not None else {}
+    pls = pilot_levels(pilot, metric, rule, method) if pilot is not None else {}
+    sds = {c: (lv.sd, lv.df, lv.cells) for c, lv in pls.items()}
     assumed = cv if cv is not None else power.default_cv(m.hardware.gpus != 0)
     levels = []
     for c in m.load.levels:
@@ -272,15 +303,19 @@ def power_plan(m: Manifest, *, cv: float | None = None, pilot: Path | None = Non
         at_target = needed = at_estimate = None
         if target_effect is not None:
             effect = math.log1p(target_effect)
-            at_target = power.power(effect, sd, k, k, tail)
-            needed = power.repeats_needed(effect, sd, tail, even=even)
+            at_target = power.power(effect, sd, k, k, tail, method)
+            needed = power.repeats_needed(effect, sd, tail, even=even, method=method)
             if estimate is not None:
-                at_estimate = power.power(effect, estimate[0], k, k, tail)
-        levels.append(LevelPower(c, sd, source, power.mde(sd, k, k, tail), at_target, needed,
+                at_estimate = power.power(effect, estimate[0], k, k, tail, method)
+        levels.append(LevelPower(c, sd, source, power.mde(sd, k, k, tail, method=method), at_target, needed,
                                  estimate[0] if estimate else None, estimate[1] if estimate else None, at_estimate))
+    est = estimate_run(m, make_plan(m), itl_ms=itl_ms)
+    options = () if target_effect is None else plan_requests.options(
+        m, est, levels, pls, math.log1p(target_effect), tail, method, even)
     return PowerPlan(primary=metric.key, repeats=k, arms_tested=arms_tested, family=family,
                      correction=m.analysis.correction, alpha=1 - m.analysis.confidence, levels=tuple(levels),
-                     pilot=None if pilot is None else str(pilot), target_effect=target_effect, even=even)
+                     pilot=None if pilot is None else str(pilot), target_effect=target_effect, even=even,
+                     method=method, statistic=rule.statistic, minutes=est.seconds / 60, options=options)
 
 
 def _sd_text(lv: LevelPower) -> str:
@@ -303,9 +338,11 @@ def power_lines(pp: PowerPlan) -> list[str]:
     pct = f"{100 * power.TARGET_POWER:.0f} %"
     step = ("Holm; the MDE uses its first, strictest step" if pp.correction == "holm" else "Bonferroni")
     arms = f"{pp.arms_tested} arm{'s' if pp.arms_tested != 1 else ''}"
+    test = ("the blocked test (ABBA blocks)" if pp.method == "blocked" else "Welch's t") + \
+        f" on log cell statistics ({pp.statistic})"
     out = [f"  power on the primary metric {pp.primary} at {pct} (docs/statistics.md, \"Power and the detectable "
            "effect\"):",
-           f"    Welch's t on log cell statistics, {pp.repeats} cells per arm; family m = {pp.family} "
+           f"    {test}, {pp.repeats} cells per arm; family m = {pp.family} "
            f"({len(pp.levels)} levels x {arms}), {step}: two-sided alpha/m = "
            f"{pp.alpha:.3g}/{pp.family} = {pp.tail:.3g}"]
     for lv in pp.levels:
@@ -323,11 +360,16 @@ def power_lines(pp: PowerPlan) -> list[str]:
             need = (f"{lv.repeats_needed} repeats" if lv.repeats_needed is not None else
                     f"more than {power.MAX_REPEATS} repeats")
             out.append(f"    c={lv.concurrency:<5} {need} ({now})")
+        out += plan_requests.option_lines(pp.options)
         if any(lv.repeats_needed is None for lv in pp.levels):
             out.append(f"    out of reach within {power.MAX_REPEATS} repeats per arm: lower the between-cell CV (more "
                        "requests per cell, a quieter machine) or test fewer levels x arms")
     source = (f"the pilot's SD at its {100 * power.PILOT_CONFIDENCE:.0f} % upper confidence bound" if pp.pilot else
               "assumed: set it with --cv, or measure it with --pilot BUNDLE")
+    if pp.minutes is not None:
+        out.append(f"    the planned run ({pp.repeats} repeats per arm) takes about {pp.minutes:.0f} min (the estimate "
+                   "above)")
+    exact = ("kit's blocked test (the SD within ABBA blocks)" if pp.method == "blocked" else "kit's Welch test")
     out.append(f"    assumes: log cell statistics normal with the same between-cell CV in both arms ({source}), "
-               "equal cells per arm, independent cells, no drift; the power is exact for kit's Welch test")
+               f"equal cells per arm, independent cells, no drift; the power is exact for {exact}")
     return out

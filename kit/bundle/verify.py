@@ -52,7 +52,7 @@ from kit.signing import (
     subject_digests,
 )
 from kit.stats import summarize_bundle
-from kit.stats.versions import as_schema, known_versions
+from kit.stats.versions import LEGACY_BELOW, as_schema, known_versions
 from kit.workload.check import check_workload
 
 MAX_PROVENANCE_BYTES = 256 << 20
@@ -313,7 +313,8 @@ def check_summary(root: Path, label: str) -> str:
                    hint="verify it with the kit that made it, or a newer one" if newer else
                    "verify it with a kit of that time; its figures are not taken on trust here")
     try:
-        fresh = json.loads(json.dumps(summarize_bundle(root)))
+        legacy = version is not None and version < LEGACY_BELOW
+        fresh = json.loads(json.dumps(summarize_bundle(root, legacy=True) if legacy else summarize_bundle(root)))
     except KitError as e:
         raise fail(label, [f"summary.json: recomputing it from the records failed: {e.message}"]) from None
     except Exception as e:  # noqa: BLE001 - records of a signed bundle can still make stats fail; name it

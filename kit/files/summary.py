@@ -11,7 +11,8 @@ from pydantic import BaseModel, ConfigDict
 
 from kit.files.telemetry import LevelTelemetry
 
-SUMMARY_SCHEMA_VERSION = 4  # 3: short_responses and the output-length guardrail; 4: usage_flagged and its guardrail
+SUMMARY_SCHEMA_VERSION = 5  # 3: short_responses and the output-length guardrail; 4: usage_flagged and its guardrail;
+# 5: analysis.method (blocked), analysis.statistic, analysis.slo (goodput, SLO attainment)
 
 
 class _Model(BaseModel):
@@ -259,6 +260,23 @@ class Analysis(_Model):
     descriptive_metrics: list[str]
     output_tokens_requested: int
     docs: str
+    comparison_method: str | None = None  # schema 5: welch | blocked
+    cell_statistic: str | None = None  # schema 5
+    cell_statistic_trim: float | None = None  # schema 5
+    slo: dict[str, float | None] | None = None  # schema 5
+
+
+class GoodputCell(_Model):
+    """One included cell at one level under analysis.slo (schema 5): DistServe's goodput, vLLM's --goodput."""
+
+    cell: str
+    arm: str
+    level: int
+    requests: int
+    good: int
+    wall_s: float | None
+    goodput_req_s: float | None
+    slo_attainment: float | None
 
 
 class Summary(_Model):
@@ -274,6 +292,7 @@ class Summary(_Model):
     failed_cells: list[FailedCell]
     arm_levels: list[ArmLevel]
     comparisons: list[Comparison]
+    goodput: list[GoodputCell] | None = None  # schema 5
 
     def arm_level(self, arm: str, level: int) -> ArmLevel | None:
         return next((a for a in self.arm_levels if a.arm == arm and a.level == level), None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kit.manifest.names import Name
 
@@ -14,7 +14,28 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
-PrimaryMetric = Literal["tpot_mean_ms", "ttft_mean_ms", "itl_mean_ms", "e2e_mean_ms", "throughput_tok_s"]
+PrimaryMetric = Literal["tpot_mean_ms", "ttft_mean_ms", "itl_mean_ms", "e2e_mean_ms", "throughput_tok_s",
+                        "goodput_req_s", "slo_attainment"]
+#: The per-cell statistic of a latency (docs/statistics.md, "The cell statistic").
+CellStatistic = Literal["mean", "geomean", "trimmed", "p50", "p90", "p99"]
+#: How cells are compared: Welch's t on cells, or a paired t on the differences within ABBA blocks.
+Method = Literal["welch", "blocked"]
+DEFAULT_METHOD: Method = "blocked"  # picked by simulation: docs/statistics.md, "Blocked or Welch"
+
+
+class Slo(_Model):
+    """Per-request latency bounds in ms (any subset, at least one); a request meeting every bound is good
+    (DistServe's goodput, vLLM's --goodput): docs/statistics.md, "Goodput and SLOs"."""
+
+    ttft_ms: float | None = Field(None, gt=0, le=86_400_000, description="TTFT bound, ms")
+    tpot_ms: float | None = Field(None, gt=0, le=86_400_000, description="TPOT bound, ms")
+    e2e_ms: float | None = Field(None, gt=0, le=86_400_000, description="E2E bound, ms")
+
+    @model_validator(mode="after")
+    def _one(self) -> Slo:
+        if self.ttft_ms is None and self.tpot_ms is None and self.e2e_ms is None:
+            raise ValueError("analysis.slo needs at least one bound (ttft_ms, tpot_ms, e2e_ms)")
+        return self
 
 
 class Reproduce(_Model):
@@ -41,6 +62,16 @@ class Analysis(_Model):
         "holm", description="Family-wise error correction (Holm: same guarantee as Bonferroni, never less power)."
     )
 
+    method: Method = Field(
+        DEFAULT_METHOD,
+        description="blocked (default, picked by simulation): a paired t on the per-repeat differences of the log "
+        "cell statistics (the arm's and the baseline's cell of one ABBA block); welch: Welch's t on the cells")
+    statistic: CellStatistic = Field(
+        "mean", description="The cell statistic of every tested latency: mean, geomean (geometric mean), trimmed "
+        "(mean after cutting analysis.trim of each tail), p50, p90, p99 (percentiles cost power: docs/statistics.md)")
+    trim: float = Field(0.1, gt=0, lt=0.5, description="statistic: trimmed: the fraction cut from each tail")
+    slo: Slo | None = Field(None, description="Latency bounds: goodput_req_s and slo_attainment per cell, tested "
+                            "as secondary metrics (or the primary)")
     confidence: float = Field(0.95, gt=0.5, lt=1.0)
     resamples: Annotated[int, Field(ge=200, le=100_000)] = 2000
     baseline: Name | None = Field(None, description="The reference arm (default: the first arm).")
@@ -50,5 +81,11 @@ class Analysis(_Model):
         "original found none, and on each arm's shift with reproduce.same_hardware (docs/reproduce.md)")
     reproduce: Reproduce = Field(default_factory=Reproduce, description="kit reproduce's rule on the A/B effect")
 
+    @model_validator(mode="after")
+    def _slo_primary(self) -> Analysis:
+        if self.primary in ("goodput_req_s", "slo_attainment") and self.slo is None:
+            raise ValueError(f"analysis.primary {self.primary} needs analysis.slo (e.g. slo: {{tpot_ms: 50}})")
+        return self
 
-__all__ = ["Analysis", "PrimaryMetric", "Reproduce"]
+
+__all__ = ["DEFAULT_METHOD", "Analysis", "CellStatistic", "Method", "PrimaryMetric", "Reproduce", "Slo"]

@@ -30,6 +30,8 @@ def detectable(c: Comparison, a: Analysis) -> Detectable | None:
     if sd is None or sd <= 0:
         return None
     tail = (1 - a.confidence) / max(a.family_size, 1)
+    if c.method == "blocked_log_cells":  # the residual df the comparison had (blocks with both arms)
+        return Detectable(sd, power.mde(sd, c.cells.arm, c.cells.baseline, tail, method="blocked", df=round(c.df)))
     return Detectable(sd, power.mde(sd, c.cells.arm, c.cells.baseline, tail))
 
 

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kit.files.summary import Distribution, Summary
+from kit.report.analysis import analysis_lines
 from kit.report.batch import batch_table, queue_bound_section  # telemetry
 from kit.report.power import power_note, power_section, rules_out_text
 from kit.report.text import confidence_pct, fmt, ratio_ci_text, ratio_text
@@ -163,7 +164,9 @@ def render_markdown(summary: Summary, plots: Sequence[str] = ()) -> str:
              f"Primary (confirmatory): {a.primary}, {a.family_size} tests (levels × arms), {a.correction}-corrected "
              f"so that all hold together at {confidence_pct(summary)}; secondary metrics ({', '.join(a.secondary)}) "
              f"are a separate family of {a.secondary_family_size} tests, never bold. Unique experts/step, when "
-             "shown, is descriptive and not tested.", "", *_client_bound_section(summary), *_timing_section(summary),
+             "shown, is descriptive and not tested.", "",
+             *analysis_lines(summary),  # helper analysis: the test, the cell statistic, the SLO and goodput
+             *_client_bound_section(summary), *_timing_section(summary),
              *queue_bound_section(summary),  # telemetry
              *power_section(summary)]
     lines += ["## Excluded cells", "", *_failed_section(summary), ""]

@@ -6,17 +6,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from kit.stats.bootstrap import CellSample, cell_stats
-from kit.stats.metrics import EXPERTS, TESTED, FArray, Metric
-from kit.stats.model import Welch, fisher_p, holm_levels, welch
+from kit.stats.bootstrap import CellSample
+from kit.stats.cellstat import MEAN, CellRule, cell_values, pooled_value
+from kit.stats.metrics import EXPERTS, FArray, Metric, tested
+from kit.stats.model import Welch, blocked, fisher_p, holm_levels, welch
 from kit.stats.shapes import Comparison, ErrorCounts, LengthCounts, UsageCounts
 from kit.stats.verdict import comparison_status, descriptive_text, verdict_text
 
 MIN_CELLS = 2  # fewer ok cells in an arm at a level: no verdict
+BLOCK_REPEATS = 2  # the blocked analysis's block: this many consecutive repeats (2: one ABBA block, A B B A; in
+# simulation it beat pairs of one repeat under every drift and matched Welch without one: docs/statistics.md)
+METHOD_NAMES = {"welch": "welch_log_cells", "blocked": "blocked_log_cells"}
 
 
 @dataclass(frozen=True)
@@ -32,7 +36,12 @@ class LevelSamples:
 
 
 def metric_by_key(key: str) -> Metric:
-    return next(m for m in TESTED if m.key == key)
+    return next(m for m in tested(True) if m.key == key)
+
+
+def block_of(cell: CellSample) -> int:
+    """The cell's block in the blocked analysis (its repeat, grouped by BLOCK_REPEATS); -1 when unknown."""
+    return -1 if cell.repeat is None else (cell.repeat - 1) // BLOCK_REPEATS
 
 
 def family(levels: Sequence[LevelSamples], arms: Sequence[str], baseline: str,
@@ -41,22 +50,21 @@ def family(levels: Sequence[LevelSamples], arms: Sequence[str], baseline: str,
     return [(arm, ls.level, m) for arm in arms if arm != baseline for ls in levels for m in metrics]
 
 
-def _pooled(cells: Sequence[CellSample], metric: Metric) -> float:
-    if not cells:
-        return math.nan
-    if metric.num is None or metric.den is None:
-        return float(np.mean([c.tok_s for c in cells]))
-    num = sum(float(c.matrix[:, metric.num].sum()) for c in cells)
-    den = sum(float(c.matrix[:, metric.den].sum()) for c in cells)
-    return num / den if den > 0 else math.nan
-
-
-def _logs(cells: Sequence[CellSample], metric: Metric) -> FArray:
+def _logs(cells: Sequence[CellSample], metric: Metric, rule: CellRule = MEAN) -> FArray:
     if not cells:
         return np.zeros(0)
     with np.errstate(divide="ignore", invalid="ignore"):
-        out: FArray = np.log(cell_stats(cells, [metric])[:, 0])
+        out: FArray = np.log(cell_values(cells, metric, rule))
     return out
+
+
+def run_test(a: Sequence[CellSample], b: Sequence[CellSample], metric: Metric, rule: CellRule = MEAN,
+             method: str = "welch") -> Welch | None:
+    """The pre-registered test of arm cells ``a`` against baseline cells ``b`` on the log cell statistics."""
+    if method == "blocked":
+        return blocked(_logs(a, metric, rule), [block_of(c) for c in a], _logs(b, metric, rule),
+                       [block_of(c) for c in b])
+    return welch(_logs(a, metric, rule), _logs(b, metric, rule))
 
 
 def _rates(counts: dict[str, tuple[int, int]], arm: str, baseline: str) -> tuple[int, int, int, int, float | None]:
@@ -98,15 +106,18 @@ class _Test:
     errors: ErrorCounts
     lengths: LengthCounts
     usage: UsageCounts
+    rule: CellRule = MEAN
+    method: str = "welch"
 
     @property
     def p(self) -> float:
         return 1.0 if self.result is None or self.withheld else self.result.p
 
 
-def _test(arm: str, baseline: str, ls: LevelSamples, metric: Metric, role: str, alpha: float) -> _Test:
+def _test(arm: str, baseline: str, ls: LevelSamples, metric: Metric, role: str, alpha: float,
+          rule: CellRule = MEAN, method: str = "welch") -> _Test:
     a, b = ls.arms.get(arm, []), ls.arms.get(baseline, [])
-    result = welch(_logs(a, metric), _logs(b, metric))
+    result = run_test(a, b, metric, rule, method)
     errors = _errors(ls, arm, baseline)
     lengths = _lengths(ls, arm, baseline)
     usage = _usage(ls, arm, baseline)
@@ -124,37 +135,39 @@ def _test(arm: str, baseline: str, ls: LevelSamples, metric: Metric, role: str, 
     elif metric.key.startswith("ttft") and (ls.ttft_client_bound.get(arm, False)
                                             or ls.ttft_client_bound.get(baseline, False)):
         withheld = "ttft_client_bound"
-    return _Test(arm, baseline, ls, metric, role, result, withheld, errors, lengths, usage)
+    return _Test(arm, baseline, ls, metric, role, result, withheld, errors, lengths, usage, rule, method)
 
 
 def _comparison(t: _Test, rejected: bool, tail: float) -> Comparison:
     a, b = t.ls.arms.get(t.arm, []), t.ls.arms.get(t.baseline, [])
-    va, vb = _pooled(a, t.metric), _pooled(b, t.metric)
+    va, vb = pooled_value(a, t.metric, t.rule), pooled_value(b, t.metric, t.rule)
     r = t.result
     if r is None:
         ratio, ci, diff, diff_ci = (va / vb if vb else math.nan), None, va - vb, None
     else:
-        base = math.exp(float(np.nanmean(_logs(b, t.metric))))  # the baseline's geometric-mean cell value
+        base = math.exp(float(np.nanmean(_logs(b, t.metric, t.rule))))  # the baseline's geometric-mean cell value
         lo, hi = r.interval(tail)
         ratio, ci = math.exp(r.estimate), [math.exp(lo), math.exp(hi)]
         diff, diff_ci = base * (ratio - 1), [base * (ci[0] - 1), base * (ci[1] - 1)]
     significant = rejected and t.withheld is None
     client_bound = t.ls.client_bound.get(t.arm, False) or t.ls.client_bound.get(t.baseline, False)
     status = comparison_status(t.withheld, significant)
+    label = t.rule.label(t.metric)
+    shown = t.metric if label == t.metric.label else replace(t.metric, label=label)
     return {
-        "arm": t.arm, "baseline": t.baseline, "level": t.ls.level, "metric": t.metric.key, "label": t.metric.label,
+        "arm": t.arm, "baseline": t.baseline, "level": t.ls.level, "metric": t.metric.key, "label": label,
         "unit": t.metric.unit, "higher_is_better": t.metric.higher_is_better, "tested": True, "role": t.role,
         "arm_value": va, "baseline_value": vb,
         "ratio": ratio, "ratio_ci": ci,
         "diff": diff, "diff_ci": diff_ci,
         "change_pct": 100 * (ratio - 1), "change_pct_ci": None if ci is None else [100 * (c - 1) for c in ci],
         "cells": {"arm": len(a), "baseline": len(b)},
-        "method": "welch_log_cells",
+        "method": METHOD_NAMES[t.method],
         "df": None if r is None else r.df, "p_value": None if r is None else r.p,
         "interval_confidence": None if r is None else 1 - tail,
         "significant": significant, "client_bound": client_bound, "status": status, "errors": t.errors,
         "lengths": t.lengths, "usage": t.usage,
-        "verdict": verdict_text(t.arm, t.metric, status, ratio, ci, diff, diff_ci, t.errors, t.lengths, t.usage),
+        "verdict": verdict_text(t.arm, shown, status, ratio, ci, diff, diff_ci, t.errors, t.lengths, t.usage),
     }
 
 
@@ -182,14 +195,17 @@ def _run_family(tests: list[_Test], alpha: float, correction: str) -> list[Compa
 
 
 def compare_levels(levels: Sequence[LevelSamples], arms: Sequence[str], baseline: str, *, primary: str,
-                   correction: str, confidence: float) -> tuple[list[Comparison], int, int]:
-    """All comparisons (primary family, then secondary, then descriptive) and the two family sizes."""
+                   correction: str, confidence: float, rule: CellRule = MEAN,
+                   method: str = "welch") -> tuple[list[Comparison], int, int]:
+    """All comparisons (primary family, then secondary, then descriptive) and the two family sizes; ``rule``: the
+    cell statistic and SLO (analysis.statistic, analysis.slo), ``method``: welch or blocked (analysis.method)."""
     alpha = 1 - confidence
     by_level = {ls.level: ls for ls in levels}
     prim = metric_by_key(primary)
     fams = []
-    for role, metrics in (("primary", [prim]), ("secondary", [m for m in TESTED if m.key != primary])):
-        tests = [_test(arm, baseline, by_level[lv], m, role, alpha) for arm, lv, m in
+    metrics_tested = tested(rule.slo is not None)
+    for role, metrics in (("primary", [prim]), ("secondary", [m for m in metrics_tested if m.key != primary])):
+        tests = [_test(arm, baseline, by_level[lv], m, role, alpha, rule, method) for arm, lv, m in
                  family(levels, arms, baseline, metrics)]
         fams.append(tests)
     out = _run_family(fams[0], alpha, correction) + _run_family(fams[1], alpha, correction)

@@ -25,8 +25,13 @@ class CellSample:
     """What the A/B comparison needs of one included cell at one level."""
 
     cell_id: str
-    matrix: FArray  # (ok requests, N_COLS)
+    matrix: FArray  # (ok requests, then the censored timed-out ones, N_COLS)
     tok_s: float
+    repeat: int | None = None  # the cell's repeat: its ABBA block (the blocked analysis pairs cells by it)
+    censored: int = 0  # timed-out requests: the last rows of ``matrix`` (never good under an SLO)
+    requests: int | None = None  # every request of the cell at the level, failed ones too (None: matrix rows)
+    wall_s: float | None = None  # the level's wall time in the cell (goodput's denominator)
+    gaps: FArray | None = None  # every inter-chunk gap of the ok requests (ITL statistics other than the mean)
 
 
 def cell_stats(cells: Sequence[CellSample], metrics: Sequence[Metric]) -> FArray:

@@ -116,15 +116,16 @@ def _measure(d: Path, requested: int) -> tuple[LevelRecords, CellLevelFigures] |
     return lr, cell_level_figures(lr, client, read_json(d / "server_metrics.json"), requested)
 
 
-def summarize_bundle(root: Path) -> dict[str, Any]:
+def summarize_bundle(root: Path, *, legacy: bool = False) -> dict[str, Any]:
     """The whole summary of a bundle as a JSON document (what summary.json holds); see ``summary_of``."""
-    return cast("dict[str, Any]", summary_of(Path(root)))
+    return cast("dict[str, Any]", summary_of(Path(root), legacy=legacy))
 
 
-def summary_of(root: Path) -> SummaryDoc:
-    """The whole summary of a bundle, recomputed from its raw records (JSON-serialisable, rounded)."""
+def summary_of(root: Path, *, legacy: bool = False) -> SummaryDoc:
+    """The whole summary of a bundle, recomputed from its raw records (JSON-serialisable, rounded); ``legacy``:
+    with the analysis of summary schemas before 5 (``kit.stats.summary.analysis_rule``)."""
     m, cells, by_cell, levels = _read_levels(root)
-    doc = summary_doc(m, [(c, by_cell[c.id]) for c in cells], levels)
+    doc = summary_doc(m, [(c, by_cell[c.id]) for c in cells], levels, legacy=legacy)
     return with_telemetry(doc, root)  # telemetry: descriptive, per cell level (kit.stats.telemetry)
 
 

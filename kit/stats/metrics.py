@@ -42,4 +42,12 @@ TESTED: tuple[Metric, ...] = (
     Metric("itl_mean_ms", "ITL mean", "ms", False, C_ITL_SUM, C_ITL_N),
     Metric("e2e_mean_ms", "E2E mean", "ms", False, C_E2E, C_ONE),
 )
+GOODPUT = Metric("goodput_req_s", "goodput", "req/s", True)  # requests meeting every analysis.slo bound per second
+ATTAINMENT = Metric("slo_attainment", "SLO attainment", "", True)  # the fraction of requests meeting every bound
+RATES = (THROUGHPUT, GOODPUT, ATTAINMENT)  # cell-level figures: the cell statistic does not apply
 EXPERTS = Metric("unique_experts_per_step", "unique experts/step", "experts", False)
+
+
+def tested(slo: bool) -> tuple[Metric, ...]:
+    """The tested metrics: TESTED, and goodput and SLO attainment when the manifest sets analysis.slo."""
+    return (*TESTED, GOODPUT, ATTAINMENT) if slo else TESTED

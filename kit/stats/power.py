@@ -26,8 +26,8 @@ import numpy as np
 
 # scipy (~0.4 s of CPU to import) is imported inside the functions that compute with it: every `python -m kit` start
 # imports this module through kit.plan.
-from kit.stats.ab import LevelSamples
-from kit.stats.bootstrap import cell_stats
+from kit.stats.ab import BLOCK_REPEATS, LevelSamples
+from kit.stats.cellstat import MEAN, CellRule, cell_values
 from kit.stats.metrics import FArray, Metric
 from kit.stats.model import HSU_DF
 
@@ -74,14 +74,37 @@ def welch_df(r: FArray | float, k_arm: int, k_base: int) -> FArray:
     return out
 
 
-def power(effect: float, sd: float, k_arm: int, k_base: int, tail: float) -> float:
-    """P(kit's Welch test rejects at two-sided ``tail``) when log(arm/baseline) = ``effect`` and the log cell
-    statistics have SD ``sd`` in both arms; 0 with fewer than 2 cells in an arm (kit gives no verdict then)."""
+def blocked_df(k_arm: int, k_base: int, block_repeats: int = BLOCK_REPEATS) -> int:
+    """The residual df of kit's blocked analysis with repeats 1..K of each arm, both arms in every block: cells
+    minus one block effect per block minus the arm effect."""
+    blocks = math.ceil(min(k_arm, k_base) / block_repeats)
+    return k_arm + k_base - blocks - 1
+
+
+def blocked_power(effect: float, sd: float, k_arm: int, k_base: int, tail: float, df: int | None = None) -> float:
+    """P(kit's blocked test rejects at two-sided ``tail``): Student's t with the residual df (``df``, default
+    ``blocked_df``: complete blocks) and se = sd·sqrt(1/K_a + 1/K_b), exact for complete blocks when ``sd`` is the
+    within-block (residual) SD."""
     from scipy import stats as sps
+    df = blocked_df(k_arm, k_base) if df is None else df
+    if df < 1:
+        return 0.0
+    nc = abs(effect) / (sd * math.sqrt(1 / k_arm + 1 / k_base))
+    return float(_tail_probability(float(sps.t.ppf(1 - tail / 2, df)), df, nc))
+
+
+def power(effect: float, sd: float, k_arm: int, k_base: int, tail: float, method: str = "welch",
+          df: int | None = None) -> float:
+    """P(kit's test rejects at two-sided ``tail``) when log(arm/baseline) = ``effect`` and the log cell
+    statistics have SD ``sd`` in both arms (``method`` blocked: the within-block SD, ``blocked_power``); 0 with
+    fewer than 2 cells in an arm (kit gives no verdict then)."""
     if sd <= 0 or not 0 < tail < 1:
         raise ValueError("sd must be > 0 and tail in (0, 1)")
     if k_arm < 2 or k_base < 2:
         return 0.0
+    if method == "blocked":
+        return blocked_power(effect, sd, k_arm, k_base, tail, df)
+    from scipy import stats as sps
     nu = k_arm + k_base - 2
     q = 1 / k_arm + 1 / k_base
     nc = abs(effect) / (sd * math.sqrt(q))
@@ -101,14 +124,15 @@ def student_power(effect: float, sd: float, k_arm: int, k_base: int, tail: float
     return float(_tail_probability(float(sps.t.ppf(1 - tail / 2, nu)), nu, nc))
 
 
-def mde(sd: float, k_arm: int, k_base: int, tail: float, target: float = TARGET_POWER) -> float | None:
+def mde(sd: float, k_arm: int, k_base: int, tail: float, target: float = TARGET_POWER,
+        method: str = "welch", df: int | None = None) -> float | None:
     """The smallest |log(arm/baseline)| detected with probability ``target`` (None: fewer than 2 cells)."""
     from scipy import optimize
     if k_arm < 2 or k_base < 2:
         return None
 
     def gap(d: float) -> float:
-        return power(d, sd, k_arm, k_base, tail) - target
+        return power(d, sd, k_arm, k_base, tail, method, df) - target
 
     hi = sd
     while gap(hi) < 0:
@@ -119,16 +143,16 @@ def mde(sd: float, k_arm: int, k_base: int, tail: float, target: float = TARGET_
 
 
 def repeats_needed(effect: float, sd: float, tail: float, *, target: float = TARGET_POWER,
-                   even: bool = False, max_repeats: int = MAX_REPEATS) -> int | None:
+                   even: bool = False, max_repeats: int = MAX_REPEATS, method: str = "welch") -> int | None:
     """The smallest number of cells per arm (even when ``even``) whose power for ``effect`` reaches ``target``;
     None when even ``max_repeats`` fall short. Power grows with the cells, so this bisects."""
     step = 2 if even else 1
     lo, hi = 2 // step - 1, max_repeats // step  # k = j × step; j = lo is known to fall short (k < 2)
-    if power(effect, sd, hi * step, hi * step, tail) < target:
+    if power(effect, sd, hi * step, hi * step, tail, method) < target:
         return None
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if power(effect, sd, mid * step, mid * step, tail) >= target:
+        if power(effect, sd, mid * step, mid * step, tail, method) >= target:
             hi = mid
         else:
             lo = mid
@@ -147,7 +171,7 @@ def pooled_log_sd(groups: Iterable[FArray]) -> tuple[float, int] | None:
     return (math.sqrt(ss / df), df) if df else None
 
 
-def log_cell_stats(ls: LevelSamples, metric: Metric) -> dict[str, FArray]:
+def log_cell_stats(ls: LevelSamples, metric: Metric, rule: CellRule = MEAN) -> dict[str, FArray]:
     """Per arm, the finite log cell statistics of ``metric`` at one level (the values kit's test compares)."""
     out: dict[str, FArray] = {}
     for arm, cells in ls.arms.items():
@@ -155,7 +179,7 @@ def log_cell_stats(ls: LevelSamples, metric: Metric) -> dict[str, FArray]:
             out[arm] = np.zeros(0)
             continue
         with np.errstate(divide="ignore", invalid="ignore"):
-            logs = np.log(cell_stats(cells, [metric])[:, 0])
+            logs = np.log(cell_values(cells, metric, rule))
         out[arm] = logs[np.isfinite(logs)]
     return out
 

@@ -221,6 +221,23 @@ class Analysis(TypedDict):
     descriptive_metrics: list[str]
     output_tokens_requested: int
     docs: str
+    comparison_method: str  # schema 5: welch | blocked (analysis.method)
+    cell_statistic: str  # schema 5: mean | geomean | trimmed | p50 | p90 | p99 (analysis.statistic)
+    cell_statistic_trim: float | None  # schema 5: trimmed: the fraction cut from each tail
+    slo: dict[str, float | None] | None  # schema 5: analysis.slo's bounds in ms
+
+
+class GoodputCell(TypedDict):
+    """One included cell at one level under analysis.slo (schema 5)."""
+
+    cell: str
+    arm: str
+    level: int
+    requests: int  # every request, failed ones too
+    good: int  # ok requests meeting every bound
+    wall_s: float | None
+    goodput_req_s: float | None
+    slo_attainment: float | None
 
 
 class SummaryDoc(TypedDict):
@@ -234,3 +251,4 @@ class SummaryDoc(TypedDict):
     failed_cells: list[FailedCell]
     arm_levels: list[ArmLevelEntry]
     comparisons: list[Comparison]
+    goodput: list[GoodputCell]  # schema 5: empty without analysis.slo

@@ -12,11 +12,28 @@ from typing import cast
 from kit.manifest import Manifest
 from kit.stats.ab import MIN_CELLS, LevelSamples, compare_levels
 from kit.stats.bootstrap import CellSample
+from kit.stats.cellstat import MEAN, CellRule, Slo, cell_value, good
 from kit.stats.figures import arm_level_figures
-from kit.stats.metrics import EXPERTS, SCHEMA_VERSION, TESTED
+from kit.stats.metrics import ATTAINMENT, EXPERTS, GOODPUT, SCHEMA_VERSION, tested
 from kit.stats.numbers import clean
 from kit.stats.requests import LevelRecords
-from kit.stats.shapes import ArmLevelEntry, CellEntry, CellLevelFigures, FailedCell, LevelEntry, SummaryDoc
+from kit.stats.shapes import (
+    ArmLevelEntry,
+    CellEntry,
+    CellLevelFigures,
+    FailedCell,
+    GoodputCell,
+    LevelEntry,
+    SummaryDoc,
+)
+
+METHOD_TEXT = {
+    "welch": "per level, Welch's t on the log per-cell statistics (Welch–Satterthwaite df), symmetric t interval "
+             "on the log scale; ratio and absolute difference reported",
+    "blocked": "per level, least squares on the log per-cell statistics with a fixed effect per ABBA block (two "
+               "repeats of each arm) and the arm effect, Student's t on the residual df, symmetric t interval on "
+               "the log scale; ratio and absolute difference reported",
+}
 
 
 @dataclass(frozen=True)
@@ -61,6 +78,7 @@ def summarize_level(planned: Mapping[str, object], arms: Sequence[str], confiden
                     measured: Sequence[tuple[CellInfo, LevelRecords, CellLevelFigures]]) -> LevelResult:
     """A level from the figures of every cell that has records there (excluded cells are left out here)."""
     level = int(cast(int, planned["concurrency"]))
+    repeats = {c.id: c.repeat for c, _, _ in measured}
     per_arm: dict[str, list[tuple[str, LevelRecords, CellLevelFigures]]] = {a: [] for a in arms}
     for c, lr, figs in measured:
         if c.included and c.arm in per_arm:
@@ -73,7 +91,9 @@ def summarize_level(planned: Mapping[str, object], arms: Sequence[str], confiden
                          "client_bound": bool(bound_cells), "client_bound_cells": bound_cells}
     samples = LevelSamples(
         level=level,
-        arms={a: [CellSample(cid, lr.matrix, f["throughput_tok_s"] or 0.0) for cid, lr, f in v if lr.ok]
+        arms={a: [CellSample(cid, lr.matrix, f["throughput_tok_s"] or 0.0, repeat=repeats.get(cid),
+                             censored=lr.censored, requests=lr.requests, wall_s=lr.wall_s, gaps=lr.gaps)
+                  for cid, lr, f in v if lr.ok]
               for a, v in per_arm.items()},
         client_bound={a: f["client_bound"] for a, f in arm_figs.items()},
         experts={a: f["server"]["unique_experts_per_step"] if f["server"] else None for a, f in arm_figs.items()},
@@ -93,15 +113,44 @@ def cell_entry(c: CellInfo, levels: dict[str, CellLevelFigures]) -> CellEntry:
             "reason": c.reason, "included": c.included, "levels": levels}
 
 
+def analysis_rule(m: Manifest, *, legacy: bool = False) -> tuple[CellRule, str]:
+    """The manifest's cell rule (statistic, trim, SLO) and comparison method; ``legacy``: as summary schemas before
+    5 computed every bundle (the cell mean, Welch's t; their manifests could set neither)."""
+    a = m.analysis
+    if legacy:
+        return MEAN, "welch"
+    slo = None if a.slo is None else Slo(a.slo.ttft_ms, a.slo.tpot_ms, a.slo.e2e_ms)
+    return CellRule(a.statistic, a.trim, slo), a.method
+
+
+def goodput_cells(levels: Sequence[LevelResult], rule: CellRule) -> list[GoodputCell]:
+    """Every included cell's goodput and SLO attainment at every level (empty without an SLO)."""
+    if rule.slo is None:
+        return []
+    out: list[GoodputCell] = []
+    for lv in levels:
+        for arm, cells in lv.samples.arms.items():
+            for c in cells:
+                out.append({"cell": c.cell_id, "arm": arm, "level": lv.samples.level,
+                            "requests": c.matrix.shape[0] if c.requests is None else c.requests,
+                            "good": good(c, rule.slo), "wall_s": c.wall_s,
+                            "goodput_req_s": cell_value(c, GOODPUT, rule),
+                            "slo_attainment": cell_value(c, ATTAINMENT, rule)})
+    return out
+
+
 def summary_doc(m: Manifest, cells: Sequence[tuple[CellInfo, dict[str, CellLevelFigures]]],
-                levels: Sequence[LevelResult]) -> SummaryDoc:
-    """The whole summary (JSON-ready: floats rounded to significant digits, NaN/inf as None)."""
+                levels: Sequence[LevelResult], *, legacy: bool = False) -> SummaryDoc:
+    """The whole summary (JSON-ready: floats rounded to significant digits, NaN/inf as None); ``legacy``: with
+    the analysis summary schemas before 5 made (``analysis_rule``), for `kit verify` of an earlier bundle."""
     arms = [a.name for a in m.arms]
     conf = m.analysis.confidence
     primary = m.analysis.primary
+    rule, method = analysis_rule(m, legacy=legacy)
+    metrics = tested(rule.slo is not None)
     comparisons, m_size, m_secondary = compare_levels(
         [lv.samples for lv in levels], arms, m.baseline_arm, primary=primary,
-        correction=m.analysis.correction, confidence=conf)
+        correction=m.analysis.correction, confidence=conf, rule=rule, method=method)
     alpha = 1 - conf
     failed: list[FailedCell] = [{"id": c.id, "arm": c.arm, "repeat": c.repeat, "status": c.status,
                                  "reason": c.reason} for c, _ in cells if not c.included]
@@ -114,15 +163,14 @@ def summary_doc(m: Manifest, cells: Sequence[tuple[CellInfo, dict[str, CellLevel
         "analysis": {
             "confidence": conf,
             "primary": primary,
-            "secondary": [t.key for t in TESTED if t.key != primary],
+            "secondary": [t.key for t in metrics if t.key != primary],
             "family_size": m_size,
             "secondary_family_size": m_secondary,
             "adjusted_confidence": 1 - alpha / max(m_size, 1),
             "correction": m.analysis.correction,
             "resamples": m.analysis.resamples,
             "seed": m.load.seed,
-            "method": "per level, Welch's t on the log per-cell statistics (Welch–Satterthwaite df), symmetric "
-                      "t interval on the log scale; ratio and absolute difference reported",
+            "method": METHOD_TEXT[method],
             "min_cells": MIN_CELLS,
             "error_test": "fisher_exact on pooled failed/ok counts; p < 1 - confidence withholds the verdict",
             "length_test": "fisher_exact on pooled short/ok counts (ok requests with fewer output tokens than "
@@ -132,14 +180,19 @@ def summary_doc(m: Manifest, cells: Sequence[tuple[CellInfo, dict[str, CellLevel
                           "asked withholds the verdict; such a request's timing uses the client's count",
             "censoring": "timed-out requests enter the TTFT/TPOT/E2E figures censored at the timeout (E2E at the "
                          "timeout, TTFT there too when no chunk arrived); other errors are counted only",
-            "tested_metrics": [t.key for t in TESTED],
+            "tested_metrics": [t.key for t in metrics],
             "descriptive_metrics": [EXPERTS.key],
             "output_tokens_requested": m.load.output_tokens,
             "docs": "docs/statistics.md",
+            "comparison_method": method,
+            "cell_statistic": rule.statistic,
+            "cell_statistic_trim": rule.trim if rule.statistic == "trimmed" else None,
+            "slo": None if rule.slo is None else rule.slo.as_dict(),
         },
         "cells": [cell_entry(c, figs) for c, figs in cells],
         "failed_cells": failed,
         "arm_levels": [a for lv in levels for a in lv.arm_levels],
         "comparisons": comparisons,
+        "goodput": goodput_cells(levels, rule),
     }
     return cast(SummaryDoc, clean(summary))

@@ -13,9 +13,14 @@ from typing import Any
 from kit.stats.metrics import SCHEMA_VERSION
 
 #: What each schema added to the one before it (schema 3 to 2, 4 to 3).
-_ADDED = {3: ("short_responses", "lengths", "length_test"), 4: ("usage_flagged", "usage", "usage_test")}
-#: The count (of a cell or an arm at a level) that must be zero for the schema before it to have said the same.
-_UNSAID = {3: "short_responses", 4: "usage_flagged"}
+_ADDED = {3: ("short_responses", "lengths", "length_test"), 4: ("usage_flagged", "usage", "usage_test"),
+          5: ("comparison_method", "cell_statistic", "cell_statistic_trim", "slo", "goodput")}
+#: The count (of a cell or an arm at a level) that must be zero for the schema before it to have said the same
+#: (None: nothing in the records; schema 5's additions are the manifest's, and an earlier schema's summary is
+#: recomputed with the analysis it had: ``kit.stats.summary.analysis_rule(legacy=True)``).
+_UNSAID: dict[int, str | None] = {3: "short_responses", 4: "usage_flagged", 5: None}
+#: Below this schema, a summary is recomputed with the legacy analysis (Welch's t on cell means).
+LEGACY_BELOW = 5
 
 
 def known_versions() -> range:
@@ -33,7 +38,8 @@ def as_schema(doc: dict[str, Any], version: int) -> dict[str, Any] | None:
         return None
     out = copy.deepcopy(doc)
     for added in range(SCHEMA_VERSION, version, -1):
-        if any(_counted(f, _UNSAID[added]) for f in _figures(doc)):
+        unsaid = _UNSAID[added]
+        if unsaid is not None and any(_counted(f, unsaid) for f in _figures(doc)):
             return None
         _drop(out, _ADDED[added])
     out["schema_version"] = version

@@ -219,7 +219,8 @@ def _resign_summary(bundle: Bundle, runner: SigningKey, summary: dict[str, objec
 def test_a_summary_an_earlier_kit_wrote_is_recomputed_as_that_schema(bundle: Bundle, runner: SigningKey,
                                                                      trust_file: Path) -> None:
     # summary schema 2 is schema 3 less the short-response fields: recomputed to the byte, never taken on trust
-    earlier = as_schema(summarize_bundle(bundle.root), 2)
+    # (with the analysis before schema 5, Welch's t on cell means: kit verify recomputes an earlier schema so)
+    earlier = as_schema(summarize_bundle(bundle.root, legacy=True), 2)
     assert earlier is not None and earlier["schema_version"] == 2 and "length_test" not in earlier["analysis"]
     _resign_summary(bundle, runner, earlier)
     res = verify_bundle(bundle.root, [trust_file])

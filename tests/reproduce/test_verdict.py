@@ -160,8 +160,11 @@ def test_judge_decides_as_the_simulations_entry_does(original: Summary, make: Ma
             assert c.log_estimate == pytest.approx(d.estimate) and c.p_zero_adjusted == pytest.approx(d.p_zero_adjusted)
 
 
-def test_the_effect_contrast_is_kits_own_ab_comparison(original: Summary) -> None:
-    """Welch on the summary's per-cell figures gives summary.json's own primary comparison (ratio and p)."""
+def test_the_effect_contrast_is_kits_own_ab_comparison(make: Make) -> None:
+    """Welch on the summary's per-cell figures gives summary.json's own primary comparison (ratio and p) when the
+    manifest pre-registers Welch (analysis.method: welch; kit reproduce's contrast is Welch's whatever the method:
+    under the blocked default the ratio is the same, its df and p are the blocked test's)."""
+    original = make(analysis="  method: welch\n")
     for comp in original.comparisons:
         if comp.role != "primary":
             continue

@@ -76,29 +76,29 @@ def test_power_plan_uses_the_pilots_cv_per_level(pilot: Path) -> None:
     m = load_manifest(ROOT / "experiments" / "demo.yaml").manifest  # levels 1, 4, 16, 64; 6 repeats
     assumed = power_plan(m)
     measured = power_plan(m, pilot=pilot)
-    sds = pilot_sd(pilot, TPOT)
+    sds = pilot_sd(pilot, TPOT, method="blocked")  # demo.yaml's analysis.method: the default, blocked
     by_level = {lv.concurrency: lv for lv in measured.levels}
     # planned at the SD's 80 % upper confidence bound (chi-square, by scipy here), the estimate kept beside it
     bound = [sds[c][0] * math.sqrt(sds[c][1] / chi2.ppf(0.2, sds[c][1])) for c in (1, 4)]
     assert [by_level[1].log_sd, by_level[4].log_sd] == pytest.approx(bound, rel=1e-12)
-    assert by_level[1].estimate_sd == sds[1][0] and by_level[1].df == sds[1][1] == 6
-    pooled = math.sqrt((sds[1][0] ** 2 * 6 + sds[4][0] ** 2 * 6) / 12)
-    assert by_level[16].estimate_sd == pytest.approx(pooled) and by_level[16].df == 12
-    assert by_level[16].log_sd == pytest.approx(pooled * math.sqrt(12 / chi2.ppf(0.2, 12)))
+    assert by_level[1].estimate_sd == sds[1][0] and by_level[1].df == sds[1][1] == 5  # 8 cells - 2 blocks - 1
+    pooled = math.sqrt((sds[1][0] ** 2 * 5 + sds[4][0] ** 2 * 5) / 10)
+    assert by_level[16].estimate_sd == pytest.approx(pooled) and by_level[16].df == 10
+    assert by_level[16].log_sd == pytest.approx(pooled * math.sqrt(10 / chi2.ppf(0.2, 10)))
     assert "no c=16 there" in by_level[16].source
-    assert by_level[1].mde == pytest.approx(mde(bound[0], 6, 6, 0.05 / 4))
+    assert by_level[1].mde == pytest.approx(mde(bound[0], 6, 6, 0.05 / 4, method="blocked"))
     assert all(a.mde != b.mde for a, b in zip(assumed.levels, measured.levels, strict=True))
     assert [lv.cv for lv in assumed.levels] == pytest.approx([0.30] * 4)  # a CPU manifest: kit's measured CV
 
 
 def test_the_report_reads_the_same_variation_back_from_the_intervals(pilot: Path) -> None:
     summary = Summary.model_validate(summarize_bundle(pilot))
-    sds = pilot_sd(pilot, TPOT)
+    sds = pilot_sd(pilot, TPOT, method="blocked")
     for c in summary.comparisons:
         if c.role == "primary":
             d = detectable(c, summary.analysis)
             assert d is not None and d.log_sd == pytest.approx(sds[c.level][0], rel=1e-4)  # 6 significant digits
-            assert d.mde == pytest.approx(mde(sds[c.level][0], 4, 4, 0.05 / 2), rel=1e-3)
+            assert d.mde == pytest.approx(mde(sds[c.level][0], 4, 4, 0.05 / 2, method="blocked"), rel=1e-3)
             assert cv_from_sd(d.log_sd) > d.log_sd
 
 

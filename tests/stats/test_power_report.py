@@ -30,7 +30,8 @@ def _log_tpot_cells(root: Path, level: int) -> dict[str, list[float]]:
 
 def test_report_states_the_detectable_effect_with_unequal_cells(tmp_path: Path) -> None:
     spec = BundleSpec(arms={"baseline": ArmModel(), "oea": ArmModel(itl_factor=0.97)}, repeats=3, levels=(1, 4),
-                      requests=24, tokens=8, seed=31, failed={"oea-r2": "server died"})
+                      requests=24, tokens=8, seed=31, failed={"oea-r2": "server died"},
+                      analysis="  method: welch\n")  # Welch's Hsu df; the blocked test's power: test_analysis.py
     root = make_bundle(tmp_path / "b", spec)
     summary = summarize_bundle(root)
     render_report(root, summary)

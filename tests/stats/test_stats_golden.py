@@ -3,7 +3,9 @@ package (kit verify recomputes summaries byte for byte, so the numbers and texts
 
 Regenerated for issue 10 (Welch on log cells, primary family with Holm, guardrails, summary schema 2), for summary
 schema 3 (short responses and the output-length guardrail) and for schema 4 (usage_flagged and the usage guardrail):
-fields added, no number or text changed; if a deliberate change of the statistics or the report changes them,
+fields added, no number or text changed; for schema 5 (analysis.method's default, the blocked test, changed every
+interval and p; the schema-4 summary is kept as golden.schema4.summary.json and still recomputed by
+tests/stats/test_analysis.py); if a deliberate change of the statistics or the report changes them,
 regenerate them in the same commit and say so (``python tests/stats/test_stats_golden.py --regenerate``).
 """
 

@@ -15,7 +15,6 @@ tampering tests; the real ``kit.stats`` summarizes both kinds.
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,6 +58,7 @@ class BundleSpec:
     server_metrics: bool = False
     errors_per_level: int = 0  # failed requests per cell x level (status 500)
     toy_records: bool = False  # six small hand-made records per level instead of simulated ones
+    analysis: str = ""  # extra lines of the manifest's analysis section, e.g. "  method: welch\n"
 
 
 def base_ttft_ms(level: int) -> float:
@@ -212,8 +212,13 @@ def make_bundle(root: Path, spec: BundleSpec | None = None) -> Path:
         path.write_bytes(data)
 
     root.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(DEMO_MANIFEST, root / "manifest.yaml")
-    write_bundle(write, spec or BundleSpec())
+    spec = spec or BundleSpec()
+    text = DEMO_MANIFEST.read_text(encoding="utf-8")
+    if spec.analysis:
+        assert "\nanalysis:\n" in text
+        text = text.replace("\nanalysis:\n", "\nanalysis:\n" + spec.analysis, 1)
+    (root / "manifest.yaml").write_text(text, encoding="utf-8")
+    write_bundle(write, spec)
     return root
 
 
