@@ -22,6 +22,7 @@ from typing import Any
 from cryptography.exceptions import InvalidSignature
 
 from kit.bundle.checkpoints import check_chain, checkpoint_files
+from kit.bundle.looks import check_looks
 from kit.bundle.names import PROVENANCE, envelope_bytes, rel_problem, walk
 from kit.bundle.policy import (
     TRUSTED_MARK,
@@ -133,7 +134,10 @@ def verify_directory(root: Path, trust: list[Path], *, label: str, integrity_onl
     chain_note, chain, problems = check_chain(root, None if integrity_only else files, subjects)
     if problems:
         raise fail(label, problems, hint="its checkpoints do not hold what its provenance signed; get an untouched one")
-    summary_note = check_summary(root, label)
+    looks_note, look_problems = check_looks(root)  # design.sequential
+    if look_problems:
+        raise fail(label, look_problems, hint="its looks are not what its records give; get an untouched copy")
+    summary_note = check_summary(root, label) + (f"; {looks_note}" if looks_note else "")
     run = _run_info(root)
     manifest = manifest_check(root, files) if not integrity_only else {"status": "not checked (--integrity-only)"}
     rec = recorded_flags(root)

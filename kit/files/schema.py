@@ -24,6 +24,7 @@ from kit.files.envelope import EnvelopeFile, ServerMetricsFile
 from kit.files.environment import EnvironmentFile
 from kit.files.gates import GatesLine
 from kit.files.images import ImagesFile
+from kit.files.looks import LookFile
 from kit.files.plan import PlanFile
 from kit.files.records import RecordLine
 from kit.files.reproduce import ReproduceFile
@@ -51,6 +52,7 @@ REGISTRY: dict[str, type[BaseModel]] = {
     "provenance.dsse.json": EnvelopeFile,
     "manifest.yaml.sig": EnvelopeFile,
     ReproduceFile.file_pattern: ReproduceFile,
+    LookFile.file_pattern: LookFile,
     CheckpointFile.file_pattern: CheckpointFile,  # the payload: CheckpointStatement (EXTRA_DEFS)
     # kit reproduce: the source bundle's files the verdict and the setup diff were read from (kit.reproduce.sealing)
     "source/provenance.dsse.json": EnvelopeFile,

@@ -258,6 +258,30 @@ class Analysis(_Model):
     docs: str
 
 
+class SequentialDecision(_Model):
+    arm: str
+    level: int
+    decision: str  # efficacy | futility | withheld | continue
+    p_value: float | None
+    nominal_p: float | None
+    fraction: float | None
+    rejected_at_look: int | None
+
+
+class SequentialInfo(_Model):
+    """A sequential design's ending (design.sequential): its looks and why it stopped."""
+
+    spending: str | None
+    looks: int
+    most_looks: int
+    stop: str | None  # decided | max_repeats | time_budget | None
+    stopped: str
+    cells_used: int
+    cells_planned: int
+    cells_not_run: int
+    comparisons: list[SequentialDecision]
+
+
 class Summary(_Model):
     """The whole ``summary.json``."""
 
@@ -271,6 +295,7 @@ class Summary(_Model):
     failed_cells: list[FailedCell]
     arm_levels: list[ArmLevel]
     comparisons: list[Comparison]
+    sequential: SequentialInfo | None = None  # design.sequential only
 
     def arm_level(self, arm: str, level: int) -> ArmLevel | None:
         return next((a for a in self.arm_levels if a.arm == arm and a.level == level), None)
