@@ -122,9 +122,10 @@ def summary_of(root: Path) -> SummaryDoc:
     """The whole summary of a bundle, recomputed from its raw records (JSON-serialisable, rounded)."""
     m, cells, by_cell, levels = _read_levels(root)
     doc = summary_doc(m, [(c, by_cell[c.id]) for c in cells], levels)
-    if m.design.sequential is None:
+    looks = [fresh for _, fresh in recompute_looks(root, m)] if m.design.sequential is not None else []
+    if not looks:  # a fixed design, or a sequential run stopped before its first block ended: the cells so far
         return doc
-    return cast("SummaryDoc", apply_looks(m, doc, [fresh for _, fresh in recompute_looks(root, m)]))
+    return cast("SummaryDoc", apply_looks(m, doc, looks))
 
 
 def level_samples(root: Path) -> list[LevelSamples]:
