@@ -188,5 +188,6 @@ def _decision_tail(d: LookDoc, m: Manifest) -> str:
         return f" (sequential: rejected at look {d['rejected_at_look']})"
     if d["decision"] == "futility" and seq is not None and seq.futility is not None:
         return f" (sequential: futility, no change as large as ±{seq.futility.margin_pct:g} %)"
-    return f" (sequential: p={d['p_value']:.3g} above its boundary {d['nominal_p']:.3g})" \
-        if d.get("p_value") is not None and d.get("nominal_p") is not None else ""
+    if d["decision"] == "withheld" or d.get("p_value") is None or d.get("nominal_p") is None:
+        return ""  # the status says why there is no verdict; no boundary was tested
+    return f" (sequential: p={d['p_value']:.3g} above its boundary {d['nominal_p']:.3g})"
