@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.kit-installed
 TEST_STAMP := $(VENV)/.kit-test-extras
 
-.PHONY: demo test setup lint unit clean-venv stats-table repro-table
+.PHONY: demo test setup lint unit clean-venv stats-table repro-table seq-table
 
 # The test tiers run on pytest-xdist workers: the unit tier on UNIT_WORKERS (2 on 2 cores: 143 s against 165 s
 # with 4, measured), the others on SLOW_WORKERS (4: the docker and Slurm groups each hold a worker for long
@@ -84,6 +84,11 @@ clean-venv:
 stats-table: setup
 	KIT_SIM_TIER=full $(BIN)/python -m pytest -q -m slow tests/stats/test_stats_simulation.py
 	PYTHONPATH=. $(BIN)/python -m tests.stats.sim --write-table docs/statistics.md
+
+## Rerun the sequential-design simulation (A/A family-wise error, the saving against a fixed design of equal power)
+## and rewrite its table in docs/statistics.md.
+seq-table: setup
+	PYTHONPATH=. $(BIN)/python -m tests.stats.sim_sequential --write-table docs/statistics.md
 
 ## Rerun the reproduce-verdict simulation (2000 pairs a row) and rewrite its table in docs/reproduce.md.
 repro-table: setup

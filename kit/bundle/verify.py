@@ -22,6 +22,7 @@ from typing import Any
 from cryptography.exceptions import InvalidSignature
 
 from kit.bundle.checkpoints import check_chain, checkpoint_files
+from kit.bundle.looks import check_looks
 from kit.bundle.names import PROVENANCE, envelope_bytes, rel_problem, walk
 from kit.bundle.policy import (
     TRUSTED_MARK,
@@ -138,7 +139,10 @@ def verify_directory(root: Path, trust: list[Path], *, label: str, integrity_onl
         raise fail(label, problems, hint="its checkpoints do not hold what its provenance signed; get an untouched one")
     if redone := redo_problems(root):  # a cell re-run by --redo must have been failed or client-bound
         raise fail(label, redone, hint="see docs/statistics.md (Re-measured cells)")
-    summary_note = check_summary(root, label)
+    looks_note, look_problems = check_looks(root)  # design.sequential
+    if look_problems:
+        raise fail(label, look_problems, hint="its looks are not what its records give; get an untouched copy")
+    summary_note = check_summary(root, label) + (f"; {looks_note}" if looks_note else "")
     sched_note, sched_problems = check_schedules(root)
     if sched_problems:
         raise fail(label, sched_problems, hint="the records are not what the levels' schedules sent; get an "

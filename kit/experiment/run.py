@@ -13,6 +13,7 @@ from kit.experiment.cells import CellRunner, NodeGates, gate_report
 from kit.experiment.finish import Closing, finalize, verdicts
 from kit.experiment.images import prepare_images
 from kit.experiment.inputs import RunInputs, load_for_run
+from kit.experiment.looks import Looks, look_text, needed_cells
 from kit.experiment.options import Events, QuietEvents, RunOptions, RunResult
 from kit.experiment.session import BundleSession
 from kit.experiment.signals import deferred_interrupts, signals_as_interrupts
@@ -89,15 +90,26 @@ class Experiment:
                                      trust=self.inputs.trust)
         self.cells = CellRunner(self.m, self.plan, session.bundle, self.runtime, self.events,
                                 image_ids={a: i.image_id for a, i in self.images.items()}, nodes=self.nodes)
-        todo = cells_to_run(session.bundle, self.plan.cells)
+        # --- design.sequential (kit.experiment.looks): a look after each block; stop when a look says so
+        looks = Looks(self.m, self.plan, session.bundle) if self.m.design.sequential is not None else None
+        todo = cells_to_run(session.bundle, needed_cells(self.m, self.plan, session.bundle))
         done = len(self.plan.cells) - len(todo)
-        if done:
+        if done and todo:
             self.events.message(f"resuming: {done} cell(s) already complete, {len(todo)} to run")
+        for doc in looks.take_due() if looks is not None else []:  # resumed after a block, before its look
+            self.events.message(look_text(doc))
         for i, cell in enumerate(todo):
+            if looks is not None and looks.stopped:
+                break
             self.events.cell_started(cell, done + i + 1, len(self.plan.cells))
             self.cells.run(cell)
             status = session.bundle.read(f"cells/{cell.id}/cell.json", CellFile).status
+            for doc in looks.take_due() if looks is not None else []:  # written before the checkpoint covers it
+                self.events.message(look_text(doc))
             session.checkpoint("cell", cell=cell.id, status=status)  # the cell is kept, whatever comes next
+            if looks is not None and looks.stopped:
+                break
+        # --- end design.sequential
         return "complete" if not self.failed else "failed"
 
 
@@ -130,7 +142,7 @@ def run_inputs(inputs: RunInputs, opts: RunOptions, events: Events | None = None
     """``run_experiment`` from inputs already read and verified (``kit.experiment.inputs``)."""
     ev = events or QuietEvents()
     if opts.resume is not None and (done := already_complete(opts.resume, make_plan(inputs.lm.manifest),
-                                                             opts.redo)) is not None:
+                                                             opts.redo, inputs.lm.manifest)) is not None:
         return done  # nothing to run: no gate, no lock, no write
     key, notice = runner_key(opts.key)  # before anything runs: a bad key must not surface after hours of load
     if notice:
@@ -168,9 +180,9 @@ def run_inputs(inputs: RunInputs, opts: RunOptions, events: Events | None = None
     return outcome(session, closing, status, error, summary, ev, again)
 
 
-def already_complete(root: Path, plan: Plan, redo: tuple[str, ...] = ()) -> RunResult | None:
-    """A bundle whose run completed (sealed, summarised, every cell ok) and, with ``redo``, no cell to re-run: the
-    result, untouched; else None."""
+def already_complete(root: Path, plan: Plan, redo: tuple[str, ...] = (), m: Manifest | None = None) -> RunResult | None:
+    """A bundle whose run completed (sealed, summarised, every cell ok — with design.sequential, every cell of the
+    blocks it ran) and, with ``redo``, no cell to re-run: the result, untouched; else None."""
     if not (root / PROVENANCE).is_file():
         return None
     run = read_file(root, "run.json", RunFile)
@@ -178,7 +190,8 @@ def already_complete(root: Path, plan: Plan, redo: tuple[str, ...] = ()) -> RunR
     if run.status != "complete" or not bundle.exists("summary.json"):
         return None
     try:
-        if not all(bundle.read(f"cells/{c.id}/cell.json", CellFile).status == "ok" for c in plan.cells):
+        needed = plan.cells if m is None else needed_cells(m, plan, bundle)  # design.sequential: the blocks it ran
+        if not all(bundle.read(f"cells/{c.id}/cell.json", CellFile).status == "ok" for c in needed):
             return None
     except BundleError:  # a cell missing or unreadable: not complete (the resume says what is wrong with it)
         return None

@@ -24,6 +24,7 @@ from kit.files.envelope import EnvelopeFile, ServerMetricsFile
 from kit.files.environment import EnvironmentFile
 from kit.files.gates import GatesLine
 from kit.files.images import ImagesFile
+from kit.files.looks import LookFile
 from kit.files.plan import PlanFile
 from kit.files.quality import QualityFile
 from kit.files.records import RecordLine
@@ -61,6 +62,7 @@ REGISTRY: dict[str, type[BaseModel]] = {
     ReproduceFile.file_pattern: ReproduceFile,
     WorkloadIndex.file_pattern: WorkloadIndex,
     "workload/level-*.jsonl": WorkItemLine,
+    LookFile.file_pattern: LookFile,
     CheckpointFile.file_pattern: CheckpointFile,  # the payload: CheckpointStatement (EXTRA_DEFS)
     # kit reproduce: the source bundle's files the verdict and the setup diff were read from (kit.reproduce.sealing)
     "source/provenance.dsse.json": EnvelopeFile,

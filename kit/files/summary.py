@@ -279,6 +279,30 @@ class GoodputCell(_Model):
     slo_attainment: float | None
 
 
+class SequentialDecision(_Model):
+    arm: str
+    level: int
+    decision: str  # efficacy | futility | withheld | continue
+    p_value: float | None
+    nominal_p: float | None
+    fraction: float | None
+    rejected_at_look: int | None
+
+
+class SequentialInfo(_Model):
+    """A sequential design's ending (design.sequential): its looks and why it stopped."""
+
+    spending: str | None
+    looks: int
+    most_looks: int
+    stop: str | None  # decided | max_repeats | time_budget | None
+    stopped: str
+    cells_used: int
+    cells_planned: int
+    cells_not_run: int
+    comparisons: list[SequentialDecision]
+
+
 class Summary(_Model):
     """The whole ``summary.json``."""
 
@@ -293,6 +317,7 @@ class Summary(_Model):
     arm_levels: list[ArmLevel]
     comparisons: list[Comparison]
     goodput: list[GoodputCell] | None = None  # schema 5
+    sequential: SequentialInfo | None = None  # design.sequential only
 
     def arm_level(self, arm: str, level: int) -> ArmLevel | None:
         return next((a for a in self.arm_levels if a.arm == arm and a.level == level), None)

@@ -156,6 +156,26 @@ def _failed_section(summary: Summary) -> list[str]:
     return out
 
 
+# --------------------------------------------------------------------------- design.sequential
+
+
+def _sequential_section(summary: Summary) -> list[str]:
+    """Why a sequential run stopped, and each primary comparison's decision at its last look."""
+    q = summary.sequential
+    if q is None:
+        return []
+    rows = ["| arm | concurrency | decision | p | boundary (nominal p) | information |",
+            "|---|---:|---|---:|---:|---:|"]
+    for c in q.comparisons:
+        at = f" at look {c.rejected_at_look}" if c.rejected_at_look else ""
+        rows.append(f"| {c.arm} | {c.level} | {c.decision}{at} | {fmt(c.p_value)} | {fmt(c.nominal_p)} | "
+                    f"{fmt(None if c.fraction is None else 100 * c.fraction)} % |")
+    return ["## Sequential design", "",
+            f"Stopped: {q.stopped}. {q.looks} of at most {q.most_looks} looks ({q.spending} alpha spending); "
+            f"{q.cells_used} of {q.cells_planned} planned cells used, {q.cells_not_run} never needed.", "",
+            *rows, ""]
+
+
 def render_markdown(summary: Summary, plots: Sequence[str] = ()) -> str:
     arms = [a for a in summary.arms if a != summary.baseline]
     title = f"# {summary.experiment}: {', '.join(arms)} vs {summary.baseline}"
@@ -164,7 +184,7 @@ def render_markdown(summary: Summary, plots: Sequence[str] = ()) -> str:
              f"Primary (confirmatory): {a.primary}, {a.family_size} tests (levels × arms), {a.correction}-corrected "
              f"so that all hold together at {confidence_pct(summary)}; secondary metrics ({', '.join(a.secondary)}) "
              f"are a separate family of {a.secondary_family_size} tests, never bold. Unique experts/step, when "
-             "shown, is descriptive and not tested.", "",
+             "shown, is descriptive and not tested.", "", *_sequential_section(summary),
              *analysis_lines(summary),  # helper analysis: the test, the cell statistic, the SLO and goodput
              *_client_bound_section(summary), *_timing_section(summary),
              *queue_bound_section(summary),  # telemetry

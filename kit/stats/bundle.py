@@ -7,7 +7,7 @@ It reads ``plan.json``, ``manifest.yaml``, each cell's ``cell.json`` and, per le
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
@@ -19,6 +19,7 @@ from kit.manifest import Manifest, load_manifest
 from kit.plumbing.files import read_bounded
 from kit.stats.ab import LevelSamples
 from kit.stats.figures import cell_level_figures
+from kit.stats.looks import LOOKS_DIR, LookDoc, LookInput, apply_looks, look_rel, take_look
 from kit.stats.requests import LevelRecords, RecordLike, reduce_records
 from kit.stats.shapes import CellLevelFigures, SummaryDoc
 from kit.stats.summary import CellInfo, LevelResult, cell_info, summarize_level, summary_doc
@@ -89,10 +90,11 @@ def read_records(path: Path, max_line: int | None = None) -> RecordStream | None
     return RecordStream(path, max_line) if path.is_file() else None
 
 
-def _cells(root: Path, plan: dict[str, Any]) -> list[CellInfo]:
+def _cells(root: Path, plan: dict[str, Any], only: Collection[str] | None = None) -> list[CellInfo]:
     out: list[CellInfo] = []
     for c in plan.get("cells") or []:
-        out.append(cell_info(c, read_json(root / "cells" / str(c["id"]) / "cell.json"), len(out)))
+        if only is None or str(c["id"]) in only:
+            out.append(cell_info(c, read_json(root / "cells" / str(c["id"]) / "cell.json"), len(out)))
     return out
 
 
@@ -126,6 +128,9 @@ def summary_of(root: Path, *, legacy: bool = False) -> SummaryDoc:
     with the analysis of summary schemas before 5 (``kit.stats.summary.analysis_rule``)."""
     m, cells, by_cell, levels = _read_levels(root)
     doc = summary_doc(m, [(c, by_cell[c.id]) for c in cells], levels, legacy=legacy)
+    looks = [fresh for _, fresh in recompute_looks(root, m)] if m.design.sequential is not None else []
+    if looks:  # else a fixed design, or a sequential run stopped before its first block ended: the cells so far
+        doc = cast("SummaryDoc", apply_looks(m, doc, looks))
     return with_telemetry(doc, root)  # telemetry: descriptive, per cell level (kit.stats.telemetry)
 
 
@@ -134,14 +139,54 @@ def level_samples(root: Path) -> list[LevelSamples]:
     return [lv.samples for lv in _read_levels(Path(root))[3]]
 
 
-def _read_levels(root: Path) -> tuple[Manifest, list[CellInfo], dict[str, dict[str, CellLevelFigures]],
-                                      list[LevelResult]]:
+def recorded_looks(root: Path) -> list[LookDoc]:
+    """The looks a sequential run recorded (looks/001.json, 002, ... up to the first one missing)."""
+    out: list[LookDoc] = []
+    while (root / look_rel(len(out) + 1)).is_file():
+        doc = read_json(root / look_rel(len(out) + 1))
+        if not isinstance(doc, dict) or doc.get("look") != len(out) + 1:
+            raise BundleError(f"{root / look_rel(len(out) + 1)}: not a look kit writes (its number must be "
+                              f"{len(out) + 1})")
+        out.append(doc)
+    extra = sorted(p.name for p in (root / LOOKS_DIR).glob("*")) if (root / LOOKS_DIR).is_dir() else []
+    if len(extra) != len(out):
+        raise BundleError(f"{root / LOOKS_DIR}: holds {', '.join(extra)}; kit numbers looks 001.json, 002, ... "
+                          "without gaps")
+    return out
+
+
+def look_input(doc: LookDoc) -> LookInput:
+    try:
+        return LookInput(int(doc["look"]), tuple(str(c) for c in doc["cells"]), float(doc["elapsed_s"]))
+    except (KeyError, TypeError, ValueError) as e:
+        raise BundleError(f"look {doc.get('look')}: no readable look number, cells or elapsed_s ({e})") from None
+
+
+def take_look_at(root: Path, m: Manifest, inp: LookInput, history: list[LookDoc]) -> LookDoc:
+    """A look on the records of its cells (only those), after ``history``."""
+    return take_look(m, [lv.samples for lv in _read_levels(root, inp.cells)[3]], inp, history)
+
+
+def recompute_looks(root: Path, m: Manifest) -> list[tuple[LookDoc, LookDoc]]:
+    """Every recorded look and the same look recomputed from the records of the cells it names (each after
+    the recomputed looks before it): what ``kit verify`` compares and the summary's sequential verdicts use."""
+    fresh: list[LookDoc] = []
+    out = []
+    for doc in recorded_looks(root):
+        again = take_look_at(root, m, look_input(doc), fresh)
+        fresh.append(again)
+        out.append((doc, again))
+    return out
+
+
+def _read_levels(root: Path, only: Collection[str] | None = None) -> tuple[
+        Manifest, list[CellInfo], dict[str, dict[str, CellLevelFigures]], list[LevelResult]]:
     plan = read_json(root / "plan.json")
     if not isinstance(plan, dict):
         raise BundleError(f"{root}: no readable plan.json")
     m = load_manifest(root / "manifest.yaml", allow_unpinned=True).manifest
     arms = [a.name for a in m.arms]
-    cells = _cells(root, plan)
+    cells = _cells(root, plan, only)
     by_cell: dict[str, dict[str, CellLevelFigures]] = {c.id: {} for c in cells}
     levels: list[LevelResult] = []
     for lv in plan.get("levels") or []:

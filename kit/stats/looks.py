@@ -1,0 +1,193 @@
+"""One interim look of a sequential design (``design.sequential``) from the primary comparisons of the cells so
+far and the looks before it: which comparisons are decided (efficacy: the sequential Holm of
+``kit.stats.sequential`` rejects; futility: the interval lies inside the pre-registered margin), and whether the
+run stops. Pure: ``kit.stats.bundle`` reads the cells, ``kit.experiment.looks`` writes ``looks/<k>.json``, and
+``kit verify`` recomputes every look from the records. The method: docs/statistics.md, "Sequential designs".
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from kit.manifest import Manifest
+from kit.stats.ab import LevelSamples, compare_levels, metric_by_key
+from kit.stats.bootstrap import cell_stats
+from kit.stats.model import welch
+from kit.stats.numbers import clean
+from kit.stats.sequential import Hypothesis, holm_sequential
+from kit.stats.verdict import WITHHELD, verdict_text
+
+LOOKS_DIR = "looks"
+LookDoc = dict[str, Any]  # what looks/<k>.json holds (typed: kit.files.looks.LookFile)
+
+
+def look_rel(k: int) -> str:
+    return f"{LOOKS_DIR}/{k:03d}.json"
+
+
+def blocks(m: Manifest) -> int:
+    """The most looks a sequential run makes: one per block of two repeats per arm."""
+    return m.design.repeats // 2
+
+
+@dataclass(frozen=True)
+class LookInput:
+    """What a look is taken on (recorded, and the only thing ``kit verify`` takes from the file): its number, the
+    ok cells it uses and the seconds the run's cells have taken so far."""
+
+    look: int
+    cells: tuple[str, ...]
+    elapsed_s: float
+
+
+def final_reason(m: Manifest, look: int, elapsed_s: float) -> str | None:
+    """Why this look is the last there can be: the maximum repeats, or a time budget that another block (at
+    the mean block time so far) would pass; None: more may follow."""
+    seq = m.design.sequential
+    if look >= blocks(m):
+        return "max_repeats"
+    if seq is not None and seq.max_minutes is not None and elapsed_s + elapsed_s / look > seq.max_minutes * 60:
+        return "time_budget"
+    return None
+
+
+def _futility_ci(ls: LevelSamples, arm: str, baseline: str, m: Manifest) -> list[float] | None:
+    """The futility interval of the ratio arm/baseline in percent (Welch on the log cell statistics)."""
+    seq = m.design.sequential
+    if seq is None or seq.futility is None:
+        return None
+    metric = metric_by_key(m.analysis.primary)
+    a, b = ls.arms.get(arm, []), ls.arms.get(baseline, [])
+    if len(a) < 2 or len(b) < 2:
+        return None
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = welch(np.log(cell_stats(a, [metric])[:, 0]), np.log(cell_stats(b, [metric])[:, 0]))
+    if r is None:
+        return None
+    lo, hi = r.interval(1 - seq.futility.confidence)
+    return [100 * (math.exp(lo) - 1), 100 * (math.exp(hi) - 1)]
+
+
+def _inside(ci: list[float] | None, margin_pct: float) -> bool:
+    if ci is None:
+        return False
+    return 100 * (1 / (1 + margin_pct / 100) - 1) < ci[0] and ci[1] < margin_pct
+
+
+def take_look(m: Manifest, levels: Sequence[LevelSamples], inp: LookInput, history: Sequence[LookDoc]) -> LookDoc:
+    """The look ``inp`` on the level samples of its cells, after the looks ``history`` (1..k-1, as recorded or
+    recomputed): each primary comparison's fraction, p, nominal level and decision, and whether to stop."""
+    seq = m.design.sequential
+    assert seq is not None, "a look needs design.sequential"
+    arms = [a.name for a in m.arms]
+    base = m.baseline_arm
+    alpha = 1 - m.analysis.confidence
+    comps, _, _ = compare_levels(levels, arms, base, primary=m.analysis.primary,
+                                 correction=m.analysis.correction, confidence=m.analysis.confidence)
+    primary = [c for c in comps if c["role"] == "primary"]
+    most = 2 * m.design.repeats
+    final = final_reason(m, inp.look, inp.elapsed_s)
+    fractions = [min((c["cells"]["arm"] + c["cells"]["baseline"]) / most, 1.0) for c in primary]
+    pvalues = [1.0 if c["status"] in WITHHELD or c["p_value"] is None else float(c["p_value"]) for c in primary]
+    hyps = []
+    for i, c in enumerate(primary):
+        before = [next(x for x in h["comparisons"] if x["arm"] == c["arm"] and x["level"] == c["level"])
+                  for h in history]
+        hyps.append(Hypothesis(tuple([float(x["fraction"]) for x in before] + [fractions[i]]),
+                               tuple([float(x["p_test"]) for x in before] + [pvalues[i]])))
+    alpha_hyps = hyps
+    if m.analysis.correction == "bonferroni":  # no alpha passes between hypotheses
+        decisions = [holm_sequential([h], alpha / max(len(hyps), 1), seq.spending, final=final is not None)[0]
+                     for h in alpha_hyps]
+    else:
+        decisions = holm_sequential(alpha_hyps, alpha, seq.spending, final=final is not None)
+    by_level = {ls.level: ls for ls in levels}
+    out = []
+    for c, fr, p, d in zip(primary, fractions, pvalues, decisions, strict=True):
+        ci = _futility_ci(by_level[c["level"]], c["arm"], base, m) if c["level"] in by_level else None
+        if d.rejected_at is not None:
+            decision = "efficacy"
+        elif c["status"] in WITHHELD:
+            decision = "withheld"
+        elif seq.futility is not None and _inside(ci, seq.futility.margin_pct):
+            decision = "futility"
+        else:
+            decision = "continue"
+        out.append({"arm": c["arm"], "level": c["level"], "cells": c["cells"], "fraction": fr,
+                    "p_value": c["p_value"], "p_test": p, "status": c["status"], "change_pct": c["change_pct"],
+                    "family_alpha": d.level, "nominal_p": d.nominal,
+                    "rejected_at_look": None if d.rejected_at is None else d.rejected_at + 1,
+                    "futility_ci_pct": ci, "decision": decision})
+    decided = bool(out) and all(c["decision"] in ("efficacy", "futility") for c in out)
+    doc = {"look": inp.look, "of": blocks(m), "cells": list(inp.cells), "elapsed_s": inp.elapsed_s,
+           "spending": seq.spending, "alpha": alpha, "correction": m.analysis.correction,
+           "most_cells_per_comparison": most, "final": final, "comparisons": out, "decided": decided,
+           "stop": "decided" if decided else final}
+    cleaned = clean(doc)
+    assert isinstance(cleaned, dict)
+    return cleaned
+
+
+def _stopped_text(last: LookDoc | None) -> str:
+    if last is None:
+        return "no look yet (the run ended before its first block)"
+    stop = last.get("stop")
+    k = last["look"]
+    if stop == "decided":
+        return f"decided at look {k} of {last['of']}: every primary comparison is decided"
+    if stop == "max_repeats":
+        return f"max repeats: look {k} of {last['of']} was the last block the design allows"
+    if stop == "time_budget":
+        return f"budget spent: another block would pass design.sequential.max_minutes (look {k} of {last['of']})"
+    return f"not finished: look {k} of {last['of']} decided nothing final (the run was stopped before its end)"
+
+
+def apply_looks(m: Manifest, doc: Any, looks: Sequence[LookDoc]) -> Any:
+    """The summary of a sequential run: its primary verdicts are those of the last look (significant only where
+    the sequential Holm rejected), the cells a decided run never needed are not counted as failed, and a
+    ``sequential`` section says why it stopped."""
+    last = looks[-1] if looks else None
+    decisions = {(c["arm"], c["level"]): c for c in last["comparisons"]} if last else {}
+    metric = metric_by_key(m.analysis.primary)
+    for c in doc["comparisons"]:
+        d = decisions.get((c["arm"], c["level"]))
+        if c["role"] != "primary" or d is None:
+            continue
+        if c["status"] not in WITHHELD:
+            c["significant"] = d["decision"] == "efficacy"
+            c["status"] = "significant" if c["significant"] else "not_significant"
+        c["verdict"] = verdict_text(c["arm"], metric, c["status"], c["ratio"] or math.nan, c["ratio_ci"],
+                                    math.nan if c["diff"] is None else c["diff"], c["diff_ci"], c["errors"],
+                                    c.get("lengths"), c.get("usage")) + _decision_tail(d, m)
+    used = set(last["cells"]) if last else set()
+    block_end = 2 * (last["look"] if last else 0)
+    stopped = last is not None and last.get("stop") is not None
+    not_run = [c["id"] for c in doc["cells"] if stopped and c["status"] == "missing" and c["repeat"] > block_end]
+    doc["failed_cells"] = [f for f in doc["failed_cells"] if f["id"] not in not_run]
+    for c in doc["cells"]:
+        if c["id"] in not_run:
+            c["status"], c["reason"] = "not_run", f"the sequential design stopped at look {last['look'] if last else 0}"
+    doc["sequential"] = clean({
+        "spending": m.design.sequential.spending if m.design.sequential else None,
+        "looks": len(looks), "most_looks": blocks(m), "stop": last.get("stop") if last else None,
+        "stopped": _stopped_text(last), "cells_used": len(used), "cells_planned": len(doc["cells"]),
+        "cells_not_run": len(not_run),
+        "comparisons": [{k: c[k] for k in ("arm", "level", "decision", "p_value", "nominal_p", "fraction",
+                                           "rejected_at_look")} for c in (last["comparisons"] if last else [])]})
+    return doc
+
+
+def _decision_tail(d: LookDoc, m: Manifest) -> str:
+    seq = m.design.sequential
+    if d["decision"] == "efficacy":
+        return f" (sequential: rejected at look {d['rejected_at_look']})"
+    if d["decision"] == "futility" and seq is not None and seq.futility is not None:
+        return f" (sequential: futility, no change as large as ±{seq.futility.margin_pct:g} %)"
+    if d["decision"] == "withheld" or d.get("p_value") is None or d.get("nominal_p") is None:
+        return ""  # the status says why there is no verdict; no boundary was tested
+    return f" (sequential: p={d['p_value']:.3g} above its boundary {d['nominal_p']:.3g})"

@@ -1,0 +1,60 @@
+"""A sequential `kit run` (design.sequential) against kit's real demo engine: a large effect (OEA k0=1 against
+top-8 at one stream, Pocock-type spending) stops it before its maximum of six looks; every look is in the bundle, `kit verify` recomputes them,
+the report says why it stopped, and `kit run --resume` of the finished bundle runs nothing more. Where kit.load's
+guardrail flags a cell client-bound (it does on a 2-core machine other sessions load), the comparison is withheld
+at every look: the run must then go to its maximum, and the test stops there as skipped, saying which cell."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from e2e_helpers import ROOT, bundle_of, kit, read_json
+
+from kit.bundle.looks import check_looks
+
+
+@pytest.mark.slow
+def test_a_sequential_run_stops_when_decided_and_its_looks_verify(tmp_path: Path, port: int,
+                                                                   isolated: dict[str, str]) -> None:
+    # the demo's engine (its tiny test engine is so fast that a busy machine's noise is most of its TPOT), one
+    # stream, OEA k0=1 (top-1) against top-8: about -45 % TPOT
+    data = yaml.safe_load((ROOT / "experiments" / "demo.yaml").read_text())
+    data["name"], data["server"]["port"] = "seq", port
+    data["arms"][1]["args"] = ["--oea-k0", "1"]
+    data["load"].update(levels=[1], requests_per_level=[32], warmup_requests=4)
+    data["design"] = {"repeats": 12, "order": "abba", "sequential": {"spending": "pocock"}}
+    path = tmp_path / "seq.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    out = tmp_path / "r"
+    r = kit("run", str(path), "--out", str(out), "--allow-unsigned", env=isolated, timeout=900)
+    assert r.returncode == 0, r.stdout + r.stderr
+    b = bundle_of(out)
+    looks = sorted((b / "looks").iterdir())
+    last = read_json(looks[-1])
+    summary = read_json(b / "summary.json")
+    assert "## Sequential design" in (b / "report.md").read_text()
+    v = kit("verify", str(b), env=isolated)
+    assert v.returncode == 0 and "sequential look(s) recomputed from the records OK" in v.stdout, v.stdout + v.stderr
+    again = kit("run", "--resume", str(b), "--allow-unsigned", env=isolated)
+    assert again.returncode == 0 and "already complete" in again.stdout + again.stderr, again.stdout + again.stderr
+    # a look whose boundary was written otherwise than the records give: the recomputation names it (the
+    # signature check of `kit verify` would refuse the changed file first)
+    doc = read_json(looks[0])
+    doc["comparisons"][0]["nominal_p"] = 0.5
+    looks[0].write_text(json.dumps(doc))
+    _, problems = check_looks(b)
+    assert problems and "looks/001.json" in problems[0] and "nominal_p" in problems[0], problems
+    if last["comparisons"][0]["decision"] == "withheld":  # kit.load's guardrail flagged a cell on a busy machine
+        assert last["stop"] == "max_repeats" and len(looks) == 6  # never decided: it runs to its maximum
+        pytest.skip(f"a cell was client-bound on this machine: {summary['levels'][0]['client_bound_cells']}")
+    assert last["stop"] == "decided" and len(looks) < 6, r.stdout  # stopped before the sixth (last) block
+    assert [c["decision"] for c in last["comparisons"]] == ["efficacy"]
+    printed = " ".join(r.stderr.split())  # the progress lines, wrapped by the terminal
+    assert f"look {len(looks)} of 6" in printed and "stop: decided" in printed, printed
+    assert summary["sequential"]["stop"] == "decided" and summary["sequential"]["cells_not_run"] > 0
+    assert summary["failed_cells"] == []  # the cells it never needed are not failures
+    primary = [c for c in summary["comparisons"] if c["role"] == "primary"]
+    assert primary[0]["significant"] and "(sequential: rejected at look" in primary[0]["verdict"]
