@@ -20,6 +20,7 @@ from kit.stats.bootstrap import cell_stats
 from kit.stats.model import welch
 from kit.stats.numbers import clean
 from kit.stats.sequential import Hypothesis, holm_sequential
+from kit.stats.summary import analysis_rule
 from kit.stats.verdict import WITHHELD, verdict_text
 
 LOOKS_DIR = "looks"
@@ -87,8 +88,10 @@ def take_look(m: Manifest, levels: Sequence[LevelSamples], inp: LookInput, histo
     arms = [a.name for a in m.arms]
     base = m.baseline_arm
     alpha = 1 - m.analysis.confidence
+    rule, method = analysis_rule(m)  # the pre-registered test and cell statistic, as the summary uses them
     comps, _, _ = compare_levels(levels, arms, base, primary=m.analysis.primary,
-                                 correction=m.analysis.correction, confidence=m.analysis.confidence)
+                                 correction=m.analysis.correction, confidence=m.analysis.confidence,
+                                 rule=rule, method=method)
     primary = [c for c in comps if c["role"] == "primary"]
     most = 2 * m.design.repeats
     final = final_reason(m, inp.look, inp.elapsed_s)
