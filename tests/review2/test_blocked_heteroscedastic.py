@@ -25,10 +25,10 @@ def _experiment(rng: np.random.Generator, noisy: float) -> tuple[np.ndarray, lis
     first = ["A", "B"]
     rng.shuffle(first)
     cells = [(a, r) for r in range(1, REPEATS + 1) for a in (first if r % 2 else first[::-1])]
-    y = {a: [] for a in "AB"}
+    y: dict[str, list[float]] = {a: [] for a in "AB"}
     blocks: dict[str, list[int]] = {a: [] for a in "AB"}
     for a, r in cells:
-        y[a].append(rng.normal(0.0, 0.1 * (noisy if a == "B" else 1.0)))
+        y[a].append(float(rng.normal(0.0, 0.1 * (noisy if a == "B" else 1.0))))
         blocks[a].append((r - 1) // 2)
     drop = int(rng.integers(REPEATS))  # one failed cell of the noisy arm
     yb = np.delete(np.array(y["B"]), drop)
@@ -42,12 +42,12 @@ def _rate(method: str, noisy: float) -> float:
     for _ in range(RUNS):
         arm, arm_blocks, base, base_blocks = _experiment(rng, noisy)
         w = blocked(arm, arm_blocks, base, base_blocks) if method == "blocked" else welch(arm, base)
-        hits += w is not None and w.p <= ALPHA
+        hits += int(w is not None and w.p <= ALPHA)
     return hits / RUNS
 
 
 def _bound() -> float:
-    return ALPHA + 2.5 * (ALPHA * (1 - ALPHA) / RUNS) ** 0.5
+    return ALPHA + 2.5 * float(np.sqrt(ALPHA * (1 - ALPHA) / RUNS))
 
 
 def test_welch_holds_the_level_under_unequal_variances_and_a_failed_cell() -> None:
