@@ -59,8 +59,9 @@ class DelayStats(_Open):
 
 
 class Window(_Open):
-    """``load.arrival.window: steady``: the statistics keep a request sent at or after ``start_ns`` that ended at or
-    before ``end_ns`` (perf ns, the clock of the records' ``t_start_ns`` in this process; ``kit.files.records``)."""
+    """``load.arrival.window: steady``: the statistics keep a request sent at or after ``start_ns`` and at or before
+    ``end_ns``, whatever its outcome (perf ns, the clock of the records' ``t_start_ns`` in this process;
+    ``kit.files.records``)."""
 
     start_ns: int
     end_ns: int

@@ -80,8 +80,12 @@ class Record(TypedDict):
 
 def steady_window(workers: Sequence[Mapping[str, object]]) -> Callable[[Mapping[str, object]], bool]:
     """Which records the statistics keep, from ``client.json``'s ``workers``: with a ``window`` (``load.window:
-    steady``) a record is kept when it was sent at or after the window's start and ended at or before its end
-    (both on its worker's clock); a worker without one (``load.window: all``, older kits) keeps every record."""
+    steady``) a record is kept when it was *sent* inside the window, start <= ``t_start_ns`` <= end (its worker's
+    clock), whatever its outcome: the selection is on send time only, never on how long the request took (a rule
+    on its end time keeps the fast requests sent late and drops the slow ones, which biases the window's latency
+    low, the slower arm's more). The level runs until every request it sent has ended, so each kept one is
+    measured; its timeout or failure is an error of the window. A worker without a window (``load.window: all``,
+    older kits) keeps every record."""
     windows: dict[object, tuple[int, int]] = {}
     for w in workers:
         win = w.get("window")
@@ -92,10 +96,8 @@ def steady_window(workers: Sequence[Mapping[str, object]]) -> Callable[[Mapping[
         win = windows.get(rec.get("worker"))
         if win is None:
             return True
-        start, e2e = rec.get("t_start_ns"), rec.get("e2e_ns")
-        if not isinstance(start, int) or not isinstance(e2e, int):
-            return False
-        return win[0] <= start and start + e2e <= win[1]
+        start = rec.get("t_start_ns")
+        return isinstance(start, int) and win[0] <= start <= win[1]
 
     return keep
 

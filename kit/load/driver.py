@@ -225,10 +225,11 @@ def schedule_stats(ph: Phase, cfg: DriverConfig, warm_e2e_ns: int) -> dict[str, 
     """When this process's requests went out against when they were due, and its steady-state window.
 
     The window (``load.window: steady``; times are perf ns like the records' ``t_start_ns``) keeps a request
-    when it was sent at or after ``start_ns`` and ended at or before ``end_ns``: the ramp is over once every
-    user has sent its first request (closed loop, the users' starts spread over one warm-up E2E) or one
-    warm-up E2E after the start (open loop: an empty server has filled by then); the drain starts at the last
-    send, after which the load only falls.
+    when it was sent at or after ``start_ns`` and at or before ``end_ns``, whatever its outcome; the level runs
+    until every request sent has ended, so all of them are measured (``kit.files.records.steady_window``). The
+    ramp is over once every user has sent its first request (closed loop, the users' starts spread over one
+    warm-up E2E) or one warm-up E2E after the start (open loop: an empty server has filled by then); the window
+    ends at the last send, after which the load only falls (the drain).
     """
     sends = len(ph.late_ns)
     out: dict[str, object] = {"lateness": delay_stats(ph.late_ns), "unsent": ph.unsent}

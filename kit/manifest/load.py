@@ -34,9 +34,10 @@ class Arrival(_Model):
         None, gt=0, le=86_400, description="Time-limited levels: no request is sent after this many seconds of the "
         "level (requests_per_level is then a ceiling; open loop sends rate x duration_s).")
     window: Literal["all", "steady"] = Field(
-        "all", description="steady: the statistics keep only requests sent after the ramp and ended before the "
-        "drain (the last send); closed-loop users' first requests are spread over one warm-up request time. all: "
-        "every recorded request.")
+        "all", description="steady: the statistics keep only requests sent inside the window, after the ramp and "
+        "up to the last send, whatever their outcome (selected on send time, never on latency; each is measured to "
+        "its end); closed-loop users' first requests are spread over one warm-up request time. all: every "
+        "recorded request.")
 
     @model_validator(mode="after")
     def _consistent(self) -> Arrival:
