@@ -46,7 +46,9 @@ class Slot:
 
 def plan(spec: LevelSpec, procs: list[DriverProcess], work: Path, records_path: Path) -> list[Slot]:
     n = len(procs)
-    users, budget, warm = (split(x, n) for x in (spec.concurrency, spec.scheduled(), spec.warmup_requests))
+    # open loop: never more users than requests scheduled (a cap above the count cannot bind)
+    cap = min(spec.concurrency, spec.scheduled()) if spec.arrivals.open_loop else spec.concurrency
+    users, budget, warm = (split(x, n) for x in (cap, spec.scheduled(), spec.warmup_requests))
     dealt = arrivals.split(arrivals.schedule_ns(spec.arrivals, spec.scheduled()), n) \
         if spec.arrivals.open_loop else None
     slots = []

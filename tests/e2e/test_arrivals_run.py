@@ -12,7 +12,7 @@ import yaml
 from e2e_helpers import ROOT, bundle_of, kit, own_network, read_json
 from scipy import stats
 
-from kit.experiment.levels import ARRIVAL_SEED_OFFSET
+from kit.manifest.load import ARRIVAL_SEED_OFFSET
 from kit.files.records import steady_window
 from kit.load.arrivals import Arrival, count_for, schedule_ns
 
