@@ -71,11 +71,13 @@ class Record(TypedDict):
     """Open loop (``load.arrival``): when the request was due, ns after the level's start in its worker
     (``kit.load.arrivals``: rebuildable from the seed); null in a closed loop. Absent in records of kits before it."""
     late_ns: NotRequired[int | None]
-    """The client's own lateness: sent (``t_start_ns``) minus due, where due is the scheduled time, or the moment
-    a user became free when all were busy (open loop), or when the user took the request (closed loop)."""
+    """The client's own lateness: sent (``t_start_ns``) minus due, where due is the scheduled time, or, when every
+    user was busy then (open loop), the moment a finished request freed one; any delay after that (a busy event
+    loop, a late wake-up) is lateness. Closed loop: from when the user took the request."""
     queue_ns: NotRequired[int | None]
-    """Open loop: how long the request waited for a free user (``max_concurrency``) after it was scheduled: due
-    minus scheduled (vLLM's ``client_queue_time``); not in its latency, as in vLLM and sglang. Null: closed loop."""
+    """Open loop: how long the request waited, every user busy (the level's cap), from its scheduled time until a
+    finished request freed a user (vLLM's ``client_queue_time``); not in its latency, as in vLLM and sglang. So
+    ``t_start_ns - sched_ns - queue_ns - late_ns`` is the worker's ``t0_ns`` (client.json). Null: closed loop."""
 
 
 def steady_window(workers: Sequence[Mapping[str, object]]) -> Callable[[Mapping[str, object]], bool]:

@@ -44,7 +44,7 @@ Each level writes two files into ``out_dir``:
                              null in a closed loop
     late_ns                  the client's own lateness: sent minus due (due: the scheduled time, or when a
                              user became free; closed loop: when the user took the request)
-    queue_ns                 open loop: waiting for a free user (the level's cap) after it was due; null closed
+    queue_ns                 open loop: due with every user busy (the cap): the wait until one freed; null closed
 
 Everything a server sends is bounded per request (kit.files.bounds): the response head (64 KiB), what is read of an
 error body (4 KiB), one SSE line (256 KiB) and the events of one response (4 per token asked + 64); a request

@@ -12,9 +12,9 @@ import yaml
 from e2e_helpers import ROOT, bundle_of, kit, own_network, read_json
 from scipy import stats
 
-from kit.manifest.load import ARRIVAL_SEED_OFFSET
 from kit.files.records import steady_window
 from kit.load.arrivals import Arrival, count_for, schedule_ns
+from kit.manifest.load import ARRIVAL_SEED_OFFSET
 
 
 def records(path: Path) -> list[dict]:  # type: ignore[type-arg]

@@ -61,5 +61,5 @@ def test_the_kept_set_is_the_requests_sent_in_the_window_whatever_their_outcome(
     assert not keep({"worker": 0, "e2e_ns": 1})  # no send time: cannot be placed in the window
     assert keep({"worker": 1, "t_start_ns": 0, "e2e_ns": 1})  # window: all
     a_kept, a_all, a_share = _means(1.0)
-    b_kept, _b_all, b_share = _means(1.3)
+    _b_kept, _b_all, b_share = _means(1.3)
     assert a_share == b_share == 1.0 and a_kept == a_all

@@ -54,7 +54,7 @@ def test_each_refusal_names_the_field_and_the_fix() -> None:
             Load.model_validate({**_load(), **extra})
     # the smallest burstiness accepted keeps its rate, and the schedule refuses what the models refuse
     assert schedule_s(Arrival("gamma", 4.0, 0.01, 1), 36)[-1] == pytest.approx(9.0)
-    with pytest.raises(ValueError, match="burstiness must be >= 0.01"):
+    with pytest.raises(ValueError, match=r"burstiness must be >= 0\.01"):
         schedule_s(Arrival("gamma", 4.0, 1e-5, 1), 36)
     with pytest.raises(ValueError, match="span"):
         schedule_s(Arrival("poisson", 1e-6, 1.0, 1), 36)
