@@ -8,6 +8,7 @@ import math
 from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
+from typing_extensions import TypedDict
 
 from kit.load.arrivals import MAX_SPAN_S, MIN_BURSTINESS
 from kit.manifest.fields import CpuList, PositiveInt, _Model
@@ -19,6 +20,16 @@ ARRIVAL_SEED_OFFSET = 7_919  # an open-loop schedule's seed differs from the pro
 
 
 Rate = Annotated[float, Field(gt=0, le=100_000)]
+
+
+class ArrivalFields(TypedDict):
+    """One level's timing, named as ``kit.load.LevelSpec``'s fields (``Load.arrival_at``)."""
+
+    arrival: str
+    rate: float
+    burstiness: float
+    arrival_seed: int
+    duration_s: float | None
 
 
 class Arrival(_Model):
@@ -162,3 +173,10 @@ class Load(_Model):
     def arrival_seed_at(self, level: int) -> int:
         """The seed of the level's open-loop schedule (kit.load.arrivals), from the signed manifest alone."""
         return self.seed + level + ARRIVAL_SEED_OFFSET
+
+    def arrival_at(self, level: int) -> ArrivalFields:
+        """The level's timing as ``kit.load.LevelSpec`` fields (arrival, rate, burstiness, arrival_seed, duration_s):
+        what ``kit run`` gives the load and what ``kit verify`` rebuilds the schedule from."""
+        return {"arrival": self.arrival.process, "rate": self.rate_at(level) or 0.0,
+                "burstiness": self.arrival.burstiness, "arrival_seed": self.arrival_seed_at(level),
+                "duration_s": self.arrival.duration_s}
