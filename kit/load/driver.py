@@ -177,7 +177,7 @@ class Driver:
         gc.freeze()
         cpu0 = cpu_seconds()
         ph.t0 = perf_ns()
-        common = None if start_ns is None else start_ns - (time.monotonic_ns() - perf_ns())  # on perf's clock
+        common = None if start_ns is None else start_ns - monotonic_minus_perf_ns()  # on the records' clock
         skew: list[int] = []
 
         def start() -> None:
@@ -259,6 +259,13 @@ def schedule_stats(ph: Phase, cfg: DriverConfig, warm_e2e_ns: int) -> dict[str, 
         out["window"] = {"start_ns": last if start is None else start, "end_ns": last,
                          "ramp_ns": warm_e2e_ns, "stagger_ns": ph.stagger_ns}
     return out
+
+
+def monotonic_minus_perf_ns() -> int:
+    """0 where perf_counter is CLOCK_MONOTONIC (Linux): the parent's start is then exact on the records' clock."""
+    if time.get_clock_info("perf_counter").implementation == time.get_clock_info("monotonic").implementation:
+        return 0
+    return time.monotonic_ns() - perf_ns()
 
 
 def watch_parent(on_orphan: Callable[[], None]) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from scipy import stats
 
+from kit.bundle.schedules import send_time_problems
 from kit.files.records import steady_window
 from kit.load import run_level
 from kit.load.arrivals import Arrival, schedule_ns
@@ -100,8 +101,17 @@ def test_max_concurrency_caps_what_is_in_flight_and_the_wait_is_recorded(
     in_flight = max(sum(1 for a, e in spans if a <= t < e) for t, _ in spans)
     assert in_flight <= 2
     assert sum(1 for r in recs if r["queue_ns"] > 50_000_000) >= 6  # waited for a free user, said so
-    queue = json.loads(res.client_path.read_text())["workers"][0]["queue"]
+    doc = json.loads(res.client_path.read_text())
+    queue = doc["workers"][0]["queue"]
     assert queue["requests"] == 12 and queue["max_ms"] > 50
+    # the queue counts only while both users were busy, and ends when one was freed: on the server's own log, at a
+    # queued request's due time both were in flight, and a request had ended just before its queue ended
+    t0 = level_start(recs)
+    for r in (r for r in recs if r["queue_ns"] > 0):
+        due, freed = t0 + r["sched_ns"], t0 + r["sched_ns"] + r["queue_ns"]
+        assert sum(1 for a, e in spans if a <= due < e) == 2
+        assert 0 <= freed - max(e for _, e in spans if e <= freed) < 50_000_000
+    assert any("waited for the cap" in w for w in doc["timing_warnings"])
 
 
 def test_time_limited_closed_level_stops_sending_at_its_duration(
@@ -151,3 +161,9 @@ def test_several_processes_share_one_schedule(sse_server: Callable[..., FakeServ
     assert [w["scheduled"] for w in workers] == [15, 15]
     assert sum(w["offered_rate"] for w in workers) == pytest.approx(30.0, rel=0.15)
     assert {s["rid"] for s in srv.requests() if "warm" not in s["rid"]} == {r["rid"] for r in recs}
+    # one common start (CLOCK_MONOTONIC, the parent's) for both processes, not one clock each; every send placed
+    doc = json.loads(res.client_path.read_text())
+    assert isinstance(doc["start_ns"], int)
+    assert all(abs(w["t0_ns"] - doc["start_ns"]) < 1_000_000 and w["start_skew_ns"] >= 0 for w in workers)
+    assert send_time_problems(recs, workers) == ([], 30)
+    assert level_start(recs) == pytest.approx(doc["start_ns"], abs=1_000_000)
