@@ -78,8 +78,8 @@ def test_an_open_loop_time_limited_workload_sends_line_i_at_due_time_i(engine: s
 
 def test_a_time_limited_closed_loop_dataset_level_needs_its_ceiling() -> None:
     closed = {**LOAD, "arrival": {"process": "closed", "duration_s": 5}}
-    with pytest.raises(ValidationError, match="load.requests_per_level: a time-limited closed-loop level with "
-                                              "load.dataset needs it"):
+    with pytest.raises(ValidationError, match=r"load\.requests_per_level: a time-limited closed-loop level "
+                                              r"with load\.dataset needs it"):
         Load.model_validate(closed)
     assert Load.model_validate({**closed, "requests_per_level": 200}).requests_at(4) == 200
     with pytest.raises(ValidationError, match="over 100,000 built per level"):
