@@ -13,8 +13,8 @@ runner, counters and self-monitoring (CPU is measured as the difference over the
 1. builds the deterministic request bodies, creates a Locust ``LocalRunner``;
 2. warm-up: ``runner.start(users, users)`` against a budget of ``warmup_requests`` tickets; nothing is
    recorded; prints ``{"event": "warm", ...}``;
-3. with ``wait_for_go``, blocks until the parent writes a line on stdin (so several processes start their
-   level together);
+3. with ``wait_for_go``, blocks until the parent writes ``go <start_ns>`` on stdin: the level's common start
+   (CLOCK_MONOTONIC ns), so that several processes count their schedules from one moment;
 4. the level: the same users against ``requests`` tickets; each finished request is one JSON line in
    ``records_path``, written and flushed at once; ``{"event": "progress", ...}`` every
    ``progress_interval_s``;

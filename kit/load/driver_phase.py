@@ -86,7 +86,7 @@ class Phase:
         self.schedule: list[int] | None = None
         self.indices: list[int] | None = None
         self.late_ns = array("q")     # per sent request: sent - due (the client's own lateness)
-        self.queue_ns = array("q")    # per sent open-loop request: due - scheduled (waiting for a free user)
+        self.queue_ns = array("q")    # per sent open-loop request: due with every user busy -> a release freed one
         self.e2e_sum_ns = 0           # over ok requests (the warm-up's mean E2E sets the ramp)
         self.first_send_ns: int | None = None
         self.last_send_ns: int | None = None
