@@ -74,8 +74,8 @@ Several processes: ``processes=0`` picks ``ceil(concurrency / 256)`` capped at (
 ``LocalRunner`` and records part, merged line by line into ``records.jsonl`` while the level runs). They
 all finish their warm-up, then start the level at one absolute moment the parent sends with its signal
 (CLOCK_MONOTONIC; ``client.json``'s ``start_ns`` and each process's ``t0_ns`` and ``start_skew_ns``).
-Independent processes were chosen over Locust's master/worker mode because per-request data then never passes through one
-master's event loop and ZeroMQ (a bottleneck of its own at high token rates), a crashed process is seen
+Independent processes were chosen over Locust's master/worker mode because per-request data then never passes
+through one master's event loop and ZeroMQ (a bottleneck of its own at high token rates), a crashed process is seen
 at once by its exit code, and nothing is lost at the stop (a worker does not flush its last report).
 
 When requests go out (``arrivals``, docs/arrivals.md): closed loop (each user sends its next request when its
