@@ -22,9 +22,6 @@ def scrape_metrics(base_url: str) -> dict[str, float] | None:
     return scrape_all(base_url + "/metrics")
 
 
-ARRIVAL_SEED_OFFSET = 7_919  # the schedule's seed differs from the prompts' (load.seed + level)
-
-
 def level_spec(m: Manifest, cell: Cell, lv: LevelPlan, base_url: str,
                workload: tuple[str, int] | None = None) -> LevelSpec:
     """``workload``: the level's workload file and its largest max_tokens (kit.experiment.workloads)."""
@@ -36,9 +33,7 @@ def level_spec(m: Manifest, cell: Cell, lv: LevelPlan, base_url: str,
         seed=m.load.seed + lv.concurrency, request_timeout_s=m.load.request_timeout_s,
         processes=0 if m.load.processes == "auto" else m.load.processes, dialect=m.load.dialect,
         cpus=m.load.cpus, tags={"arm": cell.arm, "repeat": cell.repeat, "level": lv.concurrency},
-        arrival=m.load.arrival.process, rate=lv.rate or 0.0, burstiness=m.load.arrival.burstiness,
-        arrival_seed=m.load.seed + lv.concurrency + ARRIVAL_SEED_OFFSET, duration_s=m.load.arrival.duration_s,
-        window=m.load.arrival.window,
+        **m.load.arrival_at(lv.concurrency), window=m.load.arrival.window,
         workload=workload[0] if workload else None, body_fields=dict(req.body_fields()),
         seed_per_request=req.seed_per_request, headers=dict(req.headers), header_env=dict(req.header_env),
         ca_bundle=req.ca_bundle, verify_tls=req.verify_tls,

@@ -49,8 +49,8 @@ class FirstReadStats(_Open):
 
 
 class DelayStats(_Open):
-    """A per-request delay of the client's own (ms): ``lateness`` (sent minus due) or ``queue`` (open loop: waiting
-    for a free user under the level's cap)."""
+    """A per-request delay of the client's own (ms): ``lateness`` (sent minus due) or ``queue`` (open loop: from when
+    it fell due with every user busy under the level's cap until the release that freed one)."""
 
     requests: int
     p50_ms: float | None = None
@@ -59,8 +59,9 @@ class DelayStats(_Open):
 
 
 class Window(_Open):
-    """``load.arrival.window: steady``: the statistics keep a request sent at or after ``start_ns`` that ended at or
-    before ``end_ns`` (perf ns, the clock of the records' ``t_start_ns`` in this process; ``kit.files.records``)."""
+    """``load.arrival.window: steady``: the statistics keep a request sent at or after ``start_ns`` and at or before
+    ``end_ns``, whatever its outcome (perf ns, the clock of the records' ``t_start_ns`` in this process;
+    ``kit.files.records``)."""
 
     start_ns: int
     end_ns: int
@@ -99,6 +100,13 @@ class WorkerStats(_Open):
     sent_rate: float | None = None
     """Requests sent over the time from the level's start to the last send (requests/s)."""
     window: Window | None = None
+    t0_ns: int | None = None
+    """The level's start on this process's clock (perf ns, CLOCK_MONOTONIC on Linux): the common start of the
+    level's processes when the parent gave one. Every open-loop record obeys t_start_ns - sched_ns - queue_ns -
+    late_ns == t0_ns (``kit verify`` checks it)."""
+    start_skew_ns: int | None = None
+    """How long after the common start this process was ready to start (its users spawned); flagged above the
+    lateness limit (kit.load.assess). None: no common start (a level of its own, older kits)."""
 
 
 class ClientReport(_Open):
@@ -125,4 +133,6 @@ class ClientReport(_Open):
     ttft_client_share_p99_ms: float | None = None
     """The larger of the first-chunk read lag p99 and the lag probe p99 over the processes (None: older file)."""
     thresholds: dict[str, float]
+    start_ns: int | None = None
+    """The common start the parent gave every driver process of the level (CLOCK_MONOTONIC ns; None: older kits)."""
     workers: list[WorkerStats]

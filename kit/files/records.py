@@ -71,17 +71,23 @@ class Record(TypedDict):
     """Open loop (``load.arrival``): when the request was due, ns after the level's start in its worker
     (``kit.load.arrivals``: rebuildable from the seed); null in a closed loop. Absent in records of kits before it."""
     late_ns: NotRequired[int | None]
-    """The client's own lateness: sent (``t_start_ns``) minus due, where due is the scheduled time, or the moment
-    a user became free when all were busy (open loop), or when the user took the request (closed loop)."""
+    """The client's own lateness: sent (``t_start_ns``) minus due, where due is the scheduled time, or, when every
+    user was busy then (open loop), the moment a finished request freed one; any delay after that (a busy event
+    loop, a late wake-up) is lateness. Closed loop: from when the user took the request."""
     queue_ns: NotRequired[int | None]
-    """Open loop: how long the request waited for a free user (``max_concurrency``) after it was scheduled: due
-    minus scheduled (vLLM's ``client_queue_time``); not in its latency, as in vLLM and sglang. Null: closed loop."""
+    """Open loop: how long the request waited, every user busy (the level's cap), from its scheduled time until a
+    finished request freed a user (vLLM's ``client_queue_time``); not in its latency, as in vLLM and sglang. So
+    ``t_start_ns - sched_ns - queue_ns - late_ns`` is the worker's ``t0_ns`` (client.json). Null: closed loop."""
 
 
 def steady_window(workers: Sequence[Mapping[str, object]]) -> Callable[[Mapping[str, object]], bool]:
     """Which records the statistics keep, from ``client.json``'s ``workers``: with a ``window`` (``load.window:
-    steady``) a record is kept when it was sent at or after the window's start and ended at or before its end
-    (both on its worker's clock); a worker without one (``load.window: all``, older kits) keeps every record."""
+    steady``) a record is kept when it was *sent* inside the window, start <= ``t_start_ns`` <= end (its worker's
+    clock), whatever its outcome: the selection is on send time only, never on how long the request took (a rule
+    on its end time keeps the fast requests sent late and drops the slow ones, which biases the window's latency
+    low, the slower arm's more). The level runs until every request it sent has ended, so each kept one is
+    measured; its timeout or failure is an error of the window. A worker without a window (``load.window: all``,
+    older kits) keeps every record."""
     windows: dict[object, tuple[int, int]] = {}
     for w in workers:
         win = w.get("window")
@@ -92,10 +98,8 @@ def steady_window(workers: Sequence[Mapping[str, object]]) -> Callable[[Mapping[
         win = windows.get(rec.get("worker"))
         if win is None:
             return True
-        start, e2e = rec.get("t_start_ns"), rec.get("e2e_ns")
-        if not isinstance(start, int) or not isinstance(e2e, int):
-            return False
-        return win[0] <= start and start + e2e <= win[1]
+        start = rec.get("t_start_ns")
+        return isinstance(start, int) and win[0] <= start <= win[1]
 
     return keep
 

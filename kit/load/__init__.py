@@ -44,7 +44,7 @@ Each level writes two files into ``out_dir``:
                              null in a closed loop
     late_ns                  the client's own lateness: sent minus due (due: the scheduled time, or when a
                              user became free; closed loop: when the user took the request)
-    queue_ns                 open loop: waiting for a free user (the level's cap) after it was due; null closed
+    queue_ns                 open loop: due with every user busy (the cap): the wait until one freed; null closed
 
 Everything a server sends is bounded per request (kit.files.bounds): the response head (64 KiB), what is read of an
 error body (4 KiB), one SSE line (256 KiB) and the events of one response (4 per token asked + 64); a request
@@ -72,9 +72,10 @@ process and quotes its last stderr lines, kept in ``out_dir/.driver/`` (removed 
 Several processes: ``processes=0`` picks ``ceil(concurrency / 256)`` capped at (usable cores - 1, min 1);
 ``N`` splits users, budget and warm-up over N independent driver processes (each its own Locust
 ``LocalRunner`` and records part, merged line by line into ``records.jsonl`` while the level runs). They
-all finish their warm-up, then start the level together on the parent's signal. Independent processes
-were chosen over Locust's master/worker mode because per-request data then never passes through one
-master's event loop and ZeroMQ (a bottleneck of its own at high token rates), a crashed process is seen
+all finish their warm-up, then start the level at one absolute moment the parent sends with its signal
+(CLOCK_MONOTONIC; ``client.json``'s ``start_ns`` and each process's ``t0_ns`` and ``start_skew_ns``).
+Independent processes were chosen over Locust's master/worker mode because per-request data then never passes
+through one master's event loop and ZeroMQ (a bottleneck of its own at high token rates), a crashed process is seen
 at once by its exit code, and nothing is lost at the stop (a worker does not flush its last report).
 
 When requests go out (``arrivals``, docs/arrivals.md): closed loop (each user sends its next request when its

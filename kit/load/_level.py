@@ -23,6 +23,8 @@ from kit.load.spec import LevelResult, LevelSpec, Progress, split, usable_cores
 from kit.plumbing.files import atomic_write
 
 HEARTBEAT_TIMEOUT_S = 60.0
+START_MARGIN_NS = 250_000_000    # the common start lies this far after "go" is sent ...
+START_PER_USER_NS = 500_000      # ... plus this per user of the largest process (spawning them takes time)
 PROGRESS_MIN_INTERVAL_S = 0.25
 State = Literal["starting", "warm", "running", "done"]
 
@@ -46,7 +48,9 @@ class Slot:
 
 def plan(spec: LevelSpec, procs: list[DriverProcess], work: Path, records_path: Path) -> list[Slot]:
     n = len(procs)
-    users, budget, warm = (split(x, n) for x in (spec.concurrency, spec.scheduled(), spec.warmup_requests))
+    # open loop: never more users than requests scheduled (a cap above the count cannot bind)
+    cap = min(spec.concurrency, spec.scheduled()) if spec.arrivals.open_loop else spec.concurrency
+    users, budget, warm = (split(x, n) for x in (cap, spec.scheduled(), spec.warmup_requests))
     dealt = arrivals.split(arrivals.schedule_ns(spec.arrivals, spec.scheduled()), n) \
         if spec.arrivals.open_loop else None
     slots = []
@@ -77,6 +81,7 @@ class LevelRun:
         self.slots = slots
         self.records_path = records_path
         self.go_sent_at: float | None = None
+        self.start_ns: int | None = None  # the level's common start (CLOCK_MONOTONIC ns), sent with "go"
 
     def run(self, on_tick: Callable[[], None], should_stop: Callable[[], bool] | None) -> bool:
         """Return False when ``should_stop`` ended the level early."""
@@ -100,9 +105,13 @@ class LevelRun:
         return True
 
     def _send_go(self) -> None:
+        """Every process starts the level's clock at one absolute moment (CLOCK_MONOTONIC, system-wide), far enough
+        ahead for each to read the line and start its users: one schedule over the processes, not one per clock."""
         self.go_sent_at = time.monotonic()
+        users = max(s.config.users for s in self.slots)
+        self.start_ns = time.monotonic_ns() + START_MARGIN_NS + START_PER_USER_NS * users
         for s in self.slots:
-            s.proc.send_go()
+            s.proc.send_go(self.start_ns)
             s.state = "running"
 
     def _read(self, s: Slot, sel: selectors.BaseSelector) -> bool:
@@ -225,7 +234,7 @@ class ProgressRelay:
 
 
 def finish(spec: LevelSpec, slots: list[Slot], records_path: Path, client_path: Path,
-           finished: bool) -> LevelResult:
+           finished: bool, start_ns: int | None = None) -> LevelResult:
     stats = [s.stats for s in slots if s.stats is not None]
     if finished:
         reasons = assess.assess(stats)
@@ -249,11 +258,12 @@ def finish(spec: LevelSpec, slots: list[Slot], records_path: Path, client_path: 
                          processes=len(slots), out_tokens=out_tokens, stopped=not finished,
                          warmup_s=round(max(warm, default=0.0), 4),
                          ttft_client_bound_reasons=assess.assess_ttft(stats) if finished else list(reasons))
-    write_client_json(spec, result, stats, client_path)
+    write_client_json(spec, result, stats, client_path, start_ns)
     return result
 
 
-def write_client_json(spec: LevelSpec, result: LevelResult, stats: list[WorkerStats], path: Path) -> None:
+def write_client_json(spec: LevelSpec, result: LevelResult, stats: list[WorkerStats], path: Path,
+                      start_ns: int | None = None) -> None:
     doc = {
         "schema": 1,
         "spec": asdict(spec),
@@ -272,6 +282,7 @@ def write_client_json(spec: LevelSpec, result: LevelResult, stats: list[WorkerSt
         "ttft_client_bound_reasons": result.ttft_client_bound_reasons,
         "ttft_client_share_p99_ms": assess.ttft_client_share_ms(stats),
         "thresholds": assess.thresholds(),
+        "start_ns": start_ns,
         "workers": stats,
     }
     atomic_write(path, json.dumps(doc, indent=1).encode("utf-8"))

@@ -77,9 +77,10 @@ class DriverProcess:
         self.last_seen = time.monotonic()
         self._write(json.dumps(cmd).encode() + b"\n")
 
-    def send_go(self) -> None:
+    def send_go(self, start_ns: int | None = None) -> None:
+        """Start the level; ``start_ns``: the common start every process counts its schedule from (monotonic ns)."""
         self.last_seen = time.monotonic()
-        self._write(b"go\n")
+        self._write(b"go\n" if start_ns is None else f"go {start_ns}\n".encode())
 
     def _write(self, data: bytes) -> None:
         assert self.proc.stdin is not None

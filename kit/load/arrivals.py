@@ -30,6 +30,8 @@ from dataclasses import dataclass
 PROCESSES = ("closed", "poisson", "gamma")
 OPEN_LOOP = ("poisson", "gamma")
 MAX_SCHEDULE = 1_000_000  # requests in one level's schedule: a bound on what a manifest can ask for
+MAX_SPAN_S = 86_400.0     # a schedule's span (count / rate): one day, as load.arrival.duration_s
+MIN_BURSTINESS = 0.01     # below it gamma gaps underflow to 0 and the schedule collapses into one burst
 
 
 @dataclass(frozen=True)
@@ -53,8 +55,9 @@ def check(arrival: Arrival) -> list[str]:
         problems.append(f"arrival process {arrival.process!r} is not one of {', '.join(PROCESSES)}")
     if arrival.open_loop and not (math.isfinite(arrival.rate) and arrival.rate > 0):
         problems.append(f"an open-loop level needs a request rate > 0 (got {arrival.rate})")
-    if not (math.isfinite(arrival.burstiness) and arrival.burstiness > 0):
-        problems.append(f"burstiness must be > 0 (got {arrival.burstiness})")
+    if not (math.isfinite(arrival.burstiness) and arrival.burstiness >= MIN_BURSTINESS):
+        problems.append(f"burstiness must be >= {MIN_BURSTINESS} (got {arrival.burstiness}): below it the gamma "
+                        "gaps underflow to 0 and the level is one burst")
     if arrival.process == "poisson" and arrival.burstiness != 1.0:
         problems.append(f"a poisson process has burstiness 1 (got {arrival.burstiness}); use process gamma")
     return problems
@@ -68,13 +71,18 @@ def schedule_s(arrival: Arrival, count: int) -> list[float]:
         raise ValueError("; ".join(problems))
     if not 1 <= count <= MAX_SCHEDULE:
         raise ValueError(f"a schedule holds 1..{MAX_SCHEDULE} requests (got {count})")
+    if count / arrival.rate > MAX_SPAN_S:
+        raise ValueError(f"{count} requests at {arrival.rate:g}/s span {count / arrival.rate:.3g} s, over "
+                         f"{MAX_SPAN_S:g} s")
     rng = random.Random(arrival.seed)
     shape, scale = arrival.burstiness, 1.0 / (arrival.rate * arrival.burstiness)
     t, out = 0.0, []
     for _ in range(count):
         t += rng.expovariate(arrival.rate) if shape == 1.0 else rng.gammavariate(shape, scale)
         out.append(t)
-    factor = (count / arrival.rate) / out[-1] if out[-1] > 0 else 1.0
+    if not out[-1] > 0:  # every gap underflowed (a burstiness far below MIN_BURSTINESS): no rate to rescale to
+        raise ValueError(f"the schedule collapsed to t = 0 at burstiness {arrival.burstiness}")
+    factor = (count / arrival.rate) / out[-1]
     return [x * factor for x in out]
 
 

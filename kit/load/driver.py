@@ -13,8 +13,8 @@ runner, counters and self-monitoring (CPU is measured as the difference over the
 1. builds the deterministic request bodies, creates a Locust ``LocalRunner``;
 2. warm-up: ``runner.start(users, users)`` against a budget of ``warmup_requests`` tickets; nothing is
    recorded; prints ``{"event": "warm", ...}``;
-3. with ``wait_for_go``, blocks until the parent writes a line on stdin (so several processes start their
-   level together);
+3. with ``wait_for_go``, blocks until the parent writes ``go <start_ns>`` on stdin: the level's common start
+   (CLOCK_MONOTONIC ns), so that several processes count their schedules from one moment;
 4. the level: the same users against ``requests`` tickets; each finished request is one JSON line in
    ``records_path``, written and flushed at once; ``{"event": "progress", ...}`` every
    ``progress_interval_s``;
@@ -97,7 +97,7 @@ def make_user_class(streamer: Streamer, base_url: str) -> type[User]:
             first, self.start_index = self.start_index, None
             try:
                 assert self.pool is not None
-                streamer.dispatch(self.pool, ticket, first)
+                streamer.dispatch(self.pool, ticket, first, streamer.budget.freed_ns)
             finally:
                 streamer.budget.release()
 
@@ -156,9 +156,10 @@ class Driver:
         return {"requests": cfg.warmup_requests, "ok": ph.ok, "errors": ph.errors, "wall_s": round(wall, 3),
                 "first_error": ph.first_error, "mean_e2e_ns": ph.e2e_sum_ns // ph.ok if ph.ok else 0}
 
-    def level(self, warm_e2e_ns: int) -> WorkerStats:
+    def level(self, warm_e2e_ns: int, start_ns: int | None = None) -> WorkerStats:
         """The level; ``warm_e2e_ns``: the warm-up's mean E2E (0: none), one request's lifetime, which the steady
-        window's ramp lasts (closed loop: the users' first requests are spread over it)."""
+        window's ramp lasts (closed loop: the users' first requests are spread over it); ``start_ns``: the common
+        start of the level's processes (CLOCK_MONOTONIC ns; None: this process's own clock starts it)."""
         cfg = self.cfg
         sink = RecordWriter(cfg.records_path)
         ph = Phase("level", f"w{cfg.worker}-", cfg.index_offset, sink, dict(cfg.tags))
@@ -174,13 +175,22 @@ class Driver:
         # collect only walks what the previous level of the process left, not the whole heap again
         gc.collect()
         gc.freeze()
-        start_wall, cpu0 = time.time(), cpu_seconds()
+        cpu0 = cpu_seconds()
         ph.t0 = perf_ns()
+        common = None if start_ns is None else start_ns - monotonic_minus_perf_ns()  # on the records' clock
+        skew: list[int] = []
 
         def start() -> None:
-            """The level's clock starts: the schedule is due from now (open loop: once every user exists, so
-            that spawning many users makes no request late); a time-limited level ends duration_s later."""
-            ph.t0 = perf_ns()
+            """The level's clock starts: at the common start (closed loop: this process waits for it; open loop:
+            the schedule is due from it, users spawned before it); without one, now (open loop: once every user
+            exists, so that spawning many users makes no request late); a time-limited level ends duration_s
+            later. A process ready only after the common start keeps it (its first sends are late, recorded as
+            lateness) and reports by how much it missed it (``start_skew_ns``)."""
+            ready = perf_ns()
+            if common is not None and ph.schedule is None and ready < common:
+                gevent.sleep((common - ready) / 1e9)
+            ph.t0 = ready if common is None else common
+            skew.append(max(0, ready - ph.t0))
             if cfg.duration_s is not None:
                 ph.deadline = ph.t0 + round(cfg.duration_s * 1e9)
                 if ph.schedule:  # open loop: the schedule ends at the duration; a send held past it is dropped
@@ -191,15 +201,17 @@ class Driver:
             start()
         monitor.start()
         try:
-            wall = self.run_phase(cfg.requests, None if ph.schedule is not None else ph.deadline,
-                                  start if ph.schedule is not None else None)
+            self.run_phase(cfg.requests, None if ph.schedule is not None else ph.deadline,
+                           start if ph.schedule is not None else None)
             cpu = cpu_seconds() - cpu0
-            end_wall = time.time()
+            end_wall, wall = time.time(), (perf_ns() - ph.t0) / 1e9  # the level's span: from its clock's start
+            start_wall = end_wall - wall
         finally:
             monitor.stop()
             sink.close()
         stats = self._stats(ph, monitor, sink, wall, cpu, start_wall, end_wall)
-        return cast(WorkerStats, {**stats, **schedule_stats(ph, cfg, warm_e2e_ns)})
+        clock = {"t0_ns": ph.t0, "start_skew_ns": skew[0] if skew and common is not None else None}
+        return cast(WorkerStats, {**stats, **clock, **schedule_stats(ph, cfg, warm_e2e_ns)})
 
     def _stats(self, ph: Phase, mon: Monitor, sink: RecordWriter, wall: float, cpu: float, start_wall: float,
                end_wall: float) -> WorkerStats:
@@ -225,10 +237,11 @@ def schedule_stats(ph: Phase, cfg: DriverConfig, warm_e2e_ns: int) -> dict[str, 
     """When this process's requests went out against when they were due, and its steady-state window.
 
     The window (``load.window: steady``; times are perf ns like the records' ``t_start_ns``) keeps a request
-    when it was sent at or after ``start_ns`` and ended at or before ``end_ns``: the ramp is over once every
-    user has sent its first request (closed loop, the users' starts spread over one warm-up E2E) or one
-    warm-up E2E after the start (open loop: an empty server has filled by then); the drain starts at the last
-    send, after which the load only falls.
+    when it was sent at or after ``start_ns`` and at or before ``end_ns``, whatever its outcome; the level runs
+    until every request sent has ended, so all of them are measured (``kit.files.records.steady_window``). The
+    ramp is over once every user has sent its first request (closed loop, the users' starts spread over one
+    warm-up E2E) or one warm-up E2E after the start (open loop: an empty server has filled by then); the window
+    ends at the last send, after which the load only falls (the drain).
     """
     sends = len(ph.late_ns)
     out: dict[str, object] = {"lateness": delay_stats(ph.late_ns), "unsent": ph.unsent}
@@ -248,6 +261,13 @@ def schedule_stats(ph: Phase, cfg: DriverConfig, warm_e2e_ns: int) -> dict[str, 
     return out
 
 
+def monotonic_minus_perf_ns() -> int:
+    """0 where perf_counter is CLOCK_MONOTONIC (Linux): the parent's start is then exact on the records' clock."""
+    if time.get_clock_info("perf_counter").implementation == time.get_clock_info("monotonic").implementation:
+        return 0
+    return time.monotonic_ns() - perf_ns()
+
+
 def watch_parent(on_orphan: Callable[[], None]) -> None:
     parent = os.getppid()
     while True:
@@ -256,10 +276,13 @@ def watch_parent(on_orphan: Callable[[], None]) -> None:
             on_orphan()
 
 
-def wait_for_go() -> None:
+def wait_for_go() -> int | None:
+    """The parent's "go" line; its number, when it has one, is the level's common start (monotonic ns)."""
     line = sys.stdin.readline()  # blocks the whole process on purpose: nothing else runs now
     if not line:
         raise SystemExit("parent went away before the level started")
+    parts = line.split()
+    return int(parts[1]) if len(parts) == 2 and parts[1].isdigit() else None
 
 
 def run_level(cfg: DriverConfig, nofile: int) -> None:
@@ -271,10 +294,9 @@ def run_level(cfg: DriverConfig, nofile: int) -> None:
     try:
         warm = driver.warmup()
         emit("warm", worker=cfg.worker, **warm)
-        if cfg.wait_for_go:
-            wait_for_go()
+        start_ns = wait_for_go() if cfg.wait_for_go else None
         emit("start", worker=cfg.worker)
-        stats = driver.level(int(warm.get("mean_e2e_ns") or 0))
+        stats = driver.level(int(warm.get("mean_e2e_ns") or 0), start_ns)
         stats["rlimit_nofile"] = nofile
         stats["warmup"] = warm
     except BaseException:

@@ -8,6 +8,7 @@ import locust  # noqa: F401  (first: gevent monkey-patching, see kit.load.driver
 # isort: split
 import time
 from array import array
+from collections import deque
 
 from gevent.event import Event
 
@@ -18,7 +19,12 @@ perf_ns = time.perf_counter_ns
 
 class Budget:
     """Shared tickets of one phase; gevent runs in one thread, so no lock. With a ``deadline`` (perf ns; a
-    time-limited level) no ticket is handed out after it, and the phase ends when the requests in flight end."""
+    time-limited level) no ticket is handed out after it, and the phase ends when the requests in flight end.
+
+    Each ``release`` notes when a user became free; the next ``take`` gets the oldest such moment as ``freed_ns``
+    (None for a user's first ticket): when the slot it takes became free, whatever the event loop did between
+    that release and this take. Open loop, a ticket due before its slot was freed waited for the cap (queue);
+    the time from the later of the two to its send is the client's own lateness."""
 
     def __init__(self) -> None:
         self.left = 0
@@ -26,9 +32,12 @@ class Budget:
         self.inflight = 0
         self.deadline: int | None = None
         self.finished = Event()
+        self.freed: deque[int] = deque()
+        self.freed_ns: int | None = None  # of the ticket the last take() handed out
 
     def reset(self, n: int, deadline: int | None = None) -> None:
         self.left, self.next, self.inflight, self.deadline = n, 0, 0, deadline
+        self.freed.clear()
         self.finished.clear()
         if n == 0:
             self.finished.set()
@@ -42,11 +51,13 @@ class Budget:
             return None
         self.left -= 1
         self.inflight += 1
+        self.freed_ns = self.freed.popleft() if self.freed else None
         ticket = self.next
         self.next += 1
         return ticket
 
     def release(self) -> None:
+        self.freed.append(perf_ns())
         self.inflight -= 1
         if self.left <= 0 and self.inflight == 0:
             self.finished.set()
@@ -75,7 +86,7 @@ class Phase:
         self.schedule: list[int] | None = None
         self.indices: list[int] | None = None
         self.late_ns = array("q")     # per sent request: sent - due (the client's own lateness)
-        self.queue_ns = array("q")    # per sent open-loop request: due - scheduled (waiting for a free user)
+        self.queue_ns = array("q")    # per sent open-loop request: due with every user busy -> a release freed one
         self.e2e_sum_ns = 0           # over ok requests (the warm-up's mean E2E sets the ramp)
         self.first_send_ns: int | None = None
         self.last_send_ns: int | None = None

@@ -113,9 +113,11 @@ class Streamer:
             pool.close()
         self.pools.clear()
 
-    def dispatch(self, pool: ConnectionPool, ticket: int, user_index: int | None) -> None:
+    def dispatch(self, pool: ConnectionPool, ticket: int, user_index: int | None, freed: int | None = None) -> None:
         """Send ticket's request when it is due: at once (closed loop; a user's first request of the level after
-        its stagger, ``user_index`` set), or at its scheduled time (open loop), whatever the others are doing."""
+        its stagger, ``user_index`` set), or at its scheduled time (open loop), whatever the others are doing.
+        ``freed``: when the user slot this ticket took became free (the ``release`` before it; None: the user's
+        first ticket, free from the level's start)."""
         ph = self.phase
         taken = perf_ns()
         if ph.schedule is None:
@@ -124,20 +126,22 @@ class Streamer:
                 taken = perf_ns()
             self.run_one(pool, ticket, taken, None, None, user_index is not None)
             return
-        ph.go.wait()  # the level's clock starts once every user exists
+        ph.go.wait()  # the level's clock starts at the common start once every user exists
         sched = ph.schedule[ticket]
         due = ph.t0 + sched
-        taken = max(taken, ph.t0)
-        if taken < due:
+        free_at = ph.t0 if freed is None else max(freed, ph.t0)
+        queue = 0
+        if free_at > due:  # every user was busy when it fell due (the cap): it waited for the release that freed one
+            queue, due = free_at - due, free_at
+        # whatever lies between that moment and the send (a late wake-up, a busy event loop) is lateness
+        now = perf_ns()
+        if now < due:
             # the loop's timers wake about a millisecond late (epoll's resolution): sleep to just before the due
             # time, then yield until it (other greenlets run meanwhile), so sends keep sub-ms gaps at high rates
-            if due - taken > SPIN_NS:
-                gevent.sleep((due - taken - SPIN_NS) / 1e9)
+            if due - now > SPIN_NS:
+                gevent.sleep((due - now - SPIN_NS) / 1e9)
             while perf_ns() < due:
                 gevent.sleep(0)
-            queue = 0
-        else:  # every user was busy when it fell due (the max_concurrency cap): it waited for one
-            queue, due = taken - due, taken
         if ph.deadline is not None and due > ph.deadline:
             ph.unsent += 1
             return

@@ -109,12 +109,14 @@ class WorkerStats(TypedDict):
     rlimit_nofile: NotRequired[int]
     warmup: NotRequired[WarmupInfo]
     lateness: NotRequired[DelayStats]      # sent minus due, per sent request (kit.load.arrivals)
-    queue: NotRequired[DelayStats]         # open loop: waiting for a free user (max_concurrency)
+    queue: NotRequired[DelayStats]         # open loop: waiting, with every user busy (the cap), for one to free
     unsent: NotRequired[int]               # open loop, time-limited: due but not sent by the deadline
     scheduled: NotRequired[int]            # open loop: requests in this process's schedule
     offered_rate: NotRequired[float | None]  # open loop: the schedule's rate (requests/s) in this process
     sent_rate: NotRequired[float | None]   # requests/s between this process's first and last send
     window: NotRequired[Window]            # load.window steady: the requests the statistics keep
+    t0_ns: NotRequired[int]                # the level's start on this process's clock (perf ns = CLOCK_MONOTONIC)
+    start_skew_ns: NotRequired[int | None]  # how long after the common start this process was ready (None: none)
 
 
 class WarmEvent(WarmupInfo):

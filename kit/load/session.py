@@ -80,7 +80,7 @@ class LoadSession:
             if not finished:  # an error, should_stop or an interrupt: these drivers are not reused
                 self._discard(procs)
             run.merge_parts()
-        result = finish(spec, run.slots, records_path, client_path, bool(finished))
+        result = finish(spec, run.slots, records_path, client_path, bool(finished), run.start_ns)
         relay.final(result)
         shutil.rmtree(work, ignore_errors=True)
         return result

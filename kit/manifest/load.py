@@ -8,14 +8,28 @@ import math
 from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
+from typing_extensions import TypedDict
 
+from kit.load.arrivals import MAX_SPAN_S, MIN_BURSTINESS
 from kit.manifest.fields import CpuList, PositiveInt, _Model
 from kit.manifest.workload import Dataset, RequestOptions
 
 TIME_LIMITED_CEILING = 1_000_000  # requests a time-limited level may send at most when requests_per_level is unset
+MAX_WORKLOAD_REQUESTS = 100_000  # with load.dataset: requests (recorded + warm-up) built and tokenized per level
+ARRIVAL_SEED_OFFSET = 7_919  # an open-loop schedule's seed differs from the prompts' (load.seed + level)
 
 
 Rate = Annotated[float, Field(gt=0, le=100_000)]
+
+
+class ArrivalFields(TypedDict):
+    """One level's timing, named as ``kit.load.LevelSpec``'s fields (``Load.arrival_at``)."""
+
+    arrival: str
+    rate: float
+    burstiness: float
+    arrival_seed: int
+    duration_s: float | None
 
 
 class Arrival(_Model):
@@ -28,15 +42,16 @@ class Arrival(_Model):
     rates: list[Rate] | None = Field(
         None, max_length=64, description="Open loop: requests per second, one per level (the level's cap is its "
         "entry in levels).")
-    burstiness: float = Field(1.0, gt=0, le=1000, description="gamma only: the gaps' shape (CV = 1/sqrt(b)); < 1 "
-                              "burstier, > 1 more regular.")
+    burstiness: float = Field(1.0, ge=MIN_BURSTINESS, le=1000, description="gamma only: the gaps' shape (CV = "
+                              "1/sqrt(b)); < 1 burstier, > 1 more regular; at least 0.01 (below, gaps underflow to 0).")
     duration_s: float | None = Field(
         None, gt=0, le=86_400, description="Time-limited levels: no request is sent after this many seconds of the "
         "level (requests_per_level is then a ceiling; open loop sends rate x duration_s).")
     window: Literal["all", "steady"] = Field(
-        "all", description="steady: the statistics keep only requests sent after the ramp and ended before the "
-        "drain (the last send); closed-loop users' first requests are spread over one warm-up request time. all: "
-        "every recorded request.")
+        "all", description="steady: the statistics keep only requests sent inside the window, after the ramp and "
+        "up to the last send, whatever their outcome (selected on send time, never on latency; each is measured to "
+        "its end); closed-loop users' first requests are spread over one warm-up request time. all: every "
+        "recorded request.")
 
     @model_validator(mode="after")
     def _consistent(self) -> Arrival:
@@ -106,11 +121,35 @@ class Load(_Model):
         rates = self.arrival.rates
         if rates is not None and len(rates) != len(self.levels):
             raise ValueError(f"arrival.rates has {len(rates)} entries but there are {len(self.levels)} levels")
-        for level in self.levels:
-            if self.arrival.process == "closed" and self.requests_at(level) < level:
-                raise ValueError(f"level {level} would get only {self.requests_at(level)} requests: fewer than its "
+        for i, level in enumerate(self.levels):
+            n = self.requests_at(level)
+            if self.arrival.process == "closed" and n < level:
+                raise ValueError(f"level {level} would get only {n} requests: fewer than its "
                                  "concurrency, so not every user would send one")
+            if (rate := self.rate_at(level)) is not None:
+                self._open_loop_level(i, level, n, rate)
+            if self.dataset is not None:
+                self._workload_level(level, n)
         return self
+
+    def _open_loop_level(self, i: int, level: int, n: int, rate: float) -> None:
+        if n / rate > MAX_SPAN_S:
+            raise ValueError(f"load.arrival.rates[{i}] = {rate:g}: its {n} requests would take {n / rate:.3g} s "
+                             f"(over {MAX_SPAN_S:g} s, one day); raise the rate or lower requests_per_level")
+        if level > n:
+            raise ValueError(f"load.levels[{i}] = {level}: an open-loop cap above the {n} requests the level "
+                             f"schedules can never bind (and would start {level} users); give at most {n}")
+
+    def _workload_level(self, level: int, n: int) -> None:
+        if self.arrival.duration_s is not None and self.arrival.process == "closed" \
+                and self.requests_per_level is None:
+            raise ValueError("load.requests_per_level: a time-limited closed-loop level with load.dataset needs it "
+                             "(the workload builds every request before the level; the default ceiling would be "
+                             f"{TIME_LIMITED_CEILING:,} prompts): give the most the level may send")
+        if n + self.warmup_at(level) > MAX_WORKLOAD_REQUESTS:
+            raise ValueError(f"level {level}: {n} requests and {self.warmup_at(level)} warm-up requests with "
+                             f"load.dataset, over {MAX_WORKLOAD_REQUESTS:,} built per level; lower "
+                             "requests_per_level (or duration_s x rate)")
 
     def requests_at(self, level: int) -> int:
         """The level's request budget; a time-limited level's ceiling (default: one million)."""
@@ -130,3 +169,14 @@ class Load(_Model):
 
     def warmup_at(self, level: int) -> int:
         return level if self.warmup_requests is None else self.warmup_requests
+
+    def arrival_seed_at(self, level: int) -> int:
+        """The seed of the level's open-loop schedule (kit.load.arrivals), from the signed manifest alone."""
+        return self.seed + level + ARRIVAL_SEED_OFFSET
+
+    def arrival_at(self, level: int) -> ArrivalFields:
+        """The level's timing as ``kit.load.LevelSpec`` fields (arrival, rate, burstiness, arrival_seed, duration_s):
+        what ``kit run`` gives the load and what ``kit verify`` rebuilds the schedule from."""
+        return {"arrival": self.arrival.process, "rate": self.rate_at(level) or 0.0,
+                "burstiness": self.arrival.burstiness, "arrival_seed": self.arrival_seed_at(level),
+                "duration_s": self.arrival.duration_s}

@@ -4,6 +4,7 @@ run with `kit run` against kit's real CPU engine; the bundle's records hold what
 from __future__ import annotations
 
 import json
+import shutil
 import statistics
 from pathlib import Path
 
@@ -12,9 +13,10 @@ import yaml
 from e2e_helpers import ROOT, bundle_of, kit, own_network, read_json
 from scipy import stats
 
-from kit.experiment.levels import ARRIVAL_SEED_OFFSET
+from kit.bundle.schedules import check_schedules
 from kit.files.records import steady_window
 from kit.load.arrivals import Arrival, count_for, schedule_ns
+from kit.manifest.load import ARRIVAL_SEED_OFFSET
 
 
 def records(path: Path) -> list[dict]:  # type: ignore[type-arg]
@@ -39,6 +41,17 @@ def test_shipped_open_loop_manifest_runs_and_records_its_schedule(tmp_path: Path
     assert r.returncode == 0, r.stdout + r.stderr
     b = bundle_of(tmp_path / "r")
     assert kit("verify", str(b), env=isolated).returncode == 0
+    # verify's schedule check placed every send of the real run from its worker's t0_ns; a send moved 2 s is caught
+    note, problems = check_schedules(b)
+    assert problems == [] and "send times checked" in note, (note, problems)
+    moved = tmp_path / "moved"
+    shutil.copytree(b, moved)
+    path = sorted(moved.glob("cells/*/level-*/records.jsonl"))[0]
+    lines = path.read_text().splitlines()
+    first = json.loads(lines[0])
+    lines[0] = json.dumps({**first, "t_start_ns": first["t_start_ns"] + 2_000_000_000})
+    path.write_text("\n".join(lines) + "\n")
+    assert any("not sent when" in p for p in check_schedules(moved)[1])
     load = yaml.safe_load(manifest.read_text())["load"]
     arrival = load["arrival"]
     plan = read_json(b / "plan.json")

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from scipy import stats
 
+from kit.bundle.schedules import send_time_problems
 from kit.files.records import steady_window
 from kit.load import run_level
 from kit.load.arrivals import Arrival, schedule_ns
@@ -100,8 +101,19 @@ def test_max_concurrency_caps_what_is_in_flight_and_the_wait_is_recorded(
     in_flight = max(sum(1 for a, e in spans if a <= t < e) for t, _ in spans)
     assert in_flight <= 2
     assert sum(1 for r in recs if r["queue_ns"] > 50_000_000) >= 6  # waited for a free user, said so
-    queue = json.loads(res.client_path.read_text())["workers"][0]["queue"]
+    doc = json.loads(res.client_path.read_text())
+    queue = doc["workers"][0]["queue"]
     assert queue["requests"] == 12 and queue["max_ms"] > 50
+    # the queue counts only while both users were busy, and ends when one was freed: a user is busy from when its
+    # request fell due (scheduled, or freed after a queue) to the request's end; at a queued request's due time both
+    # were, and its queue ended just after another request ended (the release follows the end at once)
+    t0 = level_start(recs)
+    busy = [(t0 + r["sched_ns"] + r["queue_ns"], r["t_start_ns"] + r["e2e_ns"]) for r in recs]
+    for r in (r for r in recs if r["queue_ns"] > 0):
+        due, freed = t0 + r["sched_ns"], t0 + r["sched_ns"] + r["queue_ns"]
+        assert sum(1 for a, e in busy if a <= due < e) == 2
+        assert 0 <= freed - max(e for _, e in busy if e <= freed) < 50_000_000
+    assert any("waited for the cap" in w for w in doc["timing_warnings"])
 
 
 def test_time_limited_closed_level_stops_sending_at_its_duration(
@@ -117,7 +129,7 @@ def test_time_limited_closed_level_stops_sending_at_its_duration(
     assert res.wall_s < 3.0
 
 
-def test_steady_window_spreads_the_closed_loop_start_and_drops_ramp_and_drain(
+def test_steady_window_spreads_the_closed_loop_start_and_drops_the_ramp(
         sse_server: Callable[..., FakeServer], tmp_path: Path) -> None:
     srv = sse_server(40.0, 5.0)  # ~60 ms per request
     spec = make_spec(srv.base_url, concurrency=4, requests=40, warmup_requests=4, output_tokens=4, window="steady")
@@ -133,8 +145,9 @@ def test_steady_window_spreads_the_closed_loop_start_and_drops_ramp_and_drain(
     keep = steady_window([worker])
     kept = [r for r in recs if keep(r)]
     assert 10 < len(kept) < 40
-    assert all(win["start_ns"] <= r["t_start_ns"] and r["t_start_ns"] + r["e2e_ns"] <= win["end_ns"] for r in kept)
-    assert recs[0] not in kept and recs[-1] not in kept  # the ramp's first send, the drain's last
+    # selected on send time only: every request sent in [start, end], however long it took
+    assert kept == [r for r in recs if win["start_ns"] <= r["t_start_ns"] <= win["end_ns"]]
+    assert recs[0] not in kept and recs[-1] in kept  # the ramp's first send out; the last send ends the window
 
 
 def test_several_processes_share_one_schedule(sse_server: Callable[..., FakeServer], tmp_path: Path) -> None:
@@ -150,3 +163,9 @@ def test_several_processes_share_one_schedule(sse_server: Callable[..., FakeServ
     assert [w["scheduled"] for w in workers] == [15, 15]
     assert sum(w["offered_rate"] for w in workers) == pytest.approx(30.0, rel=0.15)
     assert {s["rid"] for s in srv.requests() if "warm" not in s["rid"]} == {r["rid"] for r in recs}
+    # one common start (CLOCK_MONOTONIC, the parent's) for both processes, not one clock each; every send placed
+    doc = json.loads(res.client_path.read_text())
+    assert isinstance(doc["start_ns"], int)
+    assert all(abs(w["t0_ns"] - doc["start_ns"]) < 1_000_000 and w["start_skew_ns"] >= 0 for w in workers)
+    assert send_time_problems(recs, workers) == ([], 30)
+    assert level_start(recs) == pytest.approx(doc["start_ns"], abs=1_000_000)

@@ -109,5 +109,21 @@ def test_high_but_stable_lag_is_a_timing_warning_not_client_bound() -> None:
     assert assess.timing_warnings([_stats()]) == []
 
 
+def test_open_loop_start_skew_and_queue() -> None:
+    """A process ready after the common start beyond the lateness limit is client-bound (open loop; a warning in a
+    closed loop); any wait for the cap is a timing warning, never client-bound (the server's backlog filled it)."""
+    open_loop = {"scheduled": 10, "offered_rate": 10.0, "start_skew_ns": 7_000_000}
+    reasons = assess.assess([_stats(), _stats(worker=1, **open_loop)])
+    assert len(reasons) == 1 and "process 1: ready 7.00 ms after the level's common start" in reasons[0]
+    assert assess.assess([_stats(worker=1, **{**open_loop, "start_skew_ns": 4_000_000})]) == []
+    closed = assess.timing_warnings([_stats(start_skew_ns=7_000_000)])
+    assert assess.assess([_stats(start_skew_ns=7_000_000)]) == [] and "users started late" in closed[0]
+    queued = {"scheduled": 10, "offered_rate": 10.0, "queue": {"requests": 10, "p50_ms": 0, "p99_ms": 40, "max_ms": 41}}
+    assert assess.assess([_stats(**queued)]) == []
+    assert any("waited for the cap" in w for w in assess.timing_warnings([_stats(**queued)]))
+    idle = {**queued, "queue": {"requests": 10, "p50_ms": 0, "p99_ms": 0, "max_ms": 0}}
+    assert assess.timing_warnings([_stats(**idle)]) == []
+
+
 def test_assess_ignores_gaps_of_tiny_levels() -> None:
     assert assess.assess([_stats(itl={"gaps": 10, "median_ms": 0.0, "near_zero_share": 1.0})]) == []
