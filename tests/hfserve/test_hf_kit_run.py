@@ -1,5 +1,6 @@
 """`kit run experiments/transformers-cpu.yaml` end to end against real `transformers serve` processes:
 the signed shipped manifest (baseline vs OEA), and an A/A copy of it (the same arm twice).
+kit's telemetry reads kit_hf's /metrics during each level: the running batch reaches the concurrency.
 
 Every recorded request's token count, counted by kit's client one content event at a time, must equal the
 count in the server's own usage; the bundle must verify; the A/A run must find no significant difference."""
@@ -64,6 +65,7 @@ def test_shipped_cpu_manifest_end_to_end(shipped_model: Path, tmp_path: Path, is
         # kit's count (content events) against transformers' usage, request by request
         assert rec["client_tokens"] == rec["usage_completion_tokens"] == m["load"]["output_tokens"], rec
     check_prompt_tokens(b, recs, shipped_model, m["load"]["prompt_tokens"])
+    check_running_batch(b, m["load"]["levels"])
     assert kit("verify", str(b)).returncode == 0
     # model.digest: the model directory's sha256 tree is in the signed provenance, as the maker computes it
     from kit_hf.make_model import sha256_tree
@@ -100,6 +102,24 @@ def check_prompt_tokens(b: Path, recs: list[dict[str, Any]], model: Path, prompt
         assert rec["prompt_flag"] is None, rec
     print("prompt tokens: content", prompt_tokens, "templated", sorted({r["prompt_tokens_expected"] for r in recs}),
           "server", sorted({r["usage_prompt_tokens"] for r in recs}))
+
+
+def check_running_batch(b: Path, levels: list[int]) -> None:
+    """kit_hf's /metrics seen by kit's level sampler: every level's telemetry read the CB scheduler's running count;
+    across the cells the running batch reached each level's concurrency and never exceeded it (closed loop); the
+    report shows the running batch per level."""
+    summary = json.loads((b / "summary.json").read_text())
+    for t in b.glob("cells/*/level-*/telemetry.json"):
+        tel = json.loads(t.read_text())
+        assert tel["metrics_errors"] == 0 and tel["sources"]["running"] == "kit_hf:num_requests_running", tel
+    for c in levels:
+        seen = [cell["levels"][str(c)]["telemetry"] for cell in summary["cells"]]
+        peaks = [s["running_max"] for s in seen if s["samples"]]
+        print(f"c={c}: running max per cell {peaks}")
+        assert peaks and max(peaks) == c and all(p <= c for p in peaks), (c, seen)
+    report = (b / "report.md").read_text()
+    for c in levels:
+        assert f"What the server ran at c={c}" in report
 
 
 def test_aa_copy_finds_no_difference(shipped_model: Path, tmp_path: Path, isolated: dict[str, str]) -> None:
