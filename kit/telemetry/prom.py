@@ -8,7 +8,8 @@ never an exception out of the sampler.
 Kept: the gauges and counters of the families kit knows (``FAMILIES``), at most ``max_series`` of them, and from
 them ``ServerQuantities`` in kit's words. sglang's and vLLM's names are theirs (sglang
 ``python/sglang/srt/metrics/collector.py``, vLLM ``vllm/v1/metrics/loggers.py``); kit's engine's are in
-``kit/engine/metrics.py``. `transformers serve` has no /metrics: its cells get GPU telemetry only.
+``kit/engine/metrics.py``; `transformers serve` has none of its own: kit's launcher adds one
+(``images/transformers/kit_hf/metrics.py``, ``kit_hf:`` names).
 """
 
 from __future__ import annotations
@@ -28,15 +29,18 @@ from kit.files.telemetry import ServerQuantities
 
 # quantity -> the sample names it is read from, in order of preference (the first present wins)
 FAMILIES: dict[str, tuple[str, ...]] = {
-    "running": ("kit_engine_requests_running", "sglang:num_running_reqs", "vllm:num_requests_running"),
-    "queued": ("kit_engine_requests_waiting", "sglang:num_queue_reqs", "vllm:num_requests_waiting"),
-    "kv_cache_usage": ("sglang:token_usage", "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+    "running": ("kit_engine_requests_running", "sglang:num_running_reqs", "vllm:num_requests_running",
+                "kit_hf:num_requests_running"),
+    "queued": ("kit_engine_requests_waiting", "sglang:num_queue_reqs", "vllm:num_requests_waiting",
+               "kit_hf:num_requests_waiting"),
+    "kv_cache_usage": ("sglang:token_usage", "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc",
+                       "kit_hf:kv_cache_usage_perc"),
     "kv_tokens": ("sglang:num_used_tokens",),
     "generated_tokens": ("kit_engine_decode_tokens_total", "sglang:generation_tokens_total",
                          "vllm:generation_tokens_total"),
     "prompt_tokens": ("kit_engine_prefill_tokens_total", "sglang:prompt_tokens_total", "vllm:prompt_tokens_total"),
 }
-KEPT_PREFIXES = ("kit_engine_", "sglang:", "vllm:")  # families whose gauges and counters are kept as series
+KEPT_PREFIXES = ("kit_engine_", "sglang:", "vllm:", "kit_hf:")  # families whose gauges and counters are kept as series
 KEPT_TYPES = ("gauge", "counter", "unknown")  # unknown: a sample with no # TYPE line
 MAX_FIELD = 200  # characters of a series key or an error kept
 

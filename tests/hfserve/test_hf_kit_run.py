@@ -1,5 +1,7 @@
 """`kit run experiments/transformers-cpu.yaml` end to end against real `transformers serve` processes:
 the signed shipped manifest (baseline vs OEA), and an A/A copy of it (the same arm twice).
+In the A/A run kit's telemetry reads kit_hf's /metrics during each level: the running batch reaches the
+concurrency and the report shows it per level.
 
 Every recorded request's token count, counted by kit's client one content event at a time, must equal the
 count in the server's own usage; the bundle must verify; the A/A run must find no significant difference."""
@@ -16,7 +18,7 @@ from typing import Any
 
 import pytest
 import yaml
-from hf_helpers import MANIFEST, ROOT
+from hf_helpers import IMAGE_DIR, MANIFEST, OEA_DIR, ROOT
 from support.ports import free_port
 
 pytest.importorskip("transformers", reason="transformers is not installed (make test installs it)")
@@ -102,12 +104,33 @@ def check_prompt_tokens(b: Path, recs: list[dict[str, Any]], model: Path, prompt
           "server", sorted({r["usage_prompt_tokens"] for r in recs}))
 
 
+def check_running_batch(b: Path, levels: list[int]) -> None:
+    """kit_hf's /metrics seen by kit's level sampler: every level's telemetry read the CB scheduler's running count;
+    across the cells the running batch reached each level's concurrency and never exceeded it (closed loop); the
+    report shows the running batch per level."""
+    summary = json.loads((b / "summary.json").read_text())
+    for t in b.glob("cells/*/level-*/telemetry.json"):
+        tel = json.loads(t.read_text())
+        assert tel["metrics_errors"] == 0 and tel["sources"].get("running") == "kit_hf:num_requests_running", tel
+    for c in levels:
+        seen = [cell["levels"][str(c)]["telemetry"] for cell in summary["cells"]]
+        peaks = [s["running_max"] for s in seen if s["samples"]]
+        print(f"c={c}: running max per cell {peaks}")
+        assert peaks and max(peaks) == c and all(p <= c for p in peaks), (c, seen)
+    report = (b / "report.md").read_text()
+    for c in levels:
+        assert f"What the server ran at c={c}" in report
+
+
 def test_aa_copy_finds_no_difference(shipped_model: Path, tmp_path: Path, isolated: dict[str, str]) -> None:
     m = yaml.safe_load(MANIFEST.read_text())
     m["name"] = "transformers-cpu-aa"
     m["arms"] = [{"name": "a1", "description": "baseline"}, {"name": "a2", "description": "baseline again"}]
     m["server"]["port"] = free_port()
     m["load"]["levels"], m["load"]["requests_per_level"] = [1, 16], [8, 32]  # CI time: two levels are enough
+    # this checkout's kit_hf (its /metrics), not whichever one is installed: a process-runtime server inherits
+    # no PYTHONPATH from kit (kit.runtime.base_environment)
+    m["server"]["env"]["PYTHONPATH"] = os.pathsep.join([str(IMAGE_DIR), str(OEA_DIR)])
     path = tmp_path / "aa.yaml"
     path.write_text(yaml.safe_dump(m, sort_keys=False))
     out = tmp_path / "aa"
@@ -115,6 +138,7 @@ def test_aa_copy_finds_no_difference(shipped_model: Path, tmp_path: Path, isolat
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
     b = bundle(out)
     assert all(rec["client_tokens"] == rec["usage_completion_tokens"] for rec in records(b))
+    check_running_batch(b, m["load"]["levels"])
     summary = json.loads((b / "summary.json").read_text())
     primary = [c for c in summary["comparisons"] if c["tested"] and c["metric"] == m["analysis"]["primary"]]
     assert len(primary) == len(m["load"]["levels"])

@@ -11,7 +11,7 @@ from contextlib import nullcontext
 from pathlib import Path
 
 import pytest
-from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest, start_http_server
 from support.hostile_metrics import HostileMetrics
 
 from kit.files.telemetry import TelemetrySample
@@ -136,6 +136,21 @@ def test_parse_with_prometheus_clients_parser() -> None:
     assert got.quantities.queued == 700 and got.quantities.kv_cache_usage == 0.9
     with pytest.raises(ScrapeError, match="more than 3 samples"):
         parse(text, max_parsed=3, max_series=100)
+
+
+def test_kit_hf_names_map_to_kits_quantities() -> None:
+    """The names kit's transformers launcher serves (images/transformers/kit_hf/metrics.py), as prometheus_client
+    writes them; the other engines' names win where present (FAMILIES' order)."""
+    reg = CollectorRegistry()
+    Gauge("kit_hf:num_requests_running", "r", registry=reg).set(6)
+    Gauge("kit_hf:num_requests_waiting", "w", registry=reg).set(2)
+    Gauge("kit_hf:kv_cache_usage_perc", "kv", registry=reg).set(0.25)
+    Gauge("kit_hf:http_requests_in_flight", "h", registry=reg).set(8)
+    got = parse(generate_latest(reg).decode(), max_parsed=100, max_series=100)
+    assert (got.quantities.running, got.quantities.queued, got.quantities.kv_cache_usage) == (6, 2, 0.25)
+    assert got.sources == {"running": "kit_hf:num_requests_running", "queued": "kit_hf:num_requests_waiting",
+                           "kv_cache_usage": "kit_hf:kv_cache_usage_perc"}
+    assert got.series["kit_hf:http_requests_in_flight"] == 8  # kept raw (kit_hf: is a kept prefix)
 
 
 def test_level_figures_and_queue_bound(tmp_path: Path) -> None:

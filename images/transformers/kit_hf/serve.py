@@ -20,6 +20,9 @@ Every argument it does not know goes to ``transformers serve`` unchanged (the sa
 - ``--experts-implementation``: ``model.set_experts_implementation(...)`` right after the model loads (both
   arms alike); without it transformers picks its default (``grouped_mm`` where it can dispatch).
 
+- ``GET /metrics`` (``kit_hf.metrics``): Prometheus gauges of the continuous batch (running, waiting, KV-cache
+  use, read from transformers' CB scheduler and cache) and of the HTTP requests in flight, on the server's port.
+
 One line per loaded model on stderr (``kit_hf: ...``) says what ran: experts implementation, OEA k0 and how
 many routers it reaches, so the server log of every cell records it.
 """
@@ -88,6 +91,16 @@ def wrap_model_loading(experts: str | None, k0: int | None) -> None:
     ModelManager._load_model = _load_model  # type: ignore[method-assign]
 
 
+def add_metrics() -> str:
+    """kit_hf's ``GET /metrics`` (kit_hf.metrics) on the server's own port, or why not."""
+    try:
+        from kit_hf import metrics
+    except ImportError as e:  # prometheus_client missing: the server runs, kit's cells get GPU telemetry only
+        return f"no /metrics ({e})"
+    metrics.wrap_build_server()
+    return "GET /metrics (kit_hf.metrics)"
+
+
 @dataclass(frozen=True)
 class Options:
     experts: str | None
@@ -136,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         if k0 is not None:
             oea_patch.install(k0)
         wrap_model_loading(opts.experts, k0)
+        metrics = add_metrics()
         rest = serve_as(opts.rest, opts.served_name) if opts.served_name else opts.rest
     except (LaunchError, ValueError, ImportError) as e:
         _log(f"{type(e).__name__}: {e}" if isinstance(e, ImportError) else str(e))
@@ -143,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     from transformers.cli.transformers import app
 
     _log(f"transformers {PINNED}; OEA {'k0=' + str(k0) if k0 else 'off'}; "
-         f"experts implementation {opts.experts or 'transformers default'}; serve {' '.join(rest)}")
+         f"experts implementation {opts.experts or 'transformers default'}; {metrics}; serve {' '.join(rest)}")
     try:
         app(args=["serve", *rest], prog_name="transformers", standalone_mode=True)
     except SystemExit as e:
