@@ -83,9 +83,9 @@ def test_without_the_expert_count_at_load_the_first_forward_refuses(monkeypatch:
 @pytest.mark.parametrize("text", ["٣", "３", "1_0", "+2", "0x4", " 4 5", "1e3", "4.0", "9" * 10])
 def test_only_ascii_digits_are_numbers(monkeypatch: pytest.MonkeyPatch, text: str) -> None:
     """int() takes Arabic-Indic and full-width digits, underscores and a plus sign; the knobs do not."""
-    with pytest.raises(ValueError, match="KIT_OEA_SKIP_SLACK=.* is not an integer >= 0 in ASCII digits"):
+    with pytest.raises(ValueError, match=r"KIT_OEA_SKIP_SLACK=.* is not an integer >= 0 in ASCII digits"):
         oea.parse_skip_slack(text)
-    with pytest.raises(ValueError, match="SGLANG_OEA_K0=.* is not an integer in ASCII digits"):
+    with pytest.raises(ValueError, match=r"SGLANG_OEA_K0=.* is not an integer in ASCII digits"):
         oea.parse_k0(text)
     monkeypatch.setenv(oea.SKIP_KNOB, text)
     with pytest.raises(ValueError, match="MoE layer 3: KIT_OEA_SKIP_SLACK"):
