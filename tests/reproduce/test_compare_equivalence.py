@@ -161,3 +161,17 @@ def test_one_shift_and_one_effect_against_scipy(bundles: dict[str, Path], other:
     e = next(c for c in eq.comparisons if c.kind == "effect" and c.level == 4)
     assert e.log_estimate == pytest.approx(dd, rel=1e-9) and e.p_zero == pytest.approx(p0, rel=1e-6, abs=1e-12)
     assert e.verdict == ("inconsistent" if other == "slower" else "reproduced")
+
+
+def test_runs_summarized_under_different_cell_statistics_are_not_judged(bundles: dict[str, Path],
+                                                                         tmp_path: Path) -> None:
+    """B's summary says its cells hold the geometric mean, A's the mean: B cannot be judged under A's analysis;
+    exit 2 with both statistics named, never a verdict (kit compare reads the summaries as they claim)."""
+    geo = tmp_path / "geo"
+    shutil.copytree(bundles["same"], geo)
+    doc = json.loads((geo / "summary.json").read_text())
+    doc["analysis"]["cell_statistic"] = "geomean"
+    (geo / "summary.json").write_text(json.dumps(doc))
+    code, out = _kit(bundles["a"], geo, "--strict")
+    assert code == ExitCode.USAGE, out
+    assert "the runs' cell statistics differ (original: mean; new: geomean)" in out and "Hint:" in out
