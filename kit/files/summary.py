@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict
 from kit.files.telemetry import LevelTelemetry
 
 SUMMARY_SCHEMA_VERSION = 5  # 3: short_responses and the output-length guardrail; 4: usage_flagged and its guardrail;
-# 5: analysis.method (blocked), analysis.statistic, analysis.slo (goodput, SLO attainment)
+# 5: analysis.method (blocked), analysis.statistic, analysis.slo (goodput, SLO attainment), cells' cell_values
 
 
 class _Model(BaseModel):
@@ -100,6 +100,8 @@ class CellLevel(_Latencies):
     timing_warnings: list[str]
     server: ServerFigures | None
     telemetry: LevelTelemetry | None = None  # what the server ran during the level (kit.stats.telemetry)
+    # schema 5: each tested metric's pre-registered cell statistic, the value the A/B test compared (included cells)
+    cell_values: dict[str, float | None] | None = None
 
 
 class BetweenCells(_Model):

@@ -94,21 +94,29 @@ def decide(c: Contrast, claimed: float | None, p_adjusted: float, rule: Rule) ->
     return Decision(verdict, c.estimate, c.se, c.df, low, high, delta, p_zero(c), p_adjusted, p_eq, held, repeats)
 
 
+Blocks = tuple[Sequence[int], Sequence[int]]  # each cell's ABBA block: (arm's cells, baseline's cells)
+
+
 @dataclass(frozen=True)
 class EffectCells:
-    """One A/B effect (arm against baseline at one level) in both runs: log cell statistics, and whether the
-    original's own A/B test found it (its primary comparison significant)."""
+    """One A/B effect (arm against baseline at one level) in both runs: log cell statistics, whether the original's
+    own A/B test found it (its primary comparison significant), and for the blocked analysis (the original's
+    analysis.method) each cell's block in its run (None: Welch on the cells)."""
 
     original_arm: FArray
     original_base: FArray
     new_arm: FArray
     new_base: FArray
     claimed: bool
+    original_blocks: Blocks | None = None
+    new_blocks: Blocks | None = None
 
 
 def effect_contrasts(e: EffectCells) -> tuple[Contrast, Contrast, Contrast] | None:
-    """(original effect, new effect, D = new - original); None with fewer than 2 finite cells in any group."""
-    co, cn = contrast(e.original_arm, e.original_base), contrast(e.new_arm, e.new_base)
+    """(original effect, new effect, D = new - original), each run's effect by the pre-registered method; None with
+    too few cells in any group."""
+    co = contrast(e.original_arm, e.original_base, e.original_blocks)
+    cn = contrast(e.new_arm, e.new_base, e.new_blocks)
     if co is None or cn is None:
         return None
     return co, cn, difference(cn, co)

@@ -1,10 +1,12 @@
 """Two runs on the log scale: the test of no difference (the new run inside the original's prediction interval),
 TOST within a margin, and how many repeats would show equivalence if nothing changed. The method: docs/reproduce.md.
 
-The contrasts are kit's own A/B machinery (``kit.stats.model.welch``: Welch's t on log cell statistics, Welch–
-Satterthwaite df, Hsu's df for unequal cell counts). A difference of two independent contrasts (the A/B effect of
-the new run against the original's) adds their variances, with Satterthwaite's df for the sum: with equal cell
-counts that is exactly the Welch–Satterthwaite df of the four groups.
+The contrasts are kit's own A/B machinery under the original's pre-registered analysis.method: ``welch``
+(``kit.stats.model.welch``: Welch's t on log cell statistics, Welch–Satterthwaite df, Hsu's df for unequal cell
+counts) or ``blocked`` (``kit.stats.model.blocked``: least squares with a fixed effect per ABBA block, Student's t
+on the residual df). A difference of two independent contrasts (the A/B effect of the new run against the
+original's) adds their variances, with Satterthwaite's df for the sum (each contrast's own df: Welch's or the
+residual df): with Welch and equal cell counts that is exactly the Welch–Satterthwaite df of the four groups.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kit.stats.metrics import FArray
-from kit.stats.model import welch
+from kit.stats.model import Welch, blocked, welch
 
 MAX_REPEATS = 1000  # design.repeats' own upper bound
 
@@ -37,8 +39,18 @@ def _finite(x: FArray) -> FArray:
     return out
 
 
-def contrast(log_a: FArray, log_b: FArray) -> Contrast | None:
-    """mean(log_a) - mean(log_b) by Welch's t (kit.stats.model.welch); None with fewer than 2 finite cells."""
+def contrast(log_a: FArray, log_b: FArray, blocks: tuple[Sequence[int], Sequence[int]] | None = None,
+             ) -> Contrast | None:
+    """log_a against log_b: mean(log_a) - mean(log_b) by Welch's t (kit.stats.model.welch), or with ``blocks``
+    (each cell's ABBA block, kit.stats.ab.block_of_repeat) the blocked estimate (kit.stats.model.blocked); None with
+    too few cells. A blocked contrast's groups carry the residual variance (its SE is that SD times
+    sqrt(1/k_a + 1/k_b) in a balanced design), so the repeats figure plans on the within-block spread."""
+    if blocks is not None:
+        w: Welch | None = blocked(log_a, blocks[0], log_b, blocks[1])
+        if w is None:
+            return None
+        s2 = w.se**2 / (1 / w.k_arm + 1 / w.k_base)
+        return Contrast(w.estimate, w.se, w.df, ((s2, w.k_arm), (s2, w.k_base)))
     w = welch(log_a, log_b)
     if w is None:
         return None

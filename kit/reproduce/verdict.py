@@ -3,8 +3,10 @@ inconsistent, reproduced or imprecise), each arm's shift between the runs (a fac
 with analysis.reproduce.same_hardware), and whether the A/B conclusion held.
 
 Pure: it reads typed ``Summary`` objects (each bundle's summary.json, which `kit verify` recomputes from the records)
-and computes. The cell statistic of a metric is the cell's figure in the summary (TPOT/TTFT/E2E mean, output
-tokens/s), the same numbers kit's A/B test uses (ITL: the ok requests' gaps). The method: docs/reproduce.md.
+and computes, under the original's pre-registered analysis: its analysis.statistic (the cells' ``cell_values``,
+summary schema 5: the numbers its A/B test compared; before schema 5, the cell means every analysis then used) and
+its analysis.method (Welch on the cells, or blocked within ABBA blocks) for both runs' effects. The method:
+docs/reproduce.md.
 """
 
 from __future__ import annotations
@@ -15,10 +17,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from kit.errors import UsageError
 from kit.files.reproduce import CellCounts, Conclusion, Interval, ReproComparison, Verdict
 from kit.files.summary import CellLevel, Comparison, Summary
 from kit.reproduce.decide import EffectCells, Rule, decide, effect_contrasts
 from kit.reproduce.equivalence import MAX_REPEATS, Contrast, contrast, holm_adjusted, interval, logs, p_zero
+from kit.stats.ab import block_of_repeat
 from kit.stats.model import fisher_p
 from kit.stats.numbers import pct_text
 
@@ -54,13 +58,18 @@ class ArmCells:
     requests: int
     short: int = 0  # ok requests with fewer output tokens than asked (summary schema 3; 0 before)
     ok: int = 0
+    repeats: tuple[int, ...] = ()  # each value's cell's repeat (its ABBA block for the blocked analysis)
+
+    def blocks(self) -> list[int]:
+        return [block_of_repeat(r) for r in self.repeats]
 
 
 def arm_cells(s: Summary, arm: str, level: int, metric: str) -> ArmCells:
     """The included cells with records at ``level`` (cells without an ok request give no statistic, as in kit's
     A/B); client-bound and failures over every included cell with records there."""
-    get = FIGURE[metric]
+    get = FIGURE.get(metric, _no_figure)
     values: list[float | None] = []
+    repeats: list[int] = []
     bound = ttft_bound = False
     failed = requests = short = ok = 0
     for cell in s.cells:
@@ -68,14 +77,19 @@ def arm_cells(s: Summary, arm: str, level: int, metric: str) -> ArmCells:
         if cell.arm != arm or not cell.included or f is None:
             continue
         if f.ok > 0:
-            values.append(get(f))
+            values.append(f.cell_values.get(metric) if f.cell_values is not None else get(f))
+            repeats.append(cell.repeat)
         bound = bound or f.client_bound
         ttft_bound = ttft_bound or f.ttft_client_bound or f.client_bound
         failed += f.errors
         requests += f.requests
         short += f.short_responses
         ok += f.ok
-    return ArmCells(values, bound, ttft_bound, failed, requests, short, ok)
+    return ArmCells(values, bound, ttft_bound, failed, requests, short, ok, tuple(repeats))
+
+
+def _no_figure(f: CellLevel) -> float | None:
+    return None  # goodput and SLO attainment: only in schema 5's cell_values
 
 
 def _count(values: list[float | None]) -> int:
@@ -111,6 +125,11 @@ class Judge:
     @property
     def alpha(self) -> float:
         return self.rule.alpha
+
+    @property
+    def blocked(self) -> bool:
+        """The original pre-registered the blocked analysis: both runs' effects are blocked estimates."""
+        return self.original.analysis.comparison_method == "blocked"
 
     def cells(self, run: Summary, arm: str, level: int) -> ArmCells:
         return arm_cells(run, arm, level, self.metric)
@@ -181,9 +200,10 @@ class Judge:
         groups = {(run_name, a): self.cells(run, a, level)
                   for run_name, run in (("original", self.original), ("new", self.new)) for a in (arm, base)}
         oa, ob, na, nb = (logs(groups[r, a].values) for r in ("original", "new") for a in (arm, base))
-        parts = effect_contrasts(EffectCells(oa, ob, na, nb, claimed=False))
-        co, cn = (parts[0], parts[1]) if parts else (contrast(logs(groups["original", arm].values),
-                                                               logs(groups["original", base].values)), None)
+        ob_, nb_ = ((groups[r, arm].blocks(), groups[r, base].blocks()) if self.blocked else None
+                    for r in ("original", "new"))
+        parts = effect_contrasts(EffectCells(oa, ob, na, nb, False, ob_, nb_))
+        co, cn = (parts[0], parts[1]) if parts else (contrast(oa, ob, ob_), None)
         ab = [_primary(run, arm, level, self.metric) for run in (self.original, self.new)]
         claimed = co.estimate if co is not None and ab[0] is not None and ab[0].status == "significant" else None
         withheld = None
@@ -338,6 +358,7 @@ def judge(original: Summary, new: Summary, rule: Rule, *, same_hardware: bool = 
     comparisons are), so that the overall verdict "inconsistent" is wrong with chance at most alpha when nothing
     changed; the family is fixed before any decision (every test with a p-value, withheld or not). TOST needs no
     correction: "reproduced" needs every one (an intersection-union test, Berger 1982)."""
+    same_statistic(original, new)
     raw = Judge(original, new, rule, same_hardware)
     levels = [lv.concurrency for lv in original.levels]
     arms = list(original.arms)
@@ -358,3 +379,19 @@ def judge(original: Summary, new: Summary, rule: Rule, *, same_hardware: bool = 
     adjusted = dict(zip(family, holm_adjusted(list(family.values())), strict=True))
     comps = run(Judge(original, new, rule, same_hardware, adjusted))
     return comps, [conclusion(original, new, a, lv) for lv in levels for a in others]
+
+
+def same_statistic(original: Summary, new: Summary) -> None:
+    """Both runs' cells must hold the original's pre-registered cell statistic (and, for goodput or SLO attainment,
+    its SLO): a new run summarized under another cannot be judged under the original's analysis."""
+    def rule(s: Summary) -> str:
+        a = s.analysis
+        slo = f", SLO {a.slo}" if a.primary in ("goodput_req_s", "slo_attainment") else ""
+        trim = f" (trim {a.cell_statistic_trim:g})" if a.cell_statistic_trim is not None else ""
+        return f"{a.cell_statistic or 'mean'}{trim}{slo}"
+    if rule(original) != rule(new):
+        raise UsageError(
+            f"the runs' cell statistics differ (original: {rule(original)}; new: {rule(new)}): the new run cannot "
+            "be judged under the original's pre-registered analysis",
+            hint="re-run it under the original's manifest (`kit reproduce` does): both runs must share its "
+                 "analysis.statistic, analysis.trim and analysis.slo")

@@ -41,7 +41,12 @@ def metric_by_key(key: str) -> Metric:
 
 def block_of(cell: CellSample) -> int:
     """The cell's block in the blocked analysis (its repeat, grouped by BLOCK_REPEATS); -1 when unknown."""
-    return -1 if cell.repeat is None else (cell.repeat - 1) // BLOCK_REPEATS
+    return block_of_repeat(cell.repeat)
+
+
+def block_of_repeat(repeat: int | None) -> int:
+    """The block of a cell of this repeat (1-based), grouped by BLOCK_REPEATS; -1 when unknown."""
+    return -1 if repeat is None else (repeat - 1) // BLOCK_REPEATS
 
 
 def family(levels: Sequence[LevelSamples], arms: Sequence[str], baseline: str,

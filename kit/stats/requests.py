@@ -62,6 +62,14 @@ def usage_flagged(rec: RecordLike, requested: int | None = None) -> bool:
         usage_problem(rec.get("usage_completion_tokens"), client_tokens(rec), requested) is not None
 
 
+def asked(rec: RecordLike, requested: int | None = None) -> int | None:
+    """The output tokens this request asked for: the record's own ``max_tokens`` (a dataset workload's per-request
+    length, written by the load generator) when it is a plausible count, else ``requested`` (the manifest's
+    ``load.output_tokens``; records before datasets carry none)."""
+    own = usage_count(rec.get("max_tokens"))
+    return own if own is not None and own > 0 else requested
+
+
 def output_tokens(rec: RecordLike, requested: int | None = None) -> int:
     """The server's count (``usage_completion_tokens``) when present and not flagged, else the client's count."""
     usage = usage_count(rec.get("usage_completion_tokens"))
@@ -87,7 +95,7 @@ def request_metrics(rec: RecordLike, requested: int | None = None) -> RequestMet
     """One ok request's metrics in ms (None for a request that is not ok)."""
     if not is_ok(rec):
         return None
-    ttft, e2e, tokens = _float(rec, "ttft_ns"), _float(rec, "e2e_ns"), output_tokens(rec, requested)
+    ttft, e2e, tokens = _float(rec, "ttft_ns"), _float(rec, "e2e_ns"), output_tokens(rec, asked(rec, requested))
     chunks = [float(c) for c in _chunks(rec)]
     tpot = tpot_ns(ttft, e2e, tokens)
     return RequestMetrics(
@@ -114,6 +122,7 @@ class LevelRecords:
     censored: int = 0  # timed-out requests: the last rows of ``matrix``
     usage: FArray | None = None  # per ok request: the server's usage.completion_tokens (NaN: not reported, flagged)
     usage_flagged: int = 0  # ok requests whose usage count is not believed (``usage_flagged``)
+    asked: FArray | None = None  # per ok request: the output tokens it asked for (``asked``; NaN: unknown)
 
     @property
     def ok(self) -> int:
@@ -127,10 +136,15 @@ class LevelRecords:
         return self.matrix[:, col]
 
     def short(self, requested: int | None) -> int:
-        """Ok requests whose server said it returned fewer output tokens than ``requested`` (None: nothing was
-        asked for). Only the server's usage counts: a client's count of content events is below the tokens
-        whenever a server streams several tokens per event, so without usage nothing is called short."""
-        if requested is None or self.usage is None:
+        """Ok requests whose server said it returned fewer output tokens than each asked for (its record's
+        ``max_tokens``, else ``requested``; None: nothing was asked for). Only the server's usage counts: a
+        client's count of content events is below the tokens whenever a server streams several tokens per event,
+        so without usage nothing is called short."""
+        if self.usage is None:
+            return 0
+        if self.asked is not None and self.asked.shape == self.usage.shape:
+            return int((self.usage < self.asked).sum())  # NaN (no usage, nothing asked) compares False
+        if requested is None:
             return 0
         return int((self.usage < requested).sum())  # ok requests only; NaN (no usage) compares False
 
@@ -145,6 +159,7 @@ def reduce_records(records: Iterable[RecordLike], unparsable: int = 0, requested
     ``requested``: the output tokens each request asked for (None: unknown), for the usage check."""
     rows: list[tuple[float, ...]] = []
     usage: list[float] = []
+    wants: list[float] = []
     censored: list[tuple[float, ...]] = []
     flat: list[int] = []
     lengths: list[int] = []
@@ -164,10 +179,11 @@ def reduce_records(records: Iterable[RecordLike], unparsable: int = 0, requested
             if row is not None:
                 censored.append(row)
             continue
-        ttft, e2e_f, tokens = _float(rec, "ttft_ns"), _float(rec, "e2e_ns"), output_tokens(rec, requested)
+        wanted = asked(rec, requested)
+        ttft, e2e_f, tokens = _float(rec, "ttft_ns"), _float(rec, "e2e_ns"), output_tokens(rec, wanted)
         chunks = _chunks(rec)
         reported = usage_count(rec.get("usage_completion_tokens"))
-        bad = usage_flagged(rec, requested)
+        bad = usage_flagged(rec, wanted)
         flagged += bad
         if reported is not None and reported != client_tokens(rec):
             mismatch += 1
@@ -176,6 +192,7 @@ def reduce_records(records: Iterable[RecordLike], unparsable: int = 0, requested
         itl_sum = float(chunks[-1] - chunks[0]) if n > 1 else 0.0
         rows.append((ttft, e2e_f, tpot or 0.0, 0.0 if tpot is None else 1.0, itl_sum, max(n - 1, 0), tokens, 1.0))
         usage.append(math.nan if reported is None or bad else float(reported))
+        wants.append(math.nan if wanted is None else float(wanted))
         if n:
             flat.extend(chunks)
             lengths.append(n)
@@ -187,6 +204,7 @@ def reduce_records(records: Iterable[RecordLike], unparsable: int = 0, requested
         matrix=matrix,
         gaps=_gaps_ms(flat, lengths),
         usage=np.array(usage, dtype=np.float64),
+        asked=np.array(wants, dtype=np.float64),
         requests=total,
         errors=sum(errors.values()),
         error_reasons=[{"reason": r, "count": c} for r, c in top],

@@ -71,6 +71,11 @@ class CellLevelFigures(LatencyFigures, ClientFigures):
     server: ServerFigures | None
 
 
+class CellLevelEntry(CellLevelFigures, total=False):
+    # schema 5: the pre-registered cell statistic of each tested metric, what the A/B test compared (included cells)
+    cell_values: dict[str, float | None]
+
+
 class ArmServer(TypedDict):
     unique_experts_per_step: float | None
     step_ms: float | None
@@ -182,7 +187,7 @@ class CellEntry(TypedDict):
     status: str
     reason: str | None
     included: bool
-    levels: dict[str, CellLevelFigures]  # by concurrency, as a string
+    levels: dict[str, CellLevelEntry]  # by concurrency, as a string
 
 
 class FailedCell(TypedDict):

@@ -14,12 +14,13 @@ from kit.stats.ab import MIN_CELLS, LevelSamples, compare_levels
 from kit.stats.bootstrap import CellSample
 from kit.stats.cellstat import MEAN, CellRule, Slo, cell_value, good
 from kit.stats.figures import arm_level_figures
-from kit.stats.metrics import ATTAINMENT, EXPERTS, GOODPUT, SCHEMA_VERSION, tested
+from kit.stats.metrics import ATTAINMENT, EXPERTS, GOODPUT, SCHEMA_VERSION, Metric, tested
 from kit.stats.numbers import clean
 from kit.stats.requests import LevelRecords
 from kit.stats.shapes import (
     ArmLevelEntry,
     CellEntry,
+    CellLevelEntry,
     CellLevelFigures,
     FailedCell,
     GoodputCell,
@@ -108,9 +109,27 @@ def summarize_level(planned: Mapping[str, object], arms: Sequence[str], confiden
     return LevelResult(entry, arm_levels, samples)
 
 
-def cell_entry(c: CellInfo, levels: dict[str, CellLevelFigures]) -> CellEntry:
+def cell_entry(c: CellInfo, levels: dict[str, CellLevelFigures],
+               values: Mapping[str, dict[str, float | None]] | None = None) -> CellEntry:
+    """A cell's entry; ``values``: its cell statistics by level (``cell_statistics``), added to those levels."""
+    entries: dict[str, CellLevelEntry] = {}
+    for lv, f in levels.items():
+        entries[lv] = cast(CellLevelEntry, {**f, "cell_values": values[lv]} if values and lv in values else f)
     return {"id": c.id, "arm": c.arm, "repeat": c.repeat, "index": c.index, "status": c.status,
-            "reason": c.reason, "included": c.included, "levels": levels}
+            "reason": c.reason, "included": c.included, "levels": entries}
+
+
+def cell_statistics(levels: Sequence[LevelResult], rule: CellRule, metrics: Sequence[Metric],
+                    ) -> dict[str, dict[str, dict[str, float | None]]]:
+    """cell id -> level -> tested metric -> the pre-registered cell statistic the A/B test compared (schema 5):
+    what `kit reproduce` and `kit compare` judge both runs' effects on (every included cell with an ok request)."""
+    out: dict[str, dict[str, dict[str, float | None]]] = {}
+    for lv in levels:
+        for cells in lv.samples.arms.values():
+            for c in cells:
+                out.setdefault(c.cell_id, {})[str(lv.samples.level)] = {m.key: cell_value(c, m, rule)
+                                                                         for m in metrics}
+    return out
 
 
 def analysis_rule(m: Manifest, *, legacy: bool = False) -> tuple[CellRule, str]:
@@ -152,6 +171,7 @@ def summary_doc(m: Manifest, cells: Sequence[tuple[CellInfo, dict[str, CellLevel
         [lv.samples for lv in levels], arms, m.baseline_arm, primary=primary,
         correction=m.analysis.correction, confidence=conf, rule=rule, method=method)
     alpha = 1 - conf
+    values = cell_statistics(levels, rule, metrics)
     failed: list[FailedCell] = [{"id": c.id, "arm": c.arm, "repeat": c.repeat, "status": c.status,
                                  "reason": c.reason} for c, _ in cells if not c.included]
     summary: SummaryDoc = {
@@ -189,7 +209,7 @@ def summary_doc(m: Manifest, cells: Sequence[tuple[CellInfo, dict[str, CellLevel
             "cell_statistic_trim": rule.trim if rule.statistic == "trimmed" else None,
             "slo": None if rule.slo is None else rule.slo.as_dict(),
         },
-        "cells": [cell_entry(c, figs) for c, figs in cells],
+        "cells": [cell_entry(c, figs, values.get(c.id)) for c, figs in cells],
         "failed_cells": failed,
         "arm_levels": [a for lv in levels for a in lv.arm_levels],
         "comparisons": comparisons,

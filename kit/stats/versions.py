@@ -14,7 +14,8 @@ from kit.stats.metrics import SCHEMA_VERSION
 
 #: What each schema added to the one before it (schema 3 to 2, 4 to 3).
 _ADDED = {3: ("short_responses", "lengths", "length_test"), 4: ("usage_flagged", "usage", "usage_test"),
-          5: ("comparison_method", "cell_statistic", "cell_statistic_trim", "slo", "goodput")}
+          5: ("comparison_method", "cell_statistic", "cell_statistic_trim", "slo", "goodput",
+             "cell_values")}
 #: The count (of a cell or an arm at a level) that must be zero for the schema before it to have said the same
 #: (None: nothing in the records; schema 5's additions are the manifest's, and an earlier schema's summary is
 #: recomputed with the analysis it had: ``kit.stats.summary.analysis_rule(legacy=True)``).

@@ -107,18 +107,38 @@ def test_a_bundle_that_fails_the_read_policy_is_exit_9(bundles: dict[str, Path],
         assert code == ExitCode.BUNDLE_INVALID and name in out, out
 
 
-def _log_cells(root: Path, arm: str, level: int) -> np.ndarray:
-    """Each included cell's TPOT mean at ``level``, read from summary.json as plain JSON (not through kit)."""
+def _cells(root: Path, arm: str, level: int) -> list[dict]:  # type: ignore[type-arg]
     doc = json.loads((root / "summary.json").read_text())
-    return np.log([c["levels"][str(level)]["tpot_ms"]["mean"] for c in doc["cells"]
-                   if c["arm"] == arm and c["included"] and c["levels"].get(str(level), {}).get("ok", 0) > 0])
+    return [c for c in doc["cells"]
+            if c["arm"] == arm and c["included"] and c["levels"].get(str(level), {}).get("ok", 0) > 0]
+
+
+def _log_cells(root: Path, arm: str, level: int) -> np.ndarray:
+    """Each included cell's TPOT cell statistic at ``level`` (the mean: the manifest's default), read from
+    summary.json as plain JSON (not through kit)."""
+    return np.log([c["levels"][str(level)]["cell_values"]["tpot_mean_ms"] for c in _cells(root, arm, level)])
+
+
+def _blocked_by_hand(root: Path, level: int) -> tuple[float, float, int]:
+    """The oea effect with a fixed effect per ABBA block (repeats 1-2, 3-4, ...), ordinary least squares on a design
+    matrix written out here (arm indicator, one column per block), solved by numpy: (estimate, SE, residual df)."""
+    rows = [(flag, (c["repeat"] - 1) // 2, float(y)) for arm, flag in (("oea", 1.0), ("base", 0.0))
+            for c, y in zip(_cells(root, arm, level), _log_cells(root, arm, level), strict=True)]
+    blocks = sorted({b for _, b, _ in rows})
+    x = np.array([[f] + [1.0 if b == k else 0.0 for k in blocks] for f, b, _ in rows])
+    y = np.array([v for _, _, v in rows])
+    coef, rss, _, _ = np.linalg.lstsq(x, y, rcond=None)
+    df = y.size - x.shape[1]
+    se = math.sqrt(float(rss[0]) / df * np.linalg.inv(x.T @ x)[0, 0])
+    return float(coef[0]), se, df
 
 
 @pytest.mark.parametrize("other", ["slower", "same"])
 def test_one_shift_and_one_effect_against_scipy(bundles: dict[str, Path], other: str) -> None:
     """The arm's shift: scipy's Welch test on the log cell means (its p, df, and the 95 % interval); TOST against
     ±log(1.05) by hand. The effect: the four groups' difference of differences, its variance and Satterthwaite df
-    written out, and its p of no difference from scipy's t."""
+    written out (each run's effect by least squares within ABBA blocks, the manifest's default analysis.method), and
+    its p of no difference from scipy's t."""
     new, orig = _log_cells(bundles[other], "oea", 4), _log_cells(bundles["a"], "oea", 4)
     res = sps.ttest_ind(new, orig, equal_var=False)
     d = float(new.mean() - orig.mean())
@@ -134,11 +154,24 @@ def test_one_shift_and_one_effect_against_scipy(bundles: dict[str, Path], other:
     assert c.p_zero == pytest.approx(res.pvalue, rel=1e-6, abs=1e-12)
     assert c.p_equivalent == pytest.approx(p_eq, rel=1e-6, abs=1e-12) and c.verdict is None
 
-    groups = [_log_cells(bundles[run], arm, 4) for run in (other, "a") for arm in ("oea", "base")]
-    v = [g.var(ddof=1) / g.size for g in groups]
-    dd = (groups[0].mean() - groups[1].mean()) - (groups[2].mean() - groups[3].mean())
-    df4 = sum(v) ** 2 / sum(x * x / (g.size - 1) for x, g in zip(v, groups, strict=True))
-    p0 = 2 * sps.t.sf(abs(dd) / math.sqrt(sum(v)), df4)
+    (en, sn, dfn), (eo, so, dfo) = (_blocked_by_hand(bundles[run], 4) for run in (other, "a"))
+    dd, var = en - eo, sn**2 + so**2  # the blocked default: each run's blocked effect; Satterthwaite on the two SEs
+    df2 = var**2 / (sn**4 / dfn + so**4 / dfo)
+    p0 = 2 * sps.t.sf(abs(dd) / math.sqrt(var), df2)
     e = next(c for c in eq.comparisons if c.kind == "effect" and c.level == 4)
     assert e.log_estimate == pytest.approx(dd, rel=1e-9) and e.p_zero == pytest.approx(p0, rel=1e-6, abs=1e-12)
     assert e.verdict == ("inconsistent" if other == "slower" else "reproduced")
+
+
+def test_runs_summarized_under_different_cell_statistics_are_not_judged(bundles: dict[str, Path],
+                                                                         tmp_path: Path) -> None:
+    """B's summary says its cells hold the geometric mean, A's the mean: B cannot be judged under A's analysis;
+    exit 2 with both statistics named, never a verdict (kit compare reads the summaries as they claim)."""
+    geo = tmp_path / "geo"
+    shutil.copytree(bundles["same"], geo)
+    doc = json.loads((geo / "summary.json").read_text())
+    doc["analysis"]["cell_statistic"] = "geomean"
+    (geo / "summary.json").write_text(json.dumps(doc))
+    code, out = _kit(bundles["a"], geo, "--strict")
+    assert code == ExitCode.USAGE, out
+    assert "the runs' cell statistics differ (original: mean; new: geomean)" in out and "Hint:" in out

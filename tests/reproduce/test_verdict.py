@@ -153,29 +153,36 @@ def test_judge_decides_as_the_simulations_entry_does(original: Summary, make: Ma
         comps, _ = judge(original, new, RULE)
         effects = [EffectCells(*(logs(arm_cells(run, a, lv, "tpot_mean_ms").values) for run in (original, new)
                                  for a in ("oea", "baseline")), claimed=by_primary(original, "oea", lv).status
-                               == "significant") for lv in (1, 4)]
+                               == "significant",
+                               original_blocks=_blocks(original, lv), new_blocks=_blocks(new, lv)) for lv in (1, 4)]
         for lv, d in zip((1, 4), judge_effects(effects, RULE), strict=True):
             c = by(comps, "effect", "oea", lv)
             assert d is not None and c.verdict == d.verdict
             assert c.log_estimate == pytest.approx(d.estimate) and c.p_zero_adjusted == pytest.approx(d.p_zero_adjusted)
 
 
-def test_the_effect_contrast_is_kits_own_ab_comparison(make: Make) -> None:
-    """Welch on the summary's per-cell figures gives summary.json's own primary comparison (ratio and p) when the
-    manifest pre-registers Welch (analysis.method: welch; kit reproduce's contrast is Welch's whatever the method:
-    under the blocked default the ratio is the same, its df and p are the blocked test's)."""
-    original = make(analysis="  method: welch\n")
+def _blocks(s: Summary, level: int) -> tuple[list[int], list[int]]:
+    return arm_cells(s, "oea", level, "tpot_mean_ms").blocks(), arm_cells(s, "baseline", level, "tpot_mean_ms").blocks()
+
+
+@pytest.mark.parametrize("method", ["welch", "blocked", "blocked-geomean"])
+def test_the_effect_contrast_is_kits_own_ab_comparison(make: Make, method: str) -> None:
+    """The effect contrast on the summary's cell values (schema 5's cell_values: the pre-registered statistic) is
+    summary.json's own primary comparison (ratio, df and p) under the pre-registered method: Welch, or blocked
+    within ABBA blocks (the default), also under another cell statistic (the geometric mean)."""
+    analysis = {"welch": "  method: welch\n", "blocked": "", "blocked-geomean": "  statistic: geomean\n"}[method]
+    original = make(analysis=analysis)
+    assert original.analysis.comparison_method == method.split("-", maxsplit=1)[0]
     for comp in original.comparisons:
         if comp.role != "primary":
             continue
-        arm = logs(arm_cells(original, comp.arm, comp.level, comp.metric).values)
-        base = logs(arm_cells(original, comp.baseline, comp.level, comp.metric).values)
-        c = contrast(arm, base)
+        a, b = (arm_cells(original, x, comp.level, comp.metric) for x in (comp.arm, comp.baseline))
+        c = contrast(logs(a.values), logs(b.values), None if method == "welch" else (a.blocks(), b.blocks()))
         assert c is not None
         assert math.exp(c.estimate) == pytest.approx(comp.ratio, rel=1e-5)
         assert c.df == pytest.approx(comp.df, rel=1e-4)
-        p = 2 * sps.t.sf(abs(c.estimate) / c.se, c.df)
-        assert p == pytest.approx(comp.p_value, rel=1e-4, abs=1e-9)
+        p = 2 * sps.t.sf(abs(c.estimate) / c.se, c.df)  # cell_values carry 6 significant digits: p to ~1e-3
+        assert p == pytest.approx(comp.p_value, rel=1e-3, abs=1e-9)
 
 
 def test_a_metric_other_than_tpot(make: Make) -> None:
@@ -195,8 +202,11 @@ def _drawn(s: Summary, rng: np.random.Generator, sd: float) -> Summary:
     mostly, so the absolute margin applies)."""
     cells = []
     for cell in s.cells:
-        levels = {k: f.model_copy(update={"tpot_ms": f.tpot_ms.model_copy(
-            update={"mean": 10.0 * math.exp(rng.normal(0.0, sd))})}) for k, f in cell.levels.items()}
+        levels = {}
+        for k, f in cell.levels.items():
+            x = 10.0 * math.exp(rng.normal(0.0, sd))
+            levels[k] = f.model_copy(update={"tpot_ms": f.tpot_ms.model_copy(update={"mean": x}),
+                                             "cell_values": {**(f.cell_values or {}), "tpot_mean_ms": x}})
         cells.append(cell.model_copy(update={"levels": levels}))
     return s.model_copy(update={"cells": cells})
 

@@ -138,7 +138,8 @@ def level_samples(level: int, cells: dict[str, list[tuple[str, LevelRecords]]]) 
     cost three quarters of the time of a simulated experiment and play no part in a verdict."""
     return LevelSamples(
         level=level,
-        arms={a: [CellSample(cid, lr.matrix, throughput(lr)[1] or 0.0) for cid, lr in v if lr.ok]
+        arms={a: [CellSample(cid, lr.matrix, throughput(lr)[1] or 0.0, repeat=int(cid.rsplit("-r", 1)[1]))
+                  for cid, lr in v if lr.ok]
               for a, v in cells.items()},
         client_bound=dict.fromkeys(cells, False),
         experts=dict.fromkeys(cells),

@@ -4,11 +4,16 @@ One reproduction: an original run and a new run of a two-arm experiment (baselin
 ``repeats`` cells per arm in each. Each cell's statistic (its TPOT mean, say) is lognormal around the arm's true
 value with between-cell coefficient of variation ``cv`` (log sd sqrt(log(1 + cv^2))), drawn with numpy. The
 variant's true effect is ``TRUE_EFFECT`` (20 % faster) in the original; in the new run the scenario decides it, and
-the new host may be slower (every latency of both arms times ``host``). Whether the original "found" its effect is
-decided here, by scipy's Welch t-test on the log cells at alpha (the original's own A/B verdict), not by kit.
+the new host may be slower (every latency of both arms times ``host``). Cells of repeats 1-2, 3-4, ... form one
+ABBA block; with ``block_cv`` each block (in each run) shares a lognormal multiplier of both arms (drift). Whether
+the original "found" its effect is decided here, by the original's own pre-registered test at alpha, written here
+and not taken from kit: for ``method="welch"`` scipy's Welch t-test on the log cells; for ``"blocked"`` (kit's
+default analysis.method) the least-squares block-fixed-effect estimate in closed form for this balanced design
+(the mean of the per-block arm differences, residual df 2 * repeats - blocks - 1) and scipy's t.
 
-Only then are the four groups of cells handed to kit's rule (``kit.reproduce.decide.judge_effects``, the same
-``decide`` `kit reproduce` applies to two summaries), which says inconsistent, reproduced or imprecise.
+Only then are the four groups of cells (and each cell's block) handed to kit's rule
+(``kit.reproduce.decide.judge_effects``, the same ``decide`` `kit reproduce` applies to two summaries), which says
+inconsistent, reproduced or imprecise.
 
 ``python -m tests.stats.sim_reproduce --write-table docs/reproduce.md`` runs every scenario x CV x repeats at
 ``FULL`` pairs each and rewrites the table between the markers; without ``--write-table`` it prints it.
@@ -63,15 +68,50 @@ def _cells(rng: np.random.Generator, true_ms: float, cv: float, shape: tuple[int
     return np.log(true_ms * rng.lognormal(mean=-sigma * sigma / 2, sigma=sigma, size=shape))
 
 
-def draw(rng: np.random.Generator, scenario: Scenario, cv: float, repeats: int, pairs: int) -> list[EffectCells]:
-    """``pairs`` reproductions' log cell statistics, and whether each original's Welch test found its effect."""
+def _drift(rng: np.random.Generator, block_cv: float, pairs: int, repeats: int) -> np.ndarray:
+    """(pairs, repeats) log block multipliers, one per block of 2 repeats, shared by both arms of a run."""
+    per_block = _cells(rng, 1.0, block_cv, (pairs, (repeats + 1) // 2)) if block_cv > 0 else \
+        np.zeros((pairs, (repeats + 1) // 2))
+    return np.repeat(per_block, 2, axis=1)[:, :repeats]
+
+
+def blocked_p(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Per row, the two-sided p of the arm effect with a fixed effect per block of 2 repeats (both arms with every
+    repeat: balanced), from the closed form of least squares: estimate = mean over blocks of (arm's block mean -
+    baseline's block mean); fitted = block mean -+ estimate / 2; residual df = cells - blocks - 1."""
+    k = a.shape[1]
+    blocks = np.arange(k) // 2
+    nb = int(blocks.max()) + 1
+    mean_a = np.stack([a[:, blocks == j].mean(axis=1) for j in range(nb)], axis=1)
+    mean_b = np.stack([b[:, blocks == j].mean(axis=1) for j in range(nb)], axis=1)
+    est = (mean_a - mean_b).mean(axis=1)
+    centre = (mean_a + mean_b) / 2
+    resid = np.concatenate([a - (centre[:, blocks] + est[:, None] / 2), b - (centre[:, blocks] - est[:, None] / 2)],
+                           axis=1)
+    df = 2 * k - nb - 1
+    se = np.sqrt((resid**2).sum(axis=1) / df * (2 / k))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out: np.ndarray = 2 * sps.t.sf(np.abs(est) / se, df)
+    return out
+
+
+def draw(rng: np.random.Generator, scenario: Scenario, cv: float, repeats: int, pairs: int,
+         method: str = "blocked", block_cv: float = 0.0) -> list[EffectCells]:
+    """``pairs`` reproductions' log cell statistics, and whether each original's own test (``method``) found its
+    effect."""
     shape = (pairs, repeats)
-    oa = _cells(rng, BASE_MS * TRUE_EFFECT, cv, shape)
-    ob = _cells(rng, BASE_MS, cv, shape)
-    na = _cells(rng, BASE_MS * scenario.host * TRUE_EFFECT ** scenario.effect_power, cv, shape)
-    nb = _cells(rng, BASE_MS * scenario.host, cv, shape)
-    found = sps.ttest_ind(oa, ob, axis=1, equal_var=False).pvalue < ALPHA
-    return [EffectCells(oa[i], ob[i], na[i], nb[i], bool(found[i])) for i in range(pairs)]
+    d_orig, d_new = _drift(rng, block_cv, pairs, repeats), _drift(rng, block_cv, pairs, repeats)
+    oa = _cells(rng, BASE_MS * TRUE_EFFECT, cv, shape) + d_orig
+    ob = _cells(rng, BASE_MS, cv, shape) + d_orig
+    na = _cells(rng, BASE_MS * scenario.host * TRUE_EFFECT ** scenario.effect_power, cv, shape) + d_new
+    nb = _cells(rng, BASE_MS * scenario.host, cv, shape) + d_new
+    if method == "welch":
+        found = sps.ttest_ind(oa, ob, axis=1, equal_var=False).pvalue < ALPHA
+        return [EffectCells(oa[i], ob[i], na[i], nb[i], bool(found[i])) for i in range(pairs)]
+    found = blocked_p(oa, ob) < ALPHA
+    blocks = [r // 2 for r in range(repeats)]
+    both = (blocks, blocks)
+    return [EffectCells(oa[i], ob[i], na[i], nb[i], bool(found[i]), both, both) for i in range(pairs)]
 
 
 @dataclass(frozen=True)
@@ -86,12 +126,14 @@ class Rates:
         return 100.0 * n / self.pairs
 
 
-def rates(scenario: Scenario, cv: float, repeats: int, pairs: int, seed: int) -> Rates:
-    """``pairs`` seeded reproductions, each judged alone (one level, one effect: a family of one)."""
+def rates(scenario: Scenario, cv: float, repeats: int, pairs: int, seed: int, method: str = "blocked",
+          block_cv: float = 0.0) -> Rates:
+    """``pairs`` seeded reproductions, each judged alone (one level, one effect: a family of one), both runs'
+    effects under ``method`` (kit's default: blocked)."""
     rng = np.random.default_rng(seed)
     counts = {"inconsistent": 0, "reproduced": 0, "imprecise": 0}
     claimed = 0
-    for e in draw(rng, scenario, cv, repeats, pairs):
+    for e in draw(rng, scenario, cv, repeats, pairs, method, block_cv):
         claimed += e.claimed
         (d,) = judge_effects([e], RULE)
         counts["imprecise" if d is None else d.verdict] += 1
@@ -106,7 +148,9 @@ def table(pairs: int) -> list[str]:
     lines = [START, f"<!-- generated by `{COMMAND}`; do not edit by hand -->", "",
              f"{pairs} seeded reproductions per row; true effect ×{TRUE_EFFECT} (the variant 20 % faster) in the "
              "original; margin 50 % of the effect the original found (±5 % where it found none), α = 0.05; one "
-             "level, so the family is one test. *found*: the original's own Welch test found its effect.", "",
+             "level, so the family is one test. Both runs analysed as kit's default `analysis.method: blocked` "
+             "(ABBA blocks of 2 repeats; each run's blocked effect and SE, D's df by Satterthwaite on the two); "
+             "cells independent (no drift). *found*: the original's own blocked test found its effect.", "",
              "| new run | CV | repeats | inconsistent | reproduced | imprecise | found |",
              "|---|---:|---:|---:|---:|---:|---:|"]
     for i, sc in enumerate(SCENARIOS):

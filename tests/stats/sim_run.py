@@ -203,8 +203,10 @@ def _count(r: Result, comps: Sequence[Mapping[str, Any]], d: SimDesign) -> None:
                           and (c["ratio"] < 1) == (d.true_ratio(c["level"]) < 1) for c in tested)
 
 
-def run(s: Scenario, n: int) -> Result:
-    """n experiments of a scenario (its own seed: the first n of the full run are the fast and slow tiers')."""
+def run(s: Scenario, n: int, method: str = "welch") -> Result:
+    """n experiments of a scenario (its own seed: the first n of the full run are the fast and slow tiers'), the
+    comparison under ``method`` (analysis.method: "welch", or "blocked", kit's default: ABBA blocks of 2 repeats,
+    each cell's repeat from its id)."""
     rng = np.random.default_rng(s.seed)
     d = s.design
     r = Result(s.key)
@@ -213,9 +215,9 @@ def run(s: Scenario, n: int) -> Result:
     for _ in range(n):
         exp = simulate(rng, d)
         comps, _, _ = compare_levels(exp.levels, list(ARMS), "a", primary="tpot_mean_ms", correction="holm",
-                                     confidence=CONFIDENCE)
+                                     confidence=CONFIDENCE, method=method)
         _count(r, comps, d)
-        if s.kind == "effect":
+        if s.kind == "effect" or method != "welch":
             continue
         alarm, ps = _scipy_alarm(exp, d)
         r.scipy_fw += alarm

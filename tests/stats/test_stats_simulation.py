@@ -233,3 +233,44 @@ def test_many_coverage_pooled() -> None:
     covered = sum(result(k, SLOW).covered for k in EFFECTS)
     intervals = sum(result(k, SLOW).intervals for k in EFFECTS)
     assert covered / intervals >= sum(result(k, SLOW).nominal for k in EFFECTS) / intervals - 0.01
+
+
+# ---- the blocked analysis (analysis.method: blocked, the default) on the same generator ----
+# The same A/A experiments (each scenario's own seed), compared with kit's blocked test: ABBA blocks of 2 repeats,
+# each cell's repeat from its id. Interleaved order is left out on purpose: under a 1 %/cell drift A B A B puts
+# every B after its A inside a block, a bias the blocked test's smaller standard error turns into false alarms
+# (7.3 % family-wise in 300 experiments; Welch 2.9 %): docs/statistics.md says to use abba with blocked.
+BLOCKED_AA = [s.key for s in SCENARIOS if s.kind != "effect" and s.design.order == "abba"]
+
+
+@functools.cache
+def blocked_results() -> dict[str, Result]:
+    workers = max(1, min(len(os.sched_getaffinity(0)), len(BLOCKED_AA)))
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        futures = {k: pool.submit(run, BY_KEY[k], BY_KEY[k].count("slow"), "blocked") for k in BLOCKED_AA}
+        return {k: f.result() for k, f in futures.items()}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("key", BLOCKED_AA)
+def test_blocked_aa_false_alarms_not_demonstrably_above_five_percent(key: str) -> None:
+    """Per A/A scenario at the slow tier's 300 experiments: neither family's rate demonstrably above 5 % (its
+    one-sided 95 % Clopper–Pearson lower bound <= 5 %). Measured (primary/secondary of 300): aa2 10/15, aa3 18/14,
+    aa5 15/16, 3 vs 2 cells 14/13, 5 vs 3 cells 3/0 (22/19 before Hsu's df), drift-abba 8/7, bad starts 10/10 and
+    1/5, errors 14/19, timeouts 15/20, 1/7, 0/0."""
+    r = blocked_results()[key]
+    print(f"\n{key} (blocked, slow tier): {r}")
+    assert lower95(r.fw_primary, r.n) <= 0.05, r
+    assert lower95(r.fw_secondary, r.n) <= 0.05, r
+
+
+@pytest.mark.slow
+def test_blocked_aa_false_alarms_pooled_meet_the_promise() -> None:
+    """Pooled over those A/A scenarios (3400 experiments): the primary and the secondary family-wise rates <= 5 %
+    with a one-sided 95 % upper bound <= 7 % (measured: primary 109/3400, 3.2 %; secondary 126/3400, 3.7 %)."""
+    results = blocked_results()
+    n = sum(r.n for r in results.values())
+    for family in ("fw_primary", "fw_secondary"):
+        alarms = sum(getattr(r, family) for r in results.values())
+        print(f"blocked {family}: {alarms}/{n}")
+        assert alarms / n <= 0.05 and upper95(alarms, n) <= 0.07, (family, alarms, n)

@@ -26,6 +26,7 @@ only on Python arguments. This module is copied into the OEA image and called fr
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 import torch
@@ -42,6 +43,8 @@ if IMPL not in ("auto", "torch", "triton"):
     raise ValueError(f"{IMPL_KNOB}={IMPL!r}: expected auto, torch or triton")
 _triton: Any = None
 _triton_error: str | None = None
+# A knob's integer: ASCII digits only (Python's int() also takes '٣', '３', '1_0', '+2'), at most 9 of them.
+_DIGITS = re.compile(r"[0-9]{1,9}")
 
 
 def _score(logits: torch.Tensor, scoring_func: str) -> torch.Tensor:
@@ -172,7 +175,7 @@ def oea_reroute_(
     _check_k(n, k, k0)
     if scoring_func not in SUPPORTED_SCORING:
         raise ValueError(f"kit OEA supports scoring_func in {SUPPORTED_SCORING}, got {scoring_func!r}")
-    at = skip_at(n)
+    at = skip_at(n, k=k)
     fused = _fused_module(router_logits, topk_ids, topk_weights, correction_bias)
     if fused is not None:
         fused.oea_reroute_triton_(
@@ -239,24 +242,28 @@ def reroute_torch_(
 
 
 def parse_skip_slack(raw: str) -> int | None:
-    """``KIT_OEA_SKIP_SLACK``'s text: None for ``off``, -1 for unset (the default, ``n // 64``), else an int >= 0."""
-    text = raw.strip().lower()
-    if text == "off":
+    """``KIT_OEA_SKIP_SLACK``'s text: None for ``off``, -1 for unset (the default, ``n // 64``), else an int >= 0
+    written in ASCII digits."""
+    text = raw.strip()
+    if text.lower() == "off":
         return None
-    try:
-        slack = int(text) if text else -1
-    except ValueError:
-        raise ValueError(f"{SKIP_KNOB}={raw!r} is not an integer >= 0 or 'off'") from None
-    if text and slack < 0:
+    if not text:
+        return -1
+    if text.startswith("-") and _DIGITS.fullmatch(text[1:]):
         raise ValueError(f"{SKIP_KNOB}={raw!r} must be >= 0 (experts) or 'off'")
-    return slack
+    if not _DIGITS.fullmatch(text):
+        raise ValueError(f"{SKIP_KNOB}={raw!r} is not an integer >= 0 in ASCII digits (at most 9) or 'off'")
+    return int(text)
 
 
-def skip_at(n: int, raw: str | None = None) -> int | None:
+def skip_at(n: int, raw: str | None = None, k: int | None = None) -> int | None:
     """The union size at or above which the hook keeps plain routing (None: never), from ``KIT_OEA_SKIP_SLACK``
     (``raw``, default the environment): the most experts OEA may save and still be skipped. Unset means
     ``n // 64`` (4 of GLM-5's 256 experts, 2 of Qwen3's 128); ``off`` never skips; 0 skips only where OEA
-    cannot remove any expert (its union is every expert, so its output is plain top-k)."""
+    cannot remove any expert (its union is every expert, so its output is plain top-k). With ``k`` (the experts
+    one token routes) a threshold at or below k is refused: the union of any batch with one valid row already
+    holds k0 experts, and one token's plain top-k holds k, so such a slack would keep plain routing on (nearly)
+    every batch and the OEA arm would silently run the baseline."""
     slack = parse_skip_slack(os.environ.get(SKIP_KNOB, "") if raw is None else raw)
     if slack is None:
         return None
@@ -264,7 +271,19 @@ def skip_at(n: int, raw: str | None = None) -> int | None:
         slack = n // 64
     if slack >= n:
         raise ValueError(f"{SKIP_KNOB}={slack} must be below the layer's {n} experts (or 'off')")
+    if k is not None and n - slack <= k:
+        raise ValueError(f"{SKIP_KNOB}={slack}: the skip threshold n - slack = {n - slack} is not above the {k} "
+                         f"experts one token routes (n = {n}), so the hook would keep plain routing on (nearly) "
+                         f"every batch and the OEA arm would run the baseline; use a slack below {n - k}, or 'off'")
     return n - slack
+
+
+def layer_experts(topk_config: Any) -> int | None:
+    """The layer's expert count where its ``TopKConfig`` shows it (the noaux_tc correction bias, ``[N]`` or
+    ``[M, N]``), else None: sglang's TopK is built without it, and the first forward pass checks it then."""
+    bias = getattr(topk_config, "correction_bias", None)
+    shape = getattr(bias, "shape", None)
+    return int(shape[-1]) if shape else None
 
 
 def _load_triton() -> Any:
@@ -304,13 +323,11 @@ def parse_k0(raw: str) -> int:
     text = raw.strip()
     if not text:
         return 0
-    try:
-        k0 = int(text)
-    except ValueError:
-        raise ValueError(f"{KNOB}={raw!r} is not an integer (0 = off, else the OEA k0)") from None
-    if k0 < 0:
+    if text.startswith("-") and _DIGITS.fullmatch(text[1:]):
         raise ValueError(f"{KNOB}={raw!r} must be >= 0 (0 = off, else the OEA k0)")
-    return k0
+    if not _DIGITS.fullmatch(text):
+        raise ValueError(f"{KNOB}={raw!r} is not an integer in ASCII digits (0 = off, else the OEA k0)")
+    return int(text)
 
 
 def layer_k0(topk_config: Any, raw: str | None = None) -> int:
@@ -328,8 +345,12 @@ def layer_k0(topk_config: Any, raw: str | None = None) -> int:
     where = f"{KNOB}={k0} (kit OEA patch), MoE layer {layer}"
     if k0 > k:
         raise ValueError(f"{where}: k0 must be in [1, {k}] (the layer routes {k} experts per token)")
-    try:
-        parse_skip_slack(os.environ.get(SKIP_KNOB, ""))  # a typo fails at startup, not in the first decode step
+    try:  # a typo, or a slack that would disable OEA, fails at startup, not in the first decode step
+        n = layer_experts(topk_config)
+        if n is None:
+            parse_skip_slack(os.environ.get(SKIP_KNOB, ""))
+        else:
+            skip_at(n, k=k)
     except ValueError as exc:
         raise ValueError(f"{where}: {exc}") from None
     if topk_config.custom_routing_function is not None:
