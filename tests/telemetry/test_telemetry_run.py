@@ -42,8 +42,10 @@ def test_the_report_shows_the_batch_the_server_ran(tmp_path: Path, port: int) ->
         assert four["samples"] >= 3 and eight["samples"] >= 3, (four, eight)
         # c=4: a batch of 4; a request may wait a step for admission (queued > 0 in a sample), not for a slot
         assert four["running_max"] == 4 and four["queue_bound"] is False
-        assert eight["running_max"] == 4 and eight["queued_max"] > 0 and eight["queue_bound"] is True
-        assert "never reached 8 (max 4)" in eight["queue_bound_reason"]
+        assert eight["running_max"] == 4 and eight["queued_max"] > 0
+        # queue-bound when there are enough samples to tell (kit.stats.telemetry.MIN_SAMPLES after the first tick)
+        assert eight["queue_bound"] is (True if eight["samples"] > 10 else None), eight
+        assert eight["batch_note"] == "the running batch never reached 8 (max 4)"
         info = json.loads((b / "cells" / cell["id"] / "level-8" / "telemetry.json").read_text())
         assert info["sources"]["running"] == "kit_engine_requests_running" and info["metrics_errors"] == 0
         assert info["started_unix"] > 0 and info["cpu_s"] >= 0
