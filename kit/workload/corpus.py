@@ -21,7 +21,8 @@ CORPUS = Path(__file__).resolve().parent / "data" / "devil.dict.dz"
 CORPUS_SHA256 = "995ca92760d677965cb2780e78b808e982f9d49e8c12d795c1854476bbf13819"
 MAX_TEXT_BYTES = 64 << 20  # a text that is tokenized whole (text, random, shared-prefix, multi-turn)
 MAX_DATA_BYTES = 1 << 30  # a data file of records (sharegpt, jsonl): ShareGPT_V3's ~670 MB fits
-MAX_TRIES = 12
+MAX_TRIES = 6  # window-size corrections per start
+MAX_SHIFTS = 128  # starts tried, a token apart
 _CHUNK = 1 << 20
 
 
@@ -98,18 +99,36 @@ class Cutter:
         return out
 
     def cut(self, n: int, start: int) -> tuple[str, int]:
-        """A text of ``n`` tokens (re-encoded), or the closest one found, with its real count: the window is
-        widened or narrowed by the miss, and moved one token on when that does not converge."""
-        best: tuple[int, str, int] | None = None
-        for shift in range(4):
+        """A text that re-encodes to exactly ``n`` tokens, and ``n``. The window is widened or narrowed by the miss,
+        then its neighbours (n-2..n+2 tokens) are tried, then its start is moved on a token (a window that starts or
+        ends inside a multi-byte character decodes to a replacement character and re-encodes to another count), up
+        to ``MAX_SHIFTS`` starts. Where none re-encodes to ``n`` (a tokenizer that cannot produce exactly ``n``
+        tokens from this text) a ManifestError says so: a prompt is never silently of another length."""
+        closest: tuple[int, int] | None = None  # (|miss|, count)
+        for shift in range(MAX_SHIFTS):
+            at = (start + shift) % len(self.ids)
+            tried: set[int] = set()
             k = n
-            for _ in range(MAX_TRIES // 4 + 1):
-                text = self.counter.decode(self.window((start + shift) % len(self.ids), k))
+            for _ in range(MAX_TRIES):
+                if k in tried:
+                    break
+                tried.add(k)
+                text = self.counter.decode(self.window(at, k))
                 count = len(self.counter.encode(text))
                 if count == n:
                     return text, count
-                if best is None or abs(count - n) < best[0]:
-                    best = (abs(count - n), text, count)
+                if closest is None or abs(count - n) < closest[0]:
+                    closest = (abs(count - n), count)
                 k = max(1, k + (n - count))
-        assert best is not None
-        return best[1], best[2]
+            for k in range(max(1, n - 2), n + 3):
+                if k in tried:
+                    continue
+                text = self.counter.decode(self.window(at, k))
+                if len(self.counter.encode(text)) == n:
+                    return text, n
+        assert closest is not None
+        raise ManifestError(
+            f"load.dataset: no cut of the text re-encodes to exactly {n} tokens with tokenizer {self.counter.name} "
+            f"(tried {MAX_SHIFTS} starts from token {start}; the closest counts {closest[1]})",
+            hint="use a text this tokenizer can cut exactly (the shipped corpus, or text with fewer multi-byte "
+                 "characters per token), or another prompt length")

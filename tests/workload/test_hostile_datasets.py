@@ -14,7 +14,8 @@ import pytest
 from kit.errors import ManifestError
 from kit.manifest.load import Load
 from kit.workload import Workload, check_dataset, encode_lines
-from kit.workload.corpus import MAX_TEXT_BYTES, read_pinned
+from kit.workload.corpus import MAX_TEXT_BYTES, Cutter, read_pinned
+from kit.workload.tokens import WordCounter
 
 
 def _workload(tmp_path: Path, name: str, kind: str, data: bytes) -> Workload:
@@ -79,3 +80,20 @@ def test_a_sharegpt_file_over_64_mib_is_read(tmp_path: Path) -> None:
     data = ("[" + ",".join([conv] * ((65 << 20) // len(conv) + 1)) + "]").encode()
     assert len(data) > 64 << 20
     assert len(_workload(tmp_path, "sg.json", "sharegpt", data).level(2, 1)) == 2
+
+
+def test_a_length_the_tokenizer_cannot_cut_is_refused_not_sent_inexact() -> None:
+    class TwoPerWord(WordCounter):
+        """A tokenizer that makes every word two tokens (the word and a boundary mark): an odd count is impossible."""
+
+        def encode(self, text: str) -> list[int]:
+            return [x for i in super().encode(text) for x in (2 * i, 2 * i + 1)]
+
+        def decode(self, ids: list[int]) -> str:
+            return super().decode([x // 2 for j, x in enumerate(ids) if j == 0 or ids[j - 1] // 2 != x // 2])
+
+    text = " ".join(f"w{i}" for i in range(500))
+    cut = Cutter(TwoPerWord(), text, 1)
+    assert cut.cut(4, cut.start(0))[1] == 4
+    with pytest.raises(ManifestError, match=r"no cut of the text re-encodes to exactly 3 tokens .*closest counts"):
+        cut.cut(3, cut.start(0))
