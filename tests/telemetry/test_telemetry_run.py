@@ -26,7 +26,7 @@ def test_the_report_shows_the_batch_the_server_ran(tmp_path: Path, port: int) ->
         command=engine_command(engine_args=(*ENGINE_ARGS, "--max-batch", "4")),
         server={"ready_timeout_s": 60, "stop_grace_s": 5},
         load={"levels": [4, 8], "requests_per_level": 64, "warmup_requests": 2, "prompt_tokens": 8,
-              "output_tokens": 128, "seed": 3, "request_timeout_s": 60},
+              "output_tokens": 768, "seed": 3, "request_timeout_s": 60},
         design={"repeats": 1, "order": "interleaved"}, gates={"port_deadline_s": 5}))
     env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "config"), "XDG_STATE_HOME": str(tmp_path / "state"),
            "DOCKER_HOST": f"unix://{tmp_path}/no-docker.sock"}
@@ -43,8 +43,9 @@ def test_the_report_shows_the_batch_the_server_ran(tmp_path: Path, port: int) ->
         four, eight = cell["levels"]["4"]["telemetry"], cell["levels"]["8"]["telemetry"]
         assert four["samples"] >= 3 and eight["samples"] >= 3, (four, eight)
         # c=4: a batch of 4; a request may wait a step for admission (queued > 0 in a sample), not for a slot.
-        # Judged only with enough samples after the first tick (MIN_SAMPLES; a level of this loaded machine may be
-        # shorter: then "too short to tell"); the rule itself is tests/telemetry/test_queue_bound_rule.py's.
+        # Judged only with enough samples after the first tick (MIN_SAMPLES: output_tokens 768 makes each level
+        # last well over 10 s; a level shorter than that reads "too short to tell"); the rule itself is
+        # tests/telemetry/test_queue_bound_rule.py's.
         enough = {lv: t["samples"] > MIN_SAMPLES for lv, t in (("4", four), ("8", eight))}
         assert four["running_max"] == 4 and four["queue_bound"] is (False if enough["4"] else None), four
         assert eight["running_max"] == 4 and eight["queued_max"] > 0
