@@ -31,6 +31,7 @@ from kit.runtime import Runtime
 from kit.runtime.docker import DockerRuntime
 from kit.runtime.process import ProcessRuntime
 from kit.slurm.ranks import SlurmRanksRuntime
+from kit.workload import check_dataset
 
 
 def default_runtime(m: Manifest) -> Runtime:
@@ -148,6 +149,7 @@ def run_inputs(inputs: RunInputs, opts: RunOptions, events: Events | None = None
     if notice:
         ev.message(notice)
     exp = Experiment(inputs, opts, ev)
+    check_dataset(exp.m.load, exp.m.model.path)  # a broken data file: exit 3 before any server starts
     if opts.resume is None:
         exp.preflight(None)  # a machine that cannot run it: exit 5, nothing built, started or written
     session = BundleSession.start(inputs, opts, exp.plan, key, exp.runtime)

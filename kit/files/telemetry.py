@@ -120,4 +120,5 @@ class LevelTelemetry(BaseModel):
     memory_used_mib_max: float | None  # the fullest GPU
     queue_bound: bool | None  # None: no running-request series to judge from
     queue_bound_reason: str | None
+    batch_note: str | None = None  # descriptive: the running batch never reached c (not queue-bound by itself)
     sampler_cpu_pct: float | None  # the sampler thread's CPU, % of one core

@@ -35,9 +35,10 @@ def _gpu(t: LevelTelemetry) -> str:
 
 
 def _bound(t: LevelTelemetry) -> str:
+    note = f"; {t.batch_note}" if t.batch_note else ""
     if t.queue_bound is None:
-        return f"? ({t.queue_bound_reason})" if t.queue_bound_reason else "?"
-    return f"**yes**: {t.queue_bound_reason}" if t.queue_bound else "no"
+        return (f"? ({t.queue_bound_reason})" if t.queue_bound_reason else "?") + note
+    return (f"**yes**: {t.queue_bound_reason}" if t.queue_bound else "no") + note
 
 
 def batch_table(summary: Summary, level: int) -> list[str]:
@@ -69,5 +70,5 @@ def queue_bound_section(summary: Summary) -> list[str]:
     if not lines:
         return []
     return ["> **Queue-bound levels** (telemetry): at these levels the server queued requests for most of the level "
-            "or never ran as many as the level's concurrency, so their latencies include queueing, not only a "
-            "decode batch of that size:", *lines, ""]
+            "while others ran, so their latencies include queueing, not only the decode batch the server ran:",
+            *lines, ""]

@@ -3,8 +3,11 @@ median and max over the samples), whether the level was queue-bound, and the GPU
 
 Queue-bound (a level that measured queueing, not a batch of ``c``): in more than half of the samples requests were
 queued while others ran (queued > 0 and running > 0: a request alone in its prefill, which servers count as queued,
-is not queueing), or the running batch never reached the level's concurrency in any sample. At least ``MIN_SAMPLES``
-samples with a running count; otherwise None. Nothing here is tested between arms.
+is not queueing). The first tick is skipped (it falls in the level's start, before every user has sent), and at least
+``MIN_SAMPLES`` samples after it are needed; otherwise None ("too short to tell"). A running batch that never reached
+the level's concurrency is *not* queue-bound by itself (an open loop's ``c`` is only the cap on requests in flight,
+which an under-loaded server never reaches): it is a separate, descriptive note (``batch_note``). Nothing here is
+tested between arms.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from kit.files.telemetry import LevelTelemetry, TelemetryFile, TelemetrySample
 from kit.stats.numbers import round_sig
 from kit.stats.shapes import SummaryDoc
 
-MIN_SAMPLES = 3
+MIN_SAMPLES = 10  # samples after the first tick; fewer: too short to tell
 MAX_LINE = 1 << 20  # a sample line: at most max_series short series and a few GPUs (well under this)
 MAX_LINES = 1_000_000
 
@@ -57,19 +60,27 @@ def _max(xs: Sequence[float]) -> float | None:
 
 
 def queue_bound(running: Sequence[float], queued: Sequence[float], concurrency: int) -> tuple[bool | None, str | None]:
-    """(queue-bound?, why) from the running and queued series of a level at ``concurrency``."""
+    """(queue-bound?, why) from the running and queued series of a level at ``concurrency`` (sample order; the
+    first tick is skipped). None: cannot tell (no running metric, no queued metric, or too few samples)."""
     if not running:
         return None, "the server exposes no running-request metric"
-    if len(running) < MIN_SAMPLES:
-        return None, f"fewer than {MIN_SAMPLES} samples of running requests"
-    reasons = []
-    both = [(r, q) for r, q in zip(running, queued, strict=False)] if len(queued) == len(running) else []
+    if len(queued) != len(running):
+        return None, "the server exposes no queued-request metric in every sample"
+    both = list(zip(running[1:], queued[1:], strict=True))
+    if len(both) < MIN_SAMPLES:
+        return None, f"too short to tell ({len(both)} samples after the first tick, fewer than {MIN_SAMPLES})"
     waiting = sum(q > 0 and r > 0 for r, q in both)
-    if both and waiting / len(both) > 0.5:
-        reasons.append(f"requests queued behind a running batch in {100 * waiting / len(both):.0f} % of samples")
-    if max(running) < concurrency:
-        reasons.append(f"the running batch never reached {concurrency} (max {max(running):g})")
-    return bool(reasons), "; ".join(reasons) or None
+    share = 100 * waiting / len(both)
+    if waiting / len(both) > 0.5:
+        return True, f"requests queued behind a running batch in {share:.0f} % of samples"
+    return False, None
+
+
+def batch_note(running: Sequence[float], concurrency: int) -> str | None:
+    """A descriptive note when the running batch never reached ``concurrency`` (not by itself queue-bound)."""
+    if not running or max(running) >= concurrency:
+        return None
+    return f"the running batch never reached {concurrency} (max {max(running):g})"
 
 
 def level_telemetry(level_dir: Path, concurrency: int) -> LevelTelemetry | None:
@@ -92,7 +103,12 @@ def level_telemetry(level_dir: Path, concurrency: int) -> LevelTelemetry | None:
              if any(g.power_w is not None for g in gs)]
     util = [float(g.util_pct) for gs in gpus for g in gs if g.util_pct is not None]
     mem = [float(g.memory_used_mib) for gs in gpus for g in gs if g.memory_used_mib is not None]
-    bound, why = queue_bound(running, queued, concurrency)
+    # the series of samples that carry both counts, in order (queue_bound pairs them)
+    pairs = [(v.running, v.queued) for v in server if v.running is not None and v.queued is not None]
+    if pairs:
+        bound, why = queue_bound([r for r, _ in pairs], [q for _, q in pairs], concurrency)
+    else:
+        bound, why = queue_bound(running, [], concurrency)
     cpu = None
     if (level_dir / "telemetry.json").is_file():
         try:
@@ -106,7 +122,8 @@ def level_telemetry(level_dir: Path, concurrency: int) -> LevelTelemetry | None:
         queued_share=round_sig(sum(q > 0 for q in queued) / len(queued)) if queued else None,
         kv_cache_usage_max=_max(kv), server_tok_s=tok_s, sm_clock_mhz_median=_med(clocks),
         power_w_median=_med(power), util_pct_median=_med(util), memory_used_mib_max=_max(mem),
-        queue_bound=bound, queue_bound_reason=why if bound or bound is None else None, sampler_cpu_pct=cpu)
+        queue_bound=bound, queue_bound_reason=why if bound or bound is None else None,
+        batch_note=batch_note(running, concurrency), sampler_cpu_pct=cpu)
 
 
 def with_telemetry(doc: SummaryDoc, root: Path) -> SummaryDoc:

@@ -182,7 +182,13 @@ def quantities(by_name: dict[str, list[float]]) -> tuple[ServerQuantities, dict[
         if name is None:
             continue
         values: Iterable[float] = by_name[name]
-        got[quantity] = max(values) if quantity == "kv_cache_usage" else math.fsum(values)
+        try:
+            total = max(values) if quantity == "kv_cache_usage" else math.fsum(values)
+        except OverflowError:
+            total = math.inf
+        if not math.isfinite(total):  # finite series whose sum overflows (a hostile or broken exposition)
+            raise ScrapeError(f"{name}: the sum over its label sets is not a finite number; refused")
+        got[quantity] = total
         sources[quantity] = name
     return ServerQuantities(**got), sources
 

@@ -5,7 +5,9 @@ It never touches the load: the load runs in the driver processes (``kit.load``),
 the server the questions a Prometheus server would. Its own cost is measured (``time.thread_time``: the CPU
 this thread used) and written into ``telemetry.json``. Bounded: per scrape (``kit.telemetry.prom``), per level
 (``max_samples`` ticks), and in time (it stops with the level; ``stop`` waits at most one scrape's timeout).
-A tick that fails to scrape still records NVML, and says why the scrape failed.
+A tick that fails to scrape still records NVML, and says why the scrape failed; any other failure of a tick (a bug,
+a value kit did not foresee) is counted as that tick's error and sampling goes on. If the thread ends early anyway,
+``telemetry.json``'s ``stopped_early`` says why: a dead sampler is never silent.
 """
 
 from __future__ import annotations
@@ -82,6 +84,8 @@ class LevelSampler:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=self.limits.scrape_timeout_s + 5.0)
+            if self._thread.is_alive():
+                self.stopped_early = self.stopped_early or "the sampler thread did not stop in time"
         wall = time.monotonic() - self._t0
         self.result = TelemetryFile(
             metrics_url=self.metrics_url, started_unix=self._unix0, gpus=self.gpus,
@@ -96,14 +100,18 @@ class LevelSampler:
 
     def _run(self) -> None:
         cpu0 = time.thread_time()
-        probe = self._open_gpus()
+        probe: GpuProbe | None = None
         try:
+            probe = self._open_gpus()
             nxt = self._t0 + self.limits.interval_s / 2  # the first tick once the level's requests are in flight
             while not self._stop.wait(max(0.0, nxt - time.monotonic())):
                 if self.samples >= self.limits.max_samples:
                     self.stopped_early = f"reached max_samples {self.limits.max_samples}"
                     break
-                sample = self._tick(probe)
+                try:
+                    sample = self._tick(probe)
+                except Exception as e:  # noqa: BLE001 -- one bad tick never ends the level's sampling
+                    sample = self._failed(e)
                 try:
                     self.write(sample)
                 except OSError as e:
@@ -117,10 +125,22 @@ class LevelSampler:
                     skipped = int((now - nxt) // self.limits.interval_s) + 1
                     self.missed += skipped
                     nxt += skipped * self.limits.interval_s
+        except Exception as e:  # noqa: BLE001 -- recorded in telemetry.json, not a traceback on stderr
+            self.stopped_early = f"the sampler failed: {type(e).__name__}: {e}"[:500]
         finally:
             if probe is not None:
-                probe.shutdown()
+                try:
+                    probe.shutdown()
+                except Exception as e:  # noqa: BLE001
+                    self.stopped_early = self.stopped_early or f"NVML shutdown failed: {type(e).__name__}: {e}"
             self._cpu_s = time.thread_time() - cpu0
+
+    def _failed(self, e: Exception) -> TelemetrySample:
+        """The sample of a tick that raised something other than a ScrapeError: counted as a metrics error."""
+        why = f"the tick failed: {type(e).__name__}: {e}"[:500]
+        self.errors += 1
+        self.first_error = self.first_error or why
+        return TelemetrySample(t_s=round(time.monotonic() - self._t0, 4), metrics_error=why)
 
     def _open_gpus(self) -> GpuProbe | None:
         if not self.gpus:

@@ -18,10 +18,19 @@ from kit.files.workload import Message, SourceFile, WorkItem, WorkloadIndex
 from kit.manifest.load import Load
 from kit.manifest.workload import DatasetFile, JsonlSet, MultiTurnSet, RandomSet, SharedPrefixSet, ShareGptSet
 from kit.workload import sources
-from kit.workload.corpus import CORPUS, CORPUS_SHA256, Cutter, corpus_text, decode_text, read_pinned
+from kit.workload.corpus import (
+    CORPUS,
+    CORPUS_SHA256,
+    MAX_DATA_BYTES,
+    MAX_TEXT_BYTES,
+    Cutter,
+    corpus_text,
+    decode_text,
+    read_pinned,
+)
 from kit.workload.tokens import Counter, counter_for, template_overhead
 
-__all__ = ["WorkItem", "Workload", "encode_lines"]
+__all__ = ["WorkItem", "Workload", "check_dataset", "encode_lines"]
 
 
 class Workload:
@@ -43,8 +52,9 @@ class Workload:
                 self.sources.append(SourceFile(path=f"kit:{CORPUS.name}", sha256=CORPUS_SHA256,
                                                bytes=CORPUS.stat().st_size))
             else:
-                data = read_pinned(Path(f.path).expanduser(), f.sha256, f"load.dataset.file {f.path}")
-                self._text = decode_text(data, f"load.dataset.file {f.path}")
+                limit = MAX_DATA_BYTES if isinstance(self.ds, ShareGptSet | JsonlSet) else MAX_TEXT_BYTES
+                data = read_pinned(Path(f.path).expanduser(), f.sha256, f"load.dataset.file {f.path}", limit)
+                self._text = decode_text(data, f"load.dataset.file {f.path}", limit)
                 self.sources.append(SourceFile(path=f.path, sha256=f.sha256, bytes=len(data)))
         return self._text
 
@@ -89,6 +99,15 @@ class Workload:
         overhead = template_overhead(self.counter) if self.load.endpoint == "chat" else None
         return WorkloadIndex(dataset=self.ds.kind, tokenizer=self.counter.name, tokenizer_sha256=self.counter.sha256,
                              template_overhead=overhead, sources=list(self.sources), levels=dict(levels))
+
+
+def check_dataset(load: Load, model_path: str | None) -> None:
+    """Read, hash, parse and check ``load.dataset`` once, before any server starts (``kit run``'s preflight): a
+    hostile or broken data file is a ManifestError (exit 3) here, not an error after a server came up. Every record
+    of a sharegpt or jsonl file is checked; text kinds are tokenized whole. Nothing without ``load.dataset``."""
+    if load.dataset is None:
+        return
+    encode_lines(Workload(load, model_path).level(1, load.seed))
 
 
 def encode_lines(items: list[WorkItem]) -> bytes:

@@ -19,21 +19,36 @@ from kit.workload.tokens import Counter
 
 CORPUS = Path(__file__).resolve().parent / "data" / "devil.dict.dz"
 CORPUS_SHA256 = "995ca92760d677965cb2780e78b808e982f9d49e8c12d795c1854476bbf13819"
-MAX_TEXT_BYTES = 64 << 20
-MAX_TRIES = 12
+MAX_TEXT_BYTES = 64 << 20  # a text that is tokenized whole (text, random, shared-prefix, multi-turn)
+MAX_DATA_BYTES = 1 << 30  # a data file of records (sharegpt, jsonl): ShareGPT_V3's ~670 MB fits
+MAX_TRIES = 6  # window-size corrections per start
+MAX_SHIFTS = 128  # starts tried, a token apart
+_CHUNK = 1 << 20
 
 
-def read_pinned(path: Path, sha256: str, what: str) -> bytes:
-    """The file's bytes when they hash to ``sha256`` (a clear error naming the file otherwise)."""
+def read_pinned(path: Path, sha256: str, what: str, limit: int = MAX_DATA_BYTES) -> bytes:
+    """The file's bytes when they hash to ``sha256`` (a clear error naming the file otherwise). Its size is
+    checked against ``limit`` before anything is read, and it is hashed as it is read (never past ``limit``)."""
+    h = hashlib.sha256()
+    chunks: list[bytes] = []
     try:
         size = path.stat().st_size
-        if size > 4 << 30:
-            raise ManifestError(f"{what}: {path} is {size} bytes, over kit's 4 GiB bound for a data file")
-        data = path.read_bytes()
+        if size > limit:
+            raise ManifestError(f"{what}: {path} is {size} bytes, over kit's {limit >> 20} MiB bound for this "
+                                "dataset kind", hint="docs/workload.md, Datasets, gives each kind's bound")
+        got_bytes = 0
+        with open(path, "rb") as f:
+            while chunk := f.read(_CHUNK):
+                got_bytes += len(chunk)
+                if got_bytes > limit:
+                    raise ManifestError(f"{what}: {path} grew past kit's {limit >> 20} MiB bound while read")
+                h.update(chunk)
+                chunks.append(chunk)
     except OSError as exc:
         raise ManifestError(f"{what}: cannot read {path}: {exc}", hint="the path is relative to kit's working "
                             "directory, like model.path") from exc
-    got = hashlib.sha256(data).hexdigest()
+    data = b"".join(chunks)
+    got = h.hexdigest()
     if got != sha256:
         raise ManifestError(f"{what}: {path} has sha256 {got}, but the manifest pins {sha256}",
                             hint="the file changed since the manifest was signed: restore it, or re-pin it "
@@ -46,9 +61,10 @@ def corpus_text() -> str:
     return gzip.decompress(data).decode("utf-8")
 
 
-def decode_text(data: bytes, what: str) -> str:
-    if len(data) > MAX_TEXT_BYTES:
-        raise ManifestError(f"{what}: over {MAX_TEXT_BYTES >> 20} MiB of text", hint="give a smaller text file")
+def decode_text(data: bytes, what: str, limit: int = MAX_TEXT_BYTES) -> str:
+    if len(data) > limit:
+        raise ManifestError(f"{what}: {len(data)} bytes, over kit's {limit >> 20} MiB bound for this dataset kind",
+                            hint="give a smaller file (docs/workload.md, Datasets, gives each kind's bound)")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -83,18 +99,36 @@ class Cutter:
         return out
 
     def cut(self, n: int, start: int) -> tuple[str, int]:
-        """A text of ``n`` tokens (re-encoded), or the closest one found, with its real count: the window is
-        widened or narrowed by the miss, and moved one token on when that does not converge."""
-        best: tuple[int, str, int] | None = None
-        for shift in range(4):
+        """A text that re-encodes to exactly ``n`` tokens, and ``n``. The window is widened or narrowed by the miss,
+        then its neighbours (n-2..n+2 tokens) are tried, then its start is moved on a token (a window that starts or
+        ends inside a multi-byte character decodes to a replacement character and re-encodes to another count), up
+        to ``MAX_SHIFTS`` starts. Where none re-encodes to ``n`` (a tokenizer that cannot produce exactly ``n``
+        tokens from this text) a ManifestError says so: a prompt is never silently of another length."""
+        closest: tuple[int, int] | None = None  # (|miss|, count)
+        for shift in range(MAX_SHIFTS):
+            at = (start + shift) % len(self.ids)
+            tried: set[int] = set()
             k = n
-            for _ in range(MAX_TRIES // 4 + 1):
-                text = self.counter.decode(self.window((start + shift) % len(self.ids), k))
+            for _ in range(MAX_TRIES):
+                if k in tried:
+                    break
+                tried.add(k)
+                text = self.counter.decode(self.window(at, k))
                 count = len(self.counter.encode(text))
                 if count == n:
                     return text, count
-                if best is None or abs(count - n) < best[0]:
-                    best = (abs(count - n), text, count)
+                if closest is None or abs(count - n) < closest[0]:
+                    closest = (abs(count - n), count)
                 k = max(1, k + (n - count))
-        assert best is not None
-        return best[1], best[2]
+            for k in range(max(1, n - 2), n + 3):
+                if k in tried:
+                    continue
+                text = self.counter.decode(self.window(at, k))
+                if len(self.counter.encode(text)) == n:
+                    return text, n
+        assert closest is not None
+        raise ManifestError(
+            f"load.dataset: no cut of the text re-encodes to exactly {n} tokens with tokenizer {self.counter.name} "
+            f"(tried {MAX_SHIFTS} starts from token {start}; the closest counts {closest[1]})",
+            hint="use a text this tokenizer can cut exactly (the shipped corpus, or text with fewer multi-byte "
+                 "characters per token), or another prompt length")

@@ -92,14 +92,21 @@ def cycle(items: list[Content], n: int) -> list[Content]:
     return [items[i % len(items)] for i in range(n)]
 
 
+_DEEP = ("nested deeper than the JSON parser allows (Python's recursion limit)", "a dataset's records are flat "
+         "objects of strings and numbers: fix or drop the offending value")
+
+
 def _records(text: str, what: str) -> Iterator[object]:
-    """A JSON list, or JSONL (one value a line), bounded in lines and in each item's size."""
+    """A JSON list, or JSONL (one value a line), bounded in lines and in each item's size; nesting too deep for
+    the parser (RecursionError) is a ManifestError naming the file and the line."""
     stripped = text.lstrip()
     if stripped.startswith("["):
         try:
             data = json.loads(text)
         except ValueError as exc:
             raise ManifestError(f"{what}: not valid JSON: {exc}") from exc
+        except RecursionError:
+            raise ManifestError(f"{what}: the JSON list is {_DEEP[0]}", hint=_DEEP[1]) from None
         yield from data[:MAX_LINES]
         return
     for no, line in enumerate(text.splitlines(), 1):
@@ -110,9 +117,32 @@ def _records(text: str, what: str) -> Iterator[object]:
         if len(line) > MAX_ITEM_CHARS:
             raise ManifestError(f"{what}: line {no} is over {MAX_ITEM_CHARS >> 20} MiB")
         try:
-            yield json.loads(line)
+            rec = json.loads(line)
         except ValueError as exc:
             raise ManifestError(f"{what}: line {no} is not JSON: {exc}") from exc
+        except RecursionError:
+            raise ManifestError(f"{what}: line {no} is {_DEEP[0]}", hint=_DEEP[1]) from None
+        yield rec
+
+
+def utf8(text: str, what: str) -> str:
+    """``text`` when it encodes as UTF-8 (a JSON escape of a lone surrogate such as \\ud800 does not)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ManifestError(f"{what}: a string is not valid Unicode ({exc.reason} at character {exc.start}: a "
+                            "JSON escape of a lone surrogate such as \\ud800)",
+                            hint="fix the text (a surrogate pair, or the character itself)") from None
+    return text
+
+
+def _encodes(texts: list[str]) -> bool:
+    try:
+        for t in texts:
+            t.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _turns(rec: object) -> list[str]:
@@ -129,7 +159,8 @@ def sharegpt_set(ds: ShareGptSet, text: str, counter: Counter, n: int, seed: int
     turn, output length = the second's token count (or output_len); pruned when either is < 2 tokens or their sum
     exceeds context_len."""
     what = f"load.dataset (sharegpt) {ds.file.path}"
-    pairs = [(t[0], t[1]) for t in (_turns(r) for r in _records(text, what)) if len(t) >= 2]
+    # a conversation whose first two turns are not valid Unicode (a lone surrogate) is skipped, like one too short
+    pairs = [(t[0], t[1]) for t in (_turns(r) for r in _records(text, what)) if len(t) >= 2 and _encodes(t[:2])]
     random.Random(seed).shuffle(pairs)
     out: list[Content] = []
     for prompt, completion in pairs:
@@ -158,7 +189,7 @@ def jsonl_set(path: str, text: str, counter: Counter, n: int, output_tokens: int
 
 def _messages(rec: dict[str, object], what: str) -> Messages:
     if isinstance(rec.get("prompt"), str):
-        return user(str(rec["prompt"]))
+        return user(utf8(str(rec["prompt"]), what))
     msgs = rec.get("messages")
     if not isinstance(msgs, list) or not msgs:
         raise ManifestError(f"{what} has neither a 'prompt' string nor a non-empty 'messages' list")
@@ -166,7 +197,7 @@ def _messages(rec: dict[str, object], what: str) -> Messages:
     for m in msgs:
         if not (isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)):
             raise ManifestError(f"{what}: every message needs a string 'role' and 'content'")
-        out.append({"role": m["role"], "content": m["content"]})
+        out.append({"role": utf8(m["role"], what), "content": utf8(m["content"], what)})
     return out
 
 

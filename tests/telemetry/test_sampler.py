@@ -155,8 +155,8 @@ def test_kit_hf_names_map_to_kits_quantities() -> None:
 
 def test_level_figures_and_queue_bound(tmp_path: Path) -> None:
     lines = []
-    for i in range(10):
-        lines.append({"t_s": i, "server": {"running": 300 if i > 0 else 10, "queued": 700 if i > 1 else 0,
+    for i in range(12):
+        lines.append({"t_s": i, "server": {"running": 300 if i > 0 else 10, "queued": 700 if i > 2 else 0,
                                            "generated_tokens": 1000 * i},
                       "gpus": [{"index": 0, "sm_clock_mhz": 1980, "mem_clock_mhz": None, "power_w": 600.0,
                                 "memory_used_mib": 1000 + i, "util_pct": 99, "mem_util_pct": 50,
@@ -164,24 +164,31 @@ def test_level_figures_and_queue_bound(tmp_path: Path) -> None:
     d = tmp_path / "level-1024"
     d.mkdir()
     (d / "telemetry.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines) + "not json\n")
-    assert len(list(read_samples(d / "telemetry.jsonl"))) == 10
+    assert len(list(read_samples(d / "telemetry.jsonl"))) == 12
     f = level_telemetry(d, 1024)
-    assert f is not None and f.samples == 10 and f.running_median == 300 and f.running_max == 300
+    assert f is not None and f.samples == 12 and f.running_median == 300 and f.running_max == 300
     assert f.queue_bound is True and f.queue_bound_reason is not None
-    assert "queued behind a running batch in 80 %" in f.queue_bound_reason and "never reached 1024" in f.queue_bound_reason
-    assert f.server_tok_s == 1000 and f.power_w_median == 600 and f.memory_used_mib_max == 1009
+    # 9 of the 11 samples after the first tick have requests queued behind a running batch
+    assert "queued behind a running batch in 82 %" in f.queue_bound_reason
+    assert f.batch_note == "the running batch never reached 1024 (max 300)"
+    assert f.server_tok_s == 1000 and f.power_w_median == 600 and f.memory_used_mib_max == 1011
     g = level_telemetry(d, 256)
-    assert g is not None and g.queue_bound is True and "never reached" not in (g.queue_bound_reason or "")
+    assert g is not None and g.queue_bound is True and g.batch_note is None
     (d / "telemetry.jsonl").write_text("".join(json.dumps({"t_s": i, "server": {"running": 8, "queued": 0}}) + "\n"
-                                               for i in range(5)))
+                                               for i in range(12)))
     h = level_telemetry(d, 8)
-    assert h is not None and h.queue_bound is False and h.queue_bound_reason is None
+    assert h is not None and h.queue_bound is False and h.queue_bound_reason is None and h.batch_note is None
     # c=1: the one request waits for its prefill (queued 1, running 0) in most samples: not queueing
     (d / "telemetry.jsonl").write_text("".join(json.dumps({"t_s": i, "server": {"running": int(i % 3 == 0),
                                                                                 "queued": int(i % 3 != 0)}}) + "\n"
-                                               for i in range(6)))
+                                               for i in range(12)))
     one = level_telemetry(d, 1)
     assert one is not None and one.queued_share == 0.666667 and one.queue_bound is False
+    # five samples: too short to tell, whatever they show
+    (d / "telemetry.jsonl").write_text("".join(json.dumps({"t_s": i, "server": {"running": 4, "queued": 9}}) + "\n"
+                                               for i in range(5)))
+    short = level_telemetry(d, 4)
+    assert short is not None and short.queue_bound is None and "too short to tell" in (short.queue_bound_reason or "")
 
 
 def test_the_before_and_after_scrape_reads_every_sample(served: tuple[str, CollectorRegistry, dict]) -> None:  # type: ignore[type-arg]
