@@ -25,7 +25,8 @@ DEFAULT_METHOD: Method = "blocked"  # picked by simulation: docs/statistics.md, 
 
 class Slo(_Model):
     """Per-request latency bounds in ms (any subset, at least one); a request meeting every bound is good
-    (DistServe's goodput, vLLM's --goodput): docs/statistics.md, "Goodput and SLOs"."""
+    (good requests per second is vLLM's --goodput; DistServe's goodput is the highest request rate meeting an
+    attainment target, which kit does not compute): docs/statistics.md, "Goodput and SLOs"."""
 
     ttft_ms: float | None = Field(None, gt=0, le=86_400_000, description="TTFT bound, ms")
     tpot_ms: float | None = Field(None, gt=0, le=86_400_000, description="TPOT bound, ms")

@@ -21,7 +21,7 @@ import numpy as np
 
 from kit.stats.ab import LevelSamples, block_of
 from kit.stats.bootstrap import CellSample
-from kit.stats.cellstat import MEAN, CellRule, cell_value, cell_values
+from kit.stats.cellstat import MEAN, CellRule, cell_value, log_values
 from kit.stats.metrics import RATES, FArray, Metric
 
 REQUEST_RESAMPLES = 200
@@ -44,9 +44,7 @@ class PilotLevel:
 
 
 def _logs(cells: Sequence[CellSample], metric: Metric, rule: CellRule) -> FArray:
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out: FArray = np.log(cell_values(cells, metric, rule))
-    return out
+    return log_values(cells, metric, rule)
 
 
 def residual_sd(ls: LevelSamples, metric: Metric, rule: CellRule = MEAN,

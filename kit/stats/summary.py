@@ -30,9 +30,10 @@ from kit.stats.shapes import (
 METHOD_TEXT = {
     "welch": "per level, Welch's t on the log per-cell statistics (Welch–Satterthwaite df), symmetric t interval "
              "on the log scale; ratio and absolute difference reported",
-    "blocked": "per level, least squares on the log per-cell statistics with a fixed effect per ABBA block (two "
-               "repeats of each arm) and the arm effect, Student's t on the residual df, symmetric t interval on "
-               "the log scale; ratio and absolute difference reported",
+    "blocked": "per level, a paired t on the per-block differences of the log per-cell statistics (a block: one "
+               "repeat of each arm, adjacent in ABBA order; blocks missing an arm drop out), Student's t on blocks "
+               "- 1 df, symmetric t interval on the log scale; rates (throughput, goodput, attainment) floored at "
+               "half a count; ratio and absolute difference reported",
 }
 
 
