@@ -24,8 +24,8 @@ def analysis_lines(summary: Summary) -> list[str]:
         return out
     bounds = ", ".join(f"{k.removesuffix('_ms').upper()} ≤ {v:g} ms" for k, v in a.slo.items() if v is not None)
     out += [f"SLO: {bounds}. A request is good when it succeeded and met every bound; goodput = good requests per "
-            "second of the level's wall time, SLO attainment = good / all requests (vLLM's --goodput; DistServe's goodput is another figure, the highest "
-            "rate meeting an attainment target).", "",
+            "second of the level's wall time, SLO attainment = good / all requests (vLLM's --goodput; "
+            "DistServe's goodput is another figure, the highest rate meeting an attainment target).", "",
             "| arm | concurrency | cells | good / requests | goodput req/s (pooled) | SLO attainment |",
             "|---|---:|---:|---:|---:|---:|"]
     rows: dict[tuple[str, int], list[tuple[int, int, float | None]]] = {}

@@ -1,5 +1,6 @@
 """What a finished run could have detected: per primary comparison, the effect its design detects with 80 % power
-at the variation it observed (between cells for Welch, within blocks for the blocked test), and what a 'no significant difference' interval rules out.
+at the variation it observed (between cells for Welch, within blocks for the blocked test), and what a 'no
+significant difference' interval rules out.
 
 The observed variation is read back from the comparison's own symmetric log interval (its standard error over
 sqrt(1/K_a + 1/K_b): with equal cell counts exactly the pooled within-arm SD of the log cell statistics), so

@@ -19,7 +19,7 @@ from kit.stats.verdict import comparison_status, descriptive_text, verdict_text
 
 MIN_CELLS = 2  # fewer ok cells in an arm at a level: no verdict
 BLOCK_REPEATS = 1  # the blocked analysis's block: this many consecutive repeats (1: the adjacent A B or B A of one
-# repeat; 2, the whole A B B A, leaves a paired t blocks - 1 = K/2 - 1 df: tests/stats/sim_blocked.py, docs/statistics.md)
+# repeat; 2, the whole A B B A, leaves the paired t K/2 - 1 df: tests/stats/sim_blocked.py, docs/statistics.md)
 METHOD_NAMES = {"welch": "welch_log_cells", "blocked": "blocked_log_cells"}
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-import kit.stats.ab as ab
+from kit.stats import ab
 from kit.stats.bootstrap import CellSample
 from kit.stats.metrics import N_COLS, THROUGHPUT
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from sim_blocked import Case, rate
 
 from kit.stats.ab import BLOCK_REPEATS
@@ -71,3 +70,22 @@ LIMIT = ALPHA + 2.5 * float(np.sqrt(ALPHA * (1 - ALPHA) / SIMS))
 ], ids=["4r-b3x-1fail", "2r-b3x", "3r-drift", "5r-a3x-1fail", "8r-ar", "6r-2fail"])
 def test_run_test_blocked_aa_at_most_5_percent(case: Case) -> None:
     assert rate(case, "blocked", SIMS, ALPHA, seed=3) <= LIMIT
+
+
+@pytest.mark.parametrize("k", [3, 6])
+def test_blocked_power_matches_a_monte_carlo_of_the_test(k: int) -> None:
+    """kit plan's blocked_power / blocked_df against kit's own test on data drawn here: K repeats, a block effect
+    shared by the two cells of a repeat, cell noise SD 0.1 (the within-block SD), effect 0.15 on the log scale."""
+    from kit.stats.power import blocked_df, blocked_power
+
+    rng = np.random.default_rng(k)
+    sims, sd, effect, tail = 2000, 0.1, 0.15, 0.05
+    hits = 0
+    for _ in range(sims):
+        shared = rng.normal(0, 0.3, k)
+        arm, base = shared + effect + rng.normal(0, sd, k), shared + rng.normal(0, sd, k)
+        w = blocked(arm, list(range(k)), base, list(range(k)))
+        hits += int(w is not None and w.p <= tail)
+    want = blocked_power(effect, sd, k, k, tail)
+    assert blocked_df(k, k) == k - 1
+    assert hits / sims == pytest.approx(want, abs=3 * np.sqrt(want * (1 - want) / sims) + 0.005)
