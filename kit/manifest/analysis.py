@@ -18,7 +18,7 @@ PrimaryMetric = Literal["tpot_mean_ms", "ttft_mean_ms", "itl_mean_ms", "e2e_mean
                         "goodput_req_s", "slo_attainment"]
 #: The per-cell statistic of a latency (docs/statistics.md, "The cell statistic").
 CellStatistic = Literal["mean", "geomean", "trimmed", "p50", "p90", "p99"]
-#: How cells are compared: Welch's t on cells, or a paired t on the differences within ABBA blocks.
+#: How cells are compared: Welch's t on cells, or a paired t on the per-repeat differences (adjacent in ABBA order).
 Method = Literal["welch", "blocked"]
 DEFAULT_METHOD: Method = "blocked"  # picked by simulation: docs/statistics.md, "Blocked or Welch"
 
@@ -66,7 +66,7 @@ class Analysis(_Model):
     method: Method = Field(
         DEFAULT_METHOD,
         description="blocked (default, picked by simulation): a paired t on the per-repeat differences of the log "
-        "cell statistics (the arm's and the baseline's cell of one ABBA block); welch: Welch's t on the cells")
+        "cell statistics (the arm's and the baseline's adjacent cells of one repeat); welch: Welch's t on the cells")
     statistic: CellStatistic = Field(
         "mean", description="The cell statistic of every tested latency: mean, geomean (geometric mean), trimmed "
         "(mean after cutting analysis.trim of each tail), p50, p90, p99 (percentiles cost power: docs/statistics.md)")
