@@ -159,7 +159,8 @@ def _comparison(t: _Test, rejected: bool, tail: float) -> Comparison:
         "ratio": ratio, "ratio_ci": ci,
         "diff": diff, "diff_ci": diff_ci,
         "change_pct": 100 * (ratio - 1), "change_pct_ci": None if ci is None else [100 * (c - 1) for c in ci],
-        "cells": {"arm": len(a), "baseline": len(b)},
+        # the cells the test used (finite values; blocked: in blocks holding both arms), not merely those included
+        "cells": {"arm": len(a), "baseline": len(b)} if r is None else {"arm": r.k_arm, "baseline": r.k_base},
         "method": METHOD_NAMES[t.method],
         "df": None if r is None else r.df, "p_value": None if r is None else r.p,
         "interval_confidence": None if r is None else 1 - tail,

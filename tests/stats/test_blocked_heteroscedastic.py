@@ -89,3 +89,20 @@ def test_blocked_power_matches_a_monte_carlo_of_the_test(k: int) -> None:
     want = blocked_power(effect, sd, k, k, tail)
     assert blocked_df(k, k) == k - 1
     assert hits / sims == pytest.approx(want, abs=3 * np.sqrt(want * (1 - want) / sims) + 0.005)
+
+
+def test_the_summary_counts_the_cells_the_blocked_test_used() -> None:
+    """A baseline cell failed in repeat 4: the arm's repeat-4 cell has no partner and drops out of the paired t;
+    the comparison's ``cells`` says 3 v 3, the cells actually tested, not the 4 v 3 included."""
+    from kit.stats.ab import LevelSamples, compare_levels
+    from kit.stats.bootstrap import CellSample
+    from kit.stats.metrics import N_COLS
+
+    rng = np.random.default_rng(4)
+    z = np.zeros((1, N_COLS))
+    arms = {"a": [CellSample(f"a-r{r}", z, float(np.exp(5 + rng.normal(0, 0.1))), repeat=r) for r in range(1, 5)],
+            "b": [CellSample(f"b-r{r}", z, float(np.exp(5 + rng.normal(0, 0.1))), repeat=r) for r in range(1, 4)]}
+    comps, _, _ = compare_levels([LevelSamples(1, arms, {}, {})], ["b", "a"], "b", primary="throughput_tok_s",
+                                 correction="holm", confidence=0.95, method="blocked")
+    c = next(c for c in comps if c["metric"] == "throughput_tok_s")
+    assert c["cells"] == {"arm": 3, "baseline": 3} and c["df"] == 2
