@@ -74,7 +74,7 @@ def plot_pareto(summary: Summary, path: Path) -> Path:
                 clients_bound = True
                 ax.scatter([x], [y], s=150, facecolors="none", edgecolors="red", linewidths=1.5, zorder=5)
             ax.annotate(f"c={c}" + (" client-bound" if bound else ""), (x, y), textcoords="offset points",
-                        xytext=(4, 4), fontsize=7, color="red" if bound else color)
+                        xytext=(9, 7) if bound else (4, 4), fontsize=7, color="red" if bound else color)
     ax.set_xlabel("tokens/s per user (1000 / mean TPOT ms)")
     ax.set_ylabel("output tokens/s per GPU" if gpus else "output tokens/s per server (no GPU sampled)")
     ax.margins(x=0.08, y=0.1)
@@ -84,9 +84,9 @@ def plot_pareto(summary: Summary, path: Path) -> Path:
     if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="best", fontsize=8)
     per = f"per GPU ({gpus} GPU{'s' if gpus != 1 else ''})" if gpus else "per server"
-    ringed = "; red ring: client-bound level (no clean verdict)" if clients_bound else ""
-    ax.set_title(f"{summary.experiment}: throughput {per} against speed per user; one point per level, "
-                 f"up and right is better;\nbars: throughput's between-cell interval{ringed}", fontsize=9)
+    ringed = "; red ring: client-bound level" if clients_bound else ""
+    ax.set_title(f"{summary.experiment}: throughput {per} against speed per user\none point per level, up and "
+                 f"right is better; bars: between-cell interval{ringed}", fontsize=8)
     fig.tight_layout()
     return _save(fig, path)
 
