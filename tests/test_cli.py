@@ -65,29 +65,29 @@ def test_plan_prints_the_detectable_effect_per_level(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     lines = _power_lines(r.output)
     assert sorted(lines) == [10, 64, 256, 1024]
-    # 3 cells per arm, m = 4 levels x 1 arm, alpha/m = 0.0125, CV 3 % (log sd 0.02999), the blocked test (the
-    # default): a paired t on the 3 repeats' differences, 3 - 1 = 2 df, se = sd sqrt(2/3); scipy's nct.sf (both
-    # tails) = 0.8 at 0.27767: x1.320 (worked out with scipy.optimize.brentq over scipy.stats.nct, not kit.stats.power)
-    assert all("between-cell CV 3.0 % (assumed): detects +32.0 % / −24.2 % (×1.320 / ×0.758)" in v
+    # 3 cells per arm, m = 4 levels x 1 arm, alpha/m = 0.0125, CV 3 % (log sd 0.02999); oea.yaml's order is
+    # interleaved, so the default test is Welch's (the paired t needs ABBA's alternating pairs): x1.190, as before
+    # schema 5 (the paired t would give x1.320: 2 df, scipy.optimize.brentq over scipy.stats.nct)
+    assert all("between-cell CV 3.0 % (assumed): detects +19.0 % / −16.0 % (×1.190 / ×0.840)" in v
                for v in lines.values()), lines
     # without --cv a GPU manifest assumes kit's measured 10 %, and says where it comes from
     default = _power_lines(CliRunner().invoke(main, ["plan", oea]).output)
-    assert all("CV 10.0 % (assumed: measured 8-14 % between cells on an H200, eager engine): detects +151.8 %" in v
+    assert all("CV 10.0 % (assumed: measured 8-14 % between cells on an H200, eager engine): detects +78.6 %" in v
                for v in default.values()), default
     assert "family m = 4 (4 levels x 1 arm)" in r.output and "alpha/m = 0.05/4 = 0.0125" in r.output
     assert "assumes: log cell statistics normal" in r.output
     doubled = _power_lines(CliRunner().invoke(main, ["plan", oea, "--cv", "6%"]).output)
-    assert "between-cell CV 6.0 % (assumed): detects +74.2 %" in doubled[10]  # about twice the log effect
+    assert "between-cell CV 6.0 % (assumed): detects +41.7 %" in doubled[10]  # about twice the log effect
     data = json.loads(CliRunner().invoke(main, ["plan", oea, "--json"]).output)
     pw = data["power"]
     assert (pw["family"], pw["repeats"], pw["primary"]) == (4, 3, "tpot_mean_ms") and pw["tail"] == pytest.approx(0.0125)
-    assert [round(lv["mde_pct_up"], 1) for lv in pw["levels"]] == [151.8] * 4
+    assert [round(lv["mde_pct_up"], 1) for lv in pw["levels"]] == [78.6] * 4
 
 
 def test_plan_target_effect_gives_repeats_per_arm(tmp_path: Path) -> None:
     r = CliRunner().invoke(main, ["plan", _two_arm_oea(tmp_path), "--target-effect", "5%", "--cv", "3%"])
     assert r.exit_code == 0, r.output
-    assert r.output.count("12 repeats (3 planned: power 6 %)") == 4
+    assert r.output.count("11 repeats (3 planned: power 7 %)") == 4
     r = CliRunner().invoke(main, ["plan", str(ROOT / "experiments/demo.yaml"), "--target-effect", "0.05", "--cv", "3%"])
     assert r.output.count("12 repeats (6 planned: power 31 %)") == 4 and "rounded up to even for ABBA" in r.output
     r = CliRunner().invoke(main, ["plan", str(ROOT / "experiments/demo.yaml"), "--target-effect", "0.5%"])

@@ -65,8 +65,10 @@ class Analysis(_Model):
 
     method: Method = Field(
         DEFAULT_METHOD,
-        description="blocked (default, picked by simulation): a paired t on the per-repeat differences of the log "
-        "cell statistics (the arm's and the baseline's adjacent cells of one repeat); welch: Welch's t on the cells")
+        description="blocked (the default with design.order abba or counterbalanced, picked by simulation): a "
+        "paired t on the per-repeat differences of the log cell statistics (the arm's and the baseline's adjacent "
+        "cells of one repeat); welch: Welch's t on the cells (the default with any other order, where the pairs do "
+        "not alternate and a drift would bias the paired t)")
     statistic: CellStatistic = Field(
         "mean", description="The cell statistic of every tested latency: mean, geomean (geometric mean), trimmed "
         "(mean after cutting analysis.trim of each tail), p50, p90, p99 (percentiles cost power: docs/statistics.md)")

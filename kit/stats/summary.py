@@ -114,14 +114,21 @@ def cell_entry(c: CellInfo, levels: dict[str, CellLevelFigures]) -> CellEntry:
             "reason": c.reason, "included": c.included, "levels": levels}
 
 
+ALTERNATING = ("abba", "counterbalanced")  # orders whose one-repeat pairs alternate (A B, B A): drift cancels
+
+
 def analysis_rule(m: Manifest, *, legacy: bool = False) -> tuple[CellRule, str]:
     """The manifest's cell rule (statistic, trim, SLO) and comparison method; ``legacy``: as summary schemas before
-    5 computed every bundle (the cell mean, Welch's t; their manifests could set neither)."""
+    5 computed every bundle (the cell mean, Welch's t; their manifests could set neither). Without an explicit
+    ``analysis.method`` the default is blocked for an ABBA (or counterbalanced) order and Welch for any other."""
     a = m.analysis
     if legacy:
         return MEAN, "welch"
     slo = None if a.slo is None else Slo(a.slo.ttft_ms, a.slo.tpot_ms, a.slo.e2e_ms)
-    return CellRule(a.statistic, a.trim, slo), a.method
+    method = a.method
+    if "method" not in a.model_fields_set and m.design.order not in ALTERNATING:
+        method = "welch"  # the paired t only where pairs alternate (docs/statistics.md)
+    return CellRule(a.statistic, a.trim, slo), method
 
 
 def goodput_cells(levels: Sequence[LevelResult], rule: CellRule) -> list[GoodputCell]:

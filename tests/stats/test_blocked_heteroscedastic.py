@@ -106,3 +106,24 @@ def test_the_summary_counts_the_cells_the_blocked_test_used() -> None:
                                  correction="holm", confidence=0.95, method="blocked")
     c = next(c for c in comps if c["metric"] == "throughput_tok_s")
     assert c["cells"] == {"arm": 3, "baseline": 3} and c["df"] == 2
+
+
+def test_the_default_is_blocked_only_where_the_pairs_alternate() -> None:
+    """ABBA (and counterbalanced) order: a drift cancels between successive pairs, the paired t is the default; any
+    other order (every pair A then B): Welch; an explicit analysis.method is kept whatever the order."""
+    from pathlib import Path
+
+    from kit.manifest.loading import load_manifest
+    from kit.stats.summary import analysis_rule
+
+    root = Path(__file__).resolve().parents[2]
+    demo = load_manifest(root / "experiments" / "demo.yaml").manifest
+    assert demo.design.order == "abba" and analysis_rule(demo)[1] == "blocked"
+    for order, want in (("counterbalanced", "blocked"), ("interleaved", "welch"), ("random", "welch"),
+                        ("blocked", "welch")):
+        m = demo.model_copy(update={"design": demo.design.model_copy(update={"order": order})})
+        assert analysis_rule(m)[1] == want, order
+    explicit = demo.analysis.model_validate({**demo.analysis.model_dump(exclude_unset=True), "method": "blocked"})
+    m = demo.model_copy(update={"analysis": explicit,
+                                "design": demo.design.model_copy(update={"order": "interleaved"})})
+    assert analysis_rule(m)[1] == "blocked"
