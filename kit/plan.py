@@ -209,7 +209,7 @@ def parse_fraction(text: str | None, what: str) -> float | None:
 def pilot_sd(root: Path, metric: Metric, rule: CellRule = MEAN,
              method: str = "welch") -> dict[int, tuple[float, int, int]]:
     """Per level of a pilot bundle: the SD of the log cell statistics of ``metric`` that the test sees (welch: pooled
-    within arms; blocked: within ABBA blocks), its df and the cells used; ``pilot_levels`` for the rest."""
+    within arms; blocked: within blocks of one repeat), its df and the cells used; ``pilot_levels`` for the rest."""
     return {c: (lv.sd, lv.df, lv.cells) for c, lv in pilot_levels(root, metric, rule, method).items()}
 
 
@@ -338,7 +338,7 @@ def power_lines(pp: PowerPlan) -> list[str]:
     pct = f"{100 * power.TARGET_POWER:.0f} %"
     step = ("Holm; the MDE uses its first, strictest step" if pp.correction == "holm" else "Bonferroni")
     arms = f"{pp.arms_tested} arm{'s' if pp.arms_tested != 1 else ''}"
-    test = ("the blocked test (ABBA blocks)" if pp.method == "blocked" else "Welch's t") + \
+    test = ("the blocked (paired) t" if pp.method == "blocked" else "Welch's t") + \
         f" on log cell statistics ({pp.statistic})"
     out = [f"  power on the primary metric {pp.primary} at {pct} (docs/statistics.md, \"Power and the detectable "
            "effect\"):",
@@ -369,7 +369,7 @@ def power_lines(pp: PowerPlan) -> list[str]:
     if pp.minutes is not None:
         out.append(f"    the planned run ({pp.repeats} repeats per arm) takes about {pp.minutes:.0f} min (the estimate "
                    "above)")
-    exact = ("kit's blocked test (the SD within ABBA blocks)" if pp.method == "blocked" else "kit's Welch test")
+    exact = ("kit's blocked test (the within-repeat SD)" if pp.method == "blocked" else "kit's Welch test")
     out.append(f"    assumes: log cell statistics normal with the same between-cell CV in both arms ({source}), "
                f"equal cells per arm, independent cells, no drift; the power is exact for {exact}")
     return out

@@ -269,7 +269,7 @@ class Analysis(_Model):
 
 
 class GoodputCell(_Model):
-    """One included cell at one level under analysis.slo (schema 5): DistServe's goodput, vLLM's --goodput."""
+    """One included cell at one level under analysis.slo (schema 5): goodput as vLLM's --goodput (good requests/s)."""
 
     cell: str
     arm: str

@@ -18,14 +18,15 @@ PrimaryMetric = Literal["tpot_mean_ms", "ttft_mean_ms", "itl_mean_ms", "e2e_mean
                         "goodput_req_s", "slo_attainment"]
 #: The per-cell statistic of a latency (docs/statistics.md, "The cell statistic").
 CellStatistic = Literal["mean", "geomean", "trimmed", "p50", "p90", "p99"]
-#: How cells are compared: Welch's t on cells, or a paired t on the differences within ABBA blocks.
+#: How cells are compared: Welch's t on cells, or a paired t on the per-repeat differences (adjacent in ABBA order).
 Method = Literal["welch", "blocked"]
 DEFAULT_METHOD: Method = "blocked"  # picked by simulation: docs/statistics.md, "Blocked or Welch"
 
 
 class Slo(_Model):
     """Per-request latency bounds in ms (any subset, at least one); a request meeting every bound is good
-    (DistServe's goodput, vLLM's --goodput): docs/statistics.md, "Goodput and SLOs"."""
+    (good requests per second is vLLM's --goodput; DistServe's goodput is the highest request rate meeting an
+    attainment target, which kit does not compute): docs/statistics.md, "Goodput and SLOs"."""
 
     ttft_ms: float | None = Field(None, gt=0, le=86_400_000, description="TTFT bound, ms")
     tpot_ms: float | None = Field(None, gt=0, le=86_400_000, description="TPOT bound, ms")
@@ -64,8 +65,10 @@ class Analysis(_Model):
 
     method: Method = Field(
         DEFAULT_METHOD,
-        description="blocked (default, picked by simulation): a paired t on the per-repeat differences of the log "
-        "cell statistics (the arm's and the baseline's cell of one ABBA block); welch: Welch's t on the cells")
+        description="blocked (the default with design.order abba or counterbalanced, picked by simulation): a "
+        "paired t on the per-repeat differences of the log cell statistics (the arm's and the baseline's adjacent "
+        "cells of one repeat); welch: Welch's t on the cells (the default with any other order, where the pairs do "
+        "not alternate and a drift would bias the paired t)")
     statistic: CellStatistic = Field(
         "mean", description="The cell statistic of every tested latency: mean, geomean (geometric mean), trimmed "
         "(mean after cutting analysis.trim of each tail), p50, p90, p99 (percentiles cost power: docs/statistics.md)")

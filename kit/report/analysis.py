@@ -6,7 +6,7 @@ from __future__ import annotations
 from kit.files.summary import Summary
 
 _TEST = {"welch": "Welch's t on the log cell statistics",
-         "blocked": "the blocked test: least squares on the log cell statistics with an effect per ABBA block"}
+         "blocked": "the blocked test: a paired t on the per-block differences of the log cell statistics"}
 _STAT = {"mean": "mean", "geomean": "geometric mean", "trimmed": "trimmed mean", "p50": "p50 (median)", "p90": "p90",
          "p99": "p99"}
 
@@ -24,7 +24,8 @@ def analysis_lines(summary: Summary) -> list[str]:
         return out
     bounds = ", ".join(f"{k.removesuffix('_ms').upper()} ≤ {v:g} ms" for k, v in a.slo.items() if v is not None)
     out += [f"SLO: {bounds}. A request is good when it succeeded and met every bound; goodput = good requests per "
-            "second of the level's wall time, SLO attainment = good / all requests (DistServe; vLLM's --goodput).", "",
+            "second of the level's wall time, SLO attainment = good / all requests (vLLM's --goodput; "
+            "DistServe's goodput is another figure, the highest rate meeting an attainment target).", "",
             "| arm | concurrency | cells | good / requests | goodput req/s (pooled) | SLO attainment |",
             "|---|---:|---:|---:|---:|---:|"]
     rows: dict[tuple[str, int], list[tuple[int, int, float | None]]] = {}

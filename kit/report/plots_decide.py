@@ -1,6 +1,8 @@
 """The plots people decide from: the Pareto front per arm (output tokens/s per GPU against tokens/s per user, one
-point per level), latency CDFs per arm (TTFT and TPOT, one panel per level) and the cells' figures in run order
-(drift). Same conventions as ``kit.report.plots``: Agg canvas, fixed size and dpi, no Software tag.
+point per level, with the throughput's between-cell interval and client-bound levels ringed in red), latency CDFs
+per arm (TTFT and TPOT, one panel per level) and the cells' figures in run order (drift; the arm's mean as a faint
+line, client-bound cells ringed). Same conventions as ``kit.report.plots``: Agg canvas, fixed size and dpi, no
+Software tag.
 
 Tokens/s per user is 1000 / mean TPOT (the decode speed one user sees, as vLLM's and NVIDIA's Pareto plots use
 it); throughput per GPU divides the arm's mean cell throughput by the GPUs the telemetry sampled (a CPU server:
@@ -46,21 +48,33 @@ def plot_pareto(summary: Summary, path: Path) -> Path:
     gpus = _gpus(summary)
     fig = _figure(PLOT_SIZE)
     ax = fig.add_subplot(1, 1, 1)
+    clients_bound = False
     for i, arm in enumerate(summary.arms):
         pts = []
         for lv in summary.levels:
             f = summary.arm_level(arm, lv.concurrency)
             if f is None or f.throughput_tok_s is None or not f.tpot_ms.mean:
                 continue
-            pts.append((1000.0 / f.tpot_ms.mean, f.throughput_tok_s / max(gpus, 1), lv.concurrency))
+            ci = f.throughput_tok_s_ci
+            lo, hi = (ci[0], ci[1]) if ci is not None and len(ci) == 2 else (None, None)
+            band = (lo / max(gpus, 1), hi / max(gpus, 1)) if lo is not None and hi is not None else None
+            pts.append((1000.0 / f.tpot_ms.mean, f.throughput_tok_s / max(gpus, 1), lv.concurrency, f.client_bound,
+                        band))
         if not pts:
             continue
-        pts.sort()
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=MARKERS[i % len(MARKERS)], color=_color(summary, arm),
+        pts.sort(key=lambda p: p[0])
+        color = _color(summary, arm)
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=MARKERS[i % len(MARKERS)], color=color,
                 label=arm, linewidth=1.5)
-        for x, y, c in pts:
-            ax.annotate(f"c={c}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7,
-                        color=_color(summary, arm))
+        for x, y, c, bound, band in pts:
+            if band is not None:  # the between-cell interval of the arm's throughput (summary.json)
+                ax.errorbar([x], [y], yerr=[[max(y - band[0], 0.0)], [max(band[1] - y, 0.0)]], color=color,
+                            capsize=3, linewidth=1, fmt="none")
+            if bound:
+                clients_bound = True
+                ax.scatter([x], [y], s=150, facecolors="none", edgecolors="red", linewidths=1.5, zorder=5)
+            ax.annotate(f"c={c}" + (" client-bound" if bound else ""), (x, y), textcoords="offset points",
+                        xytext=(9, 7) if bound else (4, 4), fontsize=7, color="red" if bound else color)
     ax.set_xlabel("tokens/s per user (1000 / mean TPOT ms)")
     ax.set_ylabel("output tokens/s per GPU" if gpus else "output tokens/s per server (no GPU sampled)")
     ax.margins(x=0.08, y=0.1)
@@ -70,8 +84,9 @@ def plot_pareto(summary: Summary, path: Path) -> Path:
     if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="best", fontsize=8)
     per = f"per GPU ({gpus} GPU{'s' if gpus != 1 else ''})" if gpus else "per server"
-    ax.set_title(f"{summary.experiment}: throughput {per} against speed per user; one point per level, "
-                 "up and right is better", fontsize=9)
+    ringed = "; red ring: client-bound level" if clients_bound else ""
+    ax.set_title(f"{summary.experiment}: throughput {per} against speed per user\none point per level, up and "
+                 f"right is better; bars: between-cell interval{ringed}", fontsize=8)
     fig.tight_layout()
     return _save(fig, path)
 
@@ -144,6 +159,15 @@ def plot_drift(summary: Summary, path: Path) -> Path:
                 if xs:
                     ax.plot(xs, ys, marker=MARKERS[i % len(MARKERS)],
                             color=_color(summary, arm), linestyle=":", linewidth=1, label=arm)
+                    mean = float(np.mean(ys))
+                    ax.axhline(mean, color=_color(summary, arm), alpha=0.35, linewidth=1)
+                flagged = [c for c in order if c.arm == arm and c.included and str(level) in c.levels
+                           and c.levels[str(level)].client_bound]
+                bound = [(c.index + 1, _cell_figure(c.levels[str(level)], row)) for c in flagged]
+                bx = [float(x) for x, y in bound if y is not None and math.isfinite(y)]
+                by = [float(y) for _, y in bound if y is not None and math.isfinite(y)]
+                if bx:
+                    ax.scatter(bx, by, s=110, facecolors="none", edgecolors="red", linewidths=1.4, zorder=5)
             excluded = [c.index + 1 for c in order if not c.included]
             for x in excluded:
                 ax.axvline(x, color="red", alpha=0.3, linewidth=3)
@@ -156,7 +180,7 @@ def plot_drift(summary: Summary, path: Path) -> Path:
                 ax.set_xlabel("cell, in run order", fontsize=8)
             if col == 0 and ax.get_legend_handles_labels()[0]:
                 ax.legend(loc="best", fontsize=6)
-    fig.suptitle(f"{summary.experiment}: each cell's figures in run order (a trend within an arm is drift; "
-                 "red: excluded cell)", fontsize=10)
+    fig.suptitle(f"{summary.experiment}: each cell's figures in run order (a trend within an arm is drift)\nfaint "
+                 "line: the arm's mean; red ring: client-bound cell; red band: excluded cell", fontsize=9)
     fig.tight_layout()
     return _save(fig, path)

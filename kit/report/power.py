@@ -1,5 +1,6 @@
 """What a finished run could have detected: per primary comparison, the effect its design detects with 80 % power
-at the between-cell variation it observed, and what a 'no significant difference' interval rules out.
+at the variation it observed (between cells for Welch, within blocks for the blocked test), and what a 'no
+significant difference' interval rules out.
 
 The observed variation is read back from the comparison's own symmetric log interval (its standard error over
 sqrt(1/K_a + 1/K_b): with equal cell counts exactly the pooled within-arm SD of the log cell statistics), so
@@ -17,8 +18,9 @@ from kit.stats import power
 
 @dataclass(frozen=True)
 class Detectable:
-    log_sd: float  # observed between-cell SD of the log cell statistics
+    log_sd: float  # observed SD of the log cell statistics: between cells (Welch), within blocks (blocked)
     mde: float | None  # |log ratio| detected with TARGET_POWER at the family's first step
+    blocked: bool = False  # the comparison's test: the blocked (paired) t, its SD the within-block one
 
 
 def detectable(c: Comparison, a: Analysis) -> Detectable | None:
@@ -31,7 +33,8 @@ def detectable(c: Comparison, a: Analysis) -> Detectable | None:
         return None
     tail = (1 - a.confidence) / max(a.family_size, 1)
     if c.method == "blocked_log_cells":  # the residual df the comparison had (blocks with both arms)
-        return Detectable(sd, power.mde(sd, c.cells.arm, c.cells.baseline, tail, method="blocked", df=round(c.df)))
+        return Detectable(sd, power.mde(sd, c.cells.arm, c.cells.baseline, tail, method="blocked", df=round(c.df)),
+                          blocked=True)
     return Detectable(sd, power.mde(sd, c.cells.arm, c.cells.baseline, tail))
 
 
@@ -49,7 +52,8 @@ def rules_out_text(c: Comparison, *, level: bool = True) -> str | None:
 
 
 def detect_text(d: Detectable) -> str:
-    cv = f"observed between-cell CV {100 * power.cv_from_sd(d.log_sd):.1f} %"
+    where = "within-block" if d.blocked else "between-cell"
+    cv = f"observed {where} CV {100 * power.cv_from_sd(d.log_sd):.1f} %"
     if d.mde is None:
         return f"this design could detect no effect at {100 * power.TARGET_POWER:.0f} % power ({cv})"
     return (f"this design could detect {_pct(power.percent_up(d.mde))} % / {_pct(-power.percent_down(d.mde))} % at "
@@ -76,10 +80,15 @@ def power_section(summary: Summary) -> list[str]:
         return []
     tail = (1 - a.confidence) / max(a.family_size, 1)
     step = "Holm's first step" if a.correction == "holm" else "Bonferroni"
+    blocked = a.comparison_method == "blocked"
+    test = "the blocked (paired) t" if blocked else "Welch's t"
+    sd = ("the within-block variation this run observed (the SD of the log cell statistics once each block's level "
+          "is removed" if blocked else
+          "the between-cell variation this run observed (the SD of the log cell statistics")
     out = ["## What this design could detect", "",
-           f"Primary metric {a.primary}, {100 * power.TARGET_POWER:.0f} % power, Welch's t two-sided at "
-           f"α/m = {1 - a.confidence:.3g}/{a.family_size} = {tail:.3g} ({step}), at the between-cell variation this "
-           "run observed (the SD of the log cell statistics, read back from each comparison's interval). Method: "
+           f"Primary metric {a.primary}, {100 * power.TARGET_POWER:.0f} % power, {test} two-sided at "
+           f"α/m = {1 - a.confidence:.3g}/{a.family_size} = {tail:.3g} ({step}), at {sd}, read back from each "
+           "comparison's interval). Method: "
            "docs/statistics.md, \"Power and the detectable effect\"; before a run: `kit plan --pilot BUNDLE`.", ""]
     for c in rows:
         head = f"- c={c.level}, {c.arm} vs {c.baseline} ({c.cells.arm} vs {c.cells.baseline} cells): "

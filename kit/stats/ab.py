@@ -11,15 +11,15 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from kit.stats.bootstrap import CellSample
-from kit.stats.cellstat import MEAN, CellRule, cell_values, pooled_value
+from kit.stats.cellstat import MEAN, CellRule, log_values, pooled_value
 from kit.stats.metrics import EXPERTS, FArray, Metric, tested
 from kit.stats.model import Welch, blocked, fisher_p, holm_levels, welch
 from kit.stats.shapes import Comparison, ErrorCounts, LengthCounts, UsageCounts
 from kit.stats.verdict import comparison_status, descriptive_text, verdict_text
 
 MIN_CELLS = 2  # fewer ok cells in an arm at a level: no verdict
-BLOCK_REPEATS = 2  # the blocked analysis's block: this many consecutive repeats (2: one ABBA block, A B B A; in
-# simulation it beat pairs of one repeat under every drift and matched Welch without one: docs/statistics.md)
+BLOCK_REPEATS = 1  # the blocked analysis's block: this many consecutive repeats (1: the adjacent A B or B A of one
+# repeat; 2, the whole A B B A, leaves the paired t K/2 - 1 df: tests/stats/sim_blocked.py, docs/statistics.md)
 METHOD_NAMES = {"welch": "welch_log_cells", "blocked": "blocked_log_cells"}
 
 
@@ -58,9 +58,7 @@ def family(levels: Sequence[LevelSamples], arms: Sequence[str], baseline: str,
 def _logs(cells: Sequence[CellSample], metric: Metric, rule: CellRule = MEAN) -> FArray:
     if not cells:
         return np.zeros(0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out: FArray = np.log(cell_values(cells, metric, rule))
-    return out
+    return log_values(cells, metric, rule)
 
 
 def run_test(a: Sequence[CellSample], b: Sequence[CellSample], metric: Metric, rule: CellRule = MEAN,
@@ -166,7 +164,8 @@ def _comparison(t: _Test, rejected: bool, tail: float) -> Comparison:
         "ratio": ratio, "ratio_ci": ci,
         "diff": diff, "diff_ci": diff_ci,
         "change_pct": 100 * (ratio - 1), "change_pct_ci": None if ci is None else [100 * (c - 1) for c in ci],
-        "cells": {"arm": len(a), "baseline": len(b)},
+        # the cells the test used (finite values; blocked: in blocks holding both arms), not merely those included
+        "cells": {"arm": len(a), "baseline": len(b)} if r is None else {"arm": r.k_arm, "baseline": r.k_base},
         "method": METHOD_NAMES[t.method],
         "df": None if r is None else r.df, "p_value": None if r is None else r.p,
         "interval_confidence": None if r is None else 1 - tail,

@@ -31,6 +31,8 @@ from kit.stats.metrics import (
     Metric,
 )
 
+CLOCK_RESOLUTION_MS = 1e-6  # the records' clock (time.perf_counter_ns): the geometric mean floors values here, so a
+# gap of 0 ms (two chunks taken from the socket in one read share a timestamp) counts instead of making it NaN
 PERCENTILE = {"p50": 50.0, "p90": 90.0, "p99": 99.0}
 WORDS = {"mean": "mean", "geomean": "geometric mean", "trimmed": "trimmed mean", "p50": "p50", "p90": "p90",
          "p99": "p99"}
@@ -102,14 +104,14 @@ def request_values(cell: CellSample, metric: Metric) -> FArray:
 
 
 def summarize(values: FArray, rule: CellRule) -> float:
-    """One statistic of a sample (NaN when empty; geomean: NaN when a value is not positive)."""
+    """One statistic of a sample (NaN when empty; geomean: values floored at the clock resolution)."""
     v = values[np.isfinite(values)]
     if v.size == 0:
         return math.nan
     if rule.statistic == "mean":
         return float(v.mean())
     if rule.statistic == "geomean":
-        return float(np.exp(np.log(v).mean())) if bool((v > 0).all()) else math.nan
+        return float(np.exp(np.log(np.maximum(v, CLOCK_RESOLUTION_MS)).mean()))
     if rule.statistic == "trimmed":
         from scipy import stats as sps  # lazily: see kit.stats.model
         return float(sps.trim_mean(v, rule.trim))
@@ -129,6 +131,32 @@ def cell_value(cell: CellSample, metric: Metric, rule: CellRule = MEAN) -> float
     if metric.num is None or rule.statistic == "mean":
         return float(cell_stats([cell], [metric])[0, 0])
     return summarize(request_values(cell, metric), rule)
+
+
+def rate_floor(cell: CellSample, metric: Metric) -> float | None:
+    """The floor of a per-cell rate on the log scale: half a count (goodput: half a good request over the cell's wall
+    time; attainment: half a request over its requests; throughput: half a token over its wall time), so a cell
+    where no request met the SLO (or none produced a token) is compared instead of dropped as log 0. None for
+    latencies, and where the cell has no wall time or requests to scale the half count by."""
+    if metric.key in (GOODPUT.key, THROUGHPUT.key):
+        return 0.5 / cell.wall_s if cell.wall_s and cell.wall_s > 0 else None
+    if metric.key == ATTAINMENT.key:
+        total = _requests(cell)
+        return 0.5 / total if total > 0 else None
+    return None
+
+
+def log_values(cells: Sequence[CellSample], metric: Metric, rule: CellRule = MEAN) -> FArray:
+    """(K,) the logs the A/B test compares: log of each cell statistic, a rate floored at ``rate_floor`` (NaN, not
+    finite: the cell has no value and is left out, counted by the test's k)."""
+    out = np.empty(len(cells), dtype=np.float64)
+    for i, c in enumerate(cells):
+        v = cell_value(c, metric, rule)
+        floor = rate_floor(c, metric)
+        if floor is not None and math.isfinite(v) and v >= 0:
+            v = max(v, floor)
+        out[i] = math.log(v) if math.isfinite(v) and v > 0 else math.nan
+    return out
 
 
 def cell_values(cells: Sequence[CellSample], metric: Metric, rule: CellRule = MEAN) -> FArray:

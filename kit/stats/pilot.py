@@ -1,5 +1,5 @@
 """What a pilot bundle says for planning (`kit plan --pilot`): per level, the SD of the log cell statistics the
-pre-registered test sees (Welch: pooled within arms; blocked: the residual SD within ABBA blocks) and how much of
+pre-registered test sees (Welch: pooled within arms; blocked: the SD within one-repeat blocks) and how much of
 its variance the requests within a cell make (so that a plan can trade repeats for requests per cell).
 The method: docs/statistics.md, "Plans from a pilot".
 
@@ -21,7 +21,7 @@ import numpy as np
 
 from kit.stats.ab import LevelSamples, block_of
 from kit.stats.bootstrap import CellSample
-from kit.stats.cellstat import MEAN, CellRule, cell_value, cell_values
+from kit.stats.cellstat import MEAN, CellRule, cell_value, log_values
 from kit.stats.metrics import RATES, FArray, Metric
 
 REQUEST_RESAMPLES = 200
@@ -44,15 +44,13 @@ class PilotLevel:
 
 
 def _logs(cells: Sequence[CellSample], metric: Metric, rule: CellRule) -> FArray:
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out: FArray = np.log(cell_values(cells, metric, rule))
-    return out
+    return log_values(cells, metric, rule)
 
 
 def residual_sd(ls: LevelSamples, metric: Metric, rule: CellRule = MEAN,
                 method: str = "welch") -> tuple[float, int] | None:
     """The SD the test sees and its df: pooled within arms (welch), or the residual of least squares with an effect
-    per arm and per ABBA block (blocked); None without df."""
+    per arm and per block, one repeat (blocked); None without df."""
     rows: list[tuple[float, str, int]] = []
     for arm, cells in ls.arms.items():
         for c, y in zip(cells, _logs(cells, metric, rule), strict=True):

@@ -27,7 +27,7 @@ import numpy as np
 # scipy (~0.4 s of CPU to import) is imported inside the functions that compute with it: every `python -m kit` start
 # imports this module through kit.plan.
 from kit.stats.ab import BLOCK_REPEATS, LevelSamples
-from kit.stats.cellstat import MEAN, CellRule, cell_values
+from kit.stats.cellstat import MEAN, CellRule, log_values
 from kit.stats.metrics import FArray, Metric
 from kit.stats.model import HSU_DF
 
@@ -75,21 +75,20 @@ def welch_df(r: FArray | float, k_arm: int, k_base: int) -> FArray:
 
 
 def blocked_df(k_arm: int, k_base: int, block_repeats: int = BLOCK_REPEATS) -> int:
-    """The residual df of kit's blocked analysis with repeats 1..K of each arm, both arms in every block: cells
-    minus one block effect per block minus the arm effect."""
+    """The df of kit's blocked (paired) t with repeats 1..K of each arm: the blocks holding both arms minus 1."""
     blocks = math.ceil(min(k_arm, k_base) / block_repeats)
-    return k_arm + k_base - blocks - 1
+    return blocks - 1
 
 
 def blocked_power(effect: float, sd: float, k_arm: int, k_base: int, tail: float, df: int | None = None) -> float:
     """P(kit's blocked test rejects at two-sided ``tail``): Student's t with the residual df (``df``, default
-    ``blocked_df``: complete blocks) and se = sd·sqrt(1/K_a + 1/K_b), exact for complete blocks when ``sd`` is the
-    within-block (residual) SD."""
+    ``blocked_df``: complete blocks) and se = sd·sqrt(2/min(K_a, K_b)), the paired t's, exact for complete blocks
+    when ``sd`` is the within-block (residual) SD: SD(block difference)/sqrt(2)."""
     from scipy import stats as sps
     df = blocked_df(k_arm, k_base) if df is None else df
     if df < 1:
         return 0.0
-    nc = abs(effect) / (sd * math.sqrt(1 / k_arm + 1 / k_base))
+    nc = abs(effect) / (sd * math.sqrt(2 / min(k_arm, k_base)))
     return float(_tail_probability(float(sps.t.ppf(1 - tail / 2, df)), df, nc))
 
 
@@ -178,8 +177,7 @@ def log_cell_stats(ls: LevelSamples, metric: Metric, rule: CellRule = MEAN) -> d
         if not cells:
             out[arm] = np.zeros(0)
             continue
-        with np.errstate(divide="ignore", invalid="ignore"):
-            logs = np.log(cell_values(cells, metric, rule))
+        logs = log_values(cells, metric, rule)
         out[arm] = logs[np.isfinite(logs)]
     return out
 

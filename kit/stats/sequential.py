@@ -25,13 +25,24 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
-from scipy import special
 
 SPENDING = ("obrien-fleming", "pocock")
 _GRID = 401  # points per look (odd: Simpson's rule); boundaries agree with 2001 points to < 1e-4
 _CAP = 12.0  # |z| beyond which no density is kept (and a boundary is "never")
+
+
+def _ndtr(x: Any) -> Any:
+    """The standard normal CDF (scipy.special.ndtr, imported here: a `python -m kit` start must not load scipy)."""
+    from scipy import special
+    return special.ndtr(x)
+
+
+def _ndtri(p: float) -> float:
+    from scipy import special
+    return float(special.ndtri(p))
 
 
 def spent(t: float, alpha: float, spending: str) -> float:
@@ -43,8 +54,8 @@ def spent(t: float, alpha: float, spending: str) -> float:
     if spending == "pocock":
         return alpha * math.log(1 + (math.e - 1) * t)
     if spending == "obrien-fleming":
-        z = float(special.ndtri(1 - alpha / 4))  # each side spends alpha/2: 2 - 2 Phi(z_{1-alpha/4} / sqrt t)
-        return float(2 * (2 - 2 * special.ndtr(z / math.sqrt(t))))
+        z = float(_ndtri(1 - alpha / 4))  # each side spends alpha/2: 2 - 2 Phi(z_{1-alpha/4} / sqrt t)
+        return float(2 * (2 - 2 * _ndtr(z / math.sqrt(t))))
     raise ValueError(f"unknown spending function {spending!r} (one of {', '.join(SPENDING)})")
 
 
@@ -58,9 +69,9 @@ def _exit(c: float, t: float, grid: np.ndarray | None, mass: np.ndarray | None, 
     """P(|Z| >= c at fraction t and not stopped before): ``mass`` is the sub-density of S at the previous look
     times its quadrature weights (None: the first look)."""
     if grid is None or mass is None:
-        return float(2 * special.ndtr(-c))
+        return float(2 * _ndtr(-c))
     b = c * math.sqrt(t)
-    return float(np.sum(mass * (special.ndtr((-b - grid) / sd) + special.ndtr((grid - b) / sd))))
+    return float(np.sum(mass * (_ndtr((-b - grid) / sd) + _ndtr((grid - b) / sd))))
 
 
 def _solve(target: float, t: float, grid: np.ndarray | None, mass: np.ndarray | None, sd: float) -> float:
@@ -115,7 +126,7 @@ def boundaries(fractions: Sequence[float], alpha: float, spending: str = "obrien
 def nominal_levels(fractions: Sequence[float], alpha: float, spending: str = "obrien-fleming", *,
                    final: bool = False) -> list[float]:
     """The boundaries as nominal two-sided p-value levels 2 (1 - Phi(c_j)) (0: the look cannot reject)."""
-    return [0.0 if math.isinf(c) else float(2 * special.ndtr(-c))
+    return [0.0 if math.isinf(c) else float(2 * _ndtr(-c))
             for c in boundaries(fractions, alpha, spending, final=final)]
 
 

@@ -31,9 +31,10 @@ from kit.stats.shapes import (
 METHOD_TEXT = {
     "welch": "per level, Welch's t on the log per-cell statistics (Welch–Satterthwaite df), symmetric t interval "
              "on the log scale; ratio and absolute difference reported",
-    "blocked": "per level, least squares on the log per-cell statistics with a fixed effect per ABBA block (two "
-               "repeats of each arm) and the arm effect, Student's t on the residual df, symmetric t interval on "
-               "the log scale; ratio and absolute difference reported",
+    "blocked": "per level, a paired t on the per-block differences of the log per-cell statistics (a block: one "
+               "repeat of each arm, adjacent in ABBA order; blocks missing an arm drop out), Student's t on blocks "
+               "- 1 df, symmetric t interval on the log scale; rates (throughput, goodput, attainment) floored at "
+               "half a count; ratio and absolute difference reported",
 }
 
 
@@ -132,14 +133,21 @@ def cell_statistics(levels: Sequence[LevelResult], rule: CellRule, metrics: Sequ
     return out
 
 
+ALTERNATING = ("abba", "counterbalanced")  # orders whose one-repeat pairs alternate (A B, B A): drift cancels
+
+
 def analysis_rule(m: Manifest, *, legacy: bool = False) -> tuple[CellRule, str]:
     """The manifest's cell rule (statistic, trim, SLO) and comparison method; ``legacy``: as summary schemas before
-    5 computed every bundle (the cell mean, Welch's t; their manifests could set neither)."""
+    5 computed every bundle (the cell mean, Welch's t; their manifests could set neither). Without an explicit
+    ``analysis.method`` the default is blocked for an ABBA (or counterbalanced) order and Welch for any other."""
     a = m.analysis
     if legacy:
         return MEAN, "welch"
     slo = None if a.slo is None else Slo(a.slo.ttft_ms, a.slo.tpot_ms, a.slo.e2e_ms)
-    return CellRule(a.statistic, a.trim, slo), a.method
+    method = a.method
+    if "method" not in a.model_fields_set and m.design.order not in ALTERNATING:
+        method = "welch"  # the paired t only where pairs alternate (docs/statistics.md)
+    return CellRule(a.statistic, a.trim, slo), method
 
 
 def goodput_cells(levels: Sequence[LevelResult], rule: CellRule) -> list[GoodputCell]:

@@ -1,6 +1,6 @@
 """The pre-registered analysis choices (analysis.method, analysis.statistic, analysis.slo) against things kit did
 not write: the A/A false-alarm rate from an independent generator (tests/stats/sim_analysis.py, numpy only),
-the blocked test against the balanced two-way ANOVA's closed form and scipy's paired t, the cell statistics
+the blocked test against scipy's paired t (and its level under unequal variances), the cell statistics
 against scipy/numpy, goodput against plain json + arithmetic on records.jsonl, and schema-4 summaries still
 recomputed byte for byte."""
 
@@ -44,20 +44,19 @@ def test_aa_false_alarms_of_each_cell_statistic_at_most_5_percent(statistic: str
     assert rejection_rate(s, "blocked", CellRule(statistic=statistic), SIMS, 0.05, seed=12) <= LIMIT
 
 
-def test_blocked_is_the_two_way_anova_of_abba_blocks() -> None:
+def test_blocked_is_scipys_paired_t_on_the_block_means() -> None:
+    """Two cells of each arm per block (blocks of two repeats, or a repeated cell): the paired t of the block means,
+    by scipy; a block missing one arm drops out."""
     rng = np.random.default_rng(5)
-    blocks = 4  # 2 repeats of each arm per block: y[arm, block, j]
+    blocks = 5
     y = rng.normal(size=(2, blocks, 2)) + np.array([0.3, 0.0])[:, None, None] + rng.normal(size=blocks)[None, :, None]
     arm_b = [b for b in range(blocks) for _ in range(2)]
-    r = blocked(y[0].ravel(), arm_b, y[1].ravel(), arm_b)
-    assert r is not None
-    # balanced two-way ANOVA without interaction: residual = y - block mean - arm mean + grand mean
-    resid = y - y.mean(axis=(0, 2))[None, :, None] - y.mean(axis=(1, 2))[:, None, None] + y.mean()
-    df = y.size - blocks - 1
-    se = math.sqrt(float((resid**2).sum()) / df * (1 / 8 + 1 / 8))
-    est = float(y[0].mean() - y[1].mean())
-    assert (r.estimate, r.se, r.df) == pytest.approx((est, se, df), rel=1e-10)
-    assert r.p == pytest.approx(2 * sps.t.sf(abs(est) / se, df), rel=1e-9)
+    keep = [i for i, b in enumerate(arm_b) if b != 4]  # the arm's cells of block 4 failed
+    r = blocked(y[0].ravel()[keep], [arm_b[i] for i in keep], y[1].ravel(), arm_b)
+    ref = sps.ttest_rel(y[0, :4].mean(axis=1), y[1, :4].mean(axis=1))
+    assert r is not None and r.df == 3 and (r.k_arm, r.k_base) == (8, 8)
+    assert r.p == pytest.approx(ref.pvalue, rel=1e-9)
+    assert r.estimate == pytest.approx(float((y[0, :4] - y[1, :4]).mean()), rel=1e-12)
 
 
 def test_blocked_with_one_cell_per_block_is_scipys_paired_t() -> None:
@@ -159,8 +158,8 @@ def test_a_schema_4_summary_is_still_recomputed_byte_for_byte(tmp_path: Path) ->
     assert as_schema(summarize_bundle(root), 4) != old  # the default analysis (blocked) says other numbers
 
 
-def test_the_default_block_is_one_abba_block() -> None:
-    assert ab.BLOCK_REPEATS == 2
+def test_the_default_block_is_one_repeat() -> None:
+    assert ab.BLOCK_REPEATS == 1  # pairs: the adjacent A B (or B A) of one repeat (docs/statistics.md)
 
 
 def test_the_pilot_splits_the_variance_into_requests_and_cells() -> None:
@@ -170,7 +169,7 @@ def test_the_pilot_splits_the_variance_into_requests_and_cells() -> None:
     arms = {arm: [CellSample(f"{arm}-r{r}", _cell(20 * np.exp(0.05 * rng.normal() + 0.5 * rng.normal(size=64))).matrix,
                              1.0, repeat=r) for r in range(1, 9)] for arm in ("a", "b")}
     got = pilot_level(LevelSamples(1, arms, {}, {}), TPOT, method="blocked")
-    assert got is not None and got.df == 16 - 2 - 4 + 1 and got.requests == 64
+    assert got is not None and got.df == 16 - 2 - 8 + 1 and got.requests == 64  # cells - arms - blocks + 1
     w = within_variance([c for v in arms.values() for c in v], TPOT)
     assert w == pytest.approx(math.expm1(0.25), rel=0.2)
     assert got.within == pytest.approx(min(w, got.sd**2 * 64))  # never more than all of the variance the test sees

@@ -81,10 +81,10 @@ def test_power_plan_uses_the_pilots_cv_per_level(pilot: Path) -> None:
     # planned at the SD's 80 % upper confidence bound (chi-square, by scipy here), the estimate kept beside it
     bound = [sds[c][0] * math.sqrt(sds[c][1] / chi2.ppf(0.2, sds[c][1])) for c in (1, 4)]
     assert [by_level[1].log_sd, by_level[4].log_sd] == pytest.approx(bound, rel=1e-12)
-    assert by_level[1].estimate_sd == sds[1][0] and by_level[1].df == sds[1][1] == 5  # 8 cells - 2 blocks - 1
-    pooled = math.sqrt((sds[1][0] ** 2 * 5 + sds[4][0] ** 2 * 5) / 10)
-    assert by_level[16].estimate_sd == pytest.approx(pooled) and by_level[16].df == 10
-    assert by_level[16].log_sd == pytest.approx(pooled * math.sqrt(10 / chi2.ppf(0.2, 10)))
+    assert by_level[1].estimate_sd == sds[1][0] and by_level[1].df == sds[1][1] == 3  # 8 cells - 2 arms - 4 blocks + 1
+    pooled = math.sqrt((sds[1][0] ** 2 * 3 + sds[4][0] ** 2 * 3) / 6)
+    assert by_level[16].estimate_sd == pytest.approx(pooled) and by_level[16].df == 6
+    assert by_level[16].log_sd == pytest.approx(pooled * math.sqrt(6 / chi2.ppf(0.2, 6)))
     assert "no c=16 there" in by_level[16].source
     assert by_level[1].mde == pytest.approx(mde(bound[0], 6, 6, 0.05 / 4, method="blocked"))
     assert all(a.mde != b.mde for a, b in zip(assumed.levels, measured.levels, strict=True))

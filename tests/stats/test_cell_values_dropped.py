@@ -1,5 +1,6 @@
-"""Review 2: a cell whose statistic has no log is silently left out of the A/B test, and the cells left are the
-arm's best: survivorship bias.
+"""A cell whose statistic has no log must not be silently left out of the A/B test (review 2: the cells left were
+the arm's best, survivorship bias). Rates are floored at half a count (kit.stats.cellstat.rate_floor), the geometric
+mean at the clock resolution.
 
 - goodput / SLO attainment: a cell where no request met the SLO has goodput 0; ``np.log(0) = -inf`` is filtered as
   "not finite" by the model, so an arm that meets the SLO in half its cells and misses it entirely in the other
@@ -32,8 +33,6 @@ def _cell(cid: str, repeat: int, e2e_ms: float, n: int = 20, wall_s: float = 10.
     return CellSample(cid, m, 100.0, repeat=repeat, requests=n, wall_s=wall_s)
 
 
-@pytest.mark.xfail(strict=True, reason="review2: goodput-0 cells are dropped as non-finite logs; the arm is judged "
-                   "on its good cells only")
 @pytest.mark.parametrize("method", ["blocked", "welch"])
 def test_a_cell_with_no_good_request_counts(method: str) -> None:
     base = [_cell(f"b-r{r}", r, 500.0 + r) for r in range(1, 7)]
@@ -45,9 +44,21 @@ def test_a_cell_with_no_good_request_counts(method: str) -> None:
     assert w is not None
     assert w.k_arm == 6, f"kit compared {w.k_arm} of the arm's 6 cells"
     assert w.estimate < math.log(0.9)
+    # the floor: half a good request over the cell's 10 s; the independent figure of the arm's mean log
+    expected = (3 * math.log(20 / 10.0) + 3 * math.log(0.5 / 10.0)) / 6 - math.log(20 / 10.0)
+    assert w.estimate == pytest.approx(expected, rel=1e-9)
 
 
-@pytest.mark.xfail(strict=True, reason="review2: one 0 ms ITL gap makes the cell's geomean NaN: the cell is lost")
+def test_a_cell_with_no_good_request_counts_for_attainment() -> None:
+    from kit.stats.metrics import ATTAINMENT
+
+    base = [_cell(f"b-r{r}", r, 500.0) for r in range(1, 5)]
+    arm = [_cell(f"a-r{r}", r, 500.0 if r % 2 else 5000.0) for r in range(1, 5)]
+    w = run_test(arm, base, ATTAINMENT, SLO, "welch")
+    assert w is not None and w.k_arm == 4
+    assert w.estimate == pytest.approx((2 * math.log(1.0) + 2 * math.log(0.5 / 20)) / 4, rel=1e-9)
+
+
 def test_geomean_itl_keeps_a_cell_with_a_zero_gap() -> None:
     from kit.stats.metrics import TESTED
 
@@ -56,4 +67,6 @@ def test_geomean_itl_keeps_a_cell_with_a_zero_gap() -> None:
     gaps = np.full(300, 10.0)
     gaps[7] = 0.0
     c = CellSample(c.cell_id, c.matrix, c.tok_s, repeat=1, requests=20, wall_s=10.0, gaps=gaps)
-    assert math.isfinite(cell_value(c, itl, CellRule(statistic="geomean")))
+    got = cell_value(c, itl, CellRule(statistic="geomean"))
+    # the independent figure: the 0 gap taken at the clock's 1 ns (1e-6 ms)
+    assert got == pytest.approx(math.exp((299 * math.log(10.0) + math.log(1e-6)) / 300), rel=1e-12)
