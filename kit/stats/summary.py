@@ -133,20 +133,23 @@ def cell_statistics(levels: Sequence[LevelResult], rule: CellRule, metrics: Sequ
     return out
 
 
+BLOCKED_MIN_REPEATS = 6  # the paired t's df is repeats - 1: below 5, an identical re-run reads "imprecise"
 ALTERNATING = ("abba", "counterbalanced")  # orders whose one-repeat pairs alternate (A B, B A): drift cancels
 
 
 def analysis_rule(m: Manifest, *, legacy: bool = False) -> tuple[CellRule, str]:
     """The manifest's cell rule (statistic, trim, SLO) and comparison method; ``legacy``: as summary schemas before
     5 computed every bundle (the cell mean, Welch's t; their manifests could set neither). Without an explicit
-    ``analysis.method`` the default is blocked for an ABBA (or counterbalanced) order and Welch for any other."""
+    ``analysis.method`` the default is blocked for an ABBA (or counterbalanced) order of at least BLOCKED_MIN_REPEATS
+    repeats per arm and Welch otherwise."""
     a = m.analysis
     if legacy:
         return MEAN, "welch"
     slo = None if a.slo is None else Slo(a.slo.ttft_ms, a.slo.tpot_ms, a.slo.e2e_ms)
     method = a.method
-    if "method" not in a.model_fields_set and m.design.order not in ALTERNATING:
-        method = "welch"  # the paired t only where pairs alternate (docs/statistics.md)
+    if "method" not in a.model_fields_set and (m.design.order not in ALTERNATING
+                                               or m.design.repeats < BLOCKED_MIN_REPEATS):
+        method = "welch"  # the paired t only where pairs alternate, and with enough pairs (docs/statistics.md)
     return CellRule(a.statistic, a.trim, slo), method
 
 

@@ -76,22 +76,15 @@ def _drift(rng: np.random.Generator, block_cv: float, pairs: int, repeats: int) 
 
 
 def blocked_p(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Per row, the two-sided p of the arm effect with a fixed effect per block of 2 repeats (both arms with every
-    repeat: balanced), from the closed form of least squares: estimate = mean over blocks of (arm's block mean -
-    baseline's block mean); fitted = block mean -+ estimate / 2; residual df = cells - blocks - 1."""
-    k = a.shape[1]
-    blocks = np.arange(k) // 2
-    nb = int(blocks.max()) + 1
-    mean_a = np.stack([a[:, blocks == j].mean(axis=1) for j in range(nb)], axis=1)
-    mean_b = np.stack([b[:, blocks == j].mean(axis=1) for j in range(nb)], axis=1)
-    est = (mean_a - mean_b).mean(axis=1)
-    centre = (mean_a + mean_b) / 2
-    resid = np.concatenate([a - (centre[:, blocks] + est[:, None] / 2), b - (centre[:, blocks] - est[:, None] / 2)],
-                           axis=1)
-    df = 2 * k - nb - 1
-    se = np.sqrt((resid**2).sum(axis=1) / df * (2 / k))
+    """Per row, the two-sided p of the paired t on the per-repeat differences (each repeat's adjacent A B or B A is
+    one pair, as kit's blocked analysis pairs them): estimate = mean of (arm - baseline), se = their SD / sqrt(k),
+    Student's t with k - 1 df."""
+    d = a - b
+    k = d.shape[1]
+    est = d.mean(axis=1)
+    se = d.std(axis=1, ddof=1) / np.sqrt(k)
     with np.errstate(divide="ignore", invalid="ignore"):
-        out: np.ndarray = 2 * sps.t.sf(np.abs(est) / se, df)
+        out: np.ndarray = 2 * sps.t.sf(np.abs(est) / se, k - 1)
     return out
 
 
@@ -109,7 +102,7 @@ def draw(rng: np.random.Generator, scenario: Scenario, cv: float, repeats: int, 
         found = sps.ttest_ind(oa, ob, axis=1, equal_var=False).pvalue < ALPHA
         return [EffectCells(oa[i], ob[i], na[i], nb[i], bool(found[i])) for i in range(pairs)]
     found = blocked_p(oa, ob) < ALPHA
-    blocks = [r // 2 for r in range(repeats)]
+    blocks = list(range(repeats))  # one repeat a block (kit.stats.ab.BLOCK_REPEATS = 1)
     both = (blocks, blocks)
     return [EffectCells(oa[i], ob[i], na[i], nb[i], bool(found[i]), both, both) for i in range(pairs)]
 

@@ -93,12 +93,12 @@ def test_power_plan_uses_the_pilots_cv_per_level(pilot: Path) -> None:
 
 def test_the_report_reads_the_same_variation_back_from_the_intervals(pilot: Path) -> None:
     summary = Summary.model_validate(summarize_bundle(pilot))
-    sds = pilot_sd(pilot, TPOT, method="blocked")
+    sds = pilot_sd(pilot, TPOT, method="welch")  # 4 repeats: Welch is the default (BLOCKED_MIN_REPEATS = 6)
     for c in summary.comparisons:
         if c.role == "primary":
             d = detectable(c, summary.analysis)
             assert d is not None and d.log_sd == pytest.approx(sds[c.level][0], rel=1e-4)  # 6 significant digits
-            assert d.mde == pytest.approx(mde(sds[c.level][0], 4, 4, 0.05 / 2, method="blocked"), rel=1e-3)
+            assert d.mde == pytest.approx(mde(sds[c.level][0], 4, 4, 0.05 / 2, method="welch"), rel=1e-3)
             assert cv_from_sd(d.log_sd) > d.log_sd
 
 

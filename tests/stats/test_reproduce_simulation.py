@@ -88,14 +88,14 @@ def test_under_drift_between_blocks_the_blocked_default_still_reproduces_where_w
 
 
 def test_the_generators_blocked_test_is_kits_blocked_model() -> None:
-    """The generator's closed form (mean of per-block differences, residual df 2k - blocks - 1) and kit's least
-    squares (kit.stats.model.blocked) give the same p on the same cells: the two are written independently."""
+    """The generator's closed form (the paired t on per-repeat differences, k - 1 df) and kit's
+    kit.stats.model.blocked give the same p on the same cells: the two are written independently."""
     from kit.stats.model import blocked
     from tests.stats.sim_reproduce import blocked_p
     rng = np.random.default_rng(3)
     for k in (2, 4, 6, 8):
         a, b = rng.normal(0, 0.1, (5, k)), rng.normal(0.05, 0.1, (5, k))
-        blocks = [r // 2 for r in range(k)]
+        blocks = list(range(k))
         kit_p = [blocked(a[i], blocks, b[i], blocks) for i in range(5)]
         assert all(w is not None for w in kit_p)
         assert np.allclose(blocked_p(a, b), [w.p for w in kit_p if w is not None], rtol=1e-9)
