@@ -6,7 +6,8 @@ timestamp of a socket's next bytes (``SO_TIMESTAMPNS``), for the client's own sh
 ``recv_stamped`` reads with ``recvmsg`` and returns the timestamp of what it read; ``peek_rx`` waits for a
 response's first bytes and returns their timestamp without reading them (the HTTP parser reads them
 next). The timestamps are CLOCK_REALTIME, taken when the kernel queued the bytes on the socket; minus
-them, the process's own read time gives how long the bytes waited for the client.
+them, the process's own read time gives how long the bytes waited for the client (at least: segments that
+queue behind each other unread are merged under the newest one's stamp, see ``recv_stamped``).
 
 The response head is bounded (``kit.files.bounds.MAX_HEAD_BYTES``) and an error body is read only to its start
 (``error_body``): what goes beyond ends the request with ``StreamCut``, whose message is the request's error.
@@ -55,8 +56,11 @@ def rx_ns(ancdata: list[tuple[int, int, bytes]]) -> int:
 def recv_stamped(recvmsg: RecvMsg, size: int) -> tuple[bytes, int, int]:
     """One read: (bytes, the receive time of the first of them or 0, ``perf_counter_ns`` after the read).
 
-    The kernel reports the timestamp of the last packet a read copied, which is a later token when several
-    waited: so one byte is peeked first (the oldest packet), then the read takes everything.
+    The kernel reports the timestamp of the last buffer a read copied, which is a later token when several
+    waited: so one byte is peeked first (the oldest buffer), then the read takes everything. A buffer is not
+    always one packet: TCP merges a segment that arrives in order behind one still queued into it and stamps
+    the merged buffer with the newer time (``tcp_try_coalesce``), so when tokens pile up unread the stamp is
+    that of the last of them, and the lag measured from it is a lower bound of the first chunk's.
     """
     if TEST_FIRST_READ_DELAY_S:
         _block(TEST_FIRST_READ_DELAY_S)

@@ -11,7 +11,8 @@ The client's own share of each TTFT is measured too: every socket asks the kerne
 (``SO_TIMESTAMPNS``), and the reads up to the first content chunk use ``recvmsg`` (the response head is
 peeked), so ``first_read_lag`` = when the process read the first chunk's bytes minus when the kernel
 queued them on the socket (CLOCK_REALTIME on both sides). That is the delay a busy event loop adds to a
-TTFT, per request, including when a whole wave of first chunks arrives at once.
+TTFT, per request, including when a whole wave of first chunks arrives at once; a lower bound when later tokens
+queued behind the first unread (the kernel merges them under the newest stamp, ``kit.load.driver_sock``).
 
 Everything a server sends is bounded (``kit.files.bounds``): the response head, an error body (only its
 start is read), an SSE line and the number of events per request (a multiple of the tokens asked); a request

@@ -85,9 +85,13 @@ def test_first_read_lag_is_measured_per_request(sse_server: Callable[..., FakeSe
 
 def test_slow_first_read_is_flagged(sse_server: Callable[..., FakeServer], tmp_path: Path,
                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # The kernel coalesces TCP segments that wait in the receive queue into one buffer stamped with the newest
+    # one's time, so a first chunk read together with later tokens shows only the lag from the last of them (a
+    # lower bound). One user and tokens 100 ms apart: each first chunk is alone in the queue when its read's block
+    # starts, and nothing else arrives before the read, so the whole block is in its lag.
     monkeypatch.setenv("KIT_LOAD_TEST_FIRST_READ_DELAY_MS", "15")   # inherited by the driver process
-    srv = sse_server(30.0, 10.0)
-    spec = make_spec(srv.base_url)
+    srv = sse_server(30.0, 100.0)
+    spec = make_spec(srv.base_url, concurrency=1, requests=6, warmup_requests=1, output_tokens=2)
     res = run_level(spec, tmp_path / "lvl")
     assert res.ok == spec.requests and res.ttft_client_bound
     client = ClientReport.model_validate_json(res.client_path.read_text())
