@@ -142,11 +142,10 @@ class LevelRecords:
         so without usage nothing is called short."""
         if self.usage is None:
             return 0
-        if self.asked is not None and self.asked.shape == self.usage.shape:
-            return int((self.usage < self.asked).sum())  # NaN (no usage, nothing asked) compares False
-        if requested is None:
-            return 0
-        return int((self.usage < requested).sum())  # ok requests only; NaN (no usage) compares False
+        asked = np.full(self.usage.shape, np.nan if requested is None else float(requested))
+        if self.asked is not None and self.asked.shape == self.usage.shape:  # a record's own max_tokens first
+            asked = np.where(np.isnan(self.asked), asked, self.asked)
+        return int((self.usage < asked).sum())  # ok requests only; NaN (no usage, nothing asked) compares False
 
     def tpot(self) -> FArray:
         m = self.matrix

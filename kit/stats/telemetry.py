@@ -133,5 +133,8 @@ def with_telemetry(doc: SummaryDoc, root: Path) -> SummaryDoc:
         for level, figures in cell["levels"].items():
             got = level_telemetry(Path(root) / "cells" / cell["id"] / f"level-{level}", int(level))
             if got is not None:
-                figures["telemetry"] = got.model_dump(mode="json")  # type: ignore[typeddict-unknown-key]
+                out = got.model_dump(mode="json")
+                if out.get("batch_note") is None:  # added later, descriptive: absent when there is none, so
+                    out.pop("batch_note", None)    # summaries written before it still recompute
+                figures["telemetry"] = out  # type: ignore[typeddict-unknown-key]
     return doc
