@@ -8,6 +8,7 @@ import json
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from kit.errors import ManifestError
 from kit.manifest.workload import MultiTurnSet, RandomSet, SharedPrefixSet, ShareGptSet
@@ -96,17 +97,23 @@ _DEEP = ("nested deeper than the JSON parser allows (Python's recursion limit)",
          "objects of strings and numbers: fix or drop the offending value")
 
 
+def _loads(text: str, invalid: str, deep: str) -> Any:
+    """One JSON value; invalid JSON is a ManifestError ``invalid: <why>``, nesting too deep for the parser
+    (RecursionError) one saying ``deep`` is nested too deep."""
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise ManifestError(f"{invalid}: {exc}") from exc
+    except RecursionError:
+        raise ManifestError(f"{deep} {_DEEP[0]}", hint=_DEEP[1]) from None
+
+
 def _records(text: str, what: str) -> Iterator[object]:
     """A JSON list, or JSONL (one value a line), bounded in lines and in each item's size; nesting too deep for
     the parser (RecursionError) is a ManifestError naming the file and the line."""
     stripped = text.lstrip()
     if stripped.startswith("["):
-        try:
-            data = json.loads(text)
-        except ValueError as exc:
-            raise ManifestError(f"{what}: not valid JSON: {exc}") from exc
-        except RecursionError:
-            raise ManifestError(f"{what}: the JSON list is {_DEEP[0]}", hint=_DEEP[1]) from None
+        data = _loads(text, f"{what}: not valid JSON", f"{what}: the JSON list is")
         yield from data[:MAX_LINES]
         return
     for no, line in enumerate(text.splitlines(), 1):
@@ -116,13 +123,7 @@ def _records(text: str, what: str) -> Iterator[object]:
             continue
         if len(line) > MAX_ITEM_CHARS:
             raise ManifestError(f"{what}: line {no} is over {MAX_ITEM_CHARS >> 20} MiB")
-        try:
-            rec = json.loads(line)
-        except ValueError as exc:
-            raise ManifestError(f"{what}: line {no} is not JSON: {exc}") from exc
-        except RecursionError:
-            raise ManifestError(f"{what}: line {no} is {_DEEP[0]}", hint=_DEEP[1]) from None
-        yield rec
+        yield _loads(line, f"{what}: line {no} is not JSON", f"{what}: line {no} is")
 
 
 def utf8(text: str, what: str) -> str:
