@@ -50,7 +50,8 @@ class Mn:
     out: Path
     tmp: Path
 
-    def manifest(self, name: str, *, requests: int, command: list[str] | None = None, grace: float = 5) -> Path:
+    def manifest(self, name: str, *, requests: int, command: list[str] | None = None, grace: float = 5,
+                 output_tokens: int = 8) -> Path:
         """experiments/demo-2node.yaml cut to one level and one repeat per arm, renamed (another server
         command, stop grace), signed with the example key."""
         data = yaml.safe_load((ROOT / "experiments" / "demo-2node.yaml").read_text())
@@ -58,7 +59,7 @@ class Mn:
         data["server"]["stop_grace_s"] = grace
         if command is not None:
             data["server"]["command"] = command
-        data["load"].update(levels=[1], requests_per_level=[requests], warmup_requests=1, output_tokens=8,
+        data["load"].update(levels=[1], requests_per_level=[requests], warmup_requests=1, output_tokens=output_tokens,
                             prompt_tokens=8)
         data["design"] = {"repeats": 1, "order": "interleaved"}
         path = self.tmp / f"{name}.yaml"
@@ -104,6 +105,15 @@ def tagged(cluster: ContainerCluster, node: str) -> dict[int, str]:
     return {int(pid): tag for pid, tag in (line.split() for line in out.splitlines() if line.strip())}
 
 
+def kill_rank(cluster: ContainerCluster, node: str, tag_part: str) -> list[int]:
+    """SIGKILL every process in the node's container whose KIT_RANK holds tag_part, found and killed in one
+    docker exec (so the kill follows the look without a second round trip); the pids killed."""
+    script = ('for d in /proc/[0-9]*; do t=$(tr "\\0" "\\n" < $d/environ 2>/dev/null | grep "^KIT_RANK="); '
+              f'case "$t" in *"{tag_part}"*) kill -KILL "${{d#/proc/}}" && echo "${{d#/proc/}}";; esac; done; true')
+    out = cluster.exec(node, "sh", "-c", script).stdout
+    return [int(line) for line in out.split()]
+
+
 def checks_by_phase(cell_dir: Path) -> dict[str, dict[str, bool]]:
     lines = [yaml.safe_load(line) for line in (cell_dir / "gates.jsonl").read_text().splitlines()]
     return {line["phase"]: {c["name"]: c["ok"] for c in line["checks"]} for line in lines}
@@ -142,7 +152,9 @@ def test_two_ranks_on_two_nodes_with_gates_on_both(mn: Mn, cluster: ContainerClu
 
 
 def test_killing_one_rank_fails_the_cell_and_leaves_nothing_on_either_node(mn: Mn, cluster: ContainerCluster) -> None:
-    job_id = mn.submit(mn.manifest("mn-kill", requests=400))
+    # 400 requests of 64 tokens: about 15 s of load on a quiet machine (the second cell runs it all), so that the kill (one docker exec
+    # after the first record) lands under load even on a busy one (with 8 tokens, 4 s, it once came after)
+    job_id = mn.submit(mn.manifest("mn-kill", requests=400, output_tokens=64))
 
     def first_cell() -> str | None:  # the first cell under load: records are being appended
         found = [p for p in mn.out.glob("*/cells/*/level-*/records.jsonl") if p.stat().st_size > 0]
@@ -150,10 +162,8 @@ def test_killing_one_rank_fails_the_cell_and_leaves_nothing_on_either_node(mn: M
 
     cell = poll_until(first_cell, 120, interval=0.2)
     assert cell, "no records within 120 s"
-    ranks = {pid: tag for pid, tag in tagged(cluster, "knode2").items() if f"/{cell}/1" in tag}
-    assert len(ranks) == 1, tagged(cluster, "knode2")  # the rank's one process (the engine: it execs nothing)
-    [pid] = ranks
-    assert cluster.exec("knode2", "kill", "-KILL", str(pid)).returncode == 0
+    killed = kill_rank(cluster, "knode2", f"/{cell}/1")
+    assert len(killed) == 1, (killed, tagged(cluster, "knode2"))  # the rank's one process (it execs nothing)
     [b] = bundles(mn.out)
 
     def failed_and_next_started() -> bool:  # kit stopped that cell's ranks; the job goes on with the next cell
@@ -170,6 +180,8 @@ def test_killing_one_rank_fails_the_cell_and_leaves_nothing_on_either_node(mn: M
     assert read_json(b / "run.json")["status"] == "failed"
     state = read_json(b / "cells" / cell / "cell.json")
     assert "rank 1" in state["reason"] and "knode2" in state["reason"], state["reason"]  # the killed rank is named
+    measured = len((b / "cells" / cell / "level-1" / "records.jsonl").read_text().splitlines())
+    assert measured < 400, measured  # the kill came under load, not after it
     after = checks_by_phase(b / "cells" / cell)["after"]
     assert after["ranks@knode1"] and after["ranks@knode2"], after
     other = next(c.name for c in (b / "cells").iterdir() if c.name != cell)
