@@ -14,6 +14,10 @@
 #   benchmarks/h200_session.sh run MANIFEST SECONDS OUT     kit run for at most SECONDS, then the bundle to OUT
 #   benchmarks/h200_session.sh resume SECONDS OUT [TAR]     kit run --resume of the bundle (from TAR when the
 #                                                machine is a fresh one), then the bundle to OUT
+#   benchmarks/h200_session.sh runs SECONDS OUT MANIFEST...  setup, then kit run of each manifest in turn, each
+#                                                stopped with SIGTERM at its share of SECONDS; each bundle to
+#                                                OUT/<name>.tar.gz with its report, summary, looks and the levels'
+#                                                telemetry summaries (one device call)
 #
 # Needs, in the working tree: .whl/ (cp312 manylinux wheels: pydantic, jsonschema, cryptography, docker,
 # locust and its gevent stack, transformers 5.24.0, fastapi, uvicorn, openai, ...), and .devkit/ with the
@@ -95,6 +99,34 @@ resume() {
   echo "kit run --resume exit: $?"
   set -e
   bundle_out "$2"
+}
+
+runs() {  # SECONDS OUT MANIFEST...: one call's worth of kit runs, after setup
+  local deadline=$((SECONDS + $1)) out=$2 n m name b share t c
+  shift 2
+  setup
+  n=$#
+  for m in "$@"; do
+    name=$(basename "$m" .yaml)
+    share=$(( (deadline - SECONDS - 20) / n )); n=$((n - 1))
+    echo "GPU before $name: $(gpu_line); $share s for it"
+    set +e
+    timeout -s TERM -k 40 "$share" $PY -m kit run "${TRUST[@]}" --key .devkit/runner --out "$BUNDLES" "$m"
+    echo "kit run $name exit $?"
+    set -e
+    b=$(ls -td "$BUNDLES/$name"-*/ | head -n 1)
+    tar -czf "$out/$name.tar.gz" -C "$BUNDLES" "$(basename "$b")"
+    cp "$b/report.md" "$out/$name.report.md" 2>/dev/null || true
+    cp "$b/summary.json" "$out/$name.summary.json" 2>/dev/null || true
+    [ -d "$b/looks" ] && cp -r "$b/looks" "$out/$name-looks"
+    mkdir -p "$out/$name-telemetry"
+    for t in "$b"cells/*/level-*/telemetry.json; do
+      [ -f "$t" ] || continue
+      c=${t#"$b"cells/}; cp "$t" "$out/$name-telemetry/${c//\//_}"
+    done
+    $PY -m kit verify "${TRUST[@]}" "$b" | head -n 4 || true
+  done
+  echo "GPU after: $(gpu_line); done with $((deadline - SECONDS)) s left"
 }
 
 "$@"
