@@ -12,12 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from kit.manifest import Manifest
-from kit.stats.ab import LevelSamples, compare_levels, metric_by_key
-from kit.stats.bootstrap import cell_stats
-from kit.stats.model import welch
+from kit.stats.ab import LevelSamples, compare_levels, metric_by_key, run_test
 from kit.stats.numbers import clean
 from kit.stats.sequential import Hypothesis, holm_sequential
 from kit.stats.summary import analysis_rule
@@ -58,16 +54,13 @@ def final_reason(m: Manifest, look: int, elapsed_s: float) -> str | None:
 
 
 def _futility_ci(ls: LevelSamples, arm: str, baseline: str, m: Manifest) -> list[float] | None:
-    """The futility interval of the ratio arm/baseline in percent (Welch on the log cell statistics)."""
+    """The futility interval of the ratio arm/baseline in percent: the pre-registered comparison the looks test
+    (``analysis.method`` and ``analysis.statistic``, as ``compare_levels`` runs it) at the futility confidence."""
     seq = m.design.sequential
     if seq is None or seq.futility is None:
         return None
-    metric = metric_by_key(m.analysis.primary)
-    a, b = ls.arms.get(arm, []), ls.arms.get(baseline, [])
-    if len(a) < 2 or len(b) < 2:
-        return None
-    with np.errstate(divide="ignore", invalid="ignore"):
-        r = welch(np.log(cell_stats(a, [metric])[:, 0]), np.log(cell_stats(b, [metric])[:, 0]))
+    rule, method = analysis_rule(m)
+    r = run_test(ls.arms.get(arm, []), ls.arms.get(baseline, []), metric_by_key(m.analysis.primary), rule, method)
     if r is None:
         return None
     lo, hi = r.interval(1 - seq.futility.confidence)
