@@ -373,8 +373,7 @@ def power_lines(pp: PowerPlan) -> list[str]:
     if pp.minutes is not None:
         out.append(f"    the planned run ({pp.repeats} repeats per arm) takes about {pp.minutes:.0f} min (the estimate "
                    "above)")
-    out += plan_sequential.sequential_lines(pp.sequential, [lv.concurrency for lv in pp.levels])
     exact = ("kit's blocked test (the within-repeat SD)" if pp.method == "blocked" else "kit's Welch test")
     out.append(f"    assumes: log cell statistics normal with the same between-cell CV in both arms ({source}), "
                f"equal cells per arm, independent cells, no drift; the power is exact for {exact}")
-    return out
+    return out + plan_sequential.sequential_lines(pp.sequential, [lv.concurrency for lv in pp.levels])
