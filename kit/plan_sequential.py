@@ -37,7 +37,8 @@ class SequentialPlan:
     runs: int = seqplan.RUNS
 
     def as_dict(self) -> JsonObject:
-        return {**asdict(self), "expected_cells_effect": self.looks_effect * self.cells_per_look,
+        return {**asdict(self), "effects": [e if math.isfinite(e) else None for e in self.effects],
+                "expected_cells_effect": self.looks_effect * self.cells_per_look,
                 "expected_cells_null": self.looks_null * self.cells_per_look,
                 "expected_minutes_effect": self.looks_effect * self.block_minutes,
                 "expected_minutes_null": self.looks_null * self.block_minutes}

@@ -6,6 +6,7 @@ and the expected looks kit's plan promises must match it within the simulations'
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -89,5 +90,6 @@ def test_futility_and_a_time_budget_shorten_the_run_as_simulated() -> None:
     short = manifest(12, "blocked", max_minutes=1e-3)
     sq = power_plan(short, cv=0.10, target_effect=0.10).sequential
     assert sq is not None and sq.looks == 1 and sq.looks_effect == 1.0
+    json.dumps(power_plan(m, cv=0.10).as_dict(), allow_nan=False)  # `kit plan --json`: no NaN or inf
     text = "\n".join(power_lines(power_plan(m, cv=0.10, target_effect=0.10)))
     assert "sequential design (obrien-fleming" in text and "expected to the stop: under that effect" in text
