@@ -8,7 +8,7 @@ import random
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from kit import plan_requests
+from kit import plan_requests, plan_sequential
 from kit.bundle import extracted, verify_integrity
 from kit.errors import BundleError, UsageError
 from kit.files import JsonObject
@@ -170,6 +170,7 @@ class PowerPlan:
     statistic: str = "mean"  # analysis.statistic
     minutes: float | None = None  # the planned run's estimated time
     options: tuple[plan_requests.Option, ...] = ()  # with --target-effect: repeats x requests per cell, and time
+    sequential: plan_sequential.SequentialPlan | None = None  # design.sequential: power and looks to a decision
 
     @property
     def tail(self) -> float:
@@ -181,6 +182,7 @@ class PowerPlan:
         out.update(tail=self.tail, target_power=power.TARGET_POWER, max_repeats=power.MAX_REPEATS)
         out["pilot_confidence"] = power.PILOT_CONFIDENCE if self.pilot else None
         out["options"] = [asdict(o) for o in self.options]
+        out["sequential"] = None if self.sequential is None else self.sequential.as_dict()
         out["levels"] = [{**asdict(lv), "cv": lv.cv,
                           "mde_pct_up": None if lv.mde is None else power.percent_up(lv.mde),
                           "mde_pct_down": None if lv.mde is None else power.percent_down(lv.mde)}
@@ -315,7 +317,9 @@ def power_plan(m: Manifest, *, cv: float | None = None, pilot: Path | None = Non
     return PowerPlan(primary=metric.key, repeats=k, arms_tested=arms_tested, family=family,
                      correction=m.analysis.correction, alpha=1 - m.analysis.confidence, levels=tuple(levels),
                      pilot=None if pilot is None else str(pilot), target_effect=target_effect, even=even,
-                     method=method, statistic=rule.statistic, minutes=est.seconds / 60, options=options)
+                     method=method, statistic=rule.statistic, minutes=est.seconds / 60, options=options,
+                     sequential=plan_sequential.sequential_plan(m, levels, tail, method, target_effect,
+                                                                est.seconds / 60))
 
 
 def _sd_text(lv: LevelPower) -> str:
@@ -372,4 +376,4 @@ def power_lines(pp: PowerPlan) -> list[str]:
     exact = ("kit's blocked test (the within-repeat SD)" if pp.method == "blocked" else "kit's Welch test")
     out.append(f"    assumes: log cell statistics normal with the same between-cell CV in both arms ({source}), "
                f"equal cells per arm, independent cells, no drift; the power is exact for {exact}")
-    return out
+    return out + plan_sequential.sequential_lines(pp.sequential, [lv.concurrency for lv in pp.levels])

@@ -29,6 +29,10 @@ class LookComparison(Loose):
     nominal_p: float  # the boundary at this look as a nominal two-sided p level (0: this look cannot reject)
     rejected_at_look: int | None
     futility_ci_pct: list[float] | None
+    # the repeated confidence interval of the ratio arm/baseline at this look (Jennison & Turnbull): the estimate
+    # +- t(1 - nominal_p/2, df) se; together over the looks it covers with repeated_confidence (None: unbounded)
+    repeated_ci: list[float] | None = None
+    repeated_confidence: float | None = None  # 1 - family_alpha: the simultaneous level over the looks
     decision: str  # efficacy | futility | withheld | continue
 
 

@@ -289,6 +289,8 @@ class SequentialDecision(_Model):
     nominal_p: float | None
     fraction: float | None
     rejected_at_look: int | None
+    repeated_ci: list[float] | None = None  # the last look's repeated confidence interval of the ratio
+    repeated_confidence: float | None = None  # its simultaneous level over the looks (1 - the family level)
 
 
 class SequentialInfo(_Model):

@@ -160,20 +160,33 @@ def _failed_section(summary: Summary) -> list[str]:
 
 
 def _sequential_section(summary: Summary) -> list[str]:
-    """Why a sequential run stopped, and each primary comparison's decision at its last look."""
+    """Why a sequential run stopped, and each primary comparison's decision and repeated interval at its last look."""
     q = summary.sequential
     if q is None:
         return []
-    rows = ["| arm | concurrency | decision | p | boundary (nominal p) | information |",
-            "|---|---:|---|---:|---:|---:|"]
+    rows = ["| arm | concurrency | decision | p | boundary (nominal p) | information | repeated CI (level over the "
+            "looks) |",
+            "|---|---:|---|---:|---:|---:|---|"]
     for c in q.comparisons:
         at = f" at look {c.rejected_at_look}" if c.rejected_at_look else ""
+        level = None if c.repeated_confidence is None else 100 * c.repeated_confidence
+        rci = "unbounded at this look" if c.repeated_ci is None else (
+            f"{_pct(c.repeated_ci[0])} to {_pct(c.repeated_ci[1])} ({fmt(level)} %)")
         rows.append(f"| {c.arm} | {c.level} | {c.decision}{at} | {fmt(c.p_value)} | {fmt(c.nominal_p)} | "
-                    f"{fmt(None if c.fraction is None else 100 * c.fraction)} % |")
+                    f"{fmt(None if c.fraction is None else 100 * c.fraction)} % | {rci} |")
     return ["## Sequential design", "",
             f"Stopped: {q.stopped}. {q.looks} of at most {q.most_looks} looks ({q.spending} alpha spending); "
             f"{q.cells_used} of {q.cells_planned} planned cells used, {q.cells_not_run} never needed.", "",
+            "The primary intervals in this report are **repeated confidence intervals** (Jennison & Turnbull): each "
+            "look's estimate ± its boundary's t quantile times the standard error, so that the intervals of all "
+            "the looks cover the true ratio together at the level shown, wherever the run stopped. The usual "
+            "fixed-sample interval, taken at a look the data chose, covers less often than it says; a repeated "
+            "interval is wider, and excludes 1 exactly when the look's test crosses its boundary.", "",
             *rows, ""]
+
+
+def _pct(ratio: float) -> str:
+    return f"{100 * (ratio - 1):+.1f} %".replace("-", "−")
 
 
 def render_markdown(summary: Summary, plots: Sequence[str] = ()) -> str:

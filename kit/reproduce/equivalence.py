@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kit.stats import lazy
 from kit.stats.metrics import FArray
 from kit.stats.model import Welch, blocked, welch
 
@@ -69,7 +70,7 @@ def difference(new: Contrast, original: Contrast) -> Contrast:
 
 def _p_beyond(t: float, df: float | None, upper: bool) -> float:
     """P(T >= t) (upper) or P(T <= t), Student's t with ``df``; a degenerate contrast (no spread) is certain."""
-    from scipy import special  # here, not at the top: every `python -m kit` start imports this module
+    special = lazy.special()
     if df is None or math.isinf(t):
         return 0.0 if (t > 0) == upper else 1.0
     return float(special.stdtr(df, -t if upper else t))  # Student's t CDF (the ufunc: fast inside simulations)
@@ -94,7 +95,7 @@ def p_zero(c: Contrast) -> float:
 
 def interval(c: Contrast, confidence: float) -> tuple[float, float]:
     """The two-sided ``confidence`` interval estimate +- t((1 + confidence) / 2, df) * se."""
-    from scipy import special
+    special = lazy.special()
     half = float(special.stdtrit(c.df, (1 + confidence) / 2)) * c.se if c.se > 0 and c.df is not None else 0.0
     return c.estimate - half, c.estimate + half
 
@@ -118,7 +119,7 @@ def repeats_at_zero(c: Contrast, delta: float, alpha: float, *, power: float = 0
     the true difference is 0, with the groups' pooled SD: delta >= (t(1 - alpha, df) + t(1 - (1 - power) / 2, df))
     * sd * sqrt(groups / k), df = groups * (k - 1). Never from the observed difference. None when more than
     MAX_REPEATS would be needed; ``even``: rounded up to an even number (ABBA blocks)."""
-    from scipy import special
+    special = lazy.special()
     sd, g = pooled_sd(c), len(c.groups)
     if sd <= 0:
         return 2

@@ -126,6 +126,18 @@ def reproduce(opts: ReproduceOptions, events: Events | None = None) -> Reproduce
         return ReproduceResult(result.bundle, report, lines(report))
 
 
+def sequential_note(original: Summary, new: Summary) -> str | None:
+    """What a sequential design did in the two runs: each stopped by its own A/B looks, and the verdict is the
+    fixed-sample rule on the cells each used (docs/reproduce.md, "Sequential originals")."""
+    if original.sequential is None and new.sequential is None:
+        return None
+    parts = [f"{name}: {q.stopped} ({q.cells_used} of {q.cells_planned} cells)"
+             for name, q in (("the original", original.sequential), ("the new run", new.sequential)) if q is not None]
+    return ("sequential design: " + "; ".join(parts) + ". Each run stopped on its own A/B looks, not on this "
+            "verdict; the verdict judges the cells each run used with the fixed-sample rule, which does not "
+            "account for where either run stopped")
+
+
 def notes(src: Source, new_run: RunFile, inputs_signed: bool, runtime: str, model_path: str | None,
           model_digest: bool = False) -> list[str]:
     out = []
@@ -166,7 +178,8 @@ def seal(src: Source, root: Path, opts: ReproduceOptions) -> ReproduceFile:
         comparisons=comps, conclusion_held=(all(held) if held else None), conclusions=concl,
         setup=setup_rows(src.root, root), images=identities([a.name for a in m.arms], m.runtime, src.root, root),
         client=client_rows(src.root, root, [lv.concurrency for lv in src.summary.levels]),
-        notes=notes(src, run, bool(run.trust.get("signed")), m.runtime, m.model.path, m.model.digest))
+        notes=notes(src, run, bool(run.trust.get("signed")), m.runtime, m.model.path, m.model.digest)
+        + [n for n in [sequential_note(src.summary, new)] if n])
     pieces = predicate(bundle)
     bundle.remove_provenance()
     copy_source(src.root, bundle)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kit.stats import lazy
 from kit.stats.bootstrap import CellSample, cell_stats
 from kit.stats.metrics import (
     ATTAINMENT,
@@ -113,7 +114,7 @@ def summarize(values: FArray, rule: CellRule) -> float:
     if rule.statistic == "geomean":
         return float(np.exp(np.log(np.maximum(v, CLOCK_RESOLUTION_MS)).mean()))
     if rule.statistic == "trimmed":
-        from scipy import stats as sps  # lazily: see kit.stats.model
+        sps = lazy.stats()
         return float(sps.trim_mean(v, rule.trim))
     return float(np.percentile(v, PERCENTILE[rule.statistic]))
 

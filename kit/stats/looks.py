@@ -12,18 +12,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from kit.manifest import Manifest
-from kit.stats.ab import LevelSamples, compare_levels, metric_by_key
-from kit.stats.bootstrap import cell_stats
-from kit.stats.model import welch
+from kit.stats.ab import LevelSamples, compare_levels, metric_by_key, run_test
+from kit.stats.model import Welch
 from kit.stats.numbers import clean
 from kit.stats.sequential import Hypothesis, holm_sequential
 from kit.stats.summary import analysis_rule
 from kit.stats.verdict import WITHHELD, verdict_text
 
 LOOKS_DIR = "looks"
+_UNBOUNDED = 700.0  # a log ratio beyond which a repeated interval excludes no ratio worth writing (e^700 ~ 1e304)
 LookDoc = dict[str, Any]  # what looks/<k>.json holds (typed: kit.files.looks.LookFile)
 
 
@@ -57,21 +55,39 @@ def final_reason(m: Manifest, look: int, elapsed_s: float) -> str | None:
     return None
 
 
+def _result(ls: LevelSamples, arm: str, baseline: str, m: Manifest) -> Welch | None:
+    """The pre-registered comparison the looks test (``analysis.method`` and ``analysis.statistic``, as
+    ``compare_levels`` runs it) of arm against baseline on the log cell statistics."""
+    rule, method = analysis_rule(m)
+    return run_test(ls.arms.get(arm, []), ls.arms.get(baseline, []), metric_by_key(m.analysis.primary), rule, method)
+
+
 def _futility_ci(ls: LevelSamples, arm: str, baseline: str, m: Manifest) -> list[float] | None:
-    """The futility interval of the ratio arm/baseline in percent (Welch on the log cell statistics)."""
+    """The futility interval of the ratio arm/baseline in percent: the pre-registered comparison at the futility
+    confidence."""
     seq = m.design.sequential
     if seq is None or seq.futility is None:
         return None
-    metric = metric_by_key(m.analysis.primary)
-    a, b = ls.arms.get(arm, []), ls.arms.get(baseline, [])
-    if len(a) < 2 or len(b) < 2:
-        return None
-    with np.errstate(divide="ignore", invalid="ignore"):
-        r = welch(np.log(cell_stats(a, [metric])[:, 0]), np.log(cell_stats(b, [metric])[:, 0]))
+    r = _result(ls, arm, baseline, m)
     if r is None:
         return None
     lo, hi = r.interval(1 - seq.futility.confidence)
     return [100 * (math.exp(lo) - 1), 100 * (math.exp(hi) - 1)]
+
+
+def repeated_ci(r: Welch | None, nominal: float) -> list[float] | None:
+    """The repeated confidence interval of the ratio at a look (Jennison & Turnbull 2000, ch. 9): the estimate
+    +- t(1 - nominal/2, df) se, ``nominal`` the look's boundary as a two-sided level (the boundaries of
+    ``kit.stats.sequential`` at the comparison's family level). It excludes 1 exactly when the look's test crosses
+    its boundary, and the intervals of every look cover the true ratio together with probability 1 - the family
+    level (the boundaries' crossing probability under any true ratio). None: the look cannot bound it (its
+    boundary is infinite, or so far out on few df that no ratio is excluded: beyond e^+-700) or there is no test."""
+    if r is None or not nominal > 0:
+        return None
+    lo, hi = r.interval(nominal)
+    if not (math.isfinite(lo) and math.isfinite(hi)) or max(-lo, hi) > _UNBOUNDED:
+        return None
+    return [math.exp(lo), math.exp(hi)]
 
 
 def _inside(ci: list[float] | None, margin_pct: float) -> bool:
@@ -112,7 +128,9 @@ def take_look(m: Manifest, levels: Sequence[LevelSamples], inp: LookInput, histo
     by_level = {ls.level: ls for ls in levels}
     out = []
     for c, fr, p, d in zip(primary, fractions, pvalues, decisions, strict=True):
-        ci = _futility_ci(by_level[c["level"]], c["arm"], base, m) if c["level"] in by_level else None
+        ls = by_level.get(c["level"])
+        ci = None if ls is None else _futility_ci(ls, c["arm"], base, m)
+        rci = None if ls is None else repeated_ci(_result(ls, c["arm"], base, m), d.nominal)
         if d.rejected_at is not None:
             decision = "efficacy"
         elif c["status"] in WITHHELD:
@@ -125,7 +143,8 @@ def take_look(m: Manifest, levels: Sequence[LevelSamples], inp: LookInput, histo
                     "p_value": c["p_value"], "p_test": p, "status": c["status"], "change_pct": c["change_pct"],
                     "family_alpha": d.level, "nominal_p": d.nominal,
                     "rejected_at_look": None if d.rejected_at is None else d.rejected_at + 1,
-                    "futility_ci_pct": ci, "decision": decision})
+                    "futility_ci_pct": ci, "repeated_ci": rci, "repeated_confidence": 1 - d.level,
+                    "decision": decision})
     decided = bool(out) and all(c["decision"] in ("efficacy", "futility") for c in out)
     doc = {"look": inp.look, "of": blocks(m), "cells": list(inp.cells), "elapsed_s": inp.elapsed_s,
            "spending": seq.spending, "alpha": alpha, "correction": m.analysis.correction,
@@ -164,6 +183,7 @@ def apply_looks(m: Manifest, doc: Any, looks: Sequence[LookDoc]) -> Any:
         if c["status"] not in WITHHELD:
             c["significant"] = d["decision"] == "efficacy"
             c["status"] = "significant" if c["significant"] else "not_significant"
+        _repeated_interval(c, d)
         c["verdict"] = verdict_text(c["arm"], metric, c["status"], c["ratio"] or math.nan, c["ratio_ci"],
                                     math.nan if c["diff"] is None else c["diff"], c["diff_ci"], c["errors"],
                                     c.get("lengths"), c.get("usage")) + _decision_tail(d, m)
@@ -180,17 +200,41 @@ def apply_looks(m: Manifest, doc: Any, looks: Sequence[LookDoc]) -> Any:
         "looks": len(looks), "most_looks": blocks(m), "stop": last.get("stop") if last else None,
         "stopped": _stopped_text(last), "cells_used": len(used), "cells_planned": len(doc["cells"]),
         "cells_not_run": len(not_run),
-        "comparisons": [{k: c[k] for k in ("arm", "level", "decision", "p_value", "nominal_p", "fraction",
-                                           "rejected_at_look")} for c in (last["comparisons"] if last else [])]})
+        "comparisons": [{k: c.get(k) for k in ("arm", "level", "decision", "p_value", "nominal_p", "fraction",
+                                               "rejected_at_look", "repeated_ci", "repeated_confidence")}
+                        for c in (last["comparisons"] if last else [])]})
     return doc
 
 
+def _repeated_interval(c: Any, d: LookDoc) -> None:
+    """A primary comparison's interval becomes the last look's repeated confidence interval (its marginal level in
+    ``interval_confidence``; the absolute difference's interval scaled with it); None where the look cannot bound
+    it. The fixed-sample interval at a look the data chose covers less than it says."""
+    rci, old = d.get("repeated_ci"), c.get("ratio_ci")
+    nominal = d.get("nominal_p")
+    base = None  # the baseline's geometric-mean cell value: diff_ci = base x (ratio_ci - 1)
+    if old and c.get("diff_ci") and old[1] > old[0]:
+        base = (c["diff_ci"][1] - c["diff_ci"][0]) / (old[1] - old[0])
+    c["ratio_ci"] = rci
+    c["change_pct_ci"] = None if rci is None else [100 * (x - 1) for x in rci]
+    c["diff_ci"] = None if rci is None or base is None else [base * (x - 1) for x in rci]
+    c["interval_confidence"] = None if rci is None or nominal is None else 1 - nominal
+
+
 def _decision_tail(d: LookDoc, m: Manifest) -> str:
+    if d.get("repeated_ci") is not None:
+        note = f"; the interval is the repeated {100 * d['repeated_confidence']:.4g} % CI over the looks"
+    else:
+        note = "; no interval: this look cannot bound it"
+    return _decision_text(d, m) + note + ")"
+
+
+def _decision_text(d: LookDoc, m: Manifest) -> str:
     seq = m.design.sequential
     if d["decision"] == "efficacy":
-        return f" (sequential: rejected at look {d['rejected_at_look']})"
+        return f" (sequential: rejected at look {d['rejected_at_look']}"
     if d["decision"] == "futility" and seq is not None and seq.futility is not None:
-        return f" (sequential: futility, no change as large as ±{seq.futility.margin_pct:g} %)"
+        return f" (sequential: futility, no change as large as ±{seq.futility.margin_pct:g} %"
     if d["decision"] == "withheld" or d.get("p_value") is None or d.get("nominal_p") is None:
-        return ""  # the status says why there is no verdict; no boundary was tested
-    return f" (sequential: p={d['p_value']:.3g} above its boundary {d['nominal_p']:.3g})"
+        return " (sequential: withheld"  # the status says why there is no verdict; no boundary was tested
+    return f" (sequential: p={d['p_value']:.3g} above its boundary {d['nominal_p']:.3g}"

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kit.stats import lazy
 from kit.stats.metrics import FArray
 
 HSU_DF = True  # unequal cell counts: Hsu's df min(K_a, K_b) - 1 (docs/statistics.md); False: always Welch–Satterthwaite
@@ -31,7 +32,7 @@ class Welch:
 
     def interval(self, tail: float) -> tuple[float, float]:
         """The symmetric interval estimate ± t(1 - tail/2, df) · se (tail: two-sided, e.g. alpha/m)."""
-        from scipy import stats as sps  # here, not at the top: ~0.4 s of CPU that every `python -m kit` start paid
+        sps = lazy.stats()
 
         if self.se <= 0 or self.df is None:
             return self.estimate, self.estimate
@@ -56,7 +57,7 @@ def welch(log_arm: FArray, log_base: FArray) -> Welch | None:
     # 6.8 % at 5 vs 3 in tests/stats/sim.py). With unequal cell counts (a failed cell) the df is Hsu's
     # min(K_a, K_b) - 1, which holds the level; with equal counts Welch–Satterthwaite held it in simulation.
     df = float(min(ka, kb) - 1) if HSU_DF and ka != kb else ws
-    from scipy import stats as sps
+    sps = lazy.stats()
 
     p = float(2 * sps.t.sf(abs(est) / se, df))
     return Welch(est, se, df, p, ka, kb)
@@ -93,7 +94,7 @@ def fisher_p(failed_a: int, n_a: int, failed_b: int, n_b: int) -> float | None:
     if n_a <= 0 or n_b <= 0 or failed_a + failed_b == 0:
         return None
     table = [[failed_a, n_a - failed_a], [failed_b, n_b - failed_b]]
-    from scipy import stats as sps
+    sps = lazy.stats()
 
     return float(sps.fisher_exact(table).pvalue)
 
@@ -122,7 +123,7 @@ def blocked(log_arm: FArray, blocks_arm: Sequence[int], log_base: FArray, blocks
     est, se = float(d.mean()), float(d.std(ddof=1)) / math.sqrt(d.size)
     if se <= 0:
         return Welch(est, 0.0, None, 1.0 if est == 0 else 0.0, ka, kb)
-    from scipy import stats as sps
+    sps = lazy.stats()
     df = float(d.size - 1)
     p = float(2 * sps.t.sf(abs(est) / se, df))
     return Welch(est, se, df, p, ka, kb)

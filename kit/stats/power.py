@@ -24,8 +24,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-# scipy (~0.4 s of CPU to import) is imported inside the functions that compute with it: every `python -m kit` start
-# imports this module through kit.plan.
+from kit.stats import lazy
 from kit.stats.ab import BLOCK_REPEATS, LevelSamples
 from kit.stats.cellstat import MEAN, CellRule, log_values
 from kit.stats.metrics import FArray, Metric
@@ -50,7 +49,7 @@ _MAX_LOG_EFFECT = 20.0  # a ratio of e^20: no detectable effect below it means n
 @functools.cache
 def _nodes(k_arm: int, k_base: int) -> tuple[FArray, FArray]:
     """Nodes R in (0, 1) and normalised weights for E[f(R)], R ~ Beta((K_a − 1)/2, (K_b − 1)/2)."""
-    from scipy import special
+    special = lazy.special()
     a, b = (k_arm - 1) / 2, (k_base - 1) / 2
     x, w = special.roots_jacobi(QUADRATURE_NODES, b - 1, a - 1)  # weight (1 − x)^(b−1) (1 + x)^(a−1)
     return (1 + x) / 2, w / w.sum()
@@ -59,7 +58,7 @@ def _nodes(k_arm: int, k_base: int) -> tuple[FArray, FArray]:
 def _tail_probability(crit: FArray | float, df: float, nc: float) -> FArray:
     """P(|T| > crit) for T noncentral t (df, nc): the upper tail at nc plus the lower, written as the upper at −nc
     (scipy's nct.cdf far in the lower tail returns NaN at large nc; nct.sf at −nc does not)."""
-    from scipy import stats as sps
+    sps = lazy.stats()
     out: FArray = sps.nct.sf(crit, df, nc) + sps.nct.sf(crit, df, -nc)
     return np.clip(out, 0.0, 1.0)
 
@@ -84,7 +83,7 @@ def blocked_power(effect: float, sd: float, k_arm: int, k_base: int, tail: float
     """P(kit's blocked test rejects at two-sided ``tail``): Student's t with the residual df (``df``, default
     ``blocked_df``: complete blocks) and se = sd·sqrt(2/min(K_a, K_b)), the paired t's, exact for complete blocks
     when ``sd`` is the within-block (residual) SD: SD(block difference)/sqrt(2)."""
-    from scipy import stats as sps
+    sps = lazy.stats()
     df = blocked_df(k_arm, k_base) if df is None else df
     if df < 1:
         return 0.0
@@ -103,7 +102,7 @@ def power(effect: float, sd: float, k_arm: int, k_base: int, tail: float, method
         return 0.0
     if method == "blocked":
         return blocked_power(effect, sd, k_arm, k_base, tail, df)
-    from scipy import stats as sps
+    sps = lazy.stats()
     nu = k_arm + k_base - 2
     q = 1 / k_arm + 1 / k_base
     nc = abs(effect) / (sd * math.sqrt(q))
@@ -117,7 +116,7 @@ def power(effect: float, sd: float, k_arm: int, k_base: int, tail: float, method
 def student_power(effect: float, sd: float, k_arm: int, k_base: int, tail: float) -> float:
     """The textbook power of the pooled (Student) t: noncentral t with K_a + K_b − 2 df (statsmodels'
     TTestIndPower); above kit's Welch power at few cells, shown for comparison in docs/statistics.md."""
-    from scipy import stats as sps
+    sps = lazy.stats()
     nu = k_arm + k_base - 2
     nc = abs(effect) / (sd * math.sqrt(1 / k_arm + 1 / k_base))
     return float(_tail_probability(float(sps.t.ppf(1 - tail / 2, nu)), nu, nc))
@@ -126,7 +125,7 @@ def student_power(effect: float, sd: float, k_arm: int, k_base: int, tail: float
 def mde(sd: float, k_arm: int, k_base: int, tail: float, target: float = TARGET_POWER,
         method: str = "welch", df: int | None = None) -> float | None:
     """The smallest |log(arm/baseline)| detected with probability ``target`` (None: fewer than 2 cells)."""
-    from scipy import optimize
+    optimize = lazy.optimize()
     if k_arm < 2 or k_base < 2:
         return None
 
@@ -186,7 +185,7 @@ def sd_from_interval(ratio_ci: Sequence[float], df: float, confidence: float, k_
                      k_base: int) -> float | None:
     """The between-cell SD implied by a comparison's symmetric log interval: se = log(hi/lo) / (2 t), then
     se / sqrt(1/K_a + 1/K_b) (with equal counts exactly the pooled within-arm SD)."""
-    from scipy import stats as sps
+    sps = lazy.stats()
     lo, hi = ratio_ci
     if not (lo > 0 and hi > lo and df > 0 and 0 < confidence < 1 and k_arm >= 2 and k_base >= 2):
         return None
@@ -203,7 +202,7 @@ def sd_upper_bound(sd: float, df: int, confidence: float = PILOT_CONFIDENCE) -> 
     """The one-sided upper ``confidence`` bound on a normal SD estimated as ``sd`` on ``df`` degrees of freedom:
     (df s² / σ²) is chi-square with df, so σ <= s sqrt(df / chi2.ppf(1 - confidence, df)) with that confidence. A
     2-repeat pilot (few df) is planned well above its estimate; one with many cells, close to it."""
-    from scipy import stats as sps
+    sps = lazy.stats()
     if sd <= 0 or df < 1 or not 0 < confidence < 1:
         raise ValueError("sd must be > 0, df >= 1 and confidence in (0, 1)")
     return sd * math.sqrt(df / float(sps.chi2.ppf(1 - confidence, df)))

@@ -29,19 +29,21 @@ from typing import Any
 
 import numpy as np
 
+from kit.stats import lazy
+
 SPENDING = ("obrien-fleming", "pocock")
 _GRID = 401  # points per look (odd: Simpson's rule); boundaries agree with 2001 points to < 1e-4
 _CAP = 12.0  # |z| beyond which no density is kept (and a boundary is "never")
 
 
 def _ndtr(x: Any) -> Any:
-    """The standard normal CDF (scipy.special.ndtr, imported here: a `python -m kit` start must not load scipy)."""
-    from scipy import special
+    """The standard normal CDF (scipy.special.ndtr, through kit.stats.lazy)."""
+    special = lazy.special()
     return special.ndtr(x)
 
 
 def _ndtri(p: float) -> float:
-    from scipy import special
+    special = lazy.special()
     return float(special.ndtri(p))
 
 

@@ -23,6 +23,7 @@ import numpy as np
 from scipy import stats as sps
 
 from kit.stats.sequential import Hypothesis, holm_sequential
+from tests.stats import sim_rci
 
 BEGIN = "<!-- sim-sequential:begin (python -m tests.stats.sim_sequential --write-table docs/statistics.md) -->"
 END = "<!-- sim-sequential:end -->"
@@ -119,6 +120,7 @@ def write_table(path: Path) -> None:
     text = path.read_text()
     start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
     path.write_text(text[:start] + "\n" + "\n".join(table_rows()) + "\n" + text[end:])
+    sim_rci.write_table(path)  # the repeated confidence intervals' coverage, the next table
 
 
 if __name__ == "__main__":

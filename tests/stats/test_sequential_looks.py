@@ -15,6 +15,7 @@ from kit.bundle.looks import check_looks
 from kit.experiment.looks import Looks, needed_cells
 from kit.manifest import load_manifest
 from kit.plan import make_plan
+from kit.report import render_report
 from kit.stats import summary_of
 from tests.support.bundles import ArmModel, BundleSpec, make_bundle
 
@@ -40,7 +41,19 @@ def test_looks_stop_when_decided_and_recompute(tmp_path: Path) -> None:
     seq = summary["sequential"]  # type: ignore[typeddict-item]
     assert seq["stop"] == "decided" and seq["looks"] == 2 and seq["cells_used"] == 8
     primary = [c for c in summary["comparisons"] if c["role"] == "primary"]
-    assert all(c["significant"] and "(sequential: rejected at look 2)" in c["verdict"] for c in primary)
+    assert all(c["significant"] and "(sequential: rejected at look 2; the interval is the repeated" in c["verdict"]
+               for c in primary)
+    # the reported interval is the last look's repeated confidence interval, at its marginal level 1 - nominal_p
+    last = {(c["arm"], c["level"]): c for c in second["comparisons"]}
+    for c in primary:
+        d = last[(c["arm"], c["level"])]
+        assert c["ratio_ci"] == d["repeated_ci"] and c["interval_confidence"] == pytest.approx(1 - d["nominal_p"])
+        assert d["repeated_ci"][0] < c["ratio"] < d["repeated_ci"][1] < 1  # rejected: the interval excludes 1
+        assert d["repeated_confidence"] == pytest.approx(1 - d["family_alpha"])
+    assert [c["repeated_ci"] for c in seq["comparisons"]] == [c["repeated_ci"] for c in second["comparisons"]]
+    render_report(root, summary)
+    report = (root / "report.md").read_text()
+    assert "**repeated confidence intervals**" in report and "repeated CI (level over the looks)" in report
     doc = json.loads((root / "looks" / "001.json").read_text())
     doc["comparisons"][1]["p_test"] = 0.5
     (root / "looks" / "001.json").write_text(json.dumps(doc))
