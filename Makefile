@@ -85,7 +85,8 @@ stats-table: setup
 	KIT_SIM_TIER=full $(BIN)/python -m pytest -q -m slow tests/stats/test_stats_simulation.py
 	PYTHONPATH=. $(BIN)/python -m tests.stats.sim --write-table docs/statistics.md
 
-## Rerun the sequential-design simulation (A/A family-wise error, the saving against a fixed design of equal power)
+## Rerun the sequential-design simulations (A/A family-wise error, the saving against a fixed design of equal power;
+## the repeated confidence intervals' coverage, tests/stats/sim_rci.py)
 ## and rewrite its table in docs/statistics.md.
 seq-table: setup
 	PYTHONPATH=. $(BIN)/python -m tests.stats.sim_sequential --write-table docs/statistics.md
