@@ -23,6 +23,7 @@ from kit.errors import KitError
 from kit.experiment.cells import CellRunner, gate_report
 from kit.experiment.expert_dump import DumpError, DumpStats, read_dump
 from kit.experiment.quality import _ask
+from kit.experiment.signals import deferred_interrupts
 from kit.files.expert_pass import MAX_RAW_PASSES, ExpertPassFile
 from kit.load.prompts import ENDPOINT_PATHS
 from kit.manifest import Manifest
@@ -150,11 +151,12 @@ def one_pass(cells: CellRunner, arm: str) -> ExpertPassFile:
     except (KitError, DumpError, OSError) as e:
         out.error = e.message if isinstance(e, KitError) else str(e)
     finally:
-        if server is not None:
-            try:
-                server.stop()
-            except KitError as e:
-                out.status, out.error = "failed", f"{out.error or ''} stopping the server: {e.message}".strip()
-        shutil.rmtree(dump_dir, ignore_errors=True)
+        with deferred_interrupts():  # a Ctrl-C now still stops the server first
+            if server is not None:
+                try:
+                    server.stop()
+                except KitError as e:
+                    out.status, out.error = "failed", f"{out.error or ''} stopping the server: {e.message}".strip()
+            shutil.rmtree(dump_dir, ignore_errors=True)
     out.wall_s = round(time.monotonic() - t0, 3)
     return out
