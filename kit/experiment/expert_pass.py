@@ -47,9 +47,9 @@ def prompts(p: ExpertPass) -> list[str]:
     return [" ".join(rng.choice(words) for _ in range(p.prompt_tokens)) for _ in range(p.requests)]
 
 
-def _control(base_url: str, path: str) -> None:
+def _control(base_url: str, path: str, timeout: float) -> None:
     try:
-        with _NO_PROXY.open(urllib.request.Request(base_url + path, data=b"", method="POST"), timeout=120) as r:
+        with _NO_PROXY.open(urllib.request.Request(base_url + path, data=b"", method="POST"), timeout=timeout) as r:
             r.read(64 * 1024)
     except urllib.error.HTTPError as e:
         raise DumpError(f"POST {path}: HTTP {e.code} (is the recorder on? server_args)") from None
@@ -73,18 +73,19 @@ def drive(p: ExpertPass, m: Manifest, base_url: str) -> int:
 
 def record(p: ExpertPass, m: Manifest, base_url: str, dump_dir: Path, out: ExpertPassFile) -> None:
     """start -> requests -> stop -> dump on a ready server, then read rank 0's dump into ``out``."""
-    _control(base_url, RECORDER_PATHS[0])
+    _control(base_url, RECORDER_PATHS[0], p.request_timeout_s)
     out.answered = drive(p, m, base_url)
-    _control(base_url, RECORDER_PATHS[1])
-    _control(base_url, RECORDER_PATHS[2])
+    _control(base_url, RECORDER_PATHS[1], p.request_timeout_s)
+    _control(base_url, RECORDER_PATHS[2], p.request_timeout_s)
     files = sorted(dump_dir.glob("expert_distribution_recorder_*_0.pt")) or sorted(
         dump_dir.glob("expert_distribution_recorder_*.pt"))
     if not files:
         raise DumpError(f"the server wrote no expert_distribution_recorder_*.pt into {p.dump_env}")
     path = files[-1]
-    data = path.read_bytes() if path.stat().st_size <= 1 << 30 else b""
-    out.dump_file, out.dump_bytes, out.dump_sha256 = path.name, len(data), hashlib.sha256(data).hexdigest()
-    stats = DumpStats(read_dump(path), p.top_k, p.concurrency)
+    stats = DumpStats(read_dump(path), p.top_k, p.concurrency)  # bounded: MAX_DUMP_BYTES
+    with path.open("rb") as f:
+        out.dump_file, out.dump_bytes = path.name, path.stat().st_size
+        out.dump_sha256 = hashlib.file_digest(f, "sha256").hexdigest()
     out.passes, out.decode_passes, out.prefill_passes = stats.passes, len(stats.decode), stats.prefill
     out.experts, out.layers, out.by_batch = stats.experts, stats.layers(), stats.by_batch()
     out.mean_distinct, out.raw = stats.mean(), stats.raw()
@@ -116,11 +117,22 @@ def run_expert_passes(cells: CellRunner) -> None:
         rel = f"experts/{arm}/expert_distribution.json"
         if cells.bundle.exists(rel) and cells.bundle.read(rel, ExpertPassFile).status == "ok":
             continue
+        keep_attempt(cells.bundle.path(f"experts/{arm}"))
         cells.bundle.path(f"experts/{arm}").mkdir(parents=True, exist_ok=True)
         cells.events.message(f"expert pass ({arm}): untimed, with {' '.join(p.server_args)}")
         gates(cells, arm, "before")
         cells.bundle.write_json(rel, one_pass(cells, arm))
         gates(cells, arm, "after")
+
+
+def keep_attempt(folder: Path) -> None:
+    """An earlier attempt of an arm's pass (a resumed run) moves to ``<folder>-a<n>``: never deleted."""
+    if not folder.is_dir():
+        return
+    n = 1
+    while folder.with_name(f"{folder.name}-a{n}").exists():
+        n += 1
+    folder.rename(folder.with_name(f"{folder.name}-a{n}"))
 
 
 def gates(cells: CellRunner, arm: str, phase: str) -> None:
