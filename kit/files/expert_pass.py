@@ -3,11 +3,14 @@ the engine's expert-distribution recorder in an untimed server (manifest ``exper
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import ClassVar
 
 from pydantic import BaseModel, Field
 
+from kit.errors import BundleError
 from kit.files.base import BundleFile
+from kit.files.read import read_file
 
 MAX_RAW_PASSES = 2048  # decode passes kept raw (per layer distinct counts); the statistics use all of them
 
@@ -59,3 +62,16 @@ class ExpertPassFile(BundleFile):
     raw: list[RawPass] = Field(default_factory=list, description=f"The first {MAX_RAW_PASSES} decode passes.")
     raw_truncated: bool = False
     wall_s: float | None = None
+
+
+def expert_pass_problems(root: Path) -> list[str]:
+    """``kit verify``: every ``experts/*/expert_distribution.json`` of the bundle at ``root`` read as its model
+    (what bundle.schema.json is generated from); its hash is checked with the other files."""
+    problems = []
+    for path in sorted(root.glob("experts/*/expert_distribution.json")):
+        rel = path.relative_to(root).as_posix()
+        try:
+            read_file(root, rel, ExpertPassFile)
+        except BundleError as e:
+            problems.append(e.message)
+    return problems
