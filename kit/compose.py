@@ -17,14 +17,16 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
+from typing import Literal
 
 import yaml
 
-from kit.errors import UsageError
+from kit.errors import ServerError, UsageError
 from kit.images import INCLUDE_FILE, ZERO_DIGEST, repo_name
 from kit.manifest import Arm, LoadedManifest, Manifest
 from kit.plan import Cell
 from kit.runtime.docker import DEFAULT_ULIMITS, MANAGED_LABEL
+from kit.runtime.docker.gpus import gpu_args
 from kit.server_spec import server_spec
 
 COMPOSE_TAG = "compose"
@@ -52,14 +54,39 @@ def _build(lm: LoadedManifest, arm: Arm, base_dir: Path) -> dict[str, object]:
     return build
 
 
-def _gpus(m: Manifest) -> tuple[dict[str, object] | None, str | None]:
-    """(deploy section, NVIDIA_VISIBLE_DEVICES) for hardware.gpus, as kit asks for them."""
-    gpus = m.hardware.gpus
-    if gpus == 0:
-        return None, "void"
-    count: int | str = "all" if gpus == "all" else gpus
-    device = {"driver": "nvidia", "count": count, "capabilities": ["gpu"]}
-    return {"resources": {"reservations": {"devices": [device]}}}, "all" if gpus == "all" else None
+def _gpu_ids(m: Manifest) -> list[str] | Literal["all"]:
+    """The GPUs a run would pass: the manifest's indices, else the first ``hardware.gpus`` (docker's count N)."""
+    if m.hardware.gpus == "all":
+        return "all"
+    return [str(i) for i in m.hardware.gpu_selection() or range(int(m.hardware.gpus))]
+
+
+def _gpus(m: Manifest) -> tuple[dict[str, object], list[str], list[str]]:
+    """(service fields, environment, read-only volumes) for hardware.gpus in server.docker_gpus.mode, as kit
+    passes them (kit.runtime.docker.gpus): nvidia a device reservation; cdi CDI names in ``devices`` (the
+    compose spec's CDI syntax); devices this host's device nodes, its driver folder read-only and the environment
+    that finds it (so the file is made on the GPU machine)."""
+    mode = m.server.docker_gpus.mode
+    if m.hardware.gpus == 0:
+        return {}, ["NVIDIA_VISIBLE_DEVICES=void"], []
+    ids = _gpu_ids(m)
+    if mode == "nvidia":
+        which = {"count": "all"} if ids == "all" else {"device_ids": ids} if m.hardware.gpu_selection() else {
+            "count": len(ids)}
+        device = {"driver": "nvidia", **which, "capabilities": ["gpu"]}
+        env = ["NVIDIA_VISIBLE_DEVICES=all"] if ids == "all" else []
+        return {"deploy": {"resources": {"reservations": {"devices": [device]}}}}, env, []
+    try:
+        args = gpu_args(mode, ids, m.server.docker_gpus.driver_dir)
+    except ServerError as e:
+        raise UsageError(f"kit compose, server.docker_gpus.mode {mode}: {e.message}",
+                         hint="the devices mode reads this host's NVIDIA driver (device minors, driver folder): "
+                         "generate the compose file on the GPU machine") from None
+    fields: dict[str, object] = {"devices": list(args.devices)}
+    if mode == "cdi":
+        fields["devices"] = [n for r in args.device_requests for n in r["DeviceIDs"]]
+    volumes = [f"{mt['Source']}:{mt['Target']}:ro" for mt in args.mounts]
+    return fields, [f"{k}={v}" for k, v in args.environment.items()], volumes
 
 
 def _healthcheck(port: int, path: str, start_s: float) -> dict[str, object]:
@@ -78,10 +105,8 @@ def _service(lm: LoadedManifest, arm: Arm, base_dir: Path) -> dict[str, object]:
     m = lm.manifest
     spec = server_spec(m, Cell(0, arm.name, 1), COMPOSE_TAG, Path(os.devnull))
     cport = spec.container_port or spec.port
-    deploy, visible = _gpus(m)
-    env = [f"{k}={v}" for k, v in spec.env.items()]
-    if visible is not None:
-        env.append(f"NVIDIA_VISIBLE_DEVICES={visible}")
+    gpu_fields, gpu_env, gpu_volumes = _gpus(m)
+    env = [f"{k}={v}" for k, v in spec.env.items()] + gpu_env
     env += list(m.server.pass_env)  # passed through from the caller's environment, no value written
     svc: dict[str, object] = {
         "profiles": [arm.name],
@@ -100,12 +125,12 @@ def _service(lm: LoadedManifest, arm: Arm, base_dir: Path) -> dict[str, object]:
         svc["ipc"] = "host"
     elif spec.shm_size:
         svc["shm_size"] = spec.shm_size
-    if spec.model_mount is not None:
-        svc["volumes"] = [f"{spec.model_mount[0]}:{spec.model_mount[1]}:ro"]
-    if deploy is not None:  # with GPUs, as kit does (kit.runtime.docker.ulimit_config)
+    volumes = [f"{spec.model_mount[0]}:{spec.model_mount[1]}:ro"] if spec.model_mount is not None else []
+    if volumes + gpu_volumes:
+        svc["volumes"] = volumes + gpu_volumes
+    if gpu_fields and m.server.docker_gpus.ulimits:  # with GPUs, as kit does (kit.runtime.docker.ulimit_config)
         svc["ulimits"] = dict(DEFAULT_ULIMITS)
-        svc["deploy"] = deploy
-    return svc
+    return {**svc, **gpu_fields}
 
 
 def render_compose(lm: LoadedManifest, *, base_dir: Path | None = None) -> str:

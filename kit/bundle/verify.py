@@ -1,11 +1,10 @@
 """Verifying a bundle: every file against the signed provenance, the signers against trust, and the summary.
 
-Checks, in order: the bundle holds only regular files and directories; provenance.dsse.json is
-exactly as kit writes it and every signature in it verifies under the key it names; the user's policy
-allows a signer for ``kit-bundle`` (``kit.bundle.policy``; skipped with --integrity-only, which says
-UNTRUSTED); the set of files and each file's sha256 match the signed subjects; summary.json equals a
-fresh ``kit.stats.summarize_bundle``; the manifest signature is re-checked under the policy and every
-recorded flag is shown.
+Checks, in order: the bundle holds only regular files and directories; provenance.dsse.json is exactly as kit
+writes it and every signature in it verifies under the key it names; the user's policy allows a signer for
+``kit-bundle`` (``kit.bundle.policy``; skipped with --integrity-only, which says UNTRUSTED); the set of files and
+each file's sha256 match the signed subjects; expert-pass files read as their model; summary.json equals a fresh
+``kit.stats.summarize_bundle``; the manifest signature is re-checked under the policy and every recorded flag is shown.
 """
 
 from __future__ import annotations
@@ -24,20 +23,14 @@ from cryptography.exceptions import InvalidSignature
 from kit.bundle.checkpoints import check_chain, checkpoint_files
 from kit.bundle.looks import check_looks
 from kit.bundle.names import PROVENANCE, envelope_bytes, rel_problem, walk
-from kit.bundle.policy import (
-    TRUSTED_MARK,
-    UNTRUSTED_MARK,
-    decide_trust,
-    flags_line,
-    manifest_check,
-    recorded_flags,
-)
+from kit.bundle.policy import TRUSTED_MARK, UNTRUSTED_MARK, decide_trust, flags_line, manifest_check, recorded_flags
 from kit.bundle.provenance import BUILD_TYPE, SLSA_PROVENANCE_V1
 from kit.bundle.redo import redo_problems
 from kit.bundle.schedules import check_schedules
 from kit.bundle.tarball import archive_sha256, extracted
 from kit.errors import BundleError, KitError, SignatureError, UsageError
 from kit.files import JsonObject
+from kit.files.expert_pass import expert_pass_problems
 from kit.files.read import MAX_FILE_BYTES, read_file
 from kit.files.run import RunFile
 from kit.files.summary import SUMMARY_SCHEMA_VERSION
@@ -137,6 +130,8 @@ def verify_directory(root: Path, trust: list[Path], *, label: str, integrity_onl
     chain_note, chain, problems = check_chain(root, None if integrity_only else files, subjects)
     if problems:
         raise fail(label, problems, hint="its checkpoints do not hold what its provenance signed; get an untouched one")
+    if typed := expert_pass_problems(root):  # manifest expert_pass: its files as their model
+        raise fail(label, typed, hint="a bundle file kit reads does not validate; get an untouched copy")
     if redone := redo_problems(root):  # a cell re-run by --redo must have been failed or client-bound
         raise fail(label, redone, hint="see docs/statistics.md (Re-measured cells)")
     looks_note, look_problems = check_looks(root)  # design.sequential
@@ -167,8 +162,7 @@ def verify_directory(root: Path, trust: list[Path], *, label: str, integrity_onl
                            "signers": signer.signers, "trusted": signer.trusted, "summary": summary_note,
                            "schedules": sched_note, "run": run,
                            "manifest_signature": manifest, "integrity_only": integrity_only, "checkpoints": chain,
-                           "workload": workload_note,
-                           **rec}
+                           "workload": workload_note, **rec}
     return VerifyResult(summary="\n".join(lines), details=details)
 
 

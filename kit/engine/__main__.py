@@ -56,6 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--nnodes", type=_positive, default=1, help="ranks of a server that spans nodes (kit.engine.ranks)")
     p.add_argument("--node-rank", type=_non_negative, default=0, help="this rank (0 serves the API)")
     p.add_argument("--dist-init-addr", default=None, help="HOST:PORT of rank 0's rendezvous (with --nnodes > 1)")
+    p.add_argument("--expert-distribution-recorder-mode", choices=["per_pass"], default=None,
+                   help="sglang's expert-distribution recorder and its endpoints (kit.engine.recorder)")
     p.add_argument("--threads", type=_positive, default=None,
                    help=f"BLAS threads (default {DEFAULT_THREADS}, or OPENBLAS_NUM_THREADS if set)")
     return p
@@ -97,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         return asyncio.run(serve_rank(args.dist_init_addr, args.node_rank, args.nnodes))
     logging.getLogger("kit.engine").info("%d BLAS thread(s); %s", threads, cfg)
     return asyncio.run(serve(cfg, args.host, args.port, args.max_batch, args.served_name, nnodes=args.nnodes,
-                             dist_init_addr=args.dist_init_addr))
+                             dist_init_addr=args.dist_init_addr, recorder_mode=args.expert_distribution_recorder_mode))
 
 
 def check_ranks(args: argparse.Namespace) -> None:

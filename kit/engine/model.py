@@ -55,6 +55,7 @@ class StepResult:
     state: FloatArray  # [n, layers, hidden]
     unique_experts: list[int]  # per layer: distinct experts with nonzero weight in this step
     tokens: int  # rows pushed through the layers
+    expert_counts: IntArray  # [layers, experts]: routed slots per expert (fillers too), as sglang's recorder counts
 
 
 def rmsnorm(x: FloatArray) -> FloatArray:
@@ -120,6 +121,7 @@ class MoEModel:
         h = self.input_embedding[tokens]
         state = self.new_state(len(prompts))
         uniq: list[int] = []
+        counts: list[IntArray] = []
         for layer in range(self.cfg.layers):
             c = self._causal_ema(rmsnorm(h) @ self.mixer[layer], seq, pos, len(prompts))
             state[:, layer] = c[last]
@@ -128,8 +130,9 @@ class MoEModel:
             ids, weights = topk_route(self._router_probs(layer, xin), self.cfg.top_k)
             moe, n_unique = self._moe(layer, xin, ids, weights)
             uniq.append(n_unique)
+            counts.append(np.bincount(ids[ids >= 0], minlength=self.cfg.experts))
             h = x + moe
-        return StepResult(self._greedy(h[last]), state, uniq, int(tokens.size))
+        return StepResult(self._greedy(h[last]), state, uniq, int(tokens.size), np.stack(counts))
 
     def decode(self, tokens: npt.NDArray[np.integer], state: FloatArray) -> StepResult:
         """One decode step for a batch: ``tokens[i]`` is sequence i's newest token, ``state[i]`` its state.
@@ -142,6 +145,7 @@ class MoEModel:
         h = self.input_embedding[toks]
         new_state = np.empty_like(state)
         uniq: list[int] = []
+        counts: list[IntArray] = []
         for layer in range(self.cfg.layers):
             mixed = rmsnorm(h) @ self.mixer[layer]
             c = self._decay * state[:, layer] + self._gain * mixed
@@ -155,8 +159,9 @@ class MoEModel:
                 ids, weights = topk_route(probs, self.cfg.top_k)
             moe, n_unique = self._moe(layer, xin, ids, weights)
             uniq.append(n_unique)
+            counts.append(np.bincount(ids[ids >= 0], minlength=self.cfg.experts))
             h = x + moe
-        return StepResult(self._greedy(h), new_state, uniq, int(toks.size))
+        return StepResult(self._greedy(h), new_state, uniq, int(toks.size), np.stack(counts))
 
     # ------------------------------------------------------------------------------------- internals
 

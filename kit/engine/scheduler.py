@@ -26,6 +26,7 @@ import numpy as np
 
 from kit.engine.metrics import EngineMetrics
 from kit.engine.model import MoEModel, StepResult
+from kit.engine.recorder import ExpertRecorder
 
 log = logging.getLogger("kit.engine")
 
@@ -66,7 +67,8 @@ class Scheduler:
     """Owns the waiting queue, the running batch and the model steps."""
 
     def __init__(
-        self, model: MoEModel, metrics: EngineMetrics, max_batch: int, prefill_budget: int = 2048
+        self, model: MoEModel, metrics: EngineMetrics, max_batch: int, prefill_budget: int = 2048,
+        recorder: ExpertRecorder | None = None,
     ) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
@@ -74,6 +76,7 @@ class Scheduler:
         self.metrics = metrics
         self.max_batch = max_batch
         self.prefill_budget = prefill_budget
+        self.recorder = recorder or ExpertRecorder()
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
         self._wake = asyncio.Event()
@@ -152,6 +155,7 @@ class Scheduler:
             self._executor, self.model.prefill, [r.prompt for r in admitted]
         )
         self.metrics.record_prefill(result.tokens, time.perf_counter() - t0)
+        self.recorder.on_pass(result.expert_counts)
         for i, req in enumerate(admitted):
             req.state = result.state[i]
             self._emit(req, int(result.next_tokens[i]))
@@ -167,6 +171,7 @@ class Scheduler:
         t0 = time.perf_counter()
         result: StepResult = await loop.run_in_executor(self._executor, self.model.decode, tokens, state)
         self.metrics.record_decode(len(batch), time.perf_counter() - t0, result.unique_experts)
+        self.recorder.on_pass(result.expert_counts)
         for i, req in enumerate(batch):
             req.state = result.state[i]
             self._emit(req, int(result.next_tokens[i]))

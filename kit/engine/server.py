@@ -26,6 +26,7 @@ from kit.engine.config import ModelConfig
 from kit.engine.metrics import EngineMetrics
 from kit.engine.model import MoEModel
 from kit.engine.ranks import Rendezvous, follow, parse_addr
+from kit.engine.recorder import ExpertRecorder, add_recorder_routes
 from kit.engine.scheduler import Aborted, Finished, Request, Scheduler
 from kit.engine.tokenizer import decode_token, encode
 
@@ -312,16 +313,15 @@ def build_app(scheduler: Scheduler, served_name: str, vocab: int,
     app.router.add_get("/v1/models", handlers.models)
     app.router.add_get("/health", handlers.health)
     app.router.add_get("/metrics", handlers.metrics)
+    add_recorder_routes(app, scheduler.recorder)  # sglang's expert-distribution recorder (kit.engine.recorder)
     return app
 
 
 def _runner_and_site(
     app: web.Application, host: str, port: int, shutdown_timeout: float
 ) -> tuple[web.AppRunner, Callable[[], web.TCPSite]]:
-    """A runner and a site factory with a short shutdown timeout.
-
-    aiohttp >= 3.9 takes ``shutdown_timeout`` on the runner, 3.8 on the site.
-    """
+    """A runner and a site factory with a short shutdown timeout (aiohttp >= 3.9 takes it on the runner, 3.8 on
+    the site)."""
     if "shutdown_timeout" in inspect.signature(web.BaseRunner.__init__).parameters:
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=shutdown_timeout)
         return runner, lambda: web.TCPSite(runner, host, port)
@@ -357,7 +357,7 @@ async def serve_rank(addr: str, rank: int, nnodes: int) -> int:
 
 
 async def serve(cfg: ModelConfig, host: str, port: int, max_batch: int, served_name: str,
-                nnodes: int = 1, dist_init_addr: str | None = None) -> int:
+                nnodes: int = 1, dist_init_addr: str | None = None, recorder_mode: str | None = None) -> int:
     """Build the model, listen, print the ready line, and run until SIGTERM/SIGINT (exit status 0), or, as rank 0
     of ``nnodes``, until another rank leaves (exit status 1)."""
     stop = _stop_event()
@@ -368,7 +368,8 @@ async def serve(cfg: ModelConfig, host: str, port: int, max_batch: int, served_n
     model = await asyncio.get_running_loop().run_in_executor(None, MoEModel, cfg)
     log.info("built %d MiB of random weights in %.1fs (seed %d)", cfg.weight_bytes >> 20,
              time.perf_counter() - t0, cfg.seed)
-    scheduler = Scheduler(model, EngineMetrics(layers=cfg.layers, info=engine_info(cfg)), max_batch)
+    scheduler = Scheduler(model, EngineMetrics(layers=cfg.layers, info=engine_info(cfg)), max_batch,
+                          recorder=ExpertRecorder(recorder_mode))
     app = build_app(scheduler, served_name, cfg.vocab, ready=lambda: nnodes == 1 or ranks.ready.is_set())
     runner, make_site = _runner_and_site(app, host, port, 0.5)
     await runner.setup()

@@ -10,6 +10,7 @@ from kit.bundle.redo import to_redo
 from kit.cleanup import refuse_live_runs
 from kit.errors import BundleError, CellsFailed, Interrupted, KitError, StorageError, SummaryFailed, storage_error
 from kit.experiment.cells import CellRunner, NodeGates, gate_report
+from kit.experiment.expert_pass import run_expert_passes
 from kit.experiment.finish import Closing, finalize, verdicts
 from kit.experiment.images import prepare_images
 from kit.experiment.inputs import RunInputs, load_for_run
@@ -111,6 +112,7 @@ class Experiment:
             if looks is not None and looks.stopped:
                 break
         # --- end design.sequential
+        run_expert_passes(self.cells)  # manifest expert_pass: one untimed server per arm, after every timed cell
         return "complete" if not self.failed else "failed"
 
 

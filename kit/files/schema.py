@@ -22,6 +22,7 @@ from kit.files.checkpoint import CheckpointFile, CheckpointStatement
 from kit.files.client import ClientReport
 from kit.files.envelope import EnvelopeFile, ServerMetricsFile
 from kit.files.environment import EnvironmentFile
+from kit.files.expert_pass import ExpertPassFile
 from kit.files.gates import GatesLine
 from kit.files.images import ImagesFile
 from kit.files.looks import LookFile
@@ -47,6 +48,7 @@ REGISTRY: dict[str, type[BaseModel]] = {
     ServerFile.file_pattern: ServerFile,
     ServerInfoFile.file_pattern: ServerInfoFile,
     QualityFile.file_pattern: QualityFile,
+    ExpertPassFile.file_pattern: ExpertPassFile,
     "environment.json": EnvironmentFile,
     "environment.resume-*.json": EnvironmentFile,
     "gates.jsonl": GatesLine,

@@ -21,6 +21,7 @@ from pydantic import (
 from kit.manifest.analysis import Analysis
 from kit.manifest.design import Design
 from kit.manifest.docker_gpus import DockerGpus, check_docker_gpus
+from kit.manifest.expert_pass import ExpertPass
 from kit.manifest.fields import (
     IMAGE_REF_RE,
     PINNED_RE,
@@ -238,6 +239,9 @@ class Manifest(_Model):
     load: Load
     design: Design = Field(default_factory=Design)
     quality: Quality | None = Field(None, description="An untimed few-shot accuracy check per cell (optional).")
+    expert_pass: ExpertPass | None = Field(
+        None, description="Distinct experts per layer per decode step, per arm, from an untimed server with the "
+        "engine's expert-distribution recorder on, after the timed cells (optional, descriptive).")
     gates: Gates = Field(default_factory=Gates)
     analysis: Analysis = Field(default_factory=Analysis)
     ranks: Ranks = Field(default_factory=Ranks, description="Servers of one rank per node (runtime: slurm).")

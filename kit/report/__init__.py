@@ -12,6 +12,7 @@ from pathlib import Path
 
 from kit.files.summary import Summary
 from kit.report import plots, render
+from kit.report.expert_pass import arm_passes, expert_pass_section
 from kit.report.overhead import cell_overheads, overhead_section
 from kit.report.plots_decide import plot_cdfs, plot_drift, plot_pareto
 from kit.report.plots_series import render_cell_plots
@@ -44,6 +45,7 @@ def render_report(root: Path, summary: Summary | Mapping[str, object]) -> list[P
     md = root / "report.md"
     text = render_markdown(typed, [p.relative_to(root).as_posix() for p in written])
     text += "\n".join(quality_section(cell_quality(root, typed)))  # helper sglang: the untimed quality check
+    text += "\n".join(expert_pass_section(arm_passes(root, typed)))  # manifest expert_pass (kit.report.expert_pass)
     tail = [*workload_section(root), *overhead_section(cell_overheads(root, typed))]  # workload: kit.report.workload
     md.write_text(text + "\n".join(tail), encoding="utf-8")
     return [md, *written]

@@ -62,6 +62,7 @@ class ServerSpec:
     shm_size: str | None = None
     ipc_host: bool = False
     model_mount: tuple[str, str] | None = None  # (host path, container path), read-only
+    dump_mount: tuple[str, str] | None = None  # (host path, container path), read-write: expert_pass's dump folder
     extra: dict[str, object] = field(default_factory=dict)  # docker options: "ulimits", "mem_limit"
     cpus: str | None = None  # Linux CPU list the server runs on (server.cpus), or anywhere
     ranks: tuple[RankSpec, ...] = ()  # runtime slurm: one per node, rank 0's command is ``command``

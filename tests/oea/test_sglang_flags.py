@@ -71,6 +71,20 @@ def test_every_flag_of_every_arm_of_oea_yaml_is_an_sglang_option(options: dict[s
     assert len({tuple(a) for a in argvs.values()}) == 1  # the arms differ by image and env only
 
 
+def test_the_expert_pass_server_is_an_arm_plus_sglang_recorder_flags(options: dict[str, Option]) -> None:
+    """expert_pass.server_args (the untimed recorder server, kit.experiment.expert_pass) on every arm's command."""
+    m = load_manifest(OEA).manifest
+    assert m.expert_pass is not None
+    extra = m.expert_pass.server_args
+    assert extra[extra.index("--expert-distribution-recorder-mode") + 1] == "per_pass"
+    assert "per_pass" in (options["--expert-distribution-recorder-mode"].choices or ())
+    assert options["--chunked-prefill-size"].field == "chunked_prefill_size"
+    assert m.expert_pass.dump_env == "SGLANG_EXPERT_DISTRIBUTION_RECORDER_DIR"
+    for arm, argv in arm_argvs().items():
+        assert check_argv([*argv, *extra], options) == [], arm
+        assert "--expert-distribution-recorder-mode" not in argv  # never in the timed cells' servers
+
+
 def test_the_check_refuses_what_sglang_would_not_parse_or_would_guess(options: dict[str, Option]) -> None:
     """The spellings the seed's first oea.yaml and older recipes used, and values outside the choices."""
     argv = ["--tp", "8", "--cuda-graph-max-bs", "256", "--nsa-decode-backend", "trtllm",

@@ -113,6 +113,9 @@ def container_config(spec: ServerSpec) -> ContainerConfig:
     if spec.model_mount is not None:
         src, dst = spec.model_mount
         mounts.append(Mount(target=dst, source=src, type="bind", read_only=True))
+    if spec.dump_mount is not None:
+        src, dst = spec.dump_mount
+        mounts.append(Mount(target=dst, source=src, type="bind", read_only=False))
     if mounts:
         kwargs["mounts"] = mounts
     if spec.cpus:
