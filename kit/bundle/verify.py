@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 import re
 from collections.abc import Mapping
@@ -35,7 +36,7 @@ from kit.bundle.policy import (
 from kit.bundle.provenance import BUILD_TYPE, SLSA_PROVENANCE_V1
 from kit.bundle.redo import redo_problems
 from kit.bundle.schedules import check_schedules
-from kit.bundle.tarball import archive_sha256, extracted
+from kit.bundle.tarball import extracted
 from kit.errors import BundleError, KitError, SignatureError, UsageError
 from kit.files import JsonObject
 from kit.files.read import MAX_FILE_BYTES, read_file
@@ -102,9 +103,10 @@ def verify_bundle(target: Path, trust: list[Path], *, integrity_only: bool = Fal
             decide_trust(env, body, files, label, integrity_only=integrity_only)
             return stmt
 
-        with extracted(target, signed_statement) as root:
+        read = hashlib.sha256()  # of the bytes extracted, not of a second read that could see another file
+        with extracted(target, signed_statement, read) as root:
             res = verify_directory(root, trust, label=label, integrity_only=integrity_only)
-        res.details["archive"] = {"path": str(target), "sha256": archive_sha256(target), "top": root.name}
+        res.details["archive"] = {"path": str(target), "sha256": read.hexdigest(), "top": root.name}
         return res
     raise BundleError(f"{target}: neither a bundle directory nor a .tar.gz/.tgz archive")
 
