@@ -103,8 +103,7 @@ def verify_bundle(target: Path, trust: list[Path], *, integrity_only: bool = Fal
             decide_trust(env, body, files, label, integrity_only=integrity_only)
             return stmt
 
-        read = hashlib.sha256()  # of the bytes extracted, not of a second read that could see another file
-        with extracted(target, signed_statement, read) as root:
+        with extracted(target, signed_statement, read := hashlib.sha256()) as root:  # the bytes read: no 2nd read
             res = verify_directory(root, trust, label=label, integrity_only=integrity_only)
         res.details["archive"] = {"path": str(target), "sha256": read.hexdigest(), "top": root.name}
         return res
@@ -132,8 +131,7 @@ def signed_parts(root: Path, label: str, missing_hint: str) -> tuple[dict[str, A
 
 def verify_directory(root: Path, trust: list[Path], *, label: str, integrity_only: bool = False) -> VerifyResult:
     files = policy_files(trust)
-    env, body, subjects, on_disk = signed_parts(
-        root, label, "a bundle without its signed provenance cannot be verified; get the complete bundle")
+    env, body, subjects, on_disk = signed_parts(root, label, "a bundle without its signed provenance cannot be verified")
     signer = decide_trust(env, body, files, label, integrity_only=integrity_only)
     nbytes = check_files(root, sorted(f for f in on_disk if f != PROVENANCE), subjects, label)
     chain_note, chain, problems = check_chain(root, None if integrity_only else files, subjects)
