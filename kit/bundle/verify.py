@@ -131,7 +131,7 @@ def signed_parts(root: Path, label: str, missing_hint: str) -> tuple[dict[str, A
 
 def verify_directory(root: Path, trust: list[Path], *, label: str, integrity_only: bool = False) -> VerifyResult:
     files = policy_files(trust)
-    env, body, subjects, on_disk = signed_parts(root, label, "a bundle without its signed provenance cannot be verified")
+    env, body, subjects, on_disk = signed_parts(root, label, "nothing vouches for an unsigned bundle")
     signer = decide_trust(env, body, files, label, integrity_only=integrity_only)
     nbytes = check_files(root, sorted(f for f in on_disk if f != PROVENANCE), subjects, label)
     chain_note, chain, problems = check_chain(root, None if integrity_only else files, subjects)
