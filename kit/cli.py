@@ -29,6 +29,7 @@ from kit.cli_reproduce import compare, reproduce
 from kit.compose import render_compose
 from kit.errors import ExitCode, KitError, UsageError, storage_error
 from kit.experiment import RunOptions, run_experiment
+from kit.experiment.signals import signals_as_interrupts
 from kit.files import JsonObject
 from kit.files.schema import bundle_schema_text
 from kit.gates import doctor
@@ -69,7 +70,8 @@ class KitGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         debug = bool(ctx.params.get("debug")) or os.environ.get("KIT_DEBUG") == "1"
         try:
-            return super().invoke(ctx)
+            with signals_as_interrupts():  # SIGTERM, SIGHUP: as Ctrl-C, so every command cleans up (temp files)
+                return super().invoke(ctx)
         except BrokenPipeError:
             _broken_pipe()
         except KitError as e:
