@@ -24,8 +24,9 @@ EXIT_MEANINGS = {  # what each of kit.errors.ExitCode means to a script calling 
                            "within the margin)",
     ExitCode.SLURM_UNAVAILABLE: "kit submit/jobs: no Slurm here (commands missing, or the controller does not answer)",
     ExitCode.SLURM_REFUSED: "kit submit/jobs: Slurm refused (bad option, unknown partition or job, a limit)",
-    ExitCode.STORAGE: "the disk is full or failing (ENOSPC, EDQUOT, EIO); once fixed, `kit run --resume` finishes the "
-                      "bundle from its checkpoints",
+    ExitCode.STORAGE: "the disk is full or failing (ENOSPC, EDQUOT, EIO), for any command (kit verify ARCHIVE: where "
+                      "it extracts, TMPDIR; nothing was judged); once fixed, `kit run --resume` finishes the bundle "
+                      "from its checkpoints, any other command is run again",
     ExitCode.INTERRUPTED: "interrupted (Ctrl-C, SIGTERM, SIGHUP); `kit run --resume` finishes the bundle",
     ExitCode.BROKEN_PIPE: "stdout was closed early (`kit plan M | head`): the output was cut, quietly (128 + SIGPIPE)",
 }

@@ -137,13 +137,12 @@ STORAGE_ERRNOS = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "di
                   errno.EIO: "input/output error (a failing disk or file system)"}
 
 
-def storage_error(e: BaseException) -> StorageError | None:
+def storage_error(e: BaseException, hint: str = "free space (or fix the disk), then resume") -> StorageError | None:
     """``e`` as a StorageError when it is an OSError of a full disk or a failing one (None otherwise)."""
     if not isinstance(e, OSError) or e.errno not in STORAGE_ERRNOS:
         return None
     where = f" writing {e.filename}" if e.filename else ""
-    return StorageError(f"{STORAGE_ERRNOS[e.errno]}{where} ([Errno {e.errno}] {e.strerror})",
-                        hint="free space (or fix the disk), then resume")
+    return StorageError(f"{STORAGE_ERRNOS[e.errno]}{where} ([Errno {e.errno}] {e.strerror})", hint=hint)
 
 
 class SummaryFailed(KitError):

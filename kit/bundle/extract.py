@@ -12,6 +12,11 @@ place only when its size and digest match: nothing unverified lands under the bu
 Header chains (pax and GNU long-name/long-link headers before a member) are bounded to
 ``MAX_HEADER_CHAIN`` and names to ``MAX_PATH_DEPTH`` components, so hostile headers give a BundleError
 (exit 9), never a RecursionError.
+
+Nothing may follow the archive's end: after the end-of-archive block only zero bytes (tar's padding) are
+accepted up to the end of the file, so a second gzip member or a second tar after the zero blocks (which
+``tar -i`` and ``tarfile``'s ``ignore_zeros`` would extract, unchecked) is refused. The file is hashed as it
+is read (``sha256``), so the digest kit reports is that of the bytes it verified, not of a later read.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from typing import IO, Any, Protocol
 
 from kit.bundle.names import PROVENANCE, rel_problem
 from kit.bundle.subjects import subject_sizes
-from kit.errors import BundleError
+from kit.errors import BundleError, storage_error
 from kit.plumbing.files import CHUNK
 from kit.signing import subject_digests
 
@@ -56,25 +61,27 @@ Check = Callable[[Path], Mapping[str, Any]]
 
 
 @contextmanager
-def extracted(archive_path: Path, check: Check | None = None) -> Iterator[Path]:
+def extracted(archive_path: Path, check: Check | None = None, sha256: Any = None) -> Iterator[Path]:
     """Extract safely into a new temp directory; yield the bundle's top folder; always clean up."""
     tmp = Path(tempfile.mkdtemp(prefix="kit-verify-"))
     try:
-        yield safe_extract(archive_path, tmp, check=check)
+        yield safe_extract(archive_path, tmp, check=check, sha256=sha256)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
 def safe_extract(
     archive_path: Path, dest: Path, *, check: Check | None = None, max_members: int | None = None,
-    max_bytes: int | None = None,
+    max_bytes: int | None = None, sha256: Any = None,
 ) -> Path:
     """Extract ``archive_path`` (.tar.gz) into the new, empty directory ``dest``; return ``dest/<top>``.
 
     Accepts only regular files and directories with normalised relative names under one top folder;
     refuses links, devices, FIFOs, duplicates, and more than ``max_members`` members or
     ``max_bytes`` bytes of content (defaults MAX_MEMBERS, MAX_TOTAL_BYTES). With ``check``, files are
-    checked against the signed provenance as they stream (see the module doc). BundleError on refusal.
+    checked against the signed provenance as they stream (see the module doc). Anything but zero bytes after the
+    end-of-archive block is refused. ``sha256`` (a ``hashlib.sha256()``) is fed every byte of the file as it is
+    read. BundleError on refusal.
     """
     members = MAX_MEMBERS if max_members is None else max_members
     limit = MAX_TOTAL_BYTES if max_bytes is None else max_bytes
@@ -82,18 +89,26 @@ def safe_extract(
         raise BundleError(f"{dest}: extraction needs a new, empty directory")
     x = _Extractor(dest, members, limit, str(archive_path), check)
     try:
-        with open(archive_path, "rb") as raw, gzip.GzipFile(fileobj=raw, mode="rb") as gz:
-            # content plus, per member, a header, a pax header and its data block, and the padding
-            overhead = (members + 16) * 4 * tarfile.BLOCKSIZE + MAX_HEADER_BYTES + tarfile.RECORDSIZE
-            stream = _Capped(gz, limit + overhead, x.label)
-            with tarfile.open(fileobj=stream, mode="r|", tarinfo=_GuardedInfo) as tf:
-                for m in tf:
-                    x.take(tf, m)
+        with open(archive_path, "rb") as f:
+            raw = _Hashing(f, sha256)
+            with gzip.GzipFile(fileobj=raw, mode="rb") as gz:
+                # content plus, per member, a header, a pax header and its data block, and the padding
+                overhead = (members + 16) * 4 * tarfile.BLOCKSIZE + MAX_HEADER_BYTES + tarfile.RECORDSIZE
+                stream = _Capped(gz, limit + overhead, x.label)
+                with tarfile.open(fileobj=stream, mode="r|", tarinfo=_GuardedInfo) as tf:
+                    for m in tf:
+                        x.take(tf, m)
+                    _only_padding(tf, x.label)
+            while raw.read(CHUNK):  # what gzip left unread (nothing, normally): hashed too
+                pass
     except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as e:
         raise BundleError(f"{x.label}: not a readable .tar.gz ({type(e).__name__}: {e})") from None
     except RecursionError:  # defence in depth: the chain and depth limits should make this unreachable
         raise BundleError(f"{x.label}: archive headers nest too deeply; refused") from None
     except OSError as e:
+        where = f"free space (or fix the disk) where kit extracts ({dest.parent}; TMPDIR picks it), then retry"
+        if full := storage_error(e, where):
+            raise full.note(f"extracting {x.label}: the archive was not judged") from None
         raise BundleError(f"{x.label}: extraction failed ({e})") from None
     return x.finish()
 
@@ -115,6 +130,34 @@ class _GuardedInfo(tarfile.TarInfo):
             return super()._proc_member(tarfile_)  # type: ignore[misc]
         finally:
             setattr(tarfile_, "_kit_header_chain", depth - 1)  # noqa: B010
+
+
+def _only_padding(tf: tarfile.TarFile, label: str) -> None:
+    """After tar's end-of-archive block, the rest of the stream (a gzip file holding more members reads on into
+    them) must be zero bytes."""
+    rest = tf.fileobj
+    assert rest is not None
+    while chunk := rest.read(CHUNK):
+        if chunk.strip(b"\0"):
+            raise BundleError(f"{label}: data after the end of the archive (another tar or gzip member appended?); "
+                              "refused: other tools (`tar -i`) would extract what kit never checked",
+                              hint="re-create the archive with `kit archive BUNDLE`")
+
+
+class _Hashing(io.RawIOBase):
+    """A binary reader that feeds what it reads to ``sha256`` (when given)."""
+
+    def __init__(self, inner: IO[bytes], sha256: Any) -> None:
+        self.inner, self.sha256 = inner, sha256
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.inner.read(n)
+        if self.sha256 is not None:
+            self.sha256.update(data)
+        return data
 
 
 class _Reader(Protocol):

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from kit.bundle.checkpoints import Chain, Digests, checkpoint_files, read_chain, vouched_files
 from kit.bundle.layout import Bundle
-from kit.bundle.names import PROVENANCE
+from kit.bundle.names import PROVENANCE, walk
 from kit.bundle.policy import SignerDecision, decide_trust
 from kit.bundle.subjects import subject_sizes
 from kit.bundle.verify import check_files, fail, signed_parts
@@ -32,6 +32,7 @@ from kit.files.run import RunFile
 from kit.plumbing.files import atomic_write, fsync_dir, read_bounded
 from kit.signing import policy_files, sha256_hex
 
+MAX_UNSTARTED_ENTRIES = 1000  # run.json, manifest, plan, environment, a workload's request files
 DERIVED = ("summary.json", "report.md")  # and plots/: recomputed from the records when the run ends
 
 
@@ -106,17 +107,32 @@ def _never_started(root: Path) -> None:
     measured and nothing was started. Exit 9 with the command that runs it again (from its unsigned run.json)."""
     if (root / "cells").is_dir() and any((root / "cells").iterdir()):
         return  # cells without any checkpoint: the generic refusal names what is unsigned
+    if not (root / "run.json").is_file():  # not a bundle at all (a mistyped path): never suggest removing it
+        raise BundleError(f"{root}: not a kit bundle (no run.json, no checkpoint, no provenance): nothing to resume",
+                          hint="give the bundle directory `kit run` printed (bundle: <out>/<experiment>-<time>-<id>)")
     again = "run the manifest again as you started it (`kit run MANIFEST ...`)"
     try:
-        argv = RunFile.model_validate_json(read_bounded(root / "run.json", MAX_FILE_BYTES)).argv
+        run = RunFile.model_validate_json(read_bounded(root / "run.json", MAX_FILE_BYTES))
+        argv, run_id = run.argv, run.run_id
     except (OSError, ValueError):
-        argv = []
+        argv, run_id = [], None
     if argv[:2] == ["kit", "run"] and "--resume" not in argv:
         again = f"run it again as it was started (its unsigned run.json records, from where it ran): {shlex.join(argv)}"
+    if run_id and root.name.endswith(f"-{run_id}") and _only_kit_files(root):
+        again += f"; this directory holds nothing else and can go: rm -r {shlex.quote(str(root))}"
     raise BundleError(f"{root}: stopped before its first checkpoint (the kit that started it was killed while it "
                       "started: SIGKILL, the OOM killer, power loss): no cell had started and nothing was measured, "
-                      "so there is nothing to resume",
-                      hint=f"{again}; this directory holds nothing else and can go: rm -r {shlex.quote(str(root))}")
+                      "so there is nothing to resume", hint=again)
+
+
+def _only_kit_files(root: Path) -> bool:
+    """Whether ``root`` holds only what a run writes before its first checkpoint: a few regular files and folders
+    (no link, nothing special), so that the `rm -r` kit suggests can only remove a bundle that measured nothing."""
+    try:
+        dirs, files = walk(root)
+    except (BundleError, OSError):
+        return False
+    return len(dirs) + len(files) <= MAX_UNSTARTED_ENTRIES
 
 
 def verify_integrity(root: Path) -> int:

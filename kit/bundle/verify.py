@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 import re
 from collections.abc import Mapping
@@ -27,7 +28,7 @@ from kit.bundle.policy import TRUSTED_MARK, UNTRUSTED_MARK, decide_trust, flags_
 from kit.bundle.provenance import BUILD_TYPE, SLSA_PROVENANCE_V1
 from kit.bundle.redo import redo_problems
 from kit.bundle.schedules import check_schedules
-from kit.bundle.tarball import archive_sha256, extracted
+from kit.bundle.tarball import extracted
 from kit.errors import BundleError, KitError, SignatureError, UsageError
 from kit.files import JsonObject
 from kit.files.expert_pass import expert_pass_problems
@@ -95,9 +96,9 @@ def verify_bundle(target: Path, trust: list[Path], *, integrity_only: bool = Fal
             decide_trust(env, body, files, label, integrity_only=integrity_only)
             return stmt
 
-        with extracted(target, signed_statement) as root:
+        with extracted(target, signed_statement, read := hashlib.sha256()) as root:  # the bytes read: no 2nd read
             res = verify_directory(root, trust, label=label, integrity_only=integrity_only)
-        res.details["archive"] = {"path": str(target), "sha256": archive_sha256(target), "top": root.name}
+        res.details["archive"] = {"path": str(target), "sha256": read.hexdigest(), "top": root.name}
         return res
     raise BundleError(f"{target}: neither a bundle directory nor a .tar.gz/.tgz archive")
 
@@ -123,8 +124,7 @@ def signed_parts(root: Path, label: str, missing_hint: str) -> tuple[dict[str, A
 
 def verify_directory(root: Path, trust: list[Path], *, label: str, integrity_only: bool = False) -> VerifyResult:
     files = policy_files(trust)
-    env, body, subjects, on_disk = signed_parts(
-        root, label, "a bundle without its signed provenance cannot be verified; get the complete bundle")
+    env, body, subjects, on_disk = signed_parts(root, label, "nothing vouches for an unsigned bundle")
     signer = decide_trust(env, body, files, label, integrity_only=integrity_only)
     nbytes = check_files(root, sorted(f for f in on_disk if f != PROVENANCE), subjects, label)
     chain_note, chain, problems = check_chain(root, None if integrity_only else files, subjects)

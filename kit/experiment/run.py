@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -78,13 +79,14 @@ class Experiment:
             session.bundle.append_jsonl("gates.jsonl", self.preflight_report)
         report.raise_if_failed()
 
-    def execute(self, session: BundleSession) -> str:
-        if session.resumed:
+    def execute(self, session: BundleSession, *, idle: bool = False) -> str:
+        """Run the cells still to run; ``idle``: a resume with none left (no gate: no server will start)."""
+        if session.resumed and not idle:
             self.preflight(session)
-        else:
+        elif not session.resumed:
             session.bundle.append_jsonl("gates.jsonl", self.preflight_report)
             session.checkpoint("start")  # from here on, a run that never ends can be resumed
-        if self.m.runtime == "docker":
+        if self.m.runtime == "docker" and not idle:
             ports = [self.m.server.port, *self.m.server.extra_ports, *self.m.gates.ports]
             mine = self.preflight_gpus if self.m.hardware.gpu_selection() is not None else "all"  # gpu_indices
             refuse_live_runs(ports=ports, gpus=mine if self.m.hardware.gpus else None, own_run=session.run_id)
@@ -116,12 +118,16 @@ class Experiment:
         return "complete" if not self.failed else "failed"
 
 
+def cell_ok(bundle: Bundle, cell: Cell) -> bool:
+    rel = f"cells/{cell.id}/cell.json"
+    return bundle.exists(rel) and bundle.read(rel, CellFile).status == "ok"
+
+
 def cells_to_run(bundle: Bundle, cells: tuple[Cell, ...]) -> list[Cell]:
     """The cells not yet ``ok``; an earlier attempt of one is moved aside (never deleted)."""
     todo = []
     for cell in cells:
-        rel = f"cells/{cell.id}/cell.json"
-        if bundle.exists(rel) and bundle.read(rel, CellFile).status == "ok":
+        if cell_ok(bundle, cell):
             continue
         if bundle.exists(f"cells/{cell.id}"):
             bundle.move_failed_attempt(cell.id)
@@ -158,9 +164,13 @@ def run_inputs(inputs: RunInputs, opts: RunOptions, events: Events | None = None
     ev.message(f"bundle: {session.bundle.root}")
     status: str = "failed"
     error: BaseException | None = None
+    # a resume with every cell already measured (killed while sealing, or a `kit report` cut short) only seals it:
+    # it needs no port or GPU, and another run holding them must not turn a complete bundle into a failed one
+    idle = session.resumed and all(cell_ok(session.bundle, c) for c in needed_cells(exp.m, exp.plan, session.bundle))
     try:
-        with signals_as_interrupts(), reserved(exp.m, session.run_id, session.bundle.root):  # its ports, GPUs
-            status = exp.execute(session)
+        with signals_as_interrupts(), \
+                contextlib.nullcontext() if idle else reserved(exp.m, session.run_id, session.bundle.root):
+            status = exp.execute(session, idle=idle)
     except KeyboardInterrupt as e:
         status, error = "interrupted", e
     except BaseException as e:  # noqa: BLE001 - anything: finalize first, then let it out

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from kit.bundle import Bundle, runner_key, sign_provenance, verify_for_resume
 from kit.files.summary import Summary
+from kit.plumbing.interrupts import deferred_interrupts
 from kit.report import render_report
 from kit.stats import summarize_bundle
 
@@ -20,11 +21,14 @@ def rebuild(root: Path, key: Path | None = None) -> list[str]:
     prov = bundle.path("provenance.dsse.json")
     old = json.loads(prov.read_text()) if prov.exists() else None
     summary = summarize_bundle(bundle.root)
-    bundle.remove_provenance()
-    bundle.write_json("summary.json", summary)
-    written = render_report(bundle.root, Summary.model_validate(summary))
-    signer, notice = runner_key(key)
-    sign_provenance(bundle, signer, predicate=_old_predicate(old))
+    signer, notice = runner_key(key)  # before the provenance goes: a bad key leaves the bundle as it was
+    # From removing the provenance to signing the new one the bundle is unsealed: Ctrl-C, SIGTERM or SIGHUP there
+    # would leave a finished bundle that neither verifies nor can be re-reported; they wait until it is re-signed.
+    with deferred_interrupts():
+        bundle.remove_provenance()
+        bundle.write_json("summary.json", summary)
+        written = render_report(bundle.root, Summary.model_validate(summary))
+        sign_provenance(bundle, signer, predicate=_old_predicate(old))
     lines = [notice] if notice else []
     lines += [f"wrote {p.relative_to(bundle.root)}" for p in written]
     lines.append(f"re-signed provenance with {signer.fingerprint}")

@@ -6,6 +6,7 @@ import gzip
 import io
 import re
 import shutil
+import subprocess
 import tarfile
 import tempfile
 from collections.abc import Iterator
@@ -175,3 +176,34 @@ def test_safe_extract_needs_an_empty_directory(bundle: Bundle, tmp_path: Path) -
     assert sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()) == \
         sorted([*bundle.files(), "provenance.dsse.json"])
     assert all((p.stat().st_mode & 0o777) == 0o644 for p in root.rglob("*") if p.is_file())
+
+
+def test_nothing_after_the_end_of_the_archive(bundle: Bundle, tmp_path: Path, sandbox: Path,
+                                              trust_file: Path) -> None:
+    """A verified archive holds nothing else: a second gzip member (a second tar) after a signed bundle's end
+    would be extracted, unchecked, by `tar -xzi` (GNU tar's --ignore-zeros, checked here when tar is installed);
+    only tar's zero padding may follow the end-of-archive block. The digest reported is of the bytes read."""
+    good = tmp_path / "good.tar.gz"
+    digest = archive(bundle.root, good)
+    assert verify_bundle(good, [trust_file]).details["archive"]["sha256"] == digest  # type: ignore[index]
+    padded = tmp_path / "padded.tar.gz"  # more zero blocks inside the gzip stream: still only padding
+    padded.write_bytes(gzip.compress(gzip.decompress(good.read_bytes()) + b"\0" * 50_000, mtime=0))
+    verify_bundle(padded, [trust_file])
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tf:
+        ti, data = _member(f"{bundle.root.name}/smuggled.txt", b"never checked\n")
+        tf.addfile(ti, io.BytesIO(data or b""))
+    evil = tmp_path / "appended.tar.gz"
+    evil.write_bytes(good.read_bytes() + gzip.compress(buf.getvalue(), mtime=0))
+    if shutil.which("tar"):  # what another tool makes of it: the smuggled file is there
+        out = tmp_path / "gnutar"
+        out.mkdir()
+        subprocess.run(["tar", "-xzif", str(evil), "-C", str(out)], check=True, capture_output=True)
+        assert (out / bundle.root.name / "smuggled.txt").is_file()
+    with pytest.raises(BundleError, match="data after the end of the archive") as e:
+        verify_bundle(evil, [trust_file])
+    assert e.value.exit_code == ExitCode.BUNDLE_INVALID
+    dest = Path(tempfile.mkdtemp())
+    with pytest.raises(BundleError, match="data after the end of the archive"):
+        safe_extract(evil, dest)
+    shutil.rmtree(dest)

@@ -210,3 +210,25 @@ def test_a_sealed_bundle_with_checkpoints_resumes_from_its_provenance(started: t
     assert r.complete == ["base-r1"] and r.set_aside == ["cells/oea-r1 -> failed/oea-r1-a1: not a cell a verified "
                                                          "checkpoint holds as complete"]
     assert r.restored == [] and r.dropped == []
+
+
+def test_a_resume_of_a_directory_that_is_no_bundle_never_suggests_removing_it(tmp_path: Path,
+                                                                               trust_file: Path) -> None:
+    """Was: `kit run --resume /etc` (or a mistyped ~) said "this directory holds nothing else and can go: rm -r /etc".
+    The removal is suggested only for a bundle that measured nothing: its own run.json, its run id in its name."""
+    home = tmp_path / "home"
+    (home / "thesis").mkdir(parents=True)
+    (home / "thesis" / "chapter1.tex").write_text("years of work\n")
+    with pytest.raises(BundleError, match="not a kit bundle") as e:
+        resume_trust(home, [trust_file])
+    assert "rm -r" not in str(e.value)
+    (home / "run.json").write_text('{"run_id": "abc123"}')  # a run.json, but not this directory's own
+    with pytest.raises(BundleError, match="stopped before its first checkpoint") as e:
+        resume_trust(home, [trust_file])
+    assert "rm -r" not in str(e.value)
+    b = Bundle.create(tmp_path / "results", "exp", run_id="abc123")  # a real one, killed while it started
+    b.write_json("run.json", {"run_id": "abc123", "argv": ["kit", "run", "m.yaml"]})
+    b.write_bytes("manifest.yaml", b"name: exp\n")
+    with pytest.raises(BundleError, match="stopped before its first checkpoint") as e:
+        resume_trust(b.root, [trust_file])
+    assert f"rm -r {b.root}" in (e.value.hint or "") and "kit run m.yaml" in (e.value.hint or "")
