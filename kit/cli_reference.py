@@ -39,7 +39,7 @@ def reference() -> str:
              "```", main.get_help(ctx), "```", ""]
     for name in sorted(main.commands):
         cmd = main.commands[name]
-        sub = click.Context(cmd, info_name=f"kit {name}", parent=ctx, terminal_width=100, max_content_width=100)
+        sub = click.Context(cmd, info_name=name, parent=ctx, terminal_width=100, max_content_width=100)
         parts += [f"## kit {name}", "", "```", cmd.get_help(sub), "```", ""]
     parts += ["## Exit codes", "", "Mapped in one place (`kit.errors.ExitCode`, turned into the process's exit status "
               "by `kit.cli`).", "", "| code | meaning |", "|---:|---|"]
