@@ -14,7 +14,8 @@ from pydantic import Field, field_validator, model_validator
 from kit.manifest.fields import EnvName, _Model
 
 Sha256 = Annotated[str, Field(pattern=r"^[a-f0-9]{64}$")]
-Tokens = Annotated[int, Field(ge=1, le=1_000_000)]
+MAX_TOKENS = 1_000_000  # the most tokens any length field, and so any request's max_tokens, may ask
+Tokens = Annotated[int, Field(ge=1, le=MAX_TOKENS)]
 Ratio = Annotated[float, Field(ge=0.0, le=1.0)]
 HeaderName = Annotated[str, Field(pattern=r"^[A-Za-z0-9-]{1,64}$")]
 RESERVED_BODY = ("model", "messages", "prompt", "max_tokens", "stream", "stream_options", "ignore_eos",
@@ -111,6 +112,19 @@ Dataset = Annotated[TextSet | RandomSet | ShareGptSet | JsonlSet | SharedPrefixS
                     Field(discriminator="kind")]
 
 
+def most_max_tokens(ds: Dataset | None, output_tokens: int) -> int:
+    """The largest max_tokens a request of this signed dataset can ask (``output_tokens``: load.output_tokens),
+    from the manifest alone: a length field where the manifest fixes it; for a file's own lengths (jsonl's
+    output_tokens, sharegpt's completion lengths) the most kit accepts, MAX_TOKENS (or sharegpt's context_len)."""
+    if ds is None or isinstance(ds, TextSet):
+        return output_tokens
+    if isinstance(ds, JsonlSet):
+        return MAX_TOKENS
+    if isinstance(ds, ShareGptSet):
+        return ds.output_len or min(ds.context_len or MAX_TOKENS, MAX_TOKENS)
+    return ds.output_len
+
+
 
 class RequestOptions(_Model):
     """Fields every request carries beside the prompt; none may replace what kit sets for a fixed length."""
@@ -167,5 +181,5 @@ class RequestOptions(_Model):
         return self
 
 
-__all__ = ["Dataset", "DatasetFile", "JsonlSet", "MultiTurnSet", "RandomSet", "RequestOptions", "ShareGptSet",
-           "SharedPrefixSet", "TextSet"]
+__all__ = ["MAX_TOKENS", "Dataset", "DatasetFile", "JsonlSet", "MultiTurnSet", "RandomSet", "RequestOptions",
+           "ShareGptSet", "SharedPrefixSet", "TextSet", "most_max_tokens"]

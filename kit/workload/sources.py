@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kit.errors import ManifestError
-from kit.manifest.workload import MultiTurnSet, RandomSet, SharedPrefixSet, ShareGptSet
+from kit.manifest.workload import MAX_TOKENS, MultiTurnSet, RandomSet, SharedPrefixSet, ShareGptSet
 from kit.workload.corpus import Cutter
 from kit.workload.tokens import Counter, Messages
 
@@ -158,7 +158,7 @@ def _turns(rec: object) -> list[str]:
 def sharegpt_set(ds: ShareGptSet, text: str, counter: Counter, n: int, seed: int) -> list[Content]:
     """sglang's sample_sharegpt_requests: conversations with >= 2 turns, shuffled with ``seed``; prompt = the first
     turn, output length = the second's token count (or output_len); pruned when either is < 2 tokens or their sum
-    exceeds context_len."""
+    exceeds context_len (or the completion is over MAX_TOKENS, the most any request asks)."""
     what = f"load.dataset (sharegpt) {ds.file.path}"
     # a conversation whose first two turns are not valid Unicode (a lone surrogate) is skipped, like one too short
     pairs = [(t[0], t[1]) for t in (_turns(r) for r in _records(text, what)) if len(t) >= 2 and _encodes(t[:2])]
@@ -169,7 +169,7 @@ def sharegpt_set(ds: ShareGptSet, text: str, counter: Counter, n: int, seed: int
             break
         p = len(counter.encode(prompt))
         o = ds.output_len if ds.output_len is not None else len(counter.encode(completion))
-        if p < 2 or o < 2 or (ds.context_len and p + o > ds.context_len):
+        if p < 2 or o < 2 or o > MAX_TOKENS or (ds.context_len and p + o > ds.context_len):
             continue
         out.append(Content(user(prompt), o, p))
     return cycle(out, n)
@@ -182,8 +182,8 @@ def jsonl_set(path: str, text: str, counter: Counter, n: int, output_tokens: int
         if not isinstance(rec, dict):
             raise ManifestError(f"{what}: item {no} is not an object")
         out = rec.get("output_tokens", output_tokens)
-        if isinstance(out, bool) or not isinstance(out, int) or not 1 <= out <= 1_000_000:
-            raise ManifestError(f"{what}: item {no}: output_tokens must be an integer in 1..1000000")
+        if isinstance(out, bool) or not isinstance(out, int) or not 1 <= out <= MAX_TOKENS:
+            raise ManifestError(f"{what}: item {no}: output_tokens must be an integer in 1..{MAX_TOKENS}")
         items.append(Content(_messages(rec, f"{what}: item {no}"), out))
     return cycle(items, n)
 
