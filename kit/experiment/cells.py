@@ -82,7 +82,8 @@ class CellRunner:
                 # --- end server info
                 # --- quality (helper sglang): the untimed few-shot accuracy check, before the timed levels
                 if self.m.quality is not None:
-                    quality = run_quality(self.m.quality, spec.base_url, self.m.model.served_name, self.m.load.endpoint)
+                    quality = run_quality(self.m.quality, spec.base_url, self.m.model.served_name, self.m.load.endpoint,
+                                          spec.ssl_context)
                     self.bundle.write_json(f"cells/{cell.id}/quality.json", quality)
                 # --- end quality
                 state.levels = {}

@@ -150,6 +150,8 @@ def run_inputs(inputs: RunInputs, opts: RunOptions, events: Events | None = None
         ev.message(notice)
     exp = Experiment(inputs, opts, ev)
     check_dataset(exp.m.load, exp.m.model.path)  # a broken data file: exit 3 before any server starts
+    if exp.m.server.scheme == "https" and not exp.m.load.request.verify_tls:  # https: loud, and in the report
+        ev.message("WARNING: load.request.verify_tls is false: the server's certificate is not verified")
     if opts.resume is None:
         exp.preflight(None)  # a machine that cannot run it: exit 5, nothing built, started or written
     session = BundleSession.start(inputs, opts, exp.plan, key, exp.runtime)
