@@ -104,3 +104,20 @@ def test_the_manifest_rules(pki: Pki) -> None:
                                      load={"request": {"ca_bundle": pki.pin(), "verify_tls": False}}))
     with pytest.raises(ValidationError, match="instance of CaBundle"):  # a path alone is not pinned
         manifest_model(manifest_data(server={"scheme": "https"}, load={"request": {"ca_bundle": str(pki.ca)}}))
+
+
+def test_the_report_says_how_the_server_was_reached(tmp_path: Path) -> None:
+    from kit.report.workload import connection_section
+
+    level = tmp_path / "cells" / "a-r1" / "level-1"
+    level.mkdir(parents=True)
+
+    def section(spec: dict[str, object]) -> str:
+        (level / "client.json").write_text(json.dumps({"spec": spec}))
+        return "\n".join(connection_section(tmp_path))
+
+    assert section({"base_url": "http://127.0.0.1:1"}) == ""
+    assert "verified against `ca.pem`" in section({"base_url": "https://127.0.0.1:1", "ca_bundle": "ca.pem",
+                                                    "verify_tls": True})
+    assert "the system's CA certificates" in section({"base_url": "https://127.0.0.1:1", "verify_tls": True})
+    assert "⚠ UNVERIFIED https" in section({"base_url": "https://127.0.0.1:1", "verify_tls": False})
