@@ -43,6 +43,7 @@ class Workload:
         self.counter: Counter = counter_for(load.tokenizer, model_path)
         self.sources: list[SourceFile] = []
         self._text: str | None = None
+        self._ids: list[int] | None = None  # the text's tokens, encoded once for every level's seed
         self._cutter: dict[int, Cutter] = {}
 
     def _read(self, f: DatasetFile | None) -> str:
@@ -60,8 +61,9 @@ class Workload:
 
     def _cut(self, seed: int) -> Cutter:
         if seed not in self._cutter:
-            file = getattr(self.ds, "file", None)
-            self._cutter[seed] = Cutter(self.counter, self._read(file), seed)
+            text = self._read(getattr(self.ds, "file", None))
+            self._cutter[seed] = cut = Cutter(self.counter, text, seed, self._ids)
+            self._ids = cut.ids
         return self._cutter[seed]
 
     def contents(self, n: int, seed: int) -> list[sources.Content]:
@@ -101,13 +103,17 @@ class Workload:
                              template_overhead=overhead, sources=list(self.sources), levels=dict(levels))
 
 
-def check_dataset(load: Load, model_path: str | None) -> None:
+def check_dataset(load: Load, model_path: str | None) -> Workload | None:
     """Read, hash, parse and check ``load.dataset`` once, before any server starts (``kit run``'s preflight): a
     hostile or broken data file is a ManifestError (exit 3) here, not an error after a server came up. Every record
-    of a sharegpt or jsonl file is checked; text kinds are tokenized whole. Nothing without ``load.dataset``."""
+    of a sharegpt or jsonl file is checked; text kinds are tokenized whole. The Workload that did it is returned,
+    its text read and tokenized: the run builds every level's requests from it, and reads the file no more. None
+    without ``load.dataset``."""
     if load.dataset is None:
-        return
-    encode_lines(Workload(load, model_path).level(1, load.seed))
+        return None
+    workload = Workload(load, model_path)
+    encode_lines(workload.level(1, load.seed))
+    return workload
 
 
 def encode_lines(items: list[WorkItem]) -> bytes:
