@@ -38,8 +38,9 @@ FAMILIES: dict[str, tuple[str, ...]] = {
                        "kit_hf:kv_cache_usage_perc"),
     "kv_tokens": ("sglang:num_used_tokens",),
     "generated_tokens": ("kit_engine_decode_tokens_total", "sglang:generation_tokens_total",
-                         "vllm:generation_tokens_total"),
-    "prompt_tokens": ("kit_engine_prefill_tokens_total", "sglang:prompt_tokens_total", "vllm:prompt_tokens_total"),
+                         "vllm:generation_tokens_total", "kit_hf:generation_tokens_total"),
+    "prompt_tokens": ("kit_engine_prefill_tokens_total", "sglang:prompt_tokens_total", "vllm:prompt_tokens_total",
+                      "kit_hf:prompt_tokens_total"),
 }
 KEPT_PREFIXES = ("kit_engine_", "sglang:", "vllm:", "kit_hf:")  # families whose gauges and counters are kept as series
 KEPT_TYPES = ("gauge", "counter", "unknown")  # unknown: a sample with no # TYPE line
