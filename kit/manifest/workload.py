@@ -94,6 +94,20 @@ class RandomSet(_Model):
     file: DatasetFile | None = None
 
 
+class RandomIdsSet(_Model):
+    """sglang bench_serving's `random-ids` (``random_sample=False``): random's lengths, and as each prompt the run of
+    token ids (offset_i + i + j) mod vocab_size, j < input_len_i, offset_i drawn by the same generator after the
+    lengths: random tokens, not text. Made token-exact: the ids are decoded and the text cut to exactly
+    input_len_i tokens (its re-encoding merges some ids); with the 'words' tokenizer each id is the word t<id>."""
+
+    kind: Literal["random-ids"]
+    input_len: Tokens = 1024
+    output_len: Tokens = 1024
+    range_ratio: Ratio = Field(0.0, description="sglang's --random-range-ratio (its default 0.0).")
+    vocab_size: Annotated[int, Field(ge=2, le=10_000_000)] | None = Field(
+        None, description="Ids are drawn below this (default: the tokenizer's vocab_size; needed with 'words').")
+
+
 class ShareGptSet(_Model):
     """ShareGPT conversations (a JSON list or JSONL of {"conversations": [{"from", "value"}, ...]}): the first turn is
     the prompt, the second's token count the output length unless ``output_len`` fixes it (sglang's semantics)."""
@@ -136,7 +150,7 @@ class MultiTurnSet(_Model):
     file: DatasetFile | None = None
 
 
-Dataset = Annotated[TextSet | RandomSet | ShareGptSet | JsonlSet | SharedPrefixSet | MultiTurnSet,
+Dataset = Annotated[TextSet | RandomSet | RandomIdsSet | ShareGptSet | JsonlSet | SharedPrefixSet | MultiTurnSet,
                     Field(discriminator="kind")]
 
 
@@ -216,6 +230,6 @@ def tls_problem(scheme: str, req: RequestOptions) -> str | None:
     return None
 
 
-__all__ = ["MAX_TOKENS", "CaBundle", "Dataset", "DatasetFile", "JsonlSet", "MultiTurnSet", "RandomSet",
+__all__ = ["MAX_TOKENS", "CaBundle", "Dataset", "DatasetFile", "JsonlSet", "MultiTurnSet", "RandomIdsSet", "RandomSet",
            "RequestOptions", "ShareGptSet", "SharedPrefixSet", "TextSet", "ca_problem", "most_max_tokens",
            "tls_problem"]

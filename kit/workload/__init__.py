@@ -16,7 +16,15 @@ from pathlib import Path
 
 from kit.files.workload import Message, SourceFile, WorkItem, WorkloadIndex
 from kit.manifest.load import Load
-from kit.manifest.workload import DatasetFile, JsonlSet, MultiTurnSet, RandomSet, SharedPrefixSet, ShareGptSet
+from kit.manifest.workload import (
+    DatasetFile,
+    JsonlSet,
+    MultiTurnSet,
+    RandomIdsSet,
+    RandomSet,
+    SharedPrefixSet,
+    ShareGptSet,
+)
 from kit.workload import sources
 from kit.workload.corpus import (
     CORPUS,
@@ -72,6 +80,8 @@ class Workload:
             return sources.sharegpt_set(ds, self._read(ds.file), self.counter, n, seed)
         if isinstance(ds, JsonlSet):
             return sources.jsonl_set(ds.file.path, self._read(ds.file), self.counter, n, load.output_tokens)
+        if isinstance(ds, RandomIdsSet):  # no text: random token ids
+            return sources.random_ids_set(ds, self.counter, n, seed)
         cut = self._cut(seed)
         if isinstance(ds, RandomSet):
             return sources.random_set(ds, cut, n, seed)

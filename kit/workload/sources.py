@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kit.errors import ManifestError
-from kit.manifest.workload import MAX_TOKENS, MultiTurnSet, RandomSet, SharedPrefixSet, ShareGptSet
+from kit.manifest.workload import MAX_TOKENS, MultiTurnSet, RandomIdsSet, RandomSet, SharedPrefixSet, ShareGptSet
 from kit.workload.corpus import Cutter
 from kit.workload.tokens import Counter, Messages
 
@@ -39,15 +39,23 @@ def text_set(cut: Cutter, n: int, prompt_tokens: int, output_tokens: int) -> lis
     return out
 
 
-def random_lengths(ds: RandomSet, n: int, seed: int) -> tuple[list[int], list[int]]:
+def random_lengths(ds: RandomSet | RandomIdsSet, n: int, seed: int) -> tuple[list[int], list[int]]:
     """sglang's ``sample_random_requests`` lengths: numpy's legacy global generator (``np.random.seed(seed)``,
     then ``randint`` twice); output lengths below 1 become 1 (a request cannot ask for 0 tokens)."""
+    inputs, outputs, _ = _random_draws(ds, n, seed, None)
+    return inputs, outputs
+
+
+def _random_draws(ds: RandomSet | RandomIdsSet, n: int, seed: int,
+                  vocab_size: int | None) -> tuple[list[int], list[int], list[int]]:
+    """The lengths, then with ``vocab_size`` random-ids' offsets (a third ``randint(0, vocab_size, n)``)."""
     import numpy as np
 
     rs = np.random.RandomState(seed)
     inputs = rs.randint(max(int(ds.input_len * ds.range_ratio), 1), ds.input_len + 1, size=n)
     outputs = rs.randint(int(ds.output_len * ds.range_ratio), ds.output_len + 1, size=n)
-    return [int(x) for x in inputs], [max(1, int(x)) for x in outputs]
+    offsets = [int(x) for x in rs.randint(0, vocab_size, size=n)] if vocab_size else []
+    return [int(x) for x in inputs], [max(1, int(x)) for x in outputs], offsets
 
 
 def random_set(ds: RandomSet, cut: Cutter, n: int, seed: int) -> list[Content]:
@@ -55,6 +63,25 @@ def random_set(ds: RandomSet, cut: Cutter, n: int, seed: int) -> list[Content]:
     out = []
     for i in range(n):
         text, count = cut.cut(inputs[i], cut.start(i))
+        out.append(Content(user(text), outputs[i], count))
+    return out
+
+
+def random_ids_set(ds: RandomIdsSet, counter: Counter, n: int, seed: int) -> list[Content]:
+    """sglang's random-ids, token-exact: request i's ids (offset_i + i + j) mod vocab, j < input_len_i, as text of
+    exactly input_len_i tokens (decoded, then cut from the start of its own re-encoding, which wraps around)."""
+    vocab = ds.vocab_size or counter.vocab_size
+    if vocab is None:
+        raise ManifestError("load.dataset (random-ids): the 'words' tokenizer has no vocabulary size",
+                            hint="give load.dataset.vocab_size (kit's engine: its --vocab)")
+    inputs, outputs, offsets = _random_draws(ds, n, seed, vocab)
+    out = []
+    for i in range(n):
+        ids = [(offsets[i] + i + j) % vocab for j in range(inputs[i])]
+        if counter.vocab_size is None:  # words: each id its own word
+            text, count = " ".join(f"t{k}" for k in ids), inputs[i]
+        else:
+            text, count = Cutter(counter, counter.decode(ids), 0).cut(inputs[i], 0)
         out.append(Content(user(text), outputs[i], count))
     return out
 
