@@ -116,7 +116,7 @@ def tls_client(m: Manifest) -> TlsClient | None:
     if m.server.scheme == "http":
         return None
     req = m.load.request
-    return TlsClient(ca_file=req.ca_bundle.path if req.ca_bundle else None, verify=req.verify_tls)
+    return TlsClient(ca_file=req.ca_bundle.resolved() if req.ca_bundle else None, verify=req.verify_tls)
 
 
 # --------------------------------------------------------------------------- what `kit plan` shows

@@ -36,6 +36,10 @@ class DatasetFile(_Model):
 class CaBundle(DatasetFile):
     """https: a PEM file of CA certificates (public: never a private key), pinned like a data file."""
 
+    def resolved(self) -> str:
+        """The file as every process of kit's opens it (absolute: the load drivers run elsewhere)."""
+        return str(Path(self.path).expanduser().resolve())
+
 
 MAX_CA_BYTES = 4 << 20
 

@@ -121,3 +121,20 @@ def test_the_report_says_how_the_server_was_reached(tmp_path: Path) -> None:
                                                     "verify_tls": True})
     assert "the system's CA certificates" in section({"base_url": "https://127.0.0.1:1", "verify_tls": True})
     assert "⚠ UNVERIFIED https" in section({"base_url": "https://127.0.0.1:1", "verify_tls": False})
+
+
+def test_the_compose_healthcheck_probes_https(server: str) -> None:
+    """kit compose's container healthcheck, run as docker would run it, against the TLS server (its own loopback:
+    liveness only; kit's probe is the one that verifies)."""
+    import subprocess
+    import sys
+
+    from kit.compose import _healthcheck
+
+    port = int(server.rsplit(":", 1)[1])
+    cmd = _healthcheck(port, "/health", 10, "https")["test"]
+    assert isinstance(cmd, list) and cmd[:2] == ["CMD", "python3"]
+    assert subprocess.run([sys.executable, *cmd[2:]], capture_output=True, timeout=30, check=False).returncode == 0
+    plain = _healthcheck(port, "/health", 10)["test"]
+    assert isinstance(plain, list)
+    assert subprocess.run([sys.executable, *plain[2:]], capture_output=True, timeout=30, check=False).returncode != 0
