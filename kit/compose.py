@@ -89,9 +89,11 @@ def _gpus(m: Manifest) -> tuple[dict[str, object], list[str], list[str]]:
     return fields, [f"{k}={v}" for k, v in args.environment.items()], volumes
 
 
-def _healthcheck(port: int, path: str, start_s: float) -> dict[str, object]:
-    # urlopen raises on anything but 2xx, so the exit status is the answer.
-    probe = f"import urllib.request as u; u.urlopen('http://127.0.0.1:{port}{path}', timeout=5)"
+def _healthcheck(port: int, path: str, start_s: float, scheme: str = "http") -> dict[str, object]:
+    # urlopen raises on anything but 2xx, so the exit status is the answer. https: a liveness probe of the
+    # container's own loopback, which the CA file (on the host) cannot verify: kit's own probe verifies it
+    tls = ", context=__import__('ssl')._create_unverified_context()" if scheme == "https" else ""
+    probe = f"import urllib.request as u; u.urlopen('{scheme}://127.0.0.1:{port}{path}', timeout=5{tls})"
     return {
         "test": ["CMD", "python3", "-c", probe],
         "interval": "10s",
@@ -119,7 +121,7 @@ def _service(lm: LoadedManifest, arm: Arm, base_dir: Path) -> dict[str, object]:
         "stop_signal": "SIGTERM",
         "stop_grace_period": f"{int(spec.stop_grace_s)}s",
         "labels": {MANAGED_LABEL: "1", "kit.run": COMPOSE_TAG, "kit.experiment": m.name, "kit.arm": arm.name},
-        "healthcheck": _healthcheck(cport, spec.readiness_path, spec.ready_timeout_s),
+        "healthcheck": _healthcheck(cport, spec.readiness_path, spec.ready_timeout_s, spec.scheme),
     }
     if spec.ipc_host:
         svc["ipc"] = "host"

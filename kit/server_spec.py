@@ -23,6 +23,7 @@ from kit.manifest.hostpaths import host_path_problem
 from kit.manifest.models import LOADER_ENV
 from kit.plan import Cell
 from kit.plumbing.affinity import format_cpulist, parse_cpulist
+from kit.plumbing.tls import TlsClient
 from kit.runtime import BASE_ENV_NAMES, BASE_ENV_PREFIXES, RankSpec, ServerSpec, secret_env_from
 from kit.runtime.docker.config import container_config, ulimit_config
 from kit.runtime.docker.gpus import describe_mode
@@ -106,7 +107,16 @@ def server_spec(m: Manifest, cell: Cell, run_id: str, log_path: Path, *, image: 
         gpu_mode=m.server.docker_gpus.mode,
         driver_dir=m.server.docker_gpus.driver_dir,
         extra={} if m.server.docker_gpus.ulimits else {"ulimits": False},
+        tls=tls_client(m),
     )
+
+
+def tls_client(m: Manifest) -> TlsClient | None:
+    """server.scheme https: how every connection of kit's verifies the server (None: http)."""
+    if m.server.scheme == "http":
+        return None
+    req = m.load.request
+    return TlsClient(ca_file=req.ca_bundle.resolved() if req.ca_bundle else None, verify=req.verify_tls)
 
 
 # --------------------------------------------------------------------------- what `kit plan` shows

@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import logging
 import os
+import ssl
 import sys
 
 from kit.engine.config import ModelConfig  # pure data, no numpy
@@ -60,7 +61,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="sglang's expert-distribution recorder and its endpoints (kit.engine.recorder)")
     p.add_argument("--threads", type=_positive, default=None,
                    help=f"BLAS threads (default {DEFAULT_THREADS}, or OPENBLAS_NUM_THREADS if set)")
+    p.add_argument("--tls-cert", default=None, help="serve https with this PEM certificate (chain)")
+    p.add_argument("--tls-key", default=None, help="the certificate's private key (PEM; default: in --tls-cert)")
     return p
+
+
+def server_tls(cert: str | None, key: str | None) -> ssl.SSLContext | None:
+    """An https server context from a PEM certificate (chain) and its key (None without a certificate)."""
+    if cert is None:
+        return None
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+    return ctx
 
 
 def set_blas_threads(threads: int | None) -> int:
@@ -87,8 +99,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg.validate()
         check_ranks(args)
+        tls = server_tls(args.tls_cert, args.tls_key)
     except ValueError as exc:
         parser.error(str(exc))
+    except (OSError, ssl.SSLError) as exc:
+        parser.error(f"--tls-cert/--tls-key: {exc}")
     threads = set_blas_threads(args.threads)
 
     # numpy (through the server) only now, after the BLAS thread count is pinned
@@ -99,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
         return asyncio.run(serve_rank(args.dist_init_addr, args.node_rank, args.nnodes))
     logging.getLogger("kit.engine").info("%d BLAS thread(s); %s", threads, cfg)
     return asyncio.run(serve(cfg, args.host, args.port, args.max_batch, args.served_name, nnodes=args.nnodes,
-                             dist_init_addr=args.dist_init_addr, recorder_mode=args.expert_distribution_recorder_mode))
+                             dist_init_addr=args.dist_init_addr, recorder_mode=args.expert_distribution_recorder_mode,
+                             tls=tls))
 
 
 def check_ranks(args: argparse.Namespace) -> None:

@@ -13,6 +13,7 @@ import inspect
 import json
 import logging
 import signal
+import ssl
 import sys
 import time
 import uuid
@@ -318,15 +319,14 @@ def build_app(scheduler: Scheduler, served_name: str, vocab: int,
 
 
 def _runner_and_site(
-    app: web.Application, host: str, port: int, shutdown_timeout: float
+    app: web.Application, host: str, port: int, shutdown_timeout: float, tls: ssl.SSLContext | None = None
 ) -> tuple[web.AppRunner, Callable[[], web.TCPSite]]:
-    """A runner and a site factory with a short shutdown timeout (aiohttp >= 3.9 takes it on the runner, 3.8 on
-    the site)."""
+    """A runner and a site factory: short shutdown timeout (on the runner from aiohttp 3.9), https with tls."""
     if "shutdown_timeout" in inspect.signature(web.BaseRunner.__init__).parameters:
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=shutdown_timeout)
-        return runner, lambda: web.TCPSite(runner, host, port)
+        return runner, lambda: web.TCPSite(runner, host, port, ssl_context=tls)
     runner = web.AppRunner(app, access_log=None)
-    return runner, lambda: web.TCPSite(runner, host, port, shutdown_timeout=shutdown_timeout)
+    return runner, lambda: web.TCPSite(runner, host, port, shutdown_timeout=shutdown_timeout, ssl_context=tls)
 
 
 def _bound_port(runner: web.AppRunner, requested: int) -> int:
@@ -357,7 +357,8 @@ async def serve_rank(addr: str, rank: int, nnodes: int) -> int:
 
 
 async def serve(cfg: ModelConfig, host: str, port: int, max_batch: int, served_name: str,
-                nnodes: int = 1, dist_init_addr: str | None = None, recorder_mode: str | None = None) -> int:
+                nnodes: int = 1, dist_init_addr: str | None = None, recorder_mode: str | None = None,
+                tls: ssl.SSLContext | None = None) -> int:
     """Build the model, listen, print the ready line, and run until SIGTERM/SIGINT (exit status 0), or, as rank 0
     of ``nnodes``, until another rank leaves (exit status 1)."""
     stop = _stop_event()
@@ -371,11 +372,11 @@ async def serve(cfg: ModelConfig, host: str, port: int, max_batch: int, served_n
     scheduler = Scheduler(model, EngineMetrics(layers=cfg.layers, info=engine_info(cfg)), max_batch,
                           recorder=ExpertRecorder(recorder_mode))
     app = build_app(scheduler, served_name, cfg.vocab, ready=lambda: nnodes == 1 or ranks.ready.is_set())
-    runner, make_site = _runner_and_site(app, host, port, 0.5)
+    runner, make_site = _runner_and_site(app, host, port, 0.5, tls)
     await runner.setup()
     await make_site().start()
     scheduler.start()
-    print(f"kit-engine ready on http://{host}:{_bound_port(runner, port)}", flush=True)
+    print(f"kit-engine ready on {'https' if tls else 'http'}://{host}:{_bound_port(runner, port)}", flush=True)
     oea = f" with OEA k0={cfg.oea_k0} on decode steps" if cfg.oea_k0 else ""
     log.info("routing: top-%d%s; max batch %d", cfg.top_k, oea, max_batch)
 

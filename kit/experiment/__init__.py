@@ -12,7 +12,6 @@ create or resume, lock, environment), ``images``, ``cells`` (one cell's lifecycl
 """
 
 from kit.experiment.inputs import RunInputs, check_trust, load_for_run
-from kit.experiment.levels import scrape_metrics
 from kit.experiment.options import Events, QuietEvents, RunOptions, RunResult
 from kit.experiment.run import Experiment, run_experiment
 from kit.experiment.signals import deferred_interrupts
@@ -29,6 +28,5 @@ __all__ = [
     "deferred_interrupts",
     "load_for_run",
     "run_experiment",
-    "scrape_metrics",
     "server_spec",
 ]

@@ -14,6 +14,7 @@ from kit.experiment.levels import LevelRunner, level_spec
 from kit.experiment.options import Events
 from kit.experiment.quality import run_quality
 from kit.experiment.signals import deferred_interrupts
+from kit.experiment.workloads import Workloads
 from kit.files import JsonObject
 from kit.files.cell import CellFile, OverheadParts, ServerStopped
 from kit.files.run import FailedCell
@@ -43,6 +44,7 @@ class CellRunner:
     gpu_ids: list[str] | None = None
     gpu_indices: list[int] = field(default_factory=list)
     nodes: NodeGates | None = None  # runtime slurm: the allocation's nodes and their gates
+    workloads: Workloads | None = None  # load.dataset: every cell's levels' workload files, built once per run
 
     def gates(self, cell: Cell, phase: str) -> None:
         report = gate_report(self.m, phase, self.bundle.run_id, self.nodes)
@@ -82,12 +84,13 @@ class CellRunner:
                 # --- end server info
                 # --- quality (helper sglang): the untimed few-shot accuracy check, before the timed levels
                 if self.m.quality is not None:
-                    quality = run_quality(self.m.quality, spec.base_url, self.m.model.served_name, self.m.load.endpoint)
+                    quality = run_quality(self.m.quality, spec.base_url, self.m.model.served_name, self.m.load.endpoint,
+                                          spec.ssl_context)
                     self.bundle.write_json(f"cells/{cell.id}/quality.json", quality)
                 # --- end quality
                 state.levels = {}
                 telemetry_gpus = self.gpu_indices if self.m.hardware.gpus and not self.nodes else []  # telemetry
-                levels = LevelRunner(self.m, self.bundle, self.events, gpus=telemetry_gpus)
+                levels = LevelRunner(self.m, self.bundle, self.events, gpus=telemetry_gpus, workloads=self.workloads)
                 for lv in self.plan.levels:
                     state.levels[str(lv.concurrency)] = levels.run(cell, lv, server, spec, load)
                     self.write(state)

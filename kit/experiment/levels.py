@@ -1,4 +1,7 @@
-"""One level of one cell: scrape the server's metrics, drive the load, scrape again, judge the result."""
+"""One level of one cell: scrape the server's metrics, drive the load, scrape again, judge the result.
+
+The scrapes before and after a level are every sample of /metrics as {"name{labels}": value} (None when the
+server has none), bounded and parsed by prometheus_client (``kit.telemetry.scrape_all``)."""
 
 from __future__ import annotations
 
@@ -16,12 +19,6 @@ from kit.runtime import RunningServer, ServerSpec
 from kit.telemetry import LevelSampler, scrape_all
 
 
-def scrape_metrics(base_url: str) -> dict[str, float] | None:
-    """Prometheus samples from /metrics as {"name{labels}": value}, or None if there is none (bounded, parsed by
-    prometheus_client: ``kit.telemetry.scrape_all``)."""
-    return scrape_all(base_url + "/metrics")
-
-
 def level_spec(m: Manifest, cell: Cell, lv: LevelPlan, base_url: str,
                workload: tuple[str, int] | None = None) -> LevelSpec:
     """``workload``: the level's workload file and its largest max_tokens (kit.experiment.workloads)."""
@@ -36,7 +33,7 @@ def level_spec(m: Manifest, cell: Cell, lv: LevelPlan, base_url: str,
         **m.load.arrival_at(lv.concurrency), window=m.load.arrival.window,
         workload=workload[0] if workload else None, body_fields=dict(req.body_fields()),
         seed_per_request=req.seed_per_request, headers=dict(req.headers), header_env=dict(req.header_env),
-        ca_bundle=req.ca_bundle, verify_tls=req.verify_tls,
+        ca_bundle=req.ca_bundle.resolved() if req.ca_bundle else None, verify_tls=req.verify_tls,
     )
 
 
@@ -54,7 +51,8 @@ class LevelRunner:
             load: LoadSession) -> LevelOutcome:
         rel = f"cells/{cell.id}/level-{lv.concurrency}"
         self.events.level_started(cell, lv)
-        before = scrape_metrics(spec.base_url)
+        metrics = spec.base_url + "/metrics"
+        before = scrape_all(metrics, context=spec.ssl_context)
 
         def progress(p: Progress) -> None:
             rate = p.out_tokens / p.elapsed_s if p.elapsed_s > 0 else 0.0
@@ -73,13 +71,14 @@ class LevelRunner:
         workload = self.workloads.path_for(lv)
         # ---- telemetry (kit.telemetry): /metrics (when the server has one) and NVML about once a second
         series = f"{rel}/telemetry.jsonl"
-        with LevelSampler(spec.base_url + "/metrics" if before is not None else None, self.gpus,
-                          lambda s: self.bundle.append_jsonl(series, s.model_dump(mode="json"))) as sampler:
+        with LevelSampler(metrics if before is not None else None, self.gpus,
+                          lambda s: self.bundle.append_jsonl(series, s.model_dump(mode="json")),
+                          context=spec.ssl_context) as sampler:
             res = load.run_level(level_spec(self.m, cell, lv, spec.base_url, workload), self.bundle.path(rel),
                                  on_progress=progress, should_stop=server_gone)
         self.bundle.write_json(f"{rel}/telemetry.json", sampler.stop())
         # ---- end telemetry
-        after = scrape_metrics(spec.base_url)
+        after = scrape_all(metrics, context=spec.ssl_context)
         if before is not None or after is not None:
             self.bundle.write_json(f"{rel}/server_metrics.json", {"before": before, "after": after})
         self.events.level_done(cell, lv, res.ok, res.errors, res.client_bound)

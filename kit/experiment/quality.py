@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import ssl
 import time
 import urllib.error
 import urllib.request
@@ -18,11 +19,11 @@ from kit.errors import ManifestError
 from kit.files.quality import QualityFile, QualityItem, wilson
 from kit.load.prompts import ENDPOINT_PATHS
 from kit.manifest.quality import Quality
+from kit.plumbing.net import opener
 
 MAX_DATASET_BYTES = 64 * 1024 * 1024
 MAX_ANSWER_BYTES = 1024 * 1024
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
-_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 def _normal(number: str) -> str:
@@ -72,10 +73,10 @@ def prompt(shots: list[tuple[str, str]], question: str) -> str:
     return f"{demos}Question: {question}\nAnswer:"
 
 
-def _ask(url: str, body: bytes, timeout: float) -> tuple[str | None, str | None]:
+def _ask(url: str, body: bytes, timeout: float, context: ssl.SSLContext | None) -> tuple[str | None, str | None]:
     request = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"})
     try:
-        with _NO_PROXY.open(request, timeout=timeout) as r:
+        with opener(context).open(request, timeout=timeout) as r:
             raw = r.read(MAX_ANSWER_BYTES + 1)
     except urllib.error.HTTPError as e:
         return None, f"HTTP {e.code}"
@@ -91,7 +92,8 @@ def _ask(url: str, body: bytes, timeout: float) -> tuple[str | None, str | None]
     return (text if isinstance(text, str) else ""), None
 
 
-def run_quality(q: Quality, base_url: str, model: str, endpoint: str) -> QualityFile:
+def run_quality(q: Quality, base_url: str, model: str, endpoint: str,
+                context: ssl.SSLContext | None = None) -> QualityFile:
     items, sha = load_items(q)
     shots, asked = items[: q.shots], list(enumerate(items))[q.shots: q.shots + q.questions]
     url = base_url + ENDPOINT_PATHS[endpoint]
@@ -102,7 +104,7 @@ def run_quality(q: Quality, base_url: str, model: str, endpoint: str) -> Quality
         fields = {"model": model, "max_tokens": q.max_tokens, "temperature": 0, "stop": ["\n\nQuestion:"]}
         payload = {**fields, "messages": [{"role": "user", "content": text}]} if endpoint == "chat" else {
             **fields, "prompt": text}
-        reply, error = _ask(url, json.dumps(payload).encode(), q.request_timeout_s)
+        reply, error = _ask(url, json.dumps(payload).encode(), q.request_timeout_s, context)
         label = _normal(answer.rsplit("####", 1)[1].strip())
         got = None if reply is None else last_number(reply)
         return QualityItem(index=index, label=label, predicted=got, ok=got == label, error=error)

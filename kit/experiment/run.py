@@ -19,6 +19,7 @@ from kit.experiment.looks import Looks, look_text, needed_cells
 from kit.experiment.options import Events, QuietEvents, RunOptions, RunResult
 from kit.experiment.session import BundleSession
 from kit.experiment.signals import deferred_interrupts, signals_as_interrupts
+from kit.experiment.workloads import Workloads
 from kit.files import JsonObject
 from kit.files.cell import CellFile
 from kit.files.read import MAX_FILE_BYTES, read_file
@@ -33,7 +34,7 @@ from kit.runtime import Runtime
 from kit.runtime.docker import DockerRuntime
 from kit.runtime.process import ProcessRuntime
 from kit.slurm.ranks import SlurmRanksRuntime
-from kit.workload import check_dataset
+from kit.workload import Workload, check_dataset
 
 
 def default_runtime(m: Manifest) -> Runtime:
@@ -64,6 +65,7 @@ class Experiment:
         self.preflight_gpus: list[str] = []  # the UUIDs the preflight GPU gate checked
         self.images: dict[str, ImageInfo] = {}
         self.cells: CellRunner | None = None
+        self.workload: Workload | None = None  # load.dataset, read and checked by the preflight (check_dataset)
 
     @property
     def failed(self) -> dict[str, FailedCell]:
@@ -93,7 +95,8 @@ class Experiment:
         self.images = prepare_images(self.inputs.lm, session, allow_unpinned=self.opts.allow_unpinned,
                                      trust=self.inputs.trust)
         self.cells = CellRunner(self.m, self.plan, session.bundle, self.runtime, self.events,
-                                image_ids={a: i.image_id for a, i in self.images.items()}, nodes=self.nodes)
+                                image_ids={a: i.image_id for a, i in self.images.items()}, nodes=self.nodes,
+                                workloads=Workloads(self.m, session.bundle, self.workload))
         # --- design.sequential (kit.experiment.looks): a look after each block; stop when a look says so
         looks = Looks(self.m, self.plan, session.bundle) if self.m.design.sequential is not None else None
         todo = cells_to_run(session.bundle, needed_cells(self.m, self.plan, session.bundle))
@@ -157,7 +160,9 @@ def run_inputs(inputs: RunInputs, opts: RunOptions, events: Events | None = None
     if notice:
         ev.message(notice)
     exp = Experiment(inputs, opts, ev)
-    check_dataset(exp.m.load, exp.m.model.path)  # a broken data file: exit 3 before any server starts
+    exp.workload = check_dataset(exp.m.load, exp.m.model.path)  # a broken data file: exit 3 before any server starts
+    if exp.m.server.scheme == "https" and not exp.m.load.request.verify_tls:  # https: loud, and in the report
+        ev.message("WARNING: load.request.verify_tls is false: the server's certificate is not verified")
     if opts.resume is None:
         exp.preflight(None)  # a machine that cannot run it: exit 5, nothing built, started or written
     session = BundleSession.start(inputs, opts, exp.plan, key, exp.runtime)

@@ -18,7 +18,7 @@ from kit.workload import Workload, encode_lines, sha256
 class Workloads:
     m: Manifest
     bundle: Bundle
-    _built: Workload | None = field(default=None, repr=False)
+    built: Workload | None = field(default=None, repr=False)  # the preflight's (kit.workload.check_dataset)
 
     def path_for(self, lv: LevelPlan) -> tuple[str, int] | None:
         """The level's workload file (absolute) and the largest max_tokens in it; None without load.dataset."""
@@ -27,9 +27,9 @@ class Workloads:
         rel = f"workload/level-{lv.concurrency}.jsonl"
         path = self.bundle.path(rel)
         if not path.exists():
-            if self._built is None:
-                self._built = Workload(self.m.load, self.m.model.path)
-            items = self._built.level(lv.requests + lv.warmup, self.m.load.seed + lv.concurrency)
+            if self.built is None:
+                self.built = Workload(self.m.load, self.m.model.path)
+            items = self.built.level(lv.requests + lv.warmup, self.m.load.seed + lv.concurrency)
             data = encode_lines(items)
             self.bundle.write_bytes(rel, data)
             self._write_index(str(lv.concurrency), sha256(data))
@@ -37,10 +37,10 @@ class Workloads:
         return str(path.resolve()), int(most)
 
     def _write_index(self, level: str, digest: str) -> None:
-        assert self._built is not None
+        assert self.built is not None
         rel = "workload/index.json"
         levels: dict[str, str] = {}
         if self.bundle.path(rel).exists():
             levels = dict(WorkloadIndex.model_validate_json(self.bundle.path(rel).read_bytes()).levels)
         levels[level] = digest
-        self.bundle.write_json(rel, self._built.index(levels).to_json())
+        self.bundle.write_json(rel, self.built.index(levels).to_json())

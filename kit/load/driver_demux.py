@@ -27,10 +27,11 @@ class Request:
     """One request: its outcome, and while its body streams, the state the demultiplexer needs."""
 
     __slots__ = ("buf", "chunk_ns", "done", "e2e_ns", "error", "events", "exc", "fd", "finish_seen", "finished",
-                 "first_lag_ns", "head_rx_ns", "raw_recv", "raw_recvmsg", "resp", "status", "t0",
+                 "first_lag_ns", "head_rx_ns", "max_tokens", "raw_recv", "raw_recvmsg", "resp", "status", "t0",
                  "usage_completion", "usage_prompt")
 
-    def __init__(self) -> None:
+    def __init__(self, max_tokens: int) -> None:
+        self.max_tokens = max_tokens  # what this request asked for: its events' cap and its usage count's bound
         self.done = False         # `data: [DONE]` came
         self.finish_seen = False  # an event carried a non-null finish_reason
         self.status = 0

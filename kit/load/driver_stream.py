@@ -97,7 +97,6 @@ class Streamer:
         self.demux = Demux(self._on_readable)
         # transformers serve ends a stream at its finish_reason event; others send [DONE] (a body cut before: failed)
         self.finish_ends = cfg.dialect == "transformers"
-        self.max_events = bounds.max_events(cfg.output_tokens)
 
     def new_pool(self) -> ConnectionPool:
         host, port = self.url.host, self.url.port or (443 if self.tls else 80)
@@ -155,7 +154,7 @@ class Streamer:
         index = ph.indices[ticket] if ph.indices is not None else ph.index_offset + ticket
         body = self.bodies.body(index)
         payload = self.head % (rid.encode(), len(body)) + body
-        req = Request()
+        req = Request(self.workload.max_tokens[index] if self.workload else self.cfg.output_tokens)
         timer = gevent.Timeout(self.cfg.request_timeout_s)
         timer.start()
         resp: HTTPSocketPoolResponse | None = None
@@ -289,7 +288,7 @@ class Streamer:
         klen = len(key)
         t = now - req.t0
         pos = 0
-        events, cap = req.events, self.max_events
+        events, cap = req.events, bounds.max_events(req.max_tokens)
         # jump from one `data:` field to the next; blank lines and other fields are skipped
         start = find(b"data:")
         while start >= 0:
@@ -299,7 +298,7 @@ class Streamer:
             if start == 0 or buf[start - 1] == 10:  # at a line start (10 is \n)
                 events += 1
                 if events > cap:
-                    raise StreamCut(f"over {cap} SSE events for max_tokens {self.cfg.output_tokens}")
+                    raise StreamCut(f"over {cap} SSE events for max_tokens {req.max_tokens}")
                 # fast path for the usual token chunk: `...content":"<non-empty>...`; 34 is `"`
                 i = find(key, start, nl)
                 if i >= 0 and buf[i + klen] == 34 and buf[i + klen + 1] != 34:
@@ -347,8 +346,7 @@ class Streamer:
             if ph.first_error is None:
                 ph.first_error = req.error or f"http {req.status}"
         usage = bounds.usage_count(req.usage_completion)
-        wl = self.workload
-        flag = bounds.usage_problem(req.usage_completion, n, wl.max_tokens[index] if wl else self.cfg.output_tokens)
+        flag = bounds.usage_problem(req.usage_completion, n, req.max_tokens)
         ph.out_tokens += n
         ph.usage_tokens += usage or 0
         if req.first_lag_ns >= 0 and req.error is None:
@@ -360,7 +358,7 @@ class Streamer:
                          "usage_prompt_tokens": bounds.usage_count(req.usage_prompt), "client_tokens": n,
                          "status": req.status, "error": req.error, "usage_flag": flag, "sched_ns": sched,
                          "late_ns": late, "queue_ns": queue,
-                         **(self._prompt_check(index, req) if wl else {})}, chunks)
+                         **(self._prompt_check(index, req) if self.workload else {})}, chunks)
 
     def _prompt_check(self, index: int, req: Request) -> dict[str, object]:
         assert self.workload is not None

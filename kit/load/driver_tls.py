@@ -20,14 +20,12 @@ from typing import Any
 from geventhttpclient.connectionpool import SSLConnectionPool
 
 from kit.load._config import DriverConfig
+from kit.plumbing.tls import TlsClient
 
 
 def tls_context(cfg: DriverConfig) -> ssl.SSLContext:
-    ctx = ssl.create_default_context(cafile=cfg.ca_bundle)
-    if not cfg.verify_tls:
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE
-    return ctx
+    """The context every other path of kit's verifies the server with (kit.plumbing.tls)."""
+    return TlsClient(cfg.ca_bundle, cfg.verify_tls).context()
 
 
 def tls_pool(host: str, port: int, cfg: DriverConfig) -> SSLConnectionPool:

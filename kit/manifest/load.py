@@ -12,7 +12,7 @@ from typing_extensions import TypedDict
 
 from kit.load.arrivals import MAX_SPAN_S, MIN_BURSTINESS
 from kit.manifest.fields import CpuList, PositiveInt, _Model
-from kit.manifest.workload import Dataset, RequestOptions
+from kit.manifest.workload import Dataset, RequestOptions, most_max_tokens
 
 TIME_LIMITED_CEILING = 1_000_000  # requests a time-limited level may send at most when requests_per_level is unset
 MAX_WORKLOAD_REQUESTS = 100_000  # with load.dataset: requests (recorded + warm-up) built and tokenized per level
@@ -161,6 +161,10 @@ class Load(_Model):
             ceiling = r or TIME_LIMITED_CEILING
             return ceiling if rate is None else min(ceiling, max(1, math.ceil(rate * duration)))
         return r or max(5 * level, 50)
+
+    def most_max_tokens(self) -> int:
+        """The largest max_tokens any request of this load can ask (the bound on a record's size, kit.files.bounds)."""
+        return most_max_tokens(self.dataset, self.output_tokens)
 
     def rate_at(self, level: int) -> float | None:
         """The level's request rate (open loop), None in a closed loop."""

@@ -36,6 +36,7 @@ from kit.manifest.load import Load
 from kit.manifest.names import Name
 from kit.manifest.quality import Quality
 from kit.manifest.ranks import Ranks, check_ranks
+from kit.manifest.workload import tls_problem
 
 SCHEMA_ID = "urn:kit:manifest:1"
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -103,6 +104,8 @@ class Server(_Model):
     port: Port = Field(description="Port the server listens on (published on 'host' for docker).")
     container_port: Port | None = Field(None, description="Port inside the container (default: 'port').")
     extra_ports: list[Port] = Field(default_factory=list, description="Other ports the server is known to open.")
+    scheme: Literal["http", "https"] = Field("http", description="How kit talks to the server: https verifies it "
+                                             "with load.request.ca_bundle / verify_tls (docs/https.md).")
     readiness_path: str = Field("/health", pattern=r"^/", description="HTTP path that answers 200 when ready.")
     ready_timeout_s: float = Field(600.0, gt=0, le=86400, description="Deadline for readiness.")
     info_path: str | None = Field(
@@ -276,6 +279,8 @@ class Manifest(_Model):
         check_ranks(self)
         check_model_placeholder(self)
         check_docker_gpus(self)
+        if (tls := tls_problem(self.server.scheme, self.load.request)) is not None:
+            raise ValueError(tls)
         return self
 
     @property

@@ -12,7 +12,7 @@ from kit import safeyaml
 from kit.errors import ManifestError, ModelPathMissing
 from kit.manifest.hostpaths import missing_model_path
 from kit.manifest.loading import LoadedManifest, is_placeholder_digest
-from kit.manifest.workload import file_problem
+from kit.manifest.workload import ca_problem, file_problem
 
 MADE_REAL = ("pin every base by its real digest (`kit lock {path}` where the registry is reachable), give model.path "
              "as it is on the machine that runs it, remove `template: true`, and sign it again (`kit sign {path} --key "
@@ -66,6 +66,8 @@ def check_runnable(lm: LoadedManifest) -> None:
     ds = lm.manifest.load.dataset  # the load runs here: its pinned data file must be here, with its bytes
     pinned = getattr(ds, "file", None) if ds is not None else None
     why = file_problem(pinned) if pinned is not None else None
+    ca = lm.manifest.load.request.ca_bundle  # https: the CA file every connection verifies the server with
+    why = why or (ca_problem(ca) if ca is not None else None)
     if why:
         raise ManifestError(f"{lm.path}: {why}", hint="paths are relative to where kit runs; a file that changed since "
                             "the manifest was signed must be restored, or re-pinned (sha256sum FILE) and signed again")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import ssl
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -14,7 +15,8 @@ from pydantic import Field, field_validator, model_validator
 from kit.manifest.fields import EnvName, _Model
 
 Sha256 = Annotated[str, Field(pattern=r"^[a-f0-9]{64}$")]
-Tokens = Annotated[int, Field(ge=1, le=1_000_000)]
+MAX_TOKENS = 1_000_000  # the most tokens any length field, and so any request's max_tokens, may ask
+Tokens = Annotated[int, Field(ge=1, le=MAX_TOKENS)]
 Ratio = Annotated[float, Field(ge=0.0, le=1.0)]
 HeaderName = Annotated[str, Field(pattern=r"^[A-Za-z0-9-]{1,64}$")]
 RESERVED_BODY = ("model", "messages", "prompt", "max_tokens", "stream", "stream_options", "ignore_eos",
@@ -31,7 +33,38 @@ class DatasetFile(_Model):
     sha256: Sha256 = Field(description="sha256 of the file's bytes (`sha256sum FILE`); signed with the manifest.")
 
 
-def file_problem(f: DatasetFile) -> str | None:
+class CaBundle(DatasetFile):
+    """https: a PEM file of CA certificates (public: never a private key), pinned like a data file."""
+
+    def resolved(self) -> str:
+        """The file as every process of kit's opens it (absolute: the load drivers run elsewhere)."""
+        return str(Path(self.path).expanduser().resolve())
+
+
+MAX_CA_BYTES = 4 << 20
+
+
+def ca_problem(f: CaBundle) -> str | None:
+    """Why the pinned CA file cannot verify a server here: a file_problem, over MAX_CA_BYTES, a private key in
+    it (it would be signed into kit's inputs' provenance beside public certificates: give the CA certificate
+    alone), or no certificate OpenSSL can load."""
+    what = "load.request.ca_bundle"
+    why = file_problem(f, what)
+    if why is not None:
+        return why
+    data = Path(f.path).expanduser().read_bytes()[:MAX_CA_BYTES + 1]
+    if len(data) > MAX_CA_BYTES:
+        return f"{what} {f.path}: over {MAX_CA_BYTES >> 20} MiB; a CA bundle is certificates only"
+    if b"PRIVATE KEY-----" in data:
+        return f"{what} {f.path}: holds a private key; give the CA's certificate only (public), never a key"
+    try:
+        ssl.create_default_context(cadata=data.decode("ascii"))
+    except (ssl.SSLError, ValueError, UnicodeDecodeError) as exc:
+        return f"{what} {f.path}: not a PEM file of CA certificates OpenSSL can load ({exc})"
+    return None
+
+
+def file_problem(f: DatasetFile, what: str = "load.dataset.file") -> str | None:
     """Why the pinned file cannot be used here (absent, unreadable, other bytes), or None; read in 1 MiB blocks."""
     h = hashlib.sha256()
     try:
@@ -39,9 +72,9 @@ def file_problem(f: DatasetFile) -> str | None:
             for block in iter(lambda: src.read(1 << 20), b""):
                 h.update(block)
     except OSError as exc:
-        return f"load.dataset.file {f.path}: cannot read it ({exc.strerror or exc})"
+        return f"{what} {f.path}: cannot read it ({exc.strerror or exc})"
     if h.hexdigest() != f.sha256:
-        return f"load.dataset.file {f.path}: its sha256 is {h.hexdigest()}, the manifest pins {f.sha256}"
+        return f"{what} {f.path}: its sha256 is {h.hexdigest()}, the manifest pins {f.sha256}"
     return None
 
 
@@ -63,6 +96,20 @@ class RandomSet(_Model):
     output_len: Tokens = 1024
     range_ratio: Ratio = Field(0.0, description="sglang's --random-range-ratio (its default 0.0).")
     file: DatasetFile | None = None
+
+
+class RandomIdsSet(_Model):
+    """sglang bench_serving's `random-ids` (``random_sample=False``): random's lengths, and as each prompt the run of
+    token ids (offset_i + i + j) mod vocab_size, j < input_len_i, offset_i drawn by the same generator after the
+    lengths: random tokens, not text. Made token-exact: the ids are decoded and the text cut to exactly
+    input_len_i tokens (its re-encoding merges some ids); with the 'words' tokenizer each id is the word t<id>."""
+
+    kind: Literal["random-ids"]
+    input_len: Tokens = 1024
+    output_len: Tokens = 1024
+    range_ratio: Ratio = Field(0.0, description="sglang's --random-range-ratio (its default 0.0).")
+    vocab_size: Annotated[int, Field(ge=2, le=10_000_000)] | None = Field(
+        None, description="Ids are drawn below this (default: the tokenizer's vocab_size; needed with 'words').")
 
 
 class ShareGptSet(_Model):
@@ -107,8 +154,21 @@ class MultiTurnSet(_Model):
     file: DatasetFile | None = None
 
 
-Dataset = Annotated[TextSet | RandomSet | ShareGptSet | JsonlSet | SharedPrefixSet | MultiTurnSet,
+Dataset = Annotated[TextSet | RandomSet | RandomIdsSet | ShareGptSet | JsonlSet | SharedPrefixSet | MultiTurnSet,
                     Field(discriminator="kind")]
+
+
+def most_max_tokens(ds: Dataset | None, output_tokens: int) -> int:
+    """The largest max_tokens a request of this signed dataset can ask (``output_tokens``: load.output_tokens),
+    from the manifest alone: a length field where the manifest fixes it; for a file's own lengths (jsonl's
+    output_tokens, sharegpt's completion lengths) the most kit accepts, MAX_TOKENS (or sharegpt's context_len)."""
+    if ds is None or isinstance(ds, TextSet):
+        return output_tokens
+    if isinstance(ds, JsonlSet):
+        return MAX_TOKENS
+    if isinstance(ds, ShareGptSet):
+        return ds.output_len or min(ds.context_len or MAX_TOKENS, MAX_TOKENS)
+    return ds.output_len
 
 
 
@@ -133,11 +193,12 @@ class RequestOptions(_Model):
                                                        ("seed", self.seed)) if v is not None}
         return {**out, **self.extra_body}
 
-    ca_bundle: str | None = Field(None, min_length=1, max_length=4096, description="https: a PEM file of CA "
-                                  "certificates to verify the server with. Refused until kit run can reach an https "
-                                  "server (docs/workload.md, https).")
-    verify_tls: bool = Field(True, description="https: verify the server's certificate and name. Only true is "
-                             "accepted until kit run can reach an https server (docs/workload.md, https).")
+    ca_bundle: CaBundle | None = Field(None, description="server.scheme https: the PEM file of CA certificates "
+                                       "that every connection of kit's verifies the server with, pinned by sha256 "
+                                       "(default: the system's CA certificates). docs/https.md.")
+    verify_tls: bool = Field(True, description="server.scheme https: verify the server's certificate and name. "
+                             "false accepts any certificate: recorded in the bundle and shown in the report as "
+                             "unverified.")
 
     @field_validator("extra_body")
     @classmethod
@@ -160,12 +221,19 @@ class RequestOptions(_Model):
             raise ValueError("a header is named twice (headers and header_env together, case-insensitive)")
         if self.seed_per_request and self.seed is None:
             raise ValueError("seed_per_request needs a seed")
-        if self.ca_bundle is not None or not self.verify_tls:
-            raise ValueError("ca_bundle and verify_tls apply to an https server, which kit run cannot reach yet (the "
-                             "server runtime's base URL and the telemetry scraper speak http only): remove them; "
-                             "accepted, they would be signed and do nothing")
+        if self.ca_bundle is not None and not self.verify_tls:
+            raise ValueError("ca_bundle with verify_tls: false: nothing would be verified against it; remove one")
         return self
 
 
-__all__ = ["Dataset", "DatasetFile", "JsonlSet", "MultiTurnSet", "RandomSet", "RequestOptions", "ShareGptSet",
-           "SharedPrefixSet", "TextSet"]
+def tls_problem(scheme: str, req: RequestOptions) -> str | None:
+    """Why load.request's TLS settings do not fit server.scheme (None: they do)."""
+    if scheme == "http" and (req.ca_bundle is not None or not req.verify_tls):
+        return ("load.request.ca_bundle and verify_tls apply to an https server: set server.scheme: https, or "
+                "remove them (accepted, they would be signed and do nothing)")
+    return None
+
+
+__all__ = ["MAX_TOKENS", "CaBundle", "Dataset", "DatasetFile", "JsonlSet", "MultiTurnSet", "RandomIdsSet", "RandomSet",
+           "RequestOptions", "ShareGptSet", "SharedPrefixSet", "TextSet", "ca_problem", "most_max_tokens",
+           "tls_problem"]

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import http.client
 import socket
+import ssl
 import urllib.error
 import urllib.request
 from collections.abc import Iterable
 
 import psutil
+
+from kit.plumbing.tls import refused, refused_certificate
 
 _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
@@ -52,24 +55,35 @@ def reaches(listen_address: str, host: str) -> bool:
     return listen_address in ("0.0.0.0", "::", host, f"::ffff:{host}")
 
 
-def local_url(address: str, port: int, path: str = "/") -> str:
+def local_url(address: str, port: int, path: str = "/", scheme: str = "http") -> str:
     """The URL that reaches a local listener on ``address``:``port`` (a wildcard through loopback)."""
     host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(address, address)
-    return f"http://{f'[{host}]' if ':' in host else host}:{port}{path}"
+    return f"{scheme}://{f'[{host}]' if ':' in host else host}:{port}{path}"
 
 
-def http_get(url: str, timeout: float = 5.0) -> tuple[int, bytes] | None:
-    """(status, body) of a GET to a local server, never through a proxy; None when it cannot be asked."""
+def opener(context: ssl.SSLContext | None) -> urllib.request.OpenerDirector:
+    """A urllib opener that never goes through a proxy; https verified by ``context`` (None: http only)."""
+    if context is None:
+        return _NO_PROXY
+    return urllib.request.build_opener(urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=context))
+
+
+def http_get(url: str, timeout: float = 5.0, context: ssl.SSLContext | None = None) -> tuple[int, bytes] | None:
+    """(status, body) of a GET to a local server, never through a proxy; None when it cannot be asked. An https
+    server whose certificate ``context`` refuses is a ServerError (exit 7) at once: no retry would change it."""
     try:
-        with _NO_PROXY.open(url, timeout=timeout) as r:
+        with opener(context).open(url, timeout=timeout) as r:
             return int(r.status), r.read()
     except urllib.error.HTTPError as e:
         return int(e.code), b""
-    except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException):
+    except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as e:
+        why = refused_certificate(e)
+        if why is not None:
+            raise refused(url, why) from None
         return None
 
 
-def http_ok(url: str, timeout: float = 2.0) -> bool:
+def http_ok(url: str, timeout: float = 2.0, context: ssl.SSLContext | None = None) -> bool:
     """True when ``url`` answers 2xx."""
-    got = http_get(url, timeout)
+    got = http_get(url, timeout, context)
     return got is not None and 200 <= got[0] < 300

@@ -18,7 +18,7 @@ from kit.report.plots_decide import plot_cdfs, plot_drift, plot_pareto
 from kit.report.plots_series import render_cell_plots
 from kit.report.quality import cell_quality, quality_section
 from kit.report.render import render_markdown
-from kit.report.workload import workload_section
+from kit.report.workload import connection_section, workload_section
 
 __all__ = ["as_summary", "render_markdown", "render_report", "verdict_lines"]
 
@@ -46,6 +46,7 @@ def render_report(root: Path, summary: Summary | Mapping[str, object]) -> list[P
     text = render_markdown(typed, [p.relative_to(root).as_posix() for p in written])
     text += "\n".join(quality_section(cell_quality(root, typed)))  # helper sglang: the untimed quality check
     text += "\n".join(expert_pass_section(arm_passes(root, typed)))  # manifest expert_pass (kit.report.expert_pass)
-    tail = [*workload_section(root), *overhead_section(cell_overheads(root, typed))]  # workload: kit.report.workload
+    # https and the workload: kit.report.workload
+    tail = [*connection_section(root), *workload_section(root), *overhead_section(cell_overheads(root, typed))]
     md.write_text(text + "\n".join(tail), encoding="utf-8")
     return [md, *written]

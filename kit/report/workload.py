@@ -11,6 +11,7 @@ from pathlib import Path
 from kit.files.workload import WorkloadIndex
 
 MAX_LINES = 10_000_000
+MAX_CLIENT_BYTES = 16 << 20
 
 
 @dataclass
@@ -56,6 +57,27 @@ def _span(values: list[int]) -> str:
         return "–"
     lo, hi = min(values), max(values)
     return str(lo) if lo == hi else f"{lo}–{hi}"
+
+
+def connection_section(root: Path) -> list[str]:
+    """How the load reached the server, from the first level's client.json: nothing for http; https verified
+    (against which CA file), or a loud warning when verify_tls was off."""
+    for f in sorted(root.glob("cells/*/level-*/client.json"))[:1]:
+        try:
+            spec = json.loads(f.read_bytes()[:MAX_CLIENT_BYTES]).get("spec") or {}
+        except (ValueError, AttributeError):
+            return []
+        url = str(spec.get("base_url", ""))
+        if not url.startswith("https://"):
+            return []
+        if spec.get("verify_tls") is False:
+            return ["## Connection", "", f"> **⚠ UNVERIFIED https** to `{url}`: load.request.verify_tls was false, "
+                    "so any certificate was accepted (a server other than the one meant could have answered).", ""]
+        ca = spec.get("ca_bundle")
+        return ["## Connection", "", f"https to `{url}`, the certificate and name verified against "
+                + (f"`{ca}` (load.request.ca_bundle, its sha256 in the signed manifest)." if ca else
+                   "the system's CA certificates."), ""]
+    return []
 
 
 def workload_section(root: Path) -> list[str]:

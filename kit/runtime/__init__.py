@@ -11,6 +11,7 @@ import base64
 import json
 import os
 import re
+import ssl
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -19,6 +20,7 @@ from typing import Literal, Protocol, TypedDict
 from urllib.parse import quote, quote_plus
 
 from kit.plumbing.jsontypes import JsonObject
+from kit.plumbing.tls import TlsClient
 
 SECRET_NAME_RE = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIAL)", re.I)
 # What a process-runtime server inherits from kit's environment (when set): nothing else, kit's own
@@ -66,13 +68,23 @@ class ServerSpec:
     extra: dict[str, object] = field(default_factory=dict)  # docker options: "ulimits", "mem_limit"
     cpus: str | None = None  # Linux CPU list the server runs on (server.cpus), or anywhere
     ranks: tuple[RankSpec, ...] = ()  # runtime slurm: one per node, rank 0's command is ``command``
+    tls: TlsClient | None = None  # server.scheme https: how kit verifies it (None: http)
+
+    @property
+    def scheme(self) -> str:
+        return "http" if self.tls is None else "https"
 
     @property
     def base_url(self) -> str:
         host = "127.0.0.1" if self.host in ("0.0.0.0", "::") else self.host
         if ":" in host:
             host = f"[{host}]"
-        return f"http://{host}:{self.port}"
+        return f"{self.scheme}://{host}:{self.port}"
+
+    @property
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """What every https request of kit's own to this server is verified with (None: http)."""
+        return None if self.tls is None else self.tls.context()
 
     @cached_property
     def _secret_re(self) -> re.Pattern[str] | None:

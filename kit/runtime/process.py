@@ -113,7 +113,8 @@ class ProcessServer:
 
     def _answers_http(self, socks: list[tuple[str, int]]) -> list[tuple[str, int]]:
         return [(addr, port) for addr, port in socks[:ELSEWHERE_PROBES]
-                if http_get(local_url(addr, port, self.spec.readiness_path), timeout=1.0) is not None]
+                if http_get(local_url(addr, port, self.spec.readiness_path, self.spec.scheme), timeout=1.0,
+                            context=self.spec.ssl_context) is not None]
 
     def _elsewhere(self, where: list[tuple[str, int]]) -> ServerError:
         shown = ", ".join(_address(a, p) for a, p in where)
@@ -137,7 +138,7 @@ class ProcessServer:
             nonlocal suspect
             if self.proc.poll() is not None:
                 raise self._died("exited during start-up")
-            if http_ok(url):
+            if http_ok(url, context=self.spec.ssl_context):
                 return True
             socks = self._elsewhere_now()
             if suspect is not None and not set(suspect[1]) <= set(socks):

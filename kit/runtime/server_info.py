@@ -12,27 +12,27 @@ from __future__ import annotations
 import http.client
 import json
 import re
+import ssl
 import urllib.error
-import urllib.request
 
 from kit.files.server_info import ServerInfoFile
 from kit.plumbing.clock import utc_now
 from kit.plumbing.jsontypes import Json, JsonObject
+from kit.plumbing.net import opener
 from kit.runtime import ServerSpec
 
 MAX_BYTES = 8 * 1024 * 1024  # sglang 0.5.23's /server_info is ~30-60 KB
 TIMEOUT_S = 30.0
 PATCH_KEY = "kit_oea_patch"
-_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 # A key naming a secret as a word of its own (api_key, hf_token, admin_api_key), whose value is text: counts such
 # as max_total_num_tokens are numbers, and tokenizer_path is not a token.
 SECRET_KEY_RE = re.compile(r"(^|_)(api_key|token|secret|password|passwd|access_key|private_key|credentials?)s?($|_)",
                            re.I)
 
 
-def _get(url: str) -> tuple[int | None, bytes, str | None]:
+def _get(url: str, context: ssl.SSLContext | None) -> tuple[int | None, bytes, str | None]:
     try:
-        with _NO_PROXY.open(url, timeout=TIMEOUT_S) as r:
+        with opener(context).open(url, timeout=TIMEOUT_S) as r:
             return int(r.status), r.read(MAX_BYTES + 1), None
     except urllib.error.HTTPError as e:
         return int(e.code), b"", f"HTTP {e.code}"
@@ -67,7 +67,7 @@ def _int(doc: JsonObject, key: str) -> int | None:
 def read_server_info(spec: ServerSpec, path: str) -> ServerInfoFile:
     """``path`` of the ready server, as a bundle file."""
     fetched_at = utc_now()
-    status, body, error = _get(spec.base_url + path)
+    status, body, error = _get(spec.base_url + path, spec.ssl_context)
     if error is None and status != 200:
         error = f"HTTP {status}"
     if error is None and len(body) > MAX_BYTES:

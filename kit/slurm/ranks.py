@@ -150,7 +150,7 @@ class RankedServer:
 
         def ready() -> bool:
             self._raise_if_a_rank_ended("exited during start-up")
-            return http_ok(url)
+            return http_ok(url, context=self.spec.ssl_context)
 
         if poll_until(ready, Deadline(self.started + self.spec.ready_timeout_s), interval=0.05, backoff=1.5,
                       max_interval=1.0):

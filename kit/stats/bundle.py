@@ -102,10 +102,11 @@ def _level_dir(root: Path, cell: CellInfo, level: int) -> Path:
     return root / "cells" / cell.id / f"level-{level}"
 
 
-def _measure(d: Path, requested: int) -> tuple[LevelRecords, CellLevelFigures] | None:
+def _measure(d: Path, requested: int, most: int) -> tuple[LevelRecords, CellLevelFigures] | None:
     """One cell x level: reduced records and figures (None when it has no records.jsonl); ``requested``: the
-    output tokens every request asked for."""
-    stream = read_records(d / "records.jsonl", max_record_bytes(requested))
+    output tokens a request without its own max_tokens asked for; ``most``: the most any request may ask (the
+    record lines' bound)."""
+    stream = read_records(d / "records.jsonl", max_record_bytes(most))
     if stream is None:
         return None
     client = read_json(d / "client.json")
@@ -194,7 +195,7 @@ def _read_levels(root: Path, only: Collection[str] | None = None) -> tuple[
         level = int(planned["concurrency"])
         measured = []
         for c in cells:
-            got = _measure(_level_dir(root, c, level), m.load.output_tokens)
+            got = _measure(_level_dir(root, c, level), m.load.output_tokens, m.load.most_max_tokens())
             if got is not None:
                 by_cell[c.id][str(level)] = got[1]
                 measured.append((c, got[0], got[1]))

@@ -56,10 +56,10 @@ def client_tokens(rec: RecordLike) -> int:
 
 def usage_flagged(rec: RecordLike, requested: int | None = None) -> bool:
     """The record's usage count is not believed: flagged by the driver, or implausible or contradicted here
-    (``requested``: the tokens asked, None when unknown)."""
+    (against the record's own max_tokens, else ``requested``: the tokens asked, None when unknown)."""
     flag = rec.get("usage_flag")
     return (isinstance(flag, str) and bool(flag)) or \
-        usage_problem(rec.get("usage_completion_tokens"), client_tokens(rec), requested) is not None
+        usage_problem(rec.get("usage_completion_tokens"), client_tokens(rec), asked(rec, requested)) is not None
 
 
 def asked(rec: RecordLike, requested: int | None = None) -> int | None:

@@ -4,6 +4,8 @@ the load driver never does."""
 
 from __future__ import annotations
 
+import ssl
+
 from kit.telemetry.prom import ScrapeError, all_samples, fetch
 from kit.telemetry.sampler import LevelSampler, Limits
 
@@ -13,11 +15,12 @@ __all__ = ["LevelSampler", "Limits", "ScrapeError", "scrape_all"]
 _LIMITS = Limits()
 
 
-def scrape_all(url: str, limits: Limits = _LIMITS, timeout_s: float = 5.0) -> dict[str, float] | None:
+def scrape_all(url: str, limits: Limits = _LIMITS, timeout_s: float = 5.0,
+               context: ssl.SSLContext | None = None) -> dict[str, float] | None:
     """Every sample of ``url`` (a server's /metrics) as ``{"name{labels}": value}``, bounded like the sampler's
     scrapes (``timeout_s`` for the GET: it runs between levels, not once a second); None when it cannot be had."""
     try:
-        body = fetch(url, timeout_s=timeout_s, max_bytes=limits.max_response_bytes)
+        body = fetch(url, timeout_s=timeout_s, max_bytes=limits.max_response_bytes, context=context)
         return all_samples(body.decode("utf-8"), max_parsed=limits.max_parsed_samples)
     except (ScrapeError, UnicodeDecodeError):
         return None

@@ -17,6 +17,7 @@ from __future__ import annotations
 import http.client
 import math
 import socket
+import ssl
 import threading
 import time
 import urllib.parse
@@ -37,8 +38,9 @@ FAMILIES: dict[str, tuple[str, ...]] = {
                        "kit_hf:kv_cache_usage_perc"),
     "kv_tokens": ("sglang:num_used_tokens",),
     "generated_tokens": ("kit_engine_decode_tokens_total", "sglang:generation_tokens_total",
-                         "vllm:generation_tokens_total"),
-    "prompt_tokens": ("kit_engine_prefill_tokens_total", "sglang:prompt_tokens_total", "vllm:prompt_tokens_total"),
+                         "vllm:generation_tokens_total", "kit_hf:generation_tokens_total"),
+    "prompt_tokens": ("kit_engine_prefill_tokens_total", "sglang:prompt_tokens_total", "vllm:prompt_tokens_total",
+                      "kit_hf:prompt_tokens_total"),
 }
 KEPT_PREFIXES = ("kit_engine_", "sglang:", "vllm:", "kit_hf:")  # families whose gauges and counters are kept as series
 KEPT_TYPES = ("gauge", "counter", "unknown")  # unknown: a sample with no # TYPE line
@@ -60,12 +62,14 @@ class Scrape:
     errors: list[str] = field(default_factory=list)
 
 
-def fetch(url: str, *, timeout_s: float, max_bytes: int) -> bytes:
-    """The body of a 200 answer to GET ``url`` (no proxy), within ``timeout_s`` and ``max_bytes`` in all."""
+def fetch(url: str, *, timeout_s: float, max_bytes: int, context: ssl.SSLContext | None = None) -> bytes:
+    """The body of a 200 answer to GET ``url`` (no proxy), within ``timeout_s`` and ``max_bytes`` in all; an
+    https URL is verified with ``context`` (kit.plumbing.tls)."""
     u = urllib.parse.urlsplit(url)
-    if u.scheme != "http" or not u.hostname:
-        raise ScrapeError(f"{url}: only http:// URLs are scraped")
-    conn = http.client.HTTPConnection(u.hostname, u.port or 80, timeout=timeout_s)
+    if u.scheme not in ("http", "https") or not u.hostname or (u.scheme == "https") != (context is not None):
+        raise ScrapeError(f"{url}: only http:// URLs, or https:// ones with the server's TLS settings, are scraped")
+    conn = http.client.HTTPConnection(u.hostname, u.port or 80, timeout=timeout_s) if context is None else \
+        http.client.HTTPSConnection(u.hostname, u.port or 443, timeout=timeout_s, context=context)
     expired = threading.Event()
 
     def watchdog() -> None:
@@ -193,10 +197,11 @@ def quantities(by_name: dict[str, list[float]]) -> tuple[ServerQuantities, dict[
     return ServerQuantities(**got), sources
 
 
-def scrape(url: str, *, timeout_s: float, max_bytes: int, max_parsed: int, max_series: int) -> Scrape:
+def scrape(url: str, *, timeout_s: float, max_bytes: int, max_parsed: int, max_series: int,
+           context: ssl.SSLContext | None = None) -> Scrape:
     """Fetch and parse one exposition; ``ScrapeError`` names what went wrong."""
     t0 = time.monotonic()
-    body = fetch(url, timeout_s=timeout_s, max_bytes=max_bytes)
+    body = fetch(url, timeout_s=timeout_s, max_bytes=max_bytes, context=context)
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as e:

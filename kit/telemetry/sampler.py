@@ -12,6 +12,7 @@ a value kit did not foresee) is counted as that tick's error and sampling goes o
 
 from __future__ import annotations
 
+import ssl
 import threading
 import time
 from collections.abc import Callable
@@ -46,11 +47,13 @@ class LevelSampler:
     """``with LevelSampler(...) as s: run the level``; then ``s.result`` is the level's ``TelemetryFile``.
 
     ``metrics_url`` None: no server metrics (GPU only); ``gpus`` empty: no NVML. ``write`` receives each
-    sample as it is taken (the caller appends it to the bundle)."""
+    sample as it is taken (the caller appends it to the bundle); ``context``: an https server's TLS settings."""
 
     def __init__(self, metrics_url: str | None, gpus: list[int], write: Writer, *,
-                 probe: Callable[[], GpuProbe] | None = None, limits: Limits = Limits()) -> None:
+                 probe: Callable[[], GpuProbe] | None = None, limits: Limits = Limits(),
+                 context: ssl.SSLContext | None = None) -> None:
         self.metrics_url = metrics_url
+        self.context = context
         self.gpus = list(gpus)
         self.write = write
         self.limits = limits
@@ -156,7 +159,7 @@ class LevelSampler:
             lim = self.limits
             try:
                 got = scrape(self.metrics_url, timeout_s=lim.scrape_timeout_s, max_bytes=lim.max_response_bytes,
-                             max_parsed=lim.max_parsed_samples, max_series=lim.max_series)
+                             max_parsed=lim.max_parsed_samples, max_series=lim.max_series, context=self.context)
             except ScrapeError as e:
                 self.errors += 1
                 self.first_error = self.first_error or str(e)

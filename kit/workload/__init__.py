@@ -16,7 +16,15 @@ from pathlib import Path
 
 from kit.files.workload import Message, SourceFile, WorkItem, WorkloadIndex
 from kit.manifest.load import Load
-from kit.manifest.workload import DatasetFile, JsonlSet, MultiTurnSet, RandomSet, SharedPrefixSet, ShareGptSet
+from kit.manifest.workload import (
+    DatasetFile,
+    JsonlSet,
+    MultiTurnSet,
+    RandomIdsSet,
+    RandomSet,
+    SharedPrefixSet,
+    ShareGptSet,
+)
 from kit.workload import sources
 from kit.workload.corpus import (
     CORPUS,
@@ -43,6 +51,7 @@ class Workload:
         self.counter: Counter = counter_for(load.tokenizer, model_path)
         self.sources: list[SourceFile] = []
         self._text: str | None = None
+        self._ids: list[int] | None = None  # the text's tokens, encoded once for every level's seed
         self._cutter: dict[int, Cutter] = {}
 
     def _read(self, f: DatasetFile | None) -> str:
@@ -60,8 +69,9 @@ class Workload:
 
     def _cut(self, seed: int) -> Cutter:
         if seed not in self._cutter:
-            file = getattr(self.ds, "file", None)
-            self._cutter[seed] = Cutter(self.counter, self._read(file), seed)
+            text = self._read(getattr(self.ds, "file", None))
+            self._cutter[seed] = cut = Cutter(self.counter, text, seed, self._ids)
+            self._ids = cut.ids
         return self._cutter[seed]
 
     def contents(self, n: int, seed: int) -> list[sources.Content]:
@@ -70,6 +80,8 @@ class Workload:
             return sources.sharegpt_set(ds, self._read(ds.file), self.counter, n, seed)
         if isinstance(ds, JsonlSet):
             return sources.jsonl_set(ds.file.path, self._read(ds.file), self.counter, n, load.output_tokens)
+        if isinstance(ds, RandomIdsSet):  # no text: random token ids
+            return sources.random_ids_set(ds, self.counter, n, seed)
         cut = self._cut(seed)
         if isinstance(ds, RandomSet):
             return sources.random_set(ds, cut, n, seed)
@@ -101,13 +113,17 @@ class Workload:
                              template_overhead=overhead, sources=list(self.sources), levels=dict(levels))
 
 
-def check_dataset(load: Load, model_path: str | None) -> None:
+def check_dataset(load: Load, model_path: str | None) -> Workload | None:
     """Read, hash, parse and check ``load.dataset`` once, before any server starts (``kit run``'s preflight): a
     hostile or broken data file is a ManifestError (exit 3) here, not an error after a server came up. Every record
-    of a sharegpt or jsonl file is checked; text kinds are tokenized whole. Nothing without ``load.dataset``."""
+    of a sharegpt or jsonl file is checked; text kinds are tokenized whole. The Workload that did it is returned,
+    its text read and tokenized: the run builds every level's requests from it, and reads the file no more. None
+    without ``load.dataset``."""
     if load.dataset is None:
-        return
-    encode_lines(Workload(load, model_path).level(1, load.seed))
+        return None
+    workload = Workload(load, model_path)
+    encode_lines(workload.level(1, load.seed))
+    return workload
 
 
 def encode_lines(items: list[WorkItem]) -> bytes:

@@ -75,11 +75,12 @@ def decode_text(data: bytes, what: str, limit: int = MAX_TEXT_BYTES) -> str:
 
 
 class Cutter:
-    """Exactly-``n``-token texts from ``text`` by ``counter``; deterministic for (text, counter, seed)."""
+    """Exactly-``n``-token texts from ``text`` by ``counter``; deterministic for (text, counter, seed). ``ids``:
+    ``counter.encode(text)`` when the caller has it already (one encoding of the text for every seed)."""
 
-    def __init__(self, counter: Counter, text: str, seed: int) -> None:
+    def __init__(self, counter: Counter, text: str, seed: int, ids: list[int] | None = None) -> None:
         self.counter = counter
-        self.ids = counter.encode(text)
+        self.ids = counter.encode(text) if ids is None else ids
         if len(self.ids) < 2:
             raise ManifestError("the dataset's text has fewer than 2 tokens")
         rng = random.Random(seed)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kit.errors import ManifestError
-from kit.manifest.workload import MultiTurnSet, RandomSet, SharedPrefixSet, ShareGptSet
+from kit.manifest.workload import MAX_TOKENS, MultiTurnSet, RandomIdsSet, RandomSet, SharedPrefixSet, ShareGptSet
 from kit.workload.corpus import Cutter
 from kit.workload.tokens import Counter, Messages
 
@@ -39,15 +39,23 @@ def text_set(cut: Cutter, n: int, prompt_tokens: int, output_tokens: int) -> lis
     return out
 
 
-def random_lengths(ds: RandomSet, n: int, seed: int) -> tuple[list[int], list[int]]:
+def random_lengths(ds: RandomSet | RandomIdsSet, n: int, seed: int) -> tuple[list[int], list[int]]:
     """sglang's ``sample_random_requests`` lengths: numpy's legacy global generator (``np.random.seed(seed)``,
     then ``randint`` twice); output lengths below 1 become 1 (a request cannot ask for 0 tokens)."""
+    inputs, outputs, _ = _random_draws(ds, n, seed, None)
+    return inputs, outputs
+
+
+def _random_draws(ds: RandomSet | RandomIdsSet, n: int, seed: int,
+                  vocab_size: int | None) -> tuple[list[int], list[int], list[int]]:
+    """The lengths, then with ``vocab_size`` random-ids' offsets (a third ``randint(0, vocab_size, n)``)."""
     import numpy as np
 
     rs = np.random.RandomState(seed)
     inputs = rs.randint(max(int(ds.input_len * ds.range_ratio), 1), ds.input_len + 1, size=n)
     outputs = rs.randint(int(ds.output_len * ds.range_ratio), ds.output_len + 1, size=n)
-    return [int(x) for x in inputs], [max(1, int(x)) for x in outputs]
+    offsets = [int(x) for x in rs.randint(0, vocab_size, size=n)] if vocab_size else []
+    return [int(x) for x in inputs], [max(1, int(x)) for x in outputs], offsets
 
 
 def random_set(ds: RandomSet, cut: Cutter, n: int, seed: int) -> list[Content]:
@@ -55,6 +63,25 @@ def random_set(ds: RandomSet, cut: Cutter, n: int, seed: int) -> list[Content]:
     out = []
     for i in range(n):
         text, count = cut.cut(inputs[i], cut.start(i))
+        out.append(Content(user(text), outputs[i], count))
+    return out
+
+
+def random_ids_set(ds: RandomIdsSet, counter: Counter, n: int, seed: int) -> list[Content]:
+    """sglang's random-ids, token-exact: request i's ids (offset_i + i + j) mod vocab, j < input_len_i, as text of
+    exactly input_len_i tokens (decoded, then cut from the start of its own re-encoding, which wraps around)."""
+    vocab = ds.vocab_size or counter.vocab_size
+    if vocab is None:
+        raise ManifestError("load.dataset (random-ids): the 'words' tokenizer has no vocabulary size",
+                            hint="give load.dataset.vocab_size (kit's engine: its --vocab)")
+    inputs, outputs, offsets = _random_draws(ds, n, seed, vocab)
+    out = []
+    for i in range(n):
+        ids = [(offsets[i] + i + j) % vocab for j in range(inputs[i])]
+        if counter.vocab_size is None:  # words: each id its own word
+            text, count = " ".join(f"t{k}" for k in ids), inputs[i]
+        else:
+            text, count = Cutter(counter, counter.decode(ids), 0).cut(inputs[i], 0)
         out.append(Content(user(text), outputs[i], count))
     return out
 
@@ -158,7 +185,7 @@ def _turns(rec: object) -> list[str]:
 def sharegpt_set(ds: ShareGptSet, text: str, counter: Counter, n: int, seed: int) -> list[Content]:
     """sglang's sample_sharegpt_requests: conversations with >= 2 turns, shuffled with ``seed``; prompt = the first
     turn, output length = the second's token count (or output_len); pruned when either is < 2 tokens or their sum
-    exceeds context_len."""
+    exceeds context_len (or the completion is over MAX_TOKENS, the most any request asks)."""
     what = f"load.dataset (sharegpt) {ds.file.path}"
     # a conversation whose first two turns are not valid Unicode (a lone surrogate) is skipped, like one too short
     pairs = [(t[0], t[1]) for t in (_turns(r) for r in _records(text, what)) if len(t) >= 2 and _encodes(t[:2])]
@@ -169,7 +196,7 @@ def sharegpt_set(ds: ShareGptSet, text: str, counter: Counter, n: int, seed: int
             break
         p = len(counter.encode(prompt))
         o = ds.output_len if ds.output_len is not None else len(counter.encode(completion))
-        if p < 2 or o < 2 or (ds.context_len and p + o > ds.context_len):
+        if p < 2 or o < 2 or o > MAX_TOKENS or (ds.context_len and p + o > ds.context_len):
             continue
         out.append(Content(user(prompt), o, p))
     return cycle(out, n)
@@ -182,8 +209,8 @@ def jsonl_set(path: str, text: str, counter: Counter, n: int, output_tokens: int
         if not isinstance(rec, dict):
             raise ManifestError(f"{what}: item {no} is not an object")
         out = rec.get("output_tokens", output_tokens)
-        if isinstance(out, bool) or not isinstance(out, int) or not 1 <= out <= 1_000_000:
-            raise ManifestError(f"{what}: item {no}: output_tokens must be an integer in 1..1000000")
+        if isinstance(out, bool) or not isinstance(out, int) or not 1 <= out <= MAX_TOKENS:
+            raise ManifestError(f"{what}: item {no}: output_tokens must be an integer in 1..{MAX_TOKENS}")
         items.append(Content(_messages(rec, f"{what}: item {no}"), out))
     return cycle(items, n)
 

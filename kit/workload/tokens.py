@@ -22,6 +22,7 @@ Messages = list[dict[str, str]]
 class Counter(Protocol):
     name: str
     sha256: str | None
+    vocab_size: int | None  # the tokenizer's base vocabulary (None: words, which has none)
 
     def encode(self, text: str) -> list[int]: ...
     def decode(self, ids: list[int]) -> str: ...
@@ -34,6 +35,7 @@ class WordCounter:
 
     name = "words"
     sha256: str | None = None
+    vocab_size: int | None = None
 
     def __init__(self) -> None:
         self.vocab: list[str] = []
@@ -77,6 +79,8 @@ class HfCounter:
         tj = path / "tokenizer.json"
         self.sha256 = hashlib.sha256(tj.read_bytes()).hexdigest() if tj.is_file() else None
         self.has_template = bool(getattr(self.tok, "chat_template", None))
+        size = getattr(self.tok, "vocab_size", None)
+        self.vocab_size: int | None = size if isinstance(size, int) and size > 1 else None
 
     def encode(self, text: str) -> list[int]:
         return list(self.tok.encode(text, add_special_tokens=False))

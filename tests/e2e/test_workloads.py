@@ -51,7 +51,7 @@ def check_counts(b: Path) -> tuple[dict[int, list[dict[str, Any]]], list[dict[st
     return sent, recs
 
 
-@pytest.mark.parametrize("kind", ["random", "sharegpt", "jsonl", "shared-prefix", "multi-turn"])
+@pytest.mark.parametrize("kind", ["random", "random-ids", "sharegpt", "jsonl", "shared-prefix", "multi-turn"])
 def test_each_dataset_kind_end_to_end(kind: str, tmp_path: Path, isolated: dict[str, str]) -> None:
     b, m = run_shipped(ROOT / "experiments" / f"workload-{kind}.yaml", tmp_path / "r", isolated)
     sent, _ = check_counts(b)
@@ -62,6 +62,12 @@ def test_each_dataset_kind_end_to_end(kind: str, tmp_path: Path, isolated: dict[
         assert all(lo_in <= words(it["messages"]) <= ds["input_len"] for it in items)
         assert all(lo_out <= it["max_tokens"] <= ds["output_len"] for it in items)
         assert len({words(it["messages"]) for it in items}) > 5  # lengths vary
+    elif kind == "random-ids":  # sglang's ids: a run (offset + i + j) mod vocab_size, the words t<id>
+        for level_items in sent.values():
+            for it in level_items:
+                ids = [int(w[1:]) for w in it["messages"][0]["content"].split()]
+                assert all(b == (a + 1) % ds["vocab_size"] for a, b in itertools.pairwise(ids)), ids
+                assert max(int(ds["input_len"] * ds["range_ratio"]), 1) <= len(ids) <= ds["input_len"]
     elif kind == "sharegpt":
         data = json.loads((ROOT / ds["file"]["path"]).read_text())
         firsts = {c["conversations"][0]["value"]: c["conversations"][1]["value"] for c in data

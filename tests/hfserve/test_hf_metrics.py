@@ -63,7 +63,10 @@ def batch(port: int, *, scraping: bool) -> tuple[list[str], list[Scrape]]:
 def test_metrics_follow_a_concurrent_load(tiny_model: Path, tmp_path: Path) -> None:
     with server(tiny_model, tmp_path / "serve.log") as port:
         idle = read(port)
-        assert idle.sources == {"running": "kit_hf:num_requests_running", "queued": "kit_hf:num_requests_waiting"}
+        assert idle.sources == {"running": "kit_hf:num_requests_running", "queued": "kit_hf:num_requests_waiting",
+                                "generated_tokens": "kit_hf:generation_tokens_total",
+                                "prompt_tokens": "kit_hf:prompt_tokens_total"}
+        assert idle.quantities.generated_tokens == 0  # tokens: tests/hfserve/test_hf_tokens.py
         assert (idle.quantities.running, idle.quantities.queued) == (0, 0)  # no CB manager before a request
         text, seen = batch(port, scraping=True)
         quiet, _ = batch(port, scraping=False)

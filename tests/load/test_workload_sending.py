@@ -102,3 +102,22 @@ def test_an_unset_secret_variable_is_refused_before_sending(server: str, tmp_pat
     with pytest.raises(LoadError, match="WL_NOT_SET, which is not set"):
         run_level(spec, tmp_path / "level")
     assert SEEN == []
+
+
+def test_a_long_dataset_reply_is_capped_by_its_own_max_tokens(server: str, tmp_path: Path) -> None:
+    """A jsonl item asking 300 tokens while load.output_tokens is 16: the driver's event cap for load.output_tokens
+    (4 x 16 + 64 = 128 events) would cut it; each request's own max_tokens sets its cap and its usage bound."""
+    data = tmp_path / "long.jsonl"
+    data.write_text('{"prompt": "a b c", "output_tokens": 300}\n{"prompt": "d e"}\n')
+    import hashlib
+
+    load = Load.model_validate({"levels": [1], "output_tokens": 16, "tokenizer": "words", "dataset": {
+        "kind": "jsonl", "file": {"path": str(data), "sha256": hashlib.sha256(data.read_bytes()).hexdigest()}}})
+    wl = tmp_path / "workload.jsonl"
+    wl.write_bytes(encode_lines(Workload(load, None).level(4 + 1, seed=0)))
+    res = run_level(make_spec(server, concurrency=1, requests=4, warmup_requests=1, output_tokens=16,
+                              workload=str(wl)), tmp_path / "level")
+    recs = read_records(tmp_path / "level" / "records.jsonl")
+    assert res.ok == 4 and res.errors == 0, recs[0]["error"]
+    assert sorted(r["client_tokens"] for r in recs) == [16, 16, 300, 300]
+    assert all(r["usage_flag"] is None and r["usage_completion_tokens"] == r["max_tokens"] for r in recs)

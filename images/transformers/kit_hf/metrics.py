@@ -11,6 +11,15 @@ adds to the server, and neither touches a token. Two sources, named in each fami
   scheduled) and ``kit_hf:kv_cache_usage_perc`` = 1 - ``cache.compute_free_capacity()`` (a fraction, as vLLM's
   ``vllm:kv_cache_usage_perc``). Before the first request the manager does not exist yet: running and waiting
   are 0 and the cache gauge is absent. Without continuous batching the three are absent.
+- **tokens** (continuous batching), counters named as vLLM's and sglang's: ``kit_hf:generation_tokens_total`` =
+  the tokens of requests the CB scheduler finished (or cancelled) + ``len(generated_tokens)`` of the requests it
+  holds now, and ``kit_hf:prompt_tokens_total`` = the prompt tokens handed to ``ContinuousBatchingManager
+  .add_request``. The finished part is the one thing here on the generation path: transformers' own
+  ``Scheduler.finish_request`` and ``clear_cancelled_requests`` are wrapped to add the request's
+  ``len(generated_tokens)`` as it leaves the batch (once per request, never per token; under a lock that the
+  scrape takes too, so a request is counted once, never twice or not at all, and the counter never goes back). An
+  offloaded request is finished and re-queued with its tokens in its prompt, so its later tokens count on; a
+  parallel-sampling fork (n > 1, which kit never asks) would count its parent's tokens again.
 - **the HTTP layer** (every server): ``kit_hf:http_requests_in_flight``, requests under ``/v1/`` whose
   response (streamed or not) has not finished, and the counters of those started and finished.
 
@@ -31,6 +40,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 Scope = MutableMapping[str, Any]
 Asgi = Callable[[Scope, Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]], Awaitable[None]]
 
+GENERATED = "kit_hf:generation_tokens"  # exposed with prometheus_client's _total suffix for counters
+PROMPT = "kit_hf:prompt_tokens"
 RUNNING = "kit_hf:num_requests_running"
 WAITING = "kit_hf:num_requests_waiting"
 KV_USAGE = "kit_hf:kv_cache_usage_perc"
@@ -79,29 +90,85 @@ class InFlightMiddleware:
             self.counter.finish()
 
 
-def cb_numbers(generation_state: Any) -> dict[str, float] | None:
+class TokenCounts:
+    """Tokens of requests that left the CB batch, and prompt tokens handed to it (``count_tokens``)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.left = 0      # generated tokens of requests finished or cancelled
+        self.prompt = 0
+
+    def generated(self, scheduler: Any) -> int:
+        """The tokens generated so far: those of requests that left + those of the requests the batch holds."""
+        with self.lock:  # a request leaving now is either still in active_requests or in self.left, never both
+            return self.left + sum(len(s.generated_tokens) for s in list(scheduler.active_requests.values()))
+
+
+COUNTS = TokenCounts()
+_counting = threading.Lock()
+
+
+def count_tokens(counts: TokenCounts = COUNTS) -> None:
+    """Wrap transformers' CB scheduler and manager (once per process) so that ``counts`` follows them."""
+    from transformers.generation.continuous_batching import continuous_api
+    from transformers.generation.continuous_batching import scheduler as sched
+
+    with _counting:
+        base = sched.Scheduler
+        if getattr(base, "_kit_hf_counts", None) is not None:
+            return
+        finish, clear = base.finish_request, base.clear_cancelled_requests
+        add = continuous_api.ContinuousBatchingManager.add_request
+
+        def finish_request(self: Any, request_id: str) -> None:
+            with counts.lock:
+                state = self.active_requests.get(request_id)
+                counts.left += len(state.generated_tokens) if state is not None else 0
+                finish(self, request_id)
+
+        def clear_cancelled_requests(self: Any) -> Any:
+            with counts.lock:
+                states = clear(self)
+                counts.left += sum(len(s.generated_tokens) for s in states)
+                return states
+
+        def add_request(self: Any, input_ids: Any, *args: Any, **kwargs: Any) -> Any:
+            with counts.lock:
+                counts.prompt += len(input_ids)
+            return add(self, input_ids, *args, **kwargs)
+
+        base.finish_request, base.clear_cancelled_requests = finish_request, clear_cancelled_requests
+        continuous_api.ContinuousBatchingManager.add_request = add_request
+        base._kit_hf_counts = counts
+
+
+def cb_numbers(generation_state: Any, counts: TokenCounts = COUNTS) -> dict[str, float] | None:
     """running, waiting and (once the cache exists) KV use from transformers' CB objects; None without CB."""
     if not getattr(generation_state, "_continuous_batching", False):
         return None
     manager = getattr(generation_state, "_cb_manager", None)  # CBGenerateManager, made on the first request
     cb = getattr(manager, "_cb", None)  # ContinuousBatchingManager
     if cb is None:
-        return {RUNNING: 0.0, WAITING: 0.0}
+        return {RUNNING: 0.0, WAITING: 0.0, GENERATED: float(counts.left), PROMPT: float(counts.prompt)}
     queued = float(cb.input_queue.qsize())
     processor = cb.batch_processor  # None until the generation thread made it, and again after stop
     if processor is None:
-        return {RUNNING: 0.0, WAITING: queued}
+        return {RUNNING: 0.0, WAITING: queued, GENERATED: float(counts.left), PROMPT: float(counts.prompt)}
     scheduler = processor.scheduler
     return {RUNNING: float(len(scheduler.active_requests)),
             WAITING: float(len(scheduler.waiting_requests)) + queued,
-            KV_USAGE: 1.0 - float(processor.cache.compute_free_capacity())}
+            KV_USAGE: 1.0 - float(processor.cache.compute_free_capacity()),
+            GENERATED: float(counts.generated(scheduler)), PROMPT: float(counts.prompt)}
 
 
 HELP = {
     RUNNING: "requests in the continuous batch (transformers CB scheduler.active_requests)",
     WAITING: "requests waiting for the continuous batch (CB scheduler.waiting_requests + input_queue)",
     KV_USAGE: "fraction of the paged KV cache in use (1 - CB cache.compute_free_capacity())",
+    GENERATED: "tokens generated by the continuous batch (finished requests' + active requests' generated_tokens)",
+    PROMPT: "prompt tokens handed to the continuous batch (ContinuousBatchingManager.add_request)",
 }
+COUNTERS = (GENERATED, PROMPT)
 
 
 class ServeCollector:
@@ -119,9 +186,9 @@ class ServeCollector:
             cb = None
             self.read_errors += 1
         for name, value in (cb or {}).items():
-            g = GaugeMetricFamily(name, HELP[name])
-            g.add_metric([], value)
-            yield g
+            m = CounterMetricFamily(name, HELP[name]) if name in COUNTERS else GaugeMetricFamily(name, HELP[name])
+            m.add_metric([], value)
+            yield m
         started, finished = self.counter.read()
         g = GaugeMetricFamily(IN_FLIGHT, "HTTP requests under /v1/ not yet answered to the end (kit_hf middleware)")
         g.add_metric([], float(started - finished))
@@ -140,6 +207,8 @@ def install(app: Any, generation_state: Any) -> None:
     from starlette.requests import Request
     from starlette.responses import Response
 
+    if getattr(generation_state, "_continuous_batching", False):
+        count_tokens()
     counter = HttpCounter()
     registry = CollectorRegistry(auto_describe=False)
     registry.register(ServeCollector(generation_state, counter))  # type: ignore[arg-type]

@@ -155,7 +155,7 @@ class DockerServer:
         def ready() -> bool:
             if self._not_running():
                 raise self._died("exited during start-up")
-            return http_ok(url)
+            return http_ok(url, context=self.spec.ssl_context)
 
         if poll_until(ready, Deadline(self.started + self.spec.ready_timeout_s), interval=READY_FIRST_S,
                       backoff=READY_BACKOFF, max_interval=READY_MAX_S):
