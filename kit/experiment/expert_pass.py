@@ -11,6 +11,7 @@ import hashlib
 import json
 import random
 import shutil
+import ssl
 import tempfile
 import time
 import urllib.error
@@ -29,6 +30,7 @@ from kit.load.prompts import ENDPOINT_PATHS
 from kit.manifest import Manifest
 from kit.manifest.expert_pass import ExpertPass
 from kit.plan import Cell
+from kit.plumbing.net import opener
 from kit.runtime import RunningServer, ServerSpec
 from kit.server_spec import server_spec
 
@@ -38,7 +40,6 @@ IN_CONTAINER = "/kit-expert-dump"
 _TEXT = ("the of and to in is was for on that with as by at from his her an which or be are this had not but they "
          "were one all their has have been who its new more after also first two can time would other some into "
          "over than only such made most years city state world when then between")
-_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 def prompts(p: ExpertPass) -> list[str]:
@@ -47,9 +48,10 @@ def prompts(p: ExpertPass) -> list[str]:
     return [" ".join(rng.choice(words) for _ in range(p.prompt_tokens)) for _ in range(p.requests)]
 
 
-def _control(base_url: str, path: str, timeout: float) -> None:
+def _control(base_url: str, path: str, timeout: float, context: ssl.SSLContext | None) -> None:
     try:
-        with _NO_PROXY.open(urllib.request.Request(base_url + path, data=b"", method="POST"), timeout=timeout) as r:
+        request = urllib.request.Request(base_url + path, data=b"", method="POST")
+        with opener(context).open(request, timeout=timeout) as r:
             r.read(64 * 1024)
     except urllib.error.HTTPError as e:
         raise DumpError(f"POST {path}: HTTP {e.code} (is the recorder on? server_args)") from None
@@ -57,7 +59,7 @@ def _control(base_url: str, path: str, timeout: float) -> None:
         raise DumpError(f"POST {path}: {e}") from None
 
 
-def drive(p: ExpertPass, m: Manifest, base_url: str) -> int:
+def drive(p: ExpertPass, m: Manifest, base_url: str, context: ssl.SSLContext | None = None) -> int:
     """Send the pass's requests, ``concurrency`` at a time; the number answered."""
     url = base_url + ENDPOINT_PATHS[m.load.endpoint]
 
@@ -65,18 +67,20 @@ def drive(p: ExpertPass, m: Manifest, base_url: str) -> int:
         fields = {"model": m.model.served_name, "max_tokens": p.output_tokens, "temperature": 0, "ignore_eos": True}
         payload = {**fields, "messages": [{"role": "user", "content": text}]} if m.load.endpoint == "chat" else {
             **fields, "prompt": text}
-        return _ask(url, json.dumps(payload).encode(), p.request_timeout_s)[1] is None
+        return _ask(url, json.dumps(payload).encode(), p.request_timeout_s, context)[1] is None
 
     with ThreadPoolExecutor(max_workers=p.concurrency) as pool:
         return sum(pool.map(one, prompts(p)))
 
 
-def record(p: ExpertPass, m: Manifest, base_url: str, dump_dir: Path, out: ExpertPassFile) -> None:
-    """start -> requests -> stop -> dump on a ready server, then read rank 0's dump into ``out``."""
-    _control(base_url, RECORDER_PATHS[0], p.request_timeout_s)
-    out.answered = drive(p, m, base_url)
-    _control(base_url, RECORDER_PATHS[1], p.request_timeout_s)
-    _control(base_url, RECORDER_PATHS[2], p.request_timeout_s)
+def record(p: ExpertPass, m: Manifest, base_url: str, dump_dir: Path, out: ExpertPassFile,
+           context: ssl.SSLContext | None = None) -> None:
+    """start -> requests -> stop -> dump on a ready server (https verified by ``context``), then read rank 0's
+    dump into ``out``."""
+    _control(base_url, RECORDER_PATHS[0], p.request_timeout_s, context)
+    out.answered = drive(p, m, base_url, context)
+    _control(base_url, RECORDER_PATHS[1], p.request_timeout_s, context)
+    _control(base_url, RECORDER_PATHS[2], p.request_timeout_s, context)
     files = sorted(dump_dir.glob("expert_distribution_recorder_*_0.pt")) or sorted(
         dump_dir.glob("expert_distribution_recorder_*.pt"))
     if not files:
@@ -158,7 +162,7 @@ def one_pass(cells: CellRunner, arm: str) -> ExpertPassFile:
         spec = pass_spec(cells, arm, dump_dir)
         server = cells.runtime.start(spec)
         server.wait_ready()
-        record(p, cells.m, spec.base_url, dump_dir, out)
+        record(p, cells.m, spec.base_url, dump_dir, out, spec.ssl_context)
         out.status = "ok"
     except (KitError, DumpError, OSError) as e:
         out.error = e.message if isinstance(e, KitError) else str(e)
