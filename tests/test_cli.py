@@ -88,9 +88,9 @@ def test_plan_target_effect_gives_repeats_per_arm(tmp_path: Path) -> None:
     r = CliRunner().invoke(main, ["plan", _two_arm_oea(tmp_path), "--target-effect", "5%", "--cv", "3%"])
     assert r.exit_code == 0, r.output
     assert r.output.count("11 repeats (3 planned: power 7 %)") == 4
-    r = CliRunner().invoke(main, ["plan", str(ROOT / "experiments/demo.yaml"), "--target-effect", "0.05", "--cv", "3%"])
+    r = CliRunner().invoke(main, ["plan", str(ROOT / "experiments/demo-levels.yaml"), "--target-effect", "0.05", "--cv", "3%"])
     assert r.output.count("12 repeats (6 planned: power 31 %)") == 4 and "rounded up to even for ABBA" in r.output
-    r = CliRunner().invoke(main, ["plan", str(ROOT / "experiments/demo.yaml"), "--target-effect", "0.5%"])
+    r = CliRunner().invoke(main, ["plan", str(ROOT / "experiments/demo-levels.yaml"), "--target-effect", "0.5%"])
     assert r.exit_code == 0 and r.output.count("more than 100 repeats") == 4 and "out of reach" in r.output
 
 
@@ -103,7 +103,7 @@ def test_plan_pilot_prints_a_measured_cv_and_bad_inputs_are_named(tmp_path: Path
     spec = BundleSpec(arms={"base": ArmModel(), "oea": ArmModel()}, repeats=3, levels=(1, 4), requests=12, tokens=6,
                       cell_sd=0.08, seed=9)
     pilot = build_bundle(tmp_path / "results", key, spec=spec).root
-    demo = str(ROOT / "experiments/demo.yaml")
+    demo = str(ROOT / "experiments/demo-levels.yaml")
     r = CliRunner().invoke(main, ["plan", demo, "--pilot", str(pilot)])
     assert r.exit_code == 0, r.output
     lines = _power_lines(r.output)
@@ -124,7 +124,7 @@ def test_plan_pilot_prints_a_measured_cv_and_bad_inputs_are_named(tmp_path: Path
         assert r.exit_code == ExitCode.USAGE and words in r.output and "Traceback" not in r.output, (args, r.output)
 
 def test_design_orders() -> None:
-    m = load_manifest(ROOT / "experiments/demo.yaml").manifest
+    m = load_manifest(ROOT / "experiments/demo-levels.yaml").manifest
     def order(o: str) -> list[str]:
         mm = m.model_copy(update={"design": m.design.model_copy(update={"order": o, "repeats": 2})})
         return [c.id for c in make_plan(mm).cells]

@@ -89,7 +89,7 @@ def test_strict_types_no_coercion() -> None:
 
 
 def test_defaults(root: Path) -> None:
-    m = load_manifest(root / "experiments/demo.yaml").manifest
+    m = load_manifest(root / "experiments/demo-levels.yaml").manifest
     assert m.baseline_arm == "baseline"
     assert [m.load.requests_at(c) for c in m.load.levels] == [32, 48, 64, 128]  # the demo's budgets
     big = m.model_copy(update={"load": m.load.model_copy(update={"requests_per_level": None})})

@@ -37,10 +37,10 @@ def test_aa_experiment_reports_no_significant_difference(tmp_path: Path, port: i
     assert len(significant) <= 1, significant
 
 
-# What the demo test changes in the shipped manifest: fewer repeats and requests (at most 12 cells of 272 requests
-# each -> 4 cells of 120; about a sixth of its CPU time), and no sequential design (one block has no interim look).
-# Everything else is the shipped file's.
-DEMO_CUT = {("design", "repeats"): 2, ("load", "requests_per_level"): [8, 16, 32, 64]}
+# What the demo test changes in the shipped manifest: fewer repeats and requests (24 cells of 40 requests -> 4 cells
+# of 16; about a fifteenth of its CPU time). Everything else is the shipped file's (engine, arms, level, order, tokens,
+# gates, the pre-registered blocked analysis).
+DEMO_CUT = {("design", "repeats"): 2, ("load", "requests_per_level"): [16]}
 
 
 def shipped_demo_cut(path: Path) -> Path:
@@ -49,7 +49,6 @@ def shipped_demo_cut(path: Path) -> Path:
     data = yaml.safe_load((ROOT / "experiments" / "demo.yaml").read_text())
     for (section, key), value in DEMO_CUT.items():
         data[section][key] = value
-    data["design"].pop("sequential", None)  # 2 repeats make one block: a fixed design (tests/e2e/test_sequential_run.py)
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     r = kit("sign", str(path), "--key", str(ROOT / "keys" / "example_ed25519"))
     assert r.returncode == 0, r.stderr
@@ -62,12 +61,13 @@ def test_the_shipped_demo_end_to_end(tmp_path: Path, isolated: dict[str, str]) -
     allowed_signers given explicitly (the example key is never trusted by default); the bundle then verifies
     with the user's own policy, where the runner key made on first use was added for kit-bundle.
 
-    The run is the shipped manifest with fewer repeats and requests (DEMO_CUT: the same engine, arms, levels,
-    order, tokens and gates; signed by the same example key), so that the slow tier of `make test` stays in its
-    budget: `make demo` runs the full one (its six repeats only narrow the intervals). The shipped file itself is
-    checked as `make demo` checks it first (`kit verify --trust allowed_signers experiments/demo.yaml`), and its
-    plan (12 cells) by `kit plan`. The experts-per-step claims are the demo's: OEA activates fewer experts
-    than top-8 at 16 and 64 streams, exactly top-4 against top-8 at one stream.
+    The run is the shipped manifest with fewer repeats and requests (DEMO_CUT: the same engine, arms, level,
+    order, tokens, gates and analysis; signed by the same example key), so that the slow tier of `make test` stays
+    in its budget: `make demo` runs the full one. The shipped file itself is checked as `make demo` checks it first
+    (`kit verify --trust allowed_signers experiments/demo.yaml`), and its plan (24 cells) by `kit plan`. The claims
+    checked are the demo's mechanism, not its timing (which this busy machine cannot promise): at one stream OEA
+    activates exactly 4 experts per layer and step against top-8's 8, as the engine's own counters report; the
+    primary comparison is tested with the pre-registered blocked analysis on the cell mean, on every repeat's pair.
 
     Its port is fixed (18080, in the signed manifest): the run gets a network namespace of its own where the
     machine allows one, so that a demo running elsewhere on the machine cannot hold that port."""
@@ -76,7 +76,7 @@ def test_the_shipped_demo_end_to_end(tmp_path: Path, isolated: dict[str, str]) -
     v = kit("verify", "--trust", trust, str(demo), env=isolated)
     assert v.returncode == 0, v.stdout + v.stderr
     p = kit("plan", str(demo), env=isolated)
-    assert p.returncode == 0 and "2 arms x 6 repeats = 12 cells (abba)" in p.stdout, p.stdout + p.stderr
+    assert p.returncode == 0 and "2 arms x 12 repeats = 24 cells (abba)" in p.stdout, p.stdout + p.stderr
     m = shipped_demo_cut(tmp_path / "demo.yaml")
     t = time.monotonic()
     r = kit("run", "--trust", trust, str(m), "--out", str(tmp_path / "r"), env=isolated, timeout=900,
@@ -89,7 +89,12 @@ def test_the_shipped_demo_end_to_end(tmp_path: Path, isolated: dict[str, str]) -
     assert read_json(b / "run.json")["trust"]["signed"] is True
     summary = read_json(b / "summary.json")
     experts = {(a["arm"], a["level"]): a["server"]["unique_experts_per_step"] for a in summary["arm_levels"]}
-    for level in (16, 64):
-        assert experts[("oea", level)] < experts[("baseline", level)]
+    assert set(experts) == {("baseline", 1), ("oea", 1)}, experts
     assert experts[("oea", 1)] == pytest.approx(4.0) and experts[("baseline", 1)] == pytest.approx(8.0)
+    primary = [c for c in summary["comparisons"] if c["role"] == "primary"]
+    assert [(c["arm"], c["level"], c["metric"]) for c in primary] == [("oea", 1, "tpot_mean_ms")], primary
+    assert primary[0]["method"] == "blocked_log_cells", primary[0]
+    assert primary[0]["tested"] and primary[0]["cells"] == {"arm": 2, "baseline": 2}, primary[0]
+    if primary[0]["status"] == "significant":  # two pairs rarely decide; when they do, half the experts is faster
+        assert primary[0]["ratio"] < 1, primary[0]["verdict"]
     assert kit("verify", str(b), env=isolated).returncode == 0

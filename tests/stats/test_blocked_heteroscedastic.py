@@ -117,7 +117,7 @@ def test_the_default_is_blocked_only_where_the_pairs_alternate() -> None:
     from kit.stats.summary import analysis_rule
 
     root = Path(__file__).resolve().parents[2]
-    demo = load_manifest(root / "experiments" / "demo.yaml").manifest
+    demo = load_manifest(root / "experiments" / "demo-levels.yaml").manifest
     assert demo.design.order == "abba" and analysis_rule(demo)[1] == "blocked"
     for order, want in (("counterbalanced", "blocked"), ("interleaved", "welch"), ("random", "welch"),
                         ("blocked", "welch")):

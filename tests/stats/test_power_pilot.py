@@ -73,7 +73,7 @@ def test_pilot_sd_equals_numpy_on_the_cell_files(pilot: Path) -> None:
 
 
 def test_power_plan_uses_the_pilots_cv_per_level(pilot: Path) -> None:
-    m = load_manifest(ROOT / "experiments" / "demo.yaml").manifest  # levels 1, 4, 16, 64; 6 repeats
+    m = load_manifest(ROOT / "experiments" / "demo-levels.yaml").manifest  # levels 1, 4, 16, 64; 6 repeats
     assumed = power_plan(m)
     measured = power_plan(m, pilot=pilot)
     sds = pilot_sd(pilot, TPOT, method="blocked")  # demo.yaml's analysis.method: the default, blocked
@@ -124,7 +124,7 @@ def test_bad_pilots_are_named_errors(pilot: Path, tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="no tpot_mean_ms"):
         pilot_sd(single_token, TPOT)
     with pytest.raises(UsageError, match="not both"):
-        power_plan(load_manifest(ROOT / "experiments" / "demo.yaml").manifest, cv=0.03, pilot=pilot)
+        power_plan(load_manifest(ROOT / "experiments" / "demo-levels.yaml").manifest, cv=0.03, pilot=pilot)
 
 
 def test_a_cv_too_small_to_plan_with_is_a_usage_error_not_an_internal_one() -> None:
@@ -135,13 +135,13 @@ def test_a_cv_too_small_to_plan_with_is_a_usage_error_not_an_internal_one() -> N
     from kit.stats.power import MIN_CV, sd_from_cv
 
     assert sd_from_cv(1e-200) == 0.0  # why: ln(1 + CV²) is 0 in floating point
-    m = load_manifest(ROOT / "experiments" / "demo.yaml").manifest
+    m = load_manifest(ROOT / "experiments" / "demo-levels.yaml").manifest
     for cv in (1e-200, MIN_CV / 2):
         with pytest.raises(UsageError, match=r"--cv .* is below 1e-06") as e:
             power_plan(m, cv=cv)
         assert e.value.exit_code == 2 and e.value.hint and "--pilot" in e.value.hint
     assert power_plan(m, cv=MIN_CV).levels[0].mde is not None
-    r = subprocess.run([sys.executable, "-m", "kit", "plan", str(ROOT / "experiments" / "demo.yaml"), "--cv",
+    r = subprocess.run([sys.executable, "-m", "kit", "plan", str(ROOT / "experiments" / "demo-levels.yaml"), "--cv",
                         "1e-200"], capture_output=True, text=True, cwd=ROOT, check=False)
     assert r.returncode == 2 and "is below 1e-06" in r.stderr and "internal error" not in r.stderr
 
@@ -153,6 +153,6 @@ def test_a_pilot_whose_cells_are_identical_says_it_shows_no_variation(tmp_path: 
     assert all(len(set(v)) == 1 for arms in means.values() for v in arms.values())  # identical, from the files
     with pytest.raises(UsageError, match=r"cells at c=1 have the same tpot_mean_ms in every arm .*no variation"):
         pilot_sd(same, TPOT)
-    m = load_manifest(ROOT / "experiments" / "demo.yaml").manifest
+    m = load_manifest(ROOT / "experiments" / "demo-levels.yaml").manifest
     with pytest.raises(UsageError, match="no variation"):
         power_plan(m, pilot=same)

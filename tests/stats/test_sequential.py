@@ -75,7 +75,7 @@ def test_holm_passes_alpha_on_after_a_rejection() -> None:
 
 
 def test_a_sequential_design_needs_blocks(tmp_path: Path) -> None:
-    text = (ROOT / "experiments" / "demo.yaml").read_text().replace("order: abba", "order: interleaved")
+    text = (ROOT / "experiments" / "demo-levels.yaml").read_text().replace("order: abba", "order: interleaved")
     path = tmp_path / "m.yaml"
     path.write_text(text)
     with pytest.raises(KitError, match=r"design\.sequential looks after each block"):

@@ -27,7 +27,7 @@ from kit.signing import SigningKey
 from kit.stats import summarize_bundle
 
 ROOT = Path(__file__).resolve().parents[2]
-DEMO_MANIFEST = ROOT / "experiments" / "demo.yaml"
+DEMO_MANIFEST = ROOT / "experiments" / "demo-levels.yaml"
 LEVELS = (1, 4, 16, 64)
 LAYERS = 4
 
