@@ -4,7 +4,12 @@ Pure functions over the ``stats`` dicts the driver prints at the end of a level 
 A level is flagged ``client_bound`` (no clean verdict) when any process:
 
 - used ``>= CPU_SHARE_LIMIT`` of one core over the level (a gevent process cannot use more than one);
-- had a lag that grew over the level (last third's p99 well above the first third's);
+- had a lag that grew over the level (last third's p99 well above the first third's) *and* a lag p99 over the
+  whole level above ``LAG_P99_LIMIT_MS``. A third of a short level holds a few hundred probe samples, so its
+  "p99" is its largest one or two: one hiccup of the machine made it "grow" (9 of 110 level-cells of the demo
+  on a busy 2-core machine, 7 of them with the whole level's p99 under 5 ms, the client at 2-4 % of a core,
+  benchmarks/results/demo-2026-12-03/client-bound-lag.txt). A lag whose p99 stays within the limit leaves
+  every timestamp within the 5 ms kit tolerates everywhere else, grown or not: a timing warning then;
 - read chunks in bursts: median inter-chunk gap below ``COLLAPSED_ITL_MS`` over many gaps, or more than
   ``NEAR_ZERO_SHARE_LIMIT`` of all gaps near zero (several events taken from the socket in one read means
   they waited in the kernel for the client).
@@ -154,6 +159,10 @@ def timing_warnings_worker(stats: WorkerStats) -> list[str]:
     lag = stats.get("lag")
     p99 = (lag.get("p99_ms") if lag else None) or 0.0
     if p99 <= LAG_P99_LIMIT_MS:
+        if lag and lag_grew(lag):
+            out.append(f"{who}: scheduling lag rose late in the level (third's p99 {lag['first_third']['p99_ms']:.1f} "
+                       f"-> {lag['last_third']['p99_ms']:.1f} ms) but its p99 over the level stayed at {p99:.1f} ms "
+                       f"(limit {LAG_P99_LIMIT_MS:g} ms): a hiccup of the machine, timestamps within the limit")
         return out
     return [*out, f"process {stats.get('worker', '?')}: scheduling lag p99 {p99:.1f} ms (above "
             f"{LAG_P99_LIMIT_MS:g} ms): p99 latencies may read up to {p99:.0f} ms high; means are unaffected"]
@@ -167,14 +176,21 @@ def timing_warnings(workers: list[WorkerStats]) -> list[str]:
 
 
 def _lag_reasons(who: str, lag: LagStats) -> list[str]:
-    out: list[str] = []
+    if not (lag_grew(lag) and (p99 := lag.get("p99_ms") or 0.0) > LAG_P99_LIMIT_MS):
+        return []
+    a, b = lag["first_third"]["p99_ms"], lag["last_third"]["p99_ms"]
+    return [f"{who}: scheduling lag grew over the level (p99 {a:.1f} ms in the first third, {b:.1f} ms in the "
+            f"last, {p99:.1f} ms over the level: limit {LAG_P99_LIMIT_MS:g} ms)"]
+
+
+def lag_grew(lag: LagStats) -> bool:
+    """The last third's lag p99 well above the first third's (by ``LAG_GROWTH_FACTOR`` and
+    ``LAG_GROWTH_MIN_MS``)."""
     first, last = lag.get("first_third"), lag.get("last_third")
-    if first and last:
-        a, b = first["p99_ms"], last["p99_ms"]
-        if b > LAG_GROWTH_FACTOR * a and b - a > LAG_GROWTH_MIN_MS:
-            out.append(f"{who}: scheduling lag grew over the level (p99 {a:.1f} ms in the first third, "
-                       f"{b:.1f} ms in the last)")
-    return out
+    if not first or not last:
+        return False
+    a, b = first["p99_ms"], last["p99_ms"]
+    return b > LAG_GROWTH_FACTOR * a and b - a > LAG_GROWTH_MIN_MS
 
 
 def _gap_reasons(who: str, itl: GapStats) -> list[str]:
