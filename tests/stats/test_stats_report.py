@@ -28,7 +28,7 @@ def test_report_starts_with_the_verdict_table(bundle: tuple[Path, dict[str, Any]
     md = (root / "report.md").read_text(encoding="utf-8")
     assert paths[0] == root / "report.md"
     lines = [line for line in md.splitlines() if line.strip()]
-    assert lines[0].startswith("# demo: oea vs baseline")
+    assert lines[0].startswith("# demo-levels: oea vs baseline")
     assert lines[1] == "## Verdicts"
     assert lines[2].startswith("| role | arm | concurrency | metric |")
     verdicts = md.split("## Excluded cells")[0]
