@@ -49,6 +49,7 @@ def _finish(bundle: Bundle, runner: SigningKey, model: Path, status: str) -> tup
     return c, [d for d in deps if d["uri"].startswith("file://")]
 
 
+@pytest.mark.slow  # a real process or server for seconds: the slow tier (unit tier budget, issue 21)
 def test_a_completed_run_signs_the_model_digest(bundle: Bundle, runner: SigningKey, tmp_path: Path) -> None:
     model = _model(tmp_path / "model")
     c, [dep] = _finish(bundle, runner, model, "complete")
@@ -57,6 +58,7 @@ def test_a_completed_run_signs_the_model_digest(bundle: Bundle, runner: SigningK
 
 
 @pytest.mark.parametrize("status", ["interrupted", "failed"])
+@pytest.mark.slow  # a real process or server for seconds: the slow tier (unit tier budget, issue 21)
 def test_other_endings_defer_the_digest_without_reading_the_model(bundle: Bundle, runner: SigningKey,
                                                                   tmp_path: Path, status: str) -> None:
     model = _model(tmp_path / "model")

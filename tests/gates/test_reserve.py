@@ -67,6 +67,7 @@ def holder(state_home: Path) -> Iterator[Holder]:
     h.kill()
 
 
+@pytest.mark.slow  # a real process or server for seconds: the slow tier (unit tier budget, issue 21)
 def test_a_reserved_port_or_gpu_is_refused_naming_the_live_run(holder: Holder) -> None:
     owner = live_owner("other1")
     assert owner is not None and owner["pid"] == holder.proc.pid and owner["ports"] == [holder.port]

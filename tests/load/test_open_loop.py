@@ -89,6 +89,7 @@ def test_gamma_burstiness_shows_in_the_sent_gaps(sse_server: Callable[..., FakeS
     assert stats.kstest(gaps, "expon", args=(0, 1 / rate)).pvalue < 0.001
 
 
+@pytest.mark.slow  # a real process or server for seconds: the slow tier (unit tier budget, issue 21)
 def test_max_concurrency_caps_what_is_in_flight_and_the_wait_is_recorded(
         sse_server: Callable[..., FakeServer], tmp_path: Path) -> None:
     srv = sse_server(150.0, 5.0)  # each request takes ~0.2 s: at 40 req/s two users cannot keep up
@@ -116,6 +117,7 @@ def test_max_concurrency_caps_what_is_in_flight_and_the_wait_is_recorded(
     assert any("waited for the cap" in w for w in doc["timing_warnings"])
 
 
+@pytest.mark.slow  # a real process or server for seconds: the slow tier (unit tier budget, issue 21)
 def test_time_limited_closed_level_stops_sending_at_its_duration(
         sse_server: Callable[..., FakeServer], tmp_path: Path) -> None:
     srv = sse_server(20.0, 2.0)
@@ -150,6 +152,7 @@ def test_steady_window_spreads_the_closed_loop_start_and_drops_the_ramp(
     assert recs[0] not in kept and recs[-1] in kept  # the ramp's first send out; the last send ends the window
 
 
+@pytest.mark.slow  # a real process or server for seconds: the slow tier (unit tier budget, issue 21)
 def test_several_processes_share_one_schedule(sse_server: Callable[..., FakeServer], tmp_path: Path) -> None:
     srv = sse_server(5.0, 2.0)
     spec = make_spec(srv.base_url, concurrency=8, requests=30, warmup_requests=2, output_tokens=4, processes=2,

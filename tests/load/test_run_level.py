@@ -65,6 +65,7 @@ def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> None:
     assert poll_until(cond, timeout, interval=0.05), f"timed out waiting for {what}"
 
 
+@pytest.mark.slow  # a real process or server for seconds: the slow tier (unit tier budget, issue 21)
 def test_level_records_timing_and_client_json(sse_server: Callable[..., FakeServer], tmp_path: Path) -> None:
     srv = sse_server(TTFT_MS, ITL_MS)
     progress: list[tuple[float, Progress]] = []
@@ -134,6 +135,7 @@ def test_all_warmups_failing_stops_the_level(sse_server: Callable[..., FakeServe
     assert not driver_children()
 
 
+@pytest.mark.slow  # a real process or server for seconds: the slow tier (unit tier budget, issue 21)
 def test_stalled_stream_times_out(sse_server: Callable[..., FakeServer], tmp_path: Path) -> None:
     srv = sse_server(5.0, 2.0, "--stall-after", "3")
     t = time.monotonic()
@@ -144,6 +146,7 @@ def test_stalled_stream_times_out(sse_server: Callable[..., FakeServer], tmp_pat
     assert res.errors == 2 and all(r["error"] == "timeout after 1 s" and r["client_tokens"] == 3 for r in recs)
 
 
+@pytest.mark.slow  # a real process or server for seconds: the slow tier (unit tier budget, issue 21)
 def test_server_dying_mid_level(sse_server: Callable[..., FakeServer], tmp_path: Path) -> None:
     """Records flush while the level runs; a dead server makes requests fail fast; nothing hangs."""
     srv = sse_server(5.0, 25.0)  # 16 tokens: ~0.4 s per request
@@ -169,6 +172,7 @@ def test_server_dying_mid_level(sse_server: Callable[..., FakeServer], tmp_path:
     assert len(errors) == res.errors and all(r["error"].startswith(known) for r in errors), errors
 
 
+@pytest.mark.slow  # a real process or server for seconds: the slow tier (unit tier budget, issue 21)
 def test_should_stop_kills_the_driver(sse_server: Callable[..., FakeServer], tmp_path: Path) -> None:
     srv = sse_server(5.0, 50.0)
     stop_at = time.monotonic() + 3.0
@@ -180,6 +184,7 @@ def test_should_stop_kills_the_driver(sse_server: Callable[..., FakeServer], tmp
     assert not driver_children()
 
 
+@pytest.mark.slow  # a real process or server for seconds: the slow tier (unit tier budget, issue 21)
 def test_keyboard_interrupt_leaves_no_driver(sse_server: Callable[..., FakeServer], tmp_path: Path) -> None:
     srv = sse_server(5.0, 50.0)
 
@@ -200,6 +205,7 @@ def test_driver_crash_raises_with_stderr(sse_server: Callable[..., FakeServer], 
         run_level(make_spec(srv.base_url), tmp_path)
 
 
+@pytest.mark.slow  # a real process or server for seconds: the slow tier (unit tier budget, issue 21)
 def test_driver_killed_mid_level(sse_server: Callable[..., FakeServer], tmp_path: Path) -> None:
     srv = sse_server(5.0, 50.0)
     thread, box = run_in_thread(lambda: run_level(make_spec(srv.base_url, requests=100), tmp_path))

@@ -21,6 +21,7 @@ from ._support import FakeServer, make_spec, read_records
 from .test_run_level import driver_children, wait_for
 
 
+@pytest.mark.slow  # a real process or server for seconds: the slow tier (unit tier budget, issue 21)
 def test_levels_reuse_the_drivers(sse_server: Callable[..., FakeServer], tmp_path: Path) -> None:
     srv = sse_server(5.0, 2.0)
     with LoadSession(processes=1) as load:
@@ -50,6 +51,7 @@ def test_levels_reuse_the_drivers(sse_server: Callable[..., FakeServer], tmp_pat
     assert not driver_children()
 
 
+@pytest.mark.slow  # a real process or server for seconds: the slow tier (unit tier budget, issue 21)
 def test_more_processes_start_fewer_leave_the_rest_idle(sse_server: Callable[..., FakeServer],
                                                         tmp_path: Path) -> None:
     srv = sse_server(5.0, 2.0)
@@ -65,6 +67,7 @@ def test_more_processes_start_fewer_leave_the_rest_idle(sse_server: Callable[...
     assert not driver_children()
 
 
+@pytest.mark.slow  # a real process or server for seconds: the slow tier (unit tier budget, issue 21)
 def test_should_stop_then_the_next_level_runs(sse_server: Callable[..., FakeServer], tmp_path: Path) -> None:
     srv = sse_server(5.0, 50.0)
     with LoadSession() as load:
@@ -79,6 +82,7 @@ def test_should_stop_then_the_next_level_runs(sse_server: Callable[..., FakeServ
     assert not driver_children()
 
 
+@pytest.mark.slow  # a real process or server for seconds: the slow tier (unit tier budget, issue 21)
 def test_idle_driver_that_died_is_replaced(sse_server: Callable[..., FakeServer], tmp_path: Path) -> None:
     srv = sse_server(5.0, 2.0)
     with LoadSession() as load:
@@ -93,6 +97,7 @@ def test_idle_driver_that_died_is_replaced(sse_server: Callable[..., FakeServer]
     assert not driver_children()
 
 
+@pytest.mark.slow  # a real process or server for seconds: the slow tier (unit tier budget, issue 21)
 def test_errors_and_interrupts_leave_no_driver(sse_server: Callable[..., FakeServer], tmp_path: Path) -> None:
     bad = sse_server(5.0, 2.0, "--fail-every", "1")
     good = sse_server(5.0, 50.0)
@@ -129,6 +134,7 @@ def test_driver_runs_one_level_from_a_config_file(sse_server: Callable[..., Fake
     assert len(read_records(records)) == 4
 
 
+@pytest.mark.slow  # a real process or server for seconds: the slow tier (unit tier budget, issue 21)
 def test_load_cpus_pin_every_driver_and_are_recorded(sse_server: Callable[..., FakeServer], tmp_path: Path) -> None:
     from kit.plumbing.affinity import available_cpus, process_cpus
 

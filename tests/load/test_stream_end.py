@@ -99,6 +99,7 @@ def servers() -> Iterator[dict[str, Server]]:
         s.server_close()
 
 
+@pytest.mark.slow  # a real process or server for seconds: the slow tier (unit tier budget, issue 21)
 def test_streams_without_done_end_at_the_finish_reason(servers: dict[str, Server], tmp_path: Path) -> None:
     n = 6
     with LoadSession(processes=1) as load:

@@ -69,6 +69,7 @@ def test_limits_are_strict_and_unmeasured_is_not_evidence() -> None:
     assert assess.thresholds()["ttft_client_share_ms"] == 5.0
 
 
+@pytest.mark.slow  # a real process or server for seconds: the slow tier (unit tier budget, issue 21)
 def test_first_read_lag_is_measured_per_request(sse_server: Callable[..., FakeServer], tmp_path: Path) -> None:
     srv = sse_server(30.0, 10.0)
     spec = make_spec(srv.base_url)
@@ -83,6 +84,7 @@ def test_first_read_lag_is_measured_per_request(sse_server: Callable[..., FakeSe
     assert client["ttft_client_share_p99_ms"] >= first["p99_ms"]
 
 
+@pytest.mark.slow  # a real process or server for seconds: the slow tier (unit tier budget, issue 21)
 def test_slow_first_read_is_flagged(sse_server: Callable[..., FakeServer], tmp_path: Path,
                                     monkeypatch: pytest.MonkeyPatch) -> None:
     # The kernel coalesces TCP segments that wait in the receive queue into one buffer stamped with the newest

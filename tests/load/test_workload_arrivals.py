@@ -53,6 +53,7 @@ def engine(tmp_path: Path) -> Iterator[str]:
             proc.wait(timeout=10)
 
 
+@pytest.mark.slow  # a real process or server for seconds: the slow tier (unit tier budget, issue 21)
 def test_an_open_loop_time_limited_workload_sends_line_i_at_due_time_i(engine: str, tmp_path: Path) -> None:
     load = Load.model_validate(LOAD)
     n = load.requests_at(4)

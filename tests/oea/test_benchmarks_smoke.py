@@ -36,6 +36,7 @@ def run_bench(script: str, out: Path, *args: str) -> dict[str, Any]:
     return json.loads((out / f"{name}.json").read_text(encoding="utf-8"))
 
 
+@pytest.mark.slow  # a real process or server for seconds: the slow tier (unit tier budget, issue 21)
 def test_hook_overhead_runs_on_cpu(tmp_path: Path) -> None:
     result = run_bench("oea_hook_overhead.py", tmp_path, "--batches", "1,5", "--samples", "2")
     rows = {(r["shape"], r["batch"]): r for r in result["rows"]}

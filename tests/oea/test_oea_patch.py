@@ -352,6 +352,7 @@ def test_syntax_error_fails_the_build(sglang_tree: Path, apply_mod: ModuleType, 
 # ---------------------------------------------------------------- image mode and the Dockerfile
 
 
+@pytest.mark.slow  # a real process or server for seconds: the slow tier (unit tier budget, issue 21)
 def test_image_mode_patches_the_installed_sglang(sglang_wheel: Path, tmp_path: Path) -> None:
     """No --root: apply.py finds sglang through the interpreter, writes kit_oea.pth and imports kit_oea."""
     torch = pytest.importorskip("torch", reason="the import check imports kit_oea, which needs torch")

@@ -30,6 +30,7 @@ def _state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
 
 
+@pytest.mark.slow  # a real process or server for seconds: the slow tier (unit tier budget, issue 21)
 def test_start_ready_stop_frees_port_and_group(tmp_path: Path, port: int) -> None:
     # a parent that forks a child which ignores SIGTERM: stop must still leave nothing
     script = (
@@ -145,6 +146,7 @@ def _http_server(port: int, bind: str = "127.0.0.1") -> list[str]:
     return [sys.executable, "-m", "http.server", str(port), "--bind", bind]
 
 
+@pytest.mark.slow  # a real process or server for seconds: the slow tier (unit tier budget, issue 21)
 def test_server_on_another_port_fails_fast_naming_where_it_listens(tmp_path: Path, port: int,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """A real http.server told the wrong port: not the 120 s deadline but the grace (2 s here, 10 s in kit: the
@@ -171,6 +173,7 @@ def test_server_on_another_port_fails_fast_naming_where_it_listens(tmp_path: Pat
     assert f"set server.port to {other}" in (e.value.hint or "") and "--port {port}" in (e.value.hint or "")
 
 
+@pytest.mark.slow  # a real process or server for seconds: the slow tier (unit tier budget, issue 21)
 def test_server_on_the_right_port_but_another_address_fails_fast(tmp_path: Path, port: int,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     from kit.runtime import process
@@ -184,6 +187,7 @@ def test_server_on_the_right_port_but_another_address_fails_fast(tmp_path: Path,
         server.stop()
 
 
+@pytest.mark.slow  # a real process or server for seconds: the slow tier (unit tier budget, issue 21)
 def test_a_metrics_port_first_does_not_fail_a_slow_server(tmp_path: Path, port: int,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """An HTTP port the server announces and serves for less than the grace before its API port (metrics) is not
@@ -205,6 +209,7 @@ def test_a_metrics_port_first_does_not_fail_a_slow_server(tmp_path: Path, port: 
         server.stop()
 
 
+@pytest.mark.slow  # a real process or server for seconds: the slow tier (unit tier budget, issue 21)
 def test_a_listener_the_log_does_not_announce_is_never_asked(tmp_path: Path, port: int,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """A rendezvous socket (a TCPStore, gloo) listening for longer than the grace while the server loads: kit sends
@@ -230,6 +235,7 @@ def test_a_listener_the_log_does_not_announce_is_never_asked(tmp_path: Path, por
     assert not touched.exists()
 
 
+@pytest.mark.slow  # a real process or server for seconds: the slow tier (unit tier budget, issue 21)
 def test_timeout_says_where_the_group_listens_and_quotes_the_log(tmp_path: Path, port: int) -> None:
     store = free_port()
     code = ("import socket, time\n"

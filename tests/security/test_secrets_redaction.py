@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from urllib.parse import quote, quote_plus
 
+import pytest
 from support.manifests import ENGINE_ARGS, manifest_data, write_manifest
 
 from kit.runtime import ServerSpec, base_environment
@@ -61,6 +62,7 @@ def test_base_environment_keeps_only_the_minimal_names() -> None:
     assert sorted(base_environment(env)) == ["HOME", "LANG", "LC_ALL", "PATH", "TMPDIR", "TZ", "USER"]
 
 
+@pytest.mark.slow  # a real process or server for seconds: the slow tier (unit tier budget, issue 21)
 def test_no_secret_anywhere_in_a_real_bundle(tmp_path: Path, port: int) -> None:
     m = write_manifest(tmp_path / "m.yaml", manifest_data(
         "secrets", port=port,

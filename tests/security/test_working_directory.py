@@ -9,9 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from support.manifests import ENGINE_ARGS, manifest_data, write_manifest
 
 
+@pytest.mark.slow  # a real process or server for seconds: the slow tier (unit tier budget, issue 21)
 def test_a_planted_kit_package_in_the_working_directory_never_runs(tmp_path: Path, port: int) -> None:
     planted = tmp_path / "wd"
     (planted / "kit" / "engine").mkdir(parents=True)

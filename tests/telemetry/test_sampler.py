@@ -107,6 +107,7 @@ HOSTILE = ["slow-headers", "endless-body", "huge-valid", "garbage", "not-utf8", 
 
 
 @pytest.mark.parametrize("mode", HOSTILE)
+@pytest.mark.slow  # a real process or server for seconds: the slow tier (unit tier budget, issue 21)
 def test_a_hostile_metrics_endpoint_is_bounded(mode: str) -> None:
     with HostileMetrics(mode) as url:
         lim = Limits(interval_s=0.05, scrape_timeout_s=0.5, max_response_bytes=1 << 20, max_series=64)
