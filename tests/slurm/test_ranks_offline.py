@@ -151,8 +151,10 @@ def test_rank_processes_are_found_by_their_tag_and_named() -> None:
         p.wait()
     try:
         passed = check_ranks(0.2, job)  # another job's rank is evidence, never a reason to kill it
-        assert passed.ok and "1 of other jobs" in passed.message, passed.message
-        assert [x["pid"] for x in passed.evidence["other_jobs"]] == [other.pid]  # type: ignore[index, union-attr]
+        # other tests' tagged processes may be alive too (the sibling test below, on the other xdist worker, once
+        # made it "2 of other jobs"): the other job's rank is among them, and none is a reason to fail
+        assert passed.ok and "of other jobs, not blocking" in passed.message, passed.message
+        assert other.pid in [x["pid"] for x in passed.evidence["other_jobs"]]  # type: ignore[index, union-attr]
     finally:
         other.kill()
         other.wait()
