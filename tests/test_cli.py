@@ -135,6 +135,7 @@ def test_design_orders() -> None:
     assert sorted(rnd) == sorted(order("blocked")) and rnd == order("random")
 
 
+@pytest.mark.slow  # seconds of subprocesses or plots: the slow tier (unit tier budget, issue 21)
 def test_user_errors_have_no_traceback_and_debug_shows_it(tmp_path: Path) -> None:
     bad = tmp_path / "m.yaml"
     bad.write_text("name: [\n")
@@ -184,6 +185,7 @@ def test_notes_are_shown_after_the_message_and_before_the_hint() -> None:
 @pytest.mark.parametrize("args", [["plan", "experiments/demo.yaml"], ["plan", "experiments/demo.yaml", "--json"],
                                   ["validate", "experiments/demo.yaml"], ["--help"], ["plan", "--help"],
                                   ["--version"], ["schema"]])
+@pytest.mark.slow  # seconds of subprocesses or plots: the slow tier (unit tier budget, issue 21)
 def test_a_closed_stdout_ends_quietly_with_141(args: list[str]) -> None:
     """A real pipe whose reader is gone before kit writes (issue 21: `kit plan ... | head` died with an internal
     BrokenPipeError): every command ends with 128 + SIGPIPE and writes nothing to stderr."""

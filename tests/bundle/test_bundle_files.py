@@ -54,6 +54,7 @@ def test_the_registry_takes_more_files() -> None:
     assert s["x-kit-files"]["cells/*/gates.jsonl"] == "#/$defs/GateLine"  # type: ignore[index]
 
 
+@pytest.mark.slow  # seconds of subprocesses or plots: the slow tier (unit tier budget, issue 21)
 def test_written_files_carry_schema_version_and_validate(tmp_path: Path) -> None:
     b = Bundle.create(tmp_path, "demo")
     b.write_json("run.json", RunFile(run_id=b.run_id, experiment="demo", started="2026-01-01T00:00:00.000000Z"))

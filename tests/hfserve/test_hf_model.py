@@ -16,6 +16,7 @@ from kit_hf.make_model import ModelError, make_model, model_config, sha256_tree 
 from tokenizers.decoders import DecodeStream  # noqa: E402
 
 
+@pytest.mark.slow  # seconds of subprocesses or plots: the slow tier (unit tier budget, issue 21)
 def test_same_arguments_same_bytes(tiny_model: Path, tmp_path: Path) -> None:
     again = tmp_path / "again"
     make_model("tiny-cpu", again, seed=0)

@@ -444,6 +444,7 @@ def test_cpu_tensors_take_the_torch_ops() -> None:
 
 
 @pytest.mark.parametrize(("value", "ok"), [("triton", True), ("cuda", False)])
+@pytest.mark.slow  # seconds of subprocesses or plots: the slow tier (unit tier budget, issue 21)
 def test_impl_knob_is_checked_at_import(value: str, ok: bool) -> None:
     code = "import kit_oea.oea as m; print(m.IMPL)"
     env = {**os.environ, "KIT_OEA_IMPL": value, "PYTHONPATH": str(ROOT / "images" / "oea")}

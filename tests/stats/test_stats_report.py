@@ -43,6 +43,7 @@ def test_report_starts_with_the_verdict_table(bundle: tuple[Path, dict[str, Any]
     assert md.index("## Verdicts") < md.index("## Concurrency 1")
 
 
+@pytest.mark.slow  # seconds of subprocesses or plots: the slow tier (unit tier budget, issue 21)
 def test_plots_exist_and_are_byte_identical(bundle: tuple[Path, dict[str, Any]], tmp_path: Path) -> None:
     root, s = bundle
     first = render_report(root, s)
