@@ -4,14 +4,13 @@ verification: a verifier whose temp folder is full has learnt nothing about the 
 
 from __future__ import annotations
 
-import errno
-import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from support.disks import fill, tmpfs
 
 from kit.bundle import Bundle, archive
 from kit.cli import main
@@ -21,23 +20,9 @@ from kit.errors import ExitCode
 @pytest.fixture
 def full_disk(tmp_path: Path) -> Iterator[Path]:
     """A 1 MiB tmpfs, filled to its last byte (skipped where mount is not allowed)."""
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)], capture_output=True,
-                       text=True, check=False)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip()}")
-    try:
-        with open(disk / "filler", "wb", buffering=0) as f:
-            for chunk in (1 << 16, 512, 1):
-                try:
-                    while True:
-                        f.write(b"\0" * chunk)
-                except OSError as e:
-                    assert e.errno == errno.ENOSPC
+    with tmpfs(tmp_path / "disk", "1m") as disk:
+        fill(disk)
         yield disk
-    finally:
-        subprocess.run(["umount", "-l", str(disk)], check=False)
 
 
 def _storage_failure(output: str, exit_code: int) -> None:

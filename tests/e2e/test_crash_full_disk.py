@@ -3,7 +3,6 @@ back, `kit run --resume` finishes the bundle from its checkpoints."""
 
 from __future__ import annotations
 
-import errno
 import os
 import socket
 import subprocess
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 from crash_helpers import CELLS, checkpointed_cells, crash_manifest, files_of, kept_as_measured, start_kit
 from e2e_helpers import ROOT, bundle_of, read_json
+from support.disks import fill, tmpfs
 
 from kit.errors import ExitCode
 from kit.plumbing.poll import poll_until
@@ -24,29 +24,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32m", "tmpfs", str(disk)], capture_output=True,
-                       text=True, check=False)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip()}")
-    try:
+    with tmpfs(tmp_path / "disk", "32m") as disk:
         yield disk
-    finally:
-        subprocess.run(["umount", "-l", str(disk)], check=False)
-
-
-def fill(disk: Path) -> Path:
-    """Write a file until the tmpfs refuses another byte."""
-    filler = disk / "filler"
-    with open(filler, "wb", buffering=0) as f:
-        for chunk in (1 << 20, 4096, 1):
-            try:
-                while True:
-                    f.write(b"\0" * chunk)
-            except OSError as e:
-                assert e.errno == errno.ENOSPC
-    return filler
 
 
 def _a_cell_checkpointed(out: Path) -> bool:
