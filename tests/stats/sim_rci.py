@@ -20,6 +20,7 @@ from scipy import stats as sps
 from kit.stats.looks import repeated_ci
 from kit.stats.model import Welch
 from kit.stats.sequential import nominal_levels
+from tests.stats.doc_tables import replace_between
 
 BEGIN = "<!-- sim-rci:begin (python -m tests.stats.sim_sequential --write-table docs/statistics.md) -->"
 END = "<!-- sim-rci:end -->"
@@ -85,9 +86,7 @@ def table_rows(runs: int = 20000) -> list[str]:
 
 
 def write_table(path: Path) -> None:
-    text = path.read_text()
-    start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
-    path.write_text(text[:start] + "\n" + "\n".join(table_rows()) + "\n" + text[end:])
+    replace_between(path, BEGIN, END, table_rows())
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from scipy import stats as sps
 
 from kit.stats.sequential import Hypothesis, holm_sequential
 from tests.stats import sim_rci
+from tests.stats.doc_tables import replace_between
 
 BEGIN = "<!-- sim-sequential:begin (python -m tests.stats.sim_sequential --write-table docs/statistics.md) -->"
 END = "<!-- sim-sequential:end -->"
@@ -117,9 +118,7 @@ def table_rows(runs: int = 2000) -> list[str]:
 
 
 def write_table(path: Path) -> None:
-    text = path.read_text()
-    start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
-    path.write_text(text[:start] + "\n" + "\n".join(table_rows()) + "\n" + text[end:])
+    replace_between(path, BEGIN, END, table_rows())
     sim_rci.write_table(path)  # the repeated confidence intervals' coverage, the next table
 
 
