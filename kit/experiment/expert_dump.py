@@ -33,13 +33,18 @@ class DumpError(ValueError):
     """The dump is not what sglang's recorder writes (or is larger than kit reads)."""
 
 
-def _rebuild_tensor(storage: np.ndarray, offset: int, size: tuple[int, ...], stride: tuple[int, ...],
-                    *_: object) -> np.ndarray:
+def _check_view(storage: np.ndarray, offset: int, size: tuple[int, ...], stride: tuple[int, ...]) -> int:
+    """The element count of a tensor over ``storage``; DumpError unless it is a view inside it with no element
+    repeated (offsets, sizes and strides not negative, not more elements than the storage holds): a stride of 0 or
+    a negative offset would read outside or multiply memory without bound."""
+    if offset < 0 or any(n < 0 for n in size) or any(st < 0 for st in stride):
+        raise DumpError("a tensor has a negative offset, size or stride")
     count = int(np.prod(size)) if size else 1
-    if count and offset + sum((n - 1) * s for n, s in zip(size, stride, strict=True)) >= storage.size:
+    if count > storage.size:
+        raise DumpError("a tensor has more elements than its storage (kit reads tensors that are views, not repeats)")
+    if count and offset + sum((n - 1) * st for n, st in zip(size, stride, strict=True)) >= storage.size:
         raise DumpError("a tensor reaches past its storage")
-    item = storage.itemsize
-    return np.lib.stride_tricks.as_strided(storage[offset:], shape=size, strides=[s * item for s in stride]).copy()
+    return count
 
 
 class _StorageType:
@@ -56,10 +61,20 @@ class _Unpickler(pickle.Unpickler):
     def __init__(self, data: bytes, archive: zipfile.ZipFile, prefix: str) -> None:
         super().__init__(io.BytesIO(data))
         self.archive, self.prefix = archive, prefix
+        self.budget = MAX_DUMP_BYTES  # bytes of tensors the dump may build in all
+
+    def _rebuild_tensor(self, storage: np.ndarray, offset: int, size: tuple[int, ...], stride: tuple[int, ...],
+                        *_: object) -> np.ndarray:
+        count = _check_view(storage, offset, size, stride)
+        self.budget -= count * storage.itemsize  # one storage named by many tensors is copied each time
+        if self.budget < 0:
+            raise DumpError(f"its tensors hold more than {MAX_DUMP_BYTES} bytes")
+        strides = [st * storage.itemsize for st in stride]
+        return np.lib.stride_tricks.as_strided(storage[offset:], shape=size, strides=strides).copy()
 
     def find_class(self, module: str, name: str) -> Callable[..., object]:
         if module == "torch._utils" and name == "_rebuild_tensor_v2":
-            return _rebuild_tensor
+            return self._rebuild_tensor
         if module == "collections" and name == "OrderedDict":
             return OrderedDict
         if module == "torch" and name in _STORAGES:
