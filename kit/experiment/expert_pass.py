@@ -23,7 +23,7 @@ from pathlib import Path
 from kit.errors import KitError
 from kit.experiment.cells import CellRunner, gate_report
 from kit.experiment.expert_dump import DumpError, DumpStats, read_dump
-from kit.experiment.quality import _ask
+from kit.experiment.quality import ask_completion
 from kit.experiment.signals import deferred_interrupts
 from kit.files.expert_pass import MAX_RAW_PASSES, ExpertPassFile
 from kit.load.prompts import ENDPOINT_PATHS
@@ -67,7 +67,7 @@ def drive(p: ExpertPass, m: Manifest, base_url: str, context: ssl.SSLContext | N
         fields = {"model": m.model.served_name, "max_tokens": p.output_tokens, "temperature": 0, "ignore_eos": True}
         payload = {**fields, "messages": [{"role": "user", "content": text}]} if m.load.endpoint == "chat" else {
             **fields, "prompt": text}
-        return _ask(url, json.dumps(payload).encode(), p.request_timeout_s, context)[1] is None
+        return ask_completion(url, json.dumps(payload).encode(), p.request_timeout_s, context)[1] is None
 
     with ThreadPoolExecutor(max_workers=p.concurrency) as pool:
         return sum(pool.map(one, prompts(p)))

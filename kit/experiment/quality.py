@@ -73,7 +73,9 @@ def prompt(shots: list[tuple[str, str]], question: str) -> str:
     return f"{demos}Question: {question}\nAnswer:"
 
 
-def _ask(url: str, body: bytes, timeout: float, context: ssl.SSLContext | None) -> tuple[str | None, str | None]:
+def ask_completion(url: str, body: bytes, timeout: float,
+                   context: ssl.SSLContext | None) -> tuple[str | None, str | None]:
+    """POST one completion request: (its text, None), or (None, why there is none); the answer bounded."""
     request = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"})
     try:
         with opener(context).open(request, timeout=timeout) as r:
@@ -104,7 +106,7 @@ def run_quality(q: Quality, base_url: str, model: str, endpoint: str,
         fields = {"model": model, "max_tokens": q.max_tokens, "temperature": 0, "stop": ["\n\nQuestion:"]}
         payload = {**fields, "messages": [{"role": "user", "content": text}]} if endpoint == "chat" else {
             **fields, "prompt": text}
-        reply, error = _ask(url, json.dumps(payload).encode(), q.request_timeout_s, context)
+        reply, error = ask_completion(url, json.dumps(payload).encode(), q.request_timeout_s, context)
         label = _normal(answer.rsplit("####", 1)[1].strip())
         got = None if reply is None else last_number(reply)
         return QualityItem(index=index, label=label, predicted=got, ok=got == label, error=error)
