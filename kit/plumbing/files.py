@@ -53,15 +53,15 @@ def atomic_writer(dest: Path, mode: int = 0o644) -> Iterator[BinaryIO]:
     exception removed."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_name(dest)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW, mode)
-    try:
-        with os.fdopen(fd, "wb") as f:
+    try:  # opened inside the try: a signal handled the moment open() returns must still remove the new file
+        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW, mode), "wb") as f:
             yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, dest)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
+    except BaseException as e:
+        if not (isinstance(e, FileExistsError) and e.filename == str(tmp)):  # O_EXCL found one not ours: kept
+            tmp.unlink(missing_ok=True)
         raise
     fsync_dir(dest.parent)
 

@@ -69,3 +69,27 @@ def test_append_line(tmp_path: Path) -> None:
     append_line(dest, b"1\n")
     append_line(dest, b"2\n")
     assert dest.read_bytes() == b"1\n2\n"
+
+
+def test_a_signal_the_moment_the_temp_file_is_created_removes_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """CI (stop 27): SIGTERM handled right as open() returned left ``.b.tar.gz.tmp-PID-N`` behind, since the
+    open came before the try that removes it. The real open runs, then the interrupt is raised at once."""
+    real_open = os.open
+
+    def open_then_interrupted(path: str, flags: int, mode: int = 0o777) -> int:
+        real_open(path, flags, mode)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("kit.plumbing.files.os.open", open_then_interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        atomic_write(tmp_path / "b.tar.gz", b"x")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_temp_name_taken_by_someone_else_is_not_removed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    theirs = tmp_path / ".out.tmp-1-deadbeef"
+    theirs.write_bytes(b"theirs")
+    monkeypatch.setattr("kit.plumbing.files.temp_name", lambda _dest: theirs)
+    with pytest.raises(FileExistsError):
+        atomic_write(tmp_path / "out", b"mine")
+    assert theirs.read_bytes() == b"theirs"
