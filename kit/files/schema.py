@@ -112,18 +112,23 @@ def validate_bundle_files(root: Path, schema: JsonObject | None = None) -> list[
     files = full["x-kit-files"]
     assert isinstance(files, dict)
     checked = []
+    cls = jsonschema.validators.validator_for(full)
+    cls.check_schema(full)  # once: jsonschema.validate checks the whole schema again on every call
+    validators: dict[str, jsonschema.protocols.Validator] = {}
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
         rel = path.relative_to(root).as_posix()
         for pattern, ref in files.items():
             if not fnmatch.fnmatchcase(rel, pattern):
                 continue
-            one = {**full, "anyOf": [{"$ref": ref}]}
+            if ref not in validators:
+                validators[ref] = cls({**full, "anyOf": [{"$ref": ref}]})
             text = path.read_text()
             lines = rel.endswith(".jsonl")
             docs = [json.loads(x) for x in text.splitlines() if x.strip()] if lines else [json.loads(text)]
             for doc in docs:
                 try:
-                    jsonschema.validate(doc, one)
+                    if (error := jsonschema.exceptions.best_match(validators[ref].iter_errors(doc))) is not None:
+                        raise error
                 except jsonschema.ValidationError as e:
                     e.message = f"{rel}: {e.message}"
                     raise
