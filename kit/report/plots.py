@@ -32,6 +32,16 @@ def _figure(size: tuple[float, float]) -> Figure:
     return Figure(figsize=size, dpi=PLOT_DPI)
 
 
+def _fit(fig: Figure, *, top_in: float = 0.4, bottom_in: float = 0.55, right_in: float = 0.2,
+         hspace: float = 0.45, wspace: float = 0.28) -> None:
+    """Fixed margins in inches (as wide as the labels of these fixed-size figures need), set without drawing:
+    ``tight_layout`` drew every figure once more to measure it, about three quarters of a report's plotting time
+    (22 s against 4.9 s for a 4-cell bundle on a loaded 2-core machine)."""
+    w, h = fig.get_size_inches()
+    fig.subplots_adjust(left=0.75 / w, right=1 - right_in / w, bottom=bottom_in / h, top=1 - top_in / h,
+                        hspace=hspace, wspace=wspace)
+
+
 def _series(summary: Summary, arm: str, get: Getter) -> tuple[list[int], list[float], list[list[float]]]:
     """(levels, values, [lower errors, upper errors]) of one arm, skipping levels without a value."""
     xs: list[int] = []
@@ -99,7 +109,7 @@ def plot_throughput(summary: Summary, path: Path) -> Path:
     _draw(ax, summary, lambda f: (f.throughput_tok_s, f.throughput_tok_s_ci), "output tokens/s")
     ax.set_title(_title(summary, f"throughput (mean of cells, {confidence_pct(summary)} CI across cells)"),
                  fontsize=10)
-    fig.tight_layout()
+    _fit(fig)
     return _save(fig, path)
 
 
@@ -110,7 +120,7 @@ def plot_latency(summary: Summary, path: Path) -> Path:
         _draw(ax, summary, lambda f, k=key: (f.latency(k).p50, f.latency(k).p50_ci), label)  # type: ignore[misc]
         ax.set_title(label.split(" (")[0], fontsize=10)
     fig.suptitle(_title(summary, f"latency p50 (pooled, {confidence_pct(summary)} CI across cells)"), fontsize=10)
-    fig.tight_layout()
+    _fit(fig, top_in=0.65)
     return _save(fig, path)
 
 
@@ -120,7 +130,7 @@ def plot_experts(summary: Summary, path: Path) -> Path:
     _draw(ax, summary, lambda f: (f.server.unique_experts_per_step if f.server else None, None),
           "distinct experts per step per layer")
     ax.set_title(_title(summary, "unique experts per decode step"), fontsize=10)
-    fig.tight_layout()
+    _fit(fig)
     return _save(fig, path)
 
 

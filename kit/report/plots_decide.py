@@ -19,7 +19,7 @@ import numpy as np
 
 from kit.errors import BundleError
 from kit.files.summary import CellLevel, Summary
-from kit.report.plots import MARKERS, PLOT_SIZE, _figure, _save
+from kit.report.plots import MARKERS, PLOT_SIZE, _figure, _fit, _save
 from kit.stats.bundle import read_records
 from kit.stats.metrics import C_TTFT
 from kit.stats.requests import reduce_records
@@ -87,7 +87,7 @@ def plot_pareto(summary: Summary, path: Path) -> Path:
     ringed = "; red ring: client-bound level" if clients_bound else ""
     ax.set_title(f"{summary.experiment}: throughput {per} against speed per user\none point per level, up and "
                  f"right is better; bars: between-cell interval{ringed}", fontsize=8)
-    fig.tight_layout()
+    _fit(fig, top_in=0.5)
     return _save(fig, path)
 
 
@@ -136,7 +136,7 @@ def plot_cdfs(root: Path, summary: Summary, path: Path) -> Path:
                 ax.legend(loc="lower right", fontsize=6)
     fig.suptitle(f"{summary.experiment}: latency CDFs per arm (ok requests of the included cells, pooled); "
                  "left is faster", fontsize=10)
-    fig.tight_layout()
+    _fit(fig, top_in=0.6, hspace=0.5)
     return _save(fig, path)
 
 
@@ -182,5 +182,5 @@ def plot_drift(summary: Summary, path: Path) -> Path:
                 ax.legend(loc="best", fontsize=6)
     fig.suptitle(f"{summary.experiment}: each cell's figures in run order (a trend within an arm is drift)\nfaint "
                  "line: the arm's mean; red ring: client-bound cell; red band: excluded cell", fontsize=9)
-    fig.tight_layout()
+    _fit(fig, top_in=0.75, hspace=0.5)
     return _save(fig, path)

@@ -20,7 +20,7 @@ from kit.errors import BundleError
 from kit.files.read import read_file
 from kit.files.summary import Cell, Summary
 from kit.files.telemetry import TelemetryFile, TelemetrySample
-from kit.report.plots import PLOT_SIZE, _figure, _save
+from kit.report.plots import PLOT_SIZE, _figure, _fit, _save
 from kit.stats.bundle import read_records
 from kit.stats.telemetry import read_samples
 
@@ -197,7 +197,7 @@ def plot_cell(root: Path, summary: Summary, cell: Cell, path: Path) -> Path | No
     axes[-1].set_xlabel("seconds of level time (levels end to end, in the order they ran)", fontsize=8)
     fig.suptitle(f"{summary.experiment}: cell {cell.id} ({'included' if cell.included else 'excluded'}), "
                  "telemetry about once a second", fontsize=9)
-    fig.tight_layout()
+    _fit(fig, top_in=0.55, right_in=0.6 if series.power else 0.2, hspace=0.3)
     return _save(fig, path)
 
 
