@@ -128,6 +128,11 @@ def test_aa_copy_finds_no_difference(shipped_model: Path, tmp_path: Path, isolat
     m["arms"] = [{"name": "a1", "description": "baseline"}, {"name": "a2", "description": "baseline again"}]
     m["server"]["port"] = free_port()
     m["load"]["levels"], m["load"]["requests_per_level"] = [1, 16], [8, 32]  # CI time: two levels are enough
+    # judged at 99.9 %: with two cells an arm, a loaded machine's busier moment during one arm's cells was "a2
+    # slower: +103 % [+49.9, +175.3]" at 95 % (here, under a parallel suite and a profiler); a bias kit put between
+    # two identical arms (port, order, warm-up) is the same in every cell and still shows at 99.9 %. The 5 % false-
+    # alarm rate itself is measured on simulated bundles (tests/stats), not asked of one real run.
+    m["analysis"]["confidence"] = 0.999
     # this checkout's kit_hf (its /metrics), not whichever one is installed: a process-runtime server inherits
     # no PYTHONPATH from kit (kit.runtime.base_environment)
     m["server"]["env"]["PYTHONPATH"] = os.pathsep.join([str(IMAGE_DIR), str(OEA_DIR)])
