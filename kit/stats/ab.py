@@ -34,6 +34,8 @@ class LevelSamples:
     ttft_client_bound: dict[str, bool] = field(default_factory=dict)  # per arm: the client's TTFT share too large
     usage: dict[str, tuple[int, int]] = field(default_factory=dict)  # per arm: (usage flagged, ok requests), pooled
 
+UNBOUNDED_LOG = 700.0  # a log ratio beyond which an interval excludes no ratio worth writing (e^700 ~ 1e304)
+
 
 def metric_by_key(key: str) -> Metric:
     return next(m for m in tested(True) if m.key == key)
@@ -150,8 +152,12 @@ def _comparison(t: _Test, rejected: bool, tail: float) -> Comparison:
     else:
         base = math.exp(float(np.nanmean(_logs(b, t.metric, t.rule))))  # the baseline's geometric-mean cell value
         lo, hi = r.interval(tail)
-        ratio, ci = math.exp(r.estimate), [math.exp(lo), math.exp(hi)]
-        diff, diff_ci = base * (ratio - 1), [base * (ci[0] - 1), base * (ci[1] - 1)]
+        ratio = math.exp(r.estimate)
+        # few df at a high confidence (two cells an arm at 99.9 %) can put a bound beyond e^700: no ratio is
+        # excluded on that side, so the interval is not shown (math.exp raised OverflowError: no summary at all)
+        bounded = math.isfinite(lo) and math.isfinite(hi) and max(-lo, hi) <= UNBOUNDED_LOG
+        ci = [math.exp(lo), math.exp(hi)] if bounded else None
+        diff, diff_ci = base * (ratio - 1), None if ci is None else [base * (ci[0] - 1), base * (ci[1] - 1)]
     significant = rejected and t.withheld is None
     client_bound = t.ls.client_bound.get(t.arm, False) or t.ls.client_bound.get(t.baseline, False)
     status = comparison_status(t.withheld, significant)

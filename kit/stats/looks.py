@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kit.manifest import Manifest
-from kit.stats.ab import LevelSamples, compare_levels, metric_by_key, run_test
+from kit.stats.ab import UNBOUNDED_LOG, LevelSamples, compare_levels, metric_by_key, run_test
 from kit.stats.model import Welch
 from kit.stats.numbers import clean
 from kit.stats.sequential import Hypothesis, holm_sequential
@@ -21,7 +21,6 @@ from kit.stats.summary import analysis_rule
 from kit.stats.verdict import WITHHELD, verdict_text
 
 LOOKS_DIR = "looks"
-_UNBOUNDED = 700.0  # a log ratio beyond which a repeated interval excludes no ratio worth writing (e^700 ~ 1e304)
 LookDoc = dict[str, Any]  # what looks/<k>.json holds (typed: kit.files.looks.LookFile)
 
 
@@ -72,6 +71,8 @@ def _futility_ci(ls: LevelSamples, arm: str, baseline: str, m: Manifest) -> list
     if r is None:
         return None
     lo, hi = r.interval(1 - seq.futility.confidence)
+    if not (math.isfinite(lo) and math.isfinite(hi)) or max(-lo, hi) > UNBOUNDED_LOG:
+        return None
     return [100 * (math.exp(lo) - 1), 100 * (math.exp(hi) - 1)]
 
 
@@ -85,7 +86,7 @@ def repeated_ci(r: Welch | None, nominal: float) -> list[float] | None:
     if r is None or not nominal > 0:
         return None
     lo, hi = r.interval(nominal)
-    if not (math.isfinite(lo) and math.isfinite(hi)) or max(-lo, hi) > _UNBOUNDED:
+    if not (math.isfinite(lo) and math.isfinite(hi)) or max(-lo, hi) > UNBOUNDED_LOG:
         return None
     return [math.exp(lo), math.exp(hi)]
 

@@ -97,3 +97,13 @@ def test_gather_batches_do_not_change_totals(monkeypatch: pytest.MonkeyPatch) ->
     small = bootstrap_arm(cells, stats.TESTED, 300, np.random.default_rng(1), hierarchical=True)
     assert small.replicates.shape == (300, len(stats.TESTED))
     assert np.isfinite(small.replicates).all()
+
+
+def test_an_interval_beyond_e700_is_not_shown_and_the_summary_still_computes() -> None:
+    """Two noisy cells an arm judged at 99.9999 %: Welch's df near 1 put the bound beyond e^700, and math.exp's
+    OverflowError left a real A/A run at 99.9 % without summary, report or verdicts (CI of the stop, transformers
+    on the CPU). The interval is None (no ratio excluded on that side), the verdict says nothing significant."""
+    rng = np.random.default_rng(3)
+    c = itl_comparison(level(rng, 1.0, k=2, cell_sd=0.5), confidence=0.999999)
+    assert c["ratio_ci"] is None and c["change_pct_ci"] is None and c["diff_ci"] is None, c["ratio_ci"]
+    assert not c["significant"] and "ratio" in c
