@@ -85,13 +85,15 @@ class Chain:
 
 
 def checkpoint_files(root: Path) -> list[str]:
-    """The names under checkpoints/ (sorted); a symlink or a special file there is refused."""
+    """The names under checkpoints/ (sorted), without the temp files of interrupted writes (a SIGKILL while one
+    was written left ``.000002.dsse.json.tmp-PID-N``: it was set aside as beyond the chain while the resume removed
+    it, and the resume failed on the move); a symlink or a special file there is refused."""
     d = root / CHECKPOINTS
     if not d.exists() and not d.is_symlink():
         return []
     if d.is_symlink() or not d.is_dir():
         raise BundleError(f"{d}: not a directory (a symbolic link?); kit writes checkpoints into a directory")
-    return sorted(e.name for e in os.scandir(d))
+    return sorted(e.name for e in os.scandir(d) if not is_temp_name(e.name))
 
 
 def read_chain(root: Path, policy: Sequence[Path] | None) -> Chain:

@@ -232,3 +232,13 @@ def test_a_resume_of_a_directory_that_is_no_bundle_never_suggests_removing_it(tm
     with pytest.raises(BundleError, match="stopped before its first checkpoint") as e:
         resume_trust(b.root, [trust_file])
     assert f"rm -r {b.root}" in (e.value.hint or "") and "kit run m.yaml" in (e.value.hint or "")
+
+
+def test_a_checkpoint_write_cut_by_sigkill_is_a_temp_file_not_a_checkpoint_beyond_the_chain(
+        started: tuple[Bundle, Checkpointer], trust_file: Path) -> None:
+    """The SIGKILL test of a clean clone: the kill came while checkpoint 2 was written, and the resume set its temp
+    file aside as "after the verified checkpoints" while opening the bundle removed it: internal error on the move."""
+    b, _ = started
+    (b.root / "checkpoints" / ".000002.dsse.json.tmp-19423-4cff1d41").write_bytes(b'{"payload')
+    trust = resume_trust(b.root, [trust_file])
+    assert trust.chain.beyond == [] and trust.chain.stopped is None and len(trust.chain.links) == 2
