@@ -84,7 +84,7 @@ def ttft_client_share_ms(workers: list[WorkerStats]) -> float | None:
             vals.append(float(first.get("p99_ms") or 0.0))
         if lag and lag.get("samples"):
             vals.append(float(lag.get("p99_ms") or 0.0))
-    return round(max(vals), 3) if vals else None
+    return max(vals) if vals else None  # unrounded: the larger of the two exactly
 
 
 def assess_ttft(workers: list[WorkerStats]) -> list[str]:
