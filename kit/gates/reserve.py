@@ -24,6 +24,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
+
 from kit.errors import GateFailed
 from kit.manifest import Manifest
 from kit.plumbing.clock import utc_now
@@ -35,6 +37,7 @@ from kit.runtime.records import (
     is_self,
     live_owner,
     lock_held,
+    owner_alive,
     owner_text,
     run_lock_path,
     runs_dir,
@@ -105,6 +108,27 @@ def _claims(owner: RunOwner, kind: str, name: str) -> bool:
     if kind == "port":
         return name.isdigit() and int(name) in owner["ports"]
     return name in owner["gpus"] or (name == "all" and bool(owner["gpus"]))
+
+
+def live_runs() -> list[RunOwner]:
+    """The live runs of other kit processes (any user) in the host-wide lock directory."""
+    return [o for run_id in _run_ids() if (o := live_owner(run_id)) is not None and not is_self(o)]
+
+
+def runs_of(pids: list[int]) -> dict[int, RunOwner]:
+    """Of ``pids``, those a live run of another kit process started (its kit is an ancestor, same start time):
+    its server on a port or GPU it did not reserve is that run's too, never a leftover to kill. Only processes in
+    this PID namespace can be told."""
+    runs = {o["pid"]: o for o in live_runs() if owner_alive(o)} if pids else {}
+    out: dict[int, RunOwner] = {}
+    for pid in pids if runs else []:
+        try:
+            ancestors = [p.pid for p in psutil.Process(pid).parents()]
+        except psutil.Error:
+            continue
+        if (kit := next((a for a in ancestors if a in runs), None)) is not None:
+            out[pid] = runs[kit]
+    return out
 
 
 def port_holders(ports: list[int]) -> dict[int, RunOwner]:

@@ -182,3 +182,41 @@ def test_runs_of_two_users_reserve_against_each_other(shared_dir: Path) -> None:
     assert p.returncode == 0
     again = reserve(make_manifest(port=port), "rootrun3", Path("/b"))  # free again once nobody's run ended
     again.release()
+
+
+SERVING = """
+import subprocess, sys
+from pathlib import Path
+from support.manifests import manifest_data, manifest_model
+from kit.gates.reserve import reserve
+m = manifest_model(manifest_data("serving", port=int(sys.argv[1]), command=["true"], served_name="m"))
+reserve(m, "serving1", Path("/results/serving-bundle"))
+server = subprocess.Popen([sys.executable, "-c", "import socket, sys, time; s = socket.socket(); "
+                           f"s.bind(('127.0.0.1', {sys.argv[2]})); s.listen(); print('up', flush=True); time.sleep(600)"],
+                          start_new_session=True, stdout=subprocess.PIPE, text=True)
+assert server.stdout.readline().strip() == "up"
+print(server.pid, flush=True)
+sys.stdin.read()
+server.kill()
+"""
+
+
+@pytest.mark.slow  # two real processes for seconds
+def test_a_live_runs_server_on_a_port_it_did_not_reserve_is_named_and_never_to_be_killed() -> None:
+    """A port busy with a server of a live kit run (its kit an ancestor, alive, any user) that the run did not
+    reserve (here: not in its manifest) is that run's: the port gate names it and says wait, never kill."""
+    reserved_port, busy_port = free_port(), free_port()
+    p = subprocess.Popen([sys.executable, "-c", SERVING, str(reserved_port), str(busy_port)], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True, cwd=ROOT,
+                         env={**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'tests'}"})
+    try:
+        assert p.stdout is not None
+        server = int(p.stdout.readline())
+        check = check_ports(make_manifest(port=busy_port))
+        assert not check.ok and f"PID {server} " in check.message
+        assert f"a server of run serving1 (kit pid {p.pid}, user " in check.message
+        assert "kill" not in check.message and "kill" not in (check.hint or "")
+        assert check.hint is not None and check.hint.startswith("wait for that run to finish")
+        assert list(check.evidence["of_live_runs"]) == [str(server)]
+    finally:
+        p.communicate(timeout=60)
