@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import atexit
 import itertools
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -21,6 +23,7 @@ sys.path.insert(0, str(ROOT))
 # in /run/lock/kit beside every other test session, CI job and real run on the machine. A directory of this
 # process's own for module- and session-scoped fixtures (set before any of them run), and one per test below.
 _BASE = os.environ["KIT_LOCK_DIR"] = tempfile.mkdtemp(prefix="kit-locks-")
+atexit.register(shutil.rmtree, _BASE, True)
 _LOCK_DIRS = itertools.count()
 
 
