@@ -20,6 +20,7 @@ from docker.errors import APIError, NotFound
 
 from kit.errors import GateFailed, KitError
 from kit.runtime.docker import LIVE_STATES, MANAGED_FILTER, connect, explanation, remove_container
+from kit.runtime.lockdir import entries
 from kit.runtime.process import kill_leftover_groups
 from kit.runtime.records import (
     live_run_records,
@@ -198,14 +199,19 @@ def clean_all(images: bool = False, client: Any | None = None) -> dict[str, list
 
 
 def remove_stale_run_locks() -> list[str]:
-    """Remove the run locks of runs whose kit is gone (not held, not the recorded process). The port and
-    GPU lock files stay: they are reused, and removing one a live kit has open would let two holders in."""
+    """Remove the run locks (in the host-wide lock directory) of runs whose kit is gone: not held, not the recorded
+    process. The port and GPU lock files stay: they are reused, and removing one a live kit has open would let two
+    holders in. Another user's stale run lock in the sticky directory stays too (only its owner or root may remove
+    it); it reserves nothing."""
     removed = []
-    for path in sorted(runs_dir().glob("run-*.lock")) if runs_dir().is_dir() else []:
+    for path in entries(runs_dir(), "run-"):
         owner = read_owner(path)
         if lock_held(path) or (owner is not None and owner_alive(owner)):
             continue
-        path.unlink(missing_ok=True)
+        try:
+            path.unlink(missing_ok=True)
+        except OSError:
+            continue
         removed.append(f"{path.name} (run {owner['run_id'] if owner else '?'}, its kit is gone)")
     return removed
 

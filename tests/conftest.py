@@ -1,6 +1,11 @@
 from __future__ import annotations
 
+import atexit
+import itertools
+import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -13,6 +18,24 @@ if TYPE_CHECKING:
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+# Reservations are host-wide (kit.runtime.lockdir): without this every kit a test starts would lock ports and GPUs
+# in /run/lock/kit beside every other test session, CI job and real run on the machine. A directory of this
+# process's own for module- and session-scoped fixtures (set before any of them run), and one per test below.
+_BASE = os.environ["KIT_LOCK_DIR"] = tempfile.mkdtemp(prefix="kit-locks-")
+atexit.register(shutil.rmtree, _BASE, True)
+_LOCK_DIRS = itertools.count()
+
+
+@pytest.fixture(autouse=True)
+def own_lock_dir(monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test reserves in a lock directory of its own (not made until kit needs it): two tests running at
+    once never see each other's reservations. A test that starts kit with an environment of its own passes
+    KIT_LOCK_DIR on (``os.environ["KIT_LOCK_DIR"]``)."""
+    path = os.path.join(_BASE, str(next(_LOCK_DIRS)))
+    monkeypatch.setenv("KIT_LOCK_DIR", path)
+    return path
+
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from typing_extensions import TypedDict
 
 from kit.gates import procinfo
 from kit.gates.procinfo import ContainerRef
-from kit.gates.reserve import holder
+from kit.gates.reserve import holder, runs_of
 from kit.gates.result import Check, GpuIdentity, Timer
 from kit.manifest import Manifest
 from kit.nvml import MIB, GpuProbe, MemoryMib, NoDriverError, NvmlError, UnsupportedError
@@ -81,6 +81,7 @@ class GpuEvidence(TypedDict, total=False):
     clean_after_s: float
     waited_s: float
     reserved: dict[str, RunOwner]
+    of_live_runs: dict[str, RunOwner]  # GPU process pid -> the live run (of another kit) it serves
 
 
 def _reserved(indices: list[int]) -> dict[str, RunOwner]:
@@ -253,6 +254,9 @@ def _clean_message(samples: list[GpuSample], evidence: GpuEvidence, polls: int, 
 def _dirty(timer: Timer, samples: list[GpuSample], evidence: GpuEvidence, polls: int) -> Check:
     parts: list[str] = []
     every: list[procinfo.ProcInfo] = []
+    theirs = runs_of([p["pid"] for s in samples if not s["clean"] for p in s["processes"]])  # live runs' (any user)
+    if theirs:
+        evidence["of_live_runs"] = {str(pid): o for pid, o in theirs.items()}
     for s in samples:
         if s["clean"]:
             continue
@@ -260,17 +264,25 @@ def _dirty(timer: Timer, samples: list[GpuSample], evidence: GpuEvidence, polls:
         for p, info in zip(s["processes"], described, strict=True):
             p.update({"visible": info["visible"], "name": info["name"], "cmdline": info["cmdline"],
                       "user": info["user"], "pgid": info["pgid"], "container": info["container"]})
-        holders = described
+        holders = [p for p in described if p["pid"] not in theirs]
         every += holders
         used = f"{_size(s['used_mib'])} used"
-        if holders:
-            n = len(holders)
-            who = ", ".join(procinfo.short(p) + (f" [{p['cmdline']}]" if p.get("cmdline") else "") for p in holders)
-            parts.append(f"{_label(s)}: {used} by {n} process{'es' if n != 1 else ''}: {who}; "
-                         f"fix: {procinfo.fix_text(holders)}")
+        if described:
+            n = len(described)
+            who = ", ".join(procinfo.short(p) + (f" [{p['cmdline']}]" if p.get("cmdline") else "")
+                            + (f" (a server of {owner_text(theirs[p['pid']])}, still running)" if p["pid"] in theirs
+                               else "") for p in described)
+            fix = procinfo.fix_text(holders) if holders else "wait for that run to finish, or use other GPUs"
+            parts.append(f"{_label(s)}: {used} by {n} process{'es' if n != 1 else ''}: {who}; fix: {fix}")
         else:
             parts.append(f"{_label(s)}: {used} (over {evidence['threshold_mib']} MiB) but NVML lists no process "
                          "(it may run in another PID namespace or container); fix: kit clean, or find it with "
                          "nvidia-smi on the host")
     msg = f"GPUs not clean after {evidence['waited_s']:.1f} s ({polls} polls): " + "; ".join(parts)
-    return timer.check(NAME, False, msg, procinfo.fix_text(every), evidence)
+    if theirs and not every:
+        hint = ("wait for that run to finish, or give this manifest GPUs no live run uses (hardware.gpu_indices); "
+                "`kit clean` leaves a live run alone")
+    else:
+        hint = procinfo.fix_text(every) + (" (the servers of live runs named above are theirs: wait for them)"
+                                           if theirs else "")
+    return timer.check(NAME, False, msg, hint, evidence)

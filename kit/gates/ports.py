@@ -22,7 +22,7 @@ import psutil
 
 from kit.gates import procinfo
 from kit.gates.procinfo import ProcInfo
-from kit.gates.reserve import port_holders
+from kit.gates.reserve import port_holders, runs_of
 from kit.gates.result import Check, Timer
 from kit.manifest import Manifest
 from kit.plumbing.poll import poll_until
@@ -58,6 +58,7 @@ class PortsEvidence(TypedDict):
     busy: NotRequired[list[BusyPort]]
     owners: NotRequired[dict[str, list[Listener]]]
     reserved: NotRequired[dict[str, RunOwner]]  # port -> the live run of another kit that reserved it
+    of_live_runs: NotRequired[dict[str, RunOwner]]  # listener pid -> the live run (of another kit) it serves
 
 
 def has_ipv6() -> bool:
@@ -201,15 +202,21 @@ def _failed(timer: Timer, busy: dict[tuple[str, int], str], evidence: PortsEvide
     evidence["owners"] = {}
     parts: list[str] = []
     holders: list[ProcInfo] = []
-    for port in sorted({p for _, p in busy}):
+    listeners_of = {port: owners(port) for port in sorted({p for _, p in busy})}
+    theirs = runs_of([proc["pid"] for ls in listeners_of.values() for s in ls for proc in s.get("processes", [])
+                      if proc.get("visible")])  # servers of live runs (any user): never to be killed
+    if theirs:
+        evidence["of_live_runs"] = {str(pid): o for pid, o in theirs.items()}
+    for port, listeners in listeners_of.items():
         where = " and ".join(f"{a} ({e})" for (a, p), e in busy.items() if p == port)
-        listeners = owners(port)
         evidence["owners"][str(port)] = listeners
         procs = [proc for s in listeners for proc in s.get("processes", [])]
-        holders += procs
+        mine = [proc for proc in procs if proc["pid"] not in theirs]
+        holders += mine
         if procs:
             who = "; ".join(
                 f"{procinfo.short(proc)} listening on {s['address'] or '?'}:{port}, command: {proc['cmdline']}"
+                + (f", a server of {owner_text(theirs[proc['pid']])}, still running" if proc["pid"] in theirs else "")
                 for s in listeners for proc in s.get("processes", [])
             )
         elif listeners:
@@ -218,9 +225,15 @@ def _failed(timer: Timer, busy: dict[tuple[str, int], str], evidence: PortsEvide
             who = "no listener visible here (another network namespace, or a socket bound without listening)"
         errors = {e for (_, p), e in busy.items() if p == port}
         verb = "is in use" if errors == {"EADDRINUSE"} else "cannot be bound"
-        parts.append(f"port {port} {verb} on {where}: {who}; fix: {procinfo.fix_text(procs)}")
+        fix = procinfo.fix_text(mine) if mine or not procs else "wait for that run to finish, or choose another port"
+        parts.append(f"port {port} {verb} on {where}: {who}; fix: {fix}")
     if "EADDRNOTAVAIL" in busy.values():
         hint = "server.host must be an address of this machine (or 0.0.0.0 / ::)"
+    elif theirs and not holders:
+        hint = "wait for that run to finish, or choose other ports in the manifest (`kit clean` leaves a live run " \
+               "alone)"
     else:
         hint = f"{procinfo.fix_text(holders)}; or choose other ports in the manifest"
+        if theirs:
+            hint += " (the servers of live runs named above are theirs: wait for them)"
     return timer.check(name, False, "; ".join(parts), hint, evidence)

@@ -4,8 +4,10 @@ as the GPU gate picks them: ``hardware.gpu_indices``, else the first ``hardware.
 (``kit.runtime.records``: who runs it, checked by pid and start time).
 The locks go with the kit process, however it ends.
 
+The lock files are host-wide (``kit.runtime.lockdir``: ``KIT_LOCK_DIR``, else ``/run/lock/kit``), shared by every
+user: runs of two users, two HOMEs or a container sharing /run/lock reserve against each other.
 Another run asking for a port or GPU already held is refused at once (exit 5) naming whose it is (run
-id, kit pid, bundle); the port gate says the same before each start, so no run takes a port between
+id, kit pid, user, bundle); the port gate says the same before each start, so no run takes a port between
 another's cells. ``hardware.gpus: all`` holds ``gpu-all`` exclusively; a run of N GPUs holds it shared,
 so the two never meet. Port and GPU lock files are never removed (removing a lock file another process
 has open would let two holders in); the run lock is removed when the run ends.
@@ -13,6 +15,7 @@ has open would let two holders in); the run lock is removed when the run ends.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -21,19 +24,25 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
+
 from kit.errors import GateFailed
 from kit.manifest import Manifest
 from kit.plumbing.clock import utc_now
 from kit.plumbing.poll import poll_until
+from kit.runtime.lockdir import FIX, LockFile, entries, lock_dir, open_lock, read_info, write_info
 from kit.runtime.records import (
     RunOwner,
     boot_id,
+    is_self,
     live_owner,
     lock_held,
+    owner_alive,
     owner_text,
     run_lock_path,
     runs_dir,
     start_ticks,
+    unknown_owner,
 )
 
 SETTLE_S = 0.5  # another kit's liveness probe holds a lock for microseconds; a run holds it for hours
@@ -57,20 +66,69 @@ def resource_path(kind: str, name: str) -> Path:
     return runs_dir() / f"{kind}-{name}.lock"
 
 
+_HELD_HERE: set[tuple[str, str]] = set()  # (kind, name) this process reserves now: never "another run's"
+
+
 def holder(kind: str, name: str) -> RunOwner | None:
-    """The live run of another kit process that holds this port or GPU now (None: free, or ours)."""
+    """The live run of another kit process (any user) that holds this port or GPU now (None: free, or ours).
+
+    The flock says whether it is held; who holds it is the live run whose lock claims it: the run the lock file
+    names first, else any live run lock in the directory that lists it (the content may be stale or hostile)."""
     path = resource_path(kind, name)
-    if not lock_held(path):
+    if (kind, name) in _HELD_HERE or not lock_held(path):
+        return None
+    named = _named_run(path)
+    for run_id in dict.fromkeys([*([named] if named else []), *_run_ids()]):
+        owner = live_owner(run_id)
+        if owner is not None and _claims(owner, kind, name):
+            return None if is_self(owner) else owner
+    return unknown_owner(f"which run holds {path} cannot be read from the host's run locks; perhaps a run of "
+                         "another user whose kit could not write it")
+
+
+def _named_run(path: Path) -> str | None:
+    try:
+        lock = open_lock(path, create=False)
+    except GateFailed:
+        return None
+    if lock is None:
         return None
     try:
-        run_id = path.read_text().strip()
-    except OSError:
-        run_id = ""
-    owner = live_owner(run_id)
-    if owner is not None and owner["pid"] == os.getpid():
-        return None
-    return owner or RunOwner(run_id=run_id or "?", pid=0, start_ticks=None, boot_id=None, experiment="?",
-                             bundle="?", started="?", ports=[], gpus=[])
+        text = read_info(lock.fd)
+    finally:
+        os.close(lock.fd)
+    return text.strip() if text else None
+
+
+def _run_ids() -> list[str]:
+    return [p.name[len("run-"):-len(".lock")] for p in entries(runs_dir(), "run-")]
+
+
+def _claims(owner: RunOwner, kind: str, name: str) -> bool:
+    if kind == "port":
+        return name.isdigit() and int(name) in owner["ports"]
+    return name in owner["gpus"] or (name == "all" and bool(owner["gpus"]))
+
+
+def live_runs() -> list[RunOwner]:
+    """The live runs of other kit processes (any user) in the host-wide lock directory."""
+    return [o for run_id in _run_ids() if (o := live_owner(run_id)) is not None and not is_self(o)]
+
+
+def runs_of(pids: list[int]) -> dict[int, RunOwner]:
+    """Of ``pids``, those a live run of another kit process started (its kit is an ancestor, same start time):
+    its server on a port or GPU it did not reserve is that run's too, never a leftover to kill. Only processes in
+    this PID namespace can be told."""
+    runs = {o["pid"]: o for o in live_runs() if owner_alive(o)} if pids else {}
+    out: dict[int, RunOwner] = {}
+    for pid in pids if runs else []:
+        try:
+            ancestors = [p.pid for p in psutil.Process(pid).parents()]
+        except psutil.Error:
+            continue
+        if (kit := next((a for a in ancestors if a in runs), None)) is not None:
+            out[pid] = runs[kit]
+    return out
 
 
 def port_holders(ports: list[int]) -> dict[int, RunOwner]:
@@ -85,31 +143,45 @@ class Reservation:
     run_id: str
     fds: list[int] = field(default_factory=list)
     run_lock: Path | None = None
+    names: list[tuple[str, str]] = field(default_factory=list)
 
     def release(self) -> None:
         if self.run_lock is not None:
-            self.run_lock.unlink(missing_ok=True)  # while still held: nobody can take it half-removed
+            with contextlib.suppress(OSError):  # another user's stale file in a sticky directory: it stays
+                self.run_lock.unlink(missing_ok=True)  # while still held: nobody can take it half-removed
             self.run_lock = None
+        while self.names:
+            _HELD_HERE.discard(self.names.pop())
         while self.fds:
             os.close(self.fds.pop())
 
 
-def _take(path: Path, mode: int) -> int | None:
-    """An fd holding ``mode`` on ``path`` (created if need be), or None when another holder keeps it past
-    ``SETTLE_S``."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+def _take(path: Path, mode: int, perm: int = 0o666) -> LockFile | None:
+    """A lock file holding ``mode`` on ``path`` (created if need be), or None when another holder keeps it past
+    ``SETTLE_S``. A file removed (a run lock released) between the open and the flock is opened again: a lock on
+    a name no longer in the directory reserves nothing."""
+    for _ in range(8):
+        lock = open_lock(path, create=True, mode=perm)
+        assert lock is not None
 
-    def locked() -> bool:
+        def locked(fd: int = lock.fd) -> bool:
+            try:
+                fcntl.flock(fd, mode | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False
+            return True
+
+        if not poll_until(locked, SETTLE_S, interval=0.01):
+            os.close(lock.fd)
+            return None
         try:
-            fcntl.flock(fd, mode | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
-        return True
-
-    if poll_until(locked, SETTLE_S, interval=0.01):
-        return fd
-    os.close(fd)
-    return None
+            same = os.stat(lock.fd).st_ino == os.lstat(path).st_ino
+        except OSError:
+            same = False
+        if same:
+            return lock
+        os.close(lock.fd)
+    raise GateFailed(f"the lock file {path} keeps being replaced", hint=f"try again, {FIX}")
 
 
 def _refuse(what: str, owner: RunOwner | None) -> GateFailed:
@@ -125,21 +197,21 @@ def _gpu_holders(exclude: str) -> RunOwner | None:
 
 
 def reserve(m: Manifest, run_id: str, bundle: Path) -> Reservation:
-    """Take this run's lock, then its ports and GPUs; GateFailed (exit 5) naming the holder when another
-    live run has one of them (nothing stays taken then)."""
-    runs_dir().mkdir(parents=True, exist_ok=True)
+    """Take this run's lock, then its ports and GPUs, in the host-wide lock directory; GateFailed (exit 5)
+    naming the holder when another live run (of any user) has one of them (nothing stays taken then)."""
+    lock_dir()  # created (mode 1777) and checked
     r = Reservation(run_id)
     try:
         path = run_lock_path(run_id)
-        fd = _take(path, fcntl.LOCK_EX)
-        if fd is None:
+        lock = _take(path, fcntl.LOCK_EX, 0o644)  # only its kit writes who runs it
+        if lock is None:
             raise _refuse(f"run {run_id}", live_owner(run_id))
-        r.fds.append(fd)
+        r.fds.append(lock.fd)
         r.run_lock = path
         owner = RunOwner(run_id=run_id, pid=os.getpid(), start_ticks=start_ticks(os.getpid()), boot_id=boot_id(),
                          experiment=m.name, bundle=str(bundle), started=utc_now(), ports=ports_of(m),
                          gpus=gpus_of(m))
-        _write(fd, json.dumps(owner))
+        write_info(lock, json.dumps(owner))
         for port in ports_of(m):
             _hold(r, "port", str(port), fcntl.LOCK_EX, f"port {port}")
         gpus = gpus_of(m)
@@ -154,17 +226,14 @@ def reserve(m: Manifest, run_id: str, bundle: Path) -> Reservation:
 
 
 def _hold(r: Reservation, kind: str, name: str, mode: int, what: str) -> None:
-    fd = _take(resource_path(kind, name), mode)
-    if fd is None:
+    lock = _take(resource_path(kind, name), mode)
+    if lock is None:
         raise _refuse(what, holder(kind, name) or (_gpu_holders(r.run_id) if kind == "gpu" else None))
-    r.fds.append(fd)
+    r.fds.append(lock.fd)
     if mode == fcntl.LOCK_EX:
-        _write(fd, r.run_id)
-
-
-def _write(fd: int, text: str) -> None:
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, text.encode(), 0)
+        r.names.append((kind, name))
+        _HELD_HERE.add((kind, name))
+        write_info(lock, r.run_id)
 
 
 @contextmanager

@@ -23,12 +23,16 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 from pathlib import Path
-from typing import TypedDict, cast
+from typing import NotRequired, TypedDict, cast
 
+from kit.errors import GateFailed
 from kit.plumbing.files import atomic_write
 from kit.plumbing.procs import PROC, group_members, stat_fields
+from kit.runtime.lockdir import lock_dir, open_lock, read_info, user_name
 
+_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")  # a run id as kit makes them, and a safe file name
 STARTTIME_FIELD = 19  # index of /proc/PID/stat field 22 (starttime) in stat_fields()
 
 
@@ -120,7 +124,8 @@ def live_run_records(directory: Path | None = None) -> list[tuple[Path, ServerRe
 
 
 class RunOwner(TypedDict):
-    """A run's lock file: which kit process runs it (``kit.gates.reserve`` writes it)."""
+    """A run's lock file: which kit process runs it (``kit.gates.reserve`` writes it; ``user`` is added when read:
+    the lock file's owner as the kernel says, never the content's)."""
 
     run_id: str
     pid: int
@@ -131,42 +136,82 @@ class RunOwner(TypedDict):
     started: str
     ports: list[int]
     gpus: list[str]
+    user: NotRequired[str]
+    note: NotRequired[str]  # an owner nothing could be read of: why (then run_id is "?")
 
 
 def runs_dir() -> Path:
-    """Where the live runs' lock files are (beside ``state_dir()``)."""
-    return state_dir().parent / "runs"
+    """Where the live runs' lock files are: the host-wide reservation directory (``kit.runtime.lockdir``),
+    shared by every user, so that runs of two users see each other."""
+    return lock_dir(create=False)
 
 
 def run_lock_path(run_id: str) -> Path:
     return runs_dir() / f"run-{run_id}.lock"
 
 
+def unknown_owner(note: str) -> RunOwner:
+    """The owner of a held lock whose run cannot be named (its record unreadable, or not written yet)."""
+    return RunOwner(run_id="?", pid=0, start_ticks=None, boot_id=None, experiment="?", bundle="?", started="?",
+                    ports=[], gpus=[], note=note)
+
+
 def lock_held(path: Path) -> bool:
-    """Whether some open file holds an exclusive flock on ``path`` (False when it does not exist)."""
+    """Whether some open file holds an exclusive flock on ``path`` (False when it does not exist; True when it
+    cannot be opened to tell: a link or an unreadable file is never taken for free)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
+        lock = open_lock(path, create=False)
+    except GateFailed:
+        return True
+    if lock is None:
         return False
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        fcntl.flock(lock.fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BlockingIOError:
         return True
     except OSError:
         return False
     finally:
-        os.close(fd)
+        os.close(lock.fd)
     return False
 
 
 def read_owner(path: Path) -> RunOwner | None:
+    """The run lock's record, bounded and checked field by field (None when absent, unreadable or malformed)."""
     try:
-        doc = json.loads(path.read_text())
-        int(doc["pid"])
-        str(doc["run_id"])
-    except (OSError, ValueError, KeyError, TypeError):
+        lock = open_lock(path, create=False)
+    except GateFailed:
         return None
-    return cast(RunOwner, doc) if isinstance(doc, dict) else None
+    if lock is None:
+        return None
+    try:
+        text = read_info(lock.fd)
+    finally:
+        os.close(lock.fd)
+    try:
+        doc = json.loads(text) if text else None
+    except ValueError:
+        return None
+    if not isinstance(doc, dict) or not _valid_owner(doc):
+        return None
+    owner = cast(RunOwner, {k: doc[k] for k in _OWNER_KEYS})
+    owner["user"] = user_name(lock.uid)
+    return owner
+
+
+_OWNER_KEYS = ("run_id", "pid", "start_ticks", "boot_id", "experiment", "bundle", "started", "ports", "gpus")
+
+
+def _valid_owner(doc: dict[str, object]) -> bool:
+    ints = all(type(doc.get(k)) is int for k in ("pid",)) and all(
+        doc.get(k) is None or type(doc.get(k)) is int for k in ("start_ticks",))
+    strs = all(isinstance(doc.get(k), str) and len(str(doc[k])) <= 4096 for k in
+               ("run_id", "experiment", "bundle", "started")) and (doc.get("boot_id") is None or
+                                                                   isinstance(doc.get("boot_id"), str))
+    ports, gpus = doc.get("ports"), doc.get("gpus")
+    lists = (isinstance(ports, list) and all(type(p) is int for p in ports)
+             and isinstance(gpus, list) and all(isinstance(g, str) for g in gpus))
+    return ints and strs and lists and _RUN_ID.fullmatch(str(doc.get("run_id"))) is not None
 
 
 def owner_alive(owner: RunOwner, proc: Path = PROC) -> bool:
@@ -179,21 +224,35 @@ def owner_alive(owner: RunOwner, proc: Path = PROC) -> bool:
 
 def live_owner(run_id: str | None) -> RunOwner | None:
     """The kit process running ``run_id`` right now, or None (no such run, or its kit is gone)."""
-    if not run_id or "/" in run_id or run_id.startswith("."):
+    if not run_id or _RUN_ID.fullmatch(run_id) is None:
         return None
     path = run_lock_path(run_id)
     owner = read_owner(path)
-    if lock_held(path):
+    if owner is not None and owner["run_id"] != run_id:
+        owner = None  # a record that names another run: not this one's
+    if lock_held(path):  # being written, or unreadable: still live
         return owner or RunOwner(run_id=run_id, pid=0, start_ticks=None, boot_id=None, experiment="?",
-                                 bundle="?", started="?", ports=[], gpus=[])  # being written: still live
+                                 bundle="?", started="?", ports=[], gpus=[], user=_file_user(path))
     return owner if owner is not None and owner_alive(owner) else None
+
+
+def _file_user(path: Path) -> str:
+    try:
+        return user_name(os.lstat(path).st_uid)
+    except OSError:
+        return "?"
 
 
 def other_live_run(run_id: str | None) -> RunOwner | None:
     """The owner of ``run_id`` when another kit process runs it now (None: no such run, its kit is gone, or
     it is this process's own)."""
     owner = live_owner(run_id)
-    return owner if owner is not None and owner["pid"] != os.getpid() else None
+    return owner if owner is not None and not is_self(owner) else None
+
+
+def is_self(owner: RunOwner) -> bool:
+    """Whether ``owner`` is this very process (pid and start time: a pid alone repeats across PID namespaces)."""
+    return owner["pid"] == os.getpid() and owner.get("start_ticks") in (None, start_ticks(os.getpid()))
 
 
 def other_live_owner(record: ServerRecord | None) -> RunOwner | None:
@@ -202,9 +261,11 @@ def other_live_owner(record: ServerRecord | None) -> RunOwner | None:
 
 
 def owner_text(owner: RunOwner) -> str:
-    """``run ID (kit pid P, experiment E, bundle B)``: whose a live server or reservation is."""
-    return (f"run {owner['run_id']} (kit pid {owner['pid']}, experiment {owner['experiment']}, "
-            f"bundle {owner['bundle']})")
+    """``run ID (kit pid P, user U, experiment E, bundle B)``: whose a live server or reservation is."""
+    if owner["run_id"] == "?":
+        return f"a run of another kit process ({owner.get('note') or 'its run cannot be named'})"
+    return (f"run {owner['run_id']} (kit pid {owner['pid']}, user {owner.get('user', '?')}, experiment "
+            f"{owner['experiment']}, bundle {owner['bundle']})")
 
 
 def same_boot(record: ServerRecord) -> bool:

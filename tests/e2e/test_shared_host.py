@@ -1,7 +1,7 @@
 """Two experiments share one host: two real `kit run`s of the small engine at once, on disjoint ports, in the
 same state directory (one user's). Both complete; a `kit clean` while both servers are up removes nothing
-of theirs and says whose they are; a third run asking for a port one of them reserved is refused at once,
-naming that run. Both kits are paused (SIGSTOP, their servers left running) for the clean and the third
+of theirs and says whose they are; a third run of the first one's manifest under another HOME (another user's
+kit, as far as kit can tell) is refused at once by the host-wide reservations, naming that run. Both kits are paused (SIGSTOP, their servers left running) for the clean and the third
 run, so that both are still live then however fast the small engine answers."""
 
 from __future__ import annotations
@@ -58,8 +58,12 @@ def test_two_runs_on_disjoint_ports_both_complete_and_kit_clean_leaves_them_alon
         for run_id, owner in owners.items():
             assert owner is not None and f"run {run_id} (kit pid {owner['pid']}" in kept, kept
         assert all(psutil.pid_exists(int(r["pgid"])) for r in live)  # kit clean stopped neither server
-        third = tiny_manifest(tmp_path / "m2.yaml", ports[0], name="share2", levels=(1,), requests=4, repeats=1)
-        refused = kit("run", str(third), "--out", str(tmp_path / "r2"), "--allow-unsigned", env=isolated)
+        # the review's repro (N1): run 0's manifest by another user's kit (here: another HOME and state directory).
+        # Before, reservations lived in each HOME: it started, and run 0 failed its next port gate (exit 5) with a
+        # hint to kill this one's server. The host-wide lock directory refuses it at once, naming run 0.
+        other_home = {**isolated, "HOME": str(tmp_path / "home2"), "XDG_STATE_HOME": str(tmp_path / "home2" / "state"),
+                      "XDG_CONFIG_HOME": str(tmp_path / "home2" / "config")}
+        refused = kit("run", str(ms[0]), "--out", str(tmp_path / "r2"), "--allow-unsigned", env=other_home)
         for p in runs:
             p.send_signal(signal.SIGCONT)
         results = [p.communicate(timeout=300) for p in runs]
@@ -80,7 +84,10 @@ def test_two_runs_on_disjoint_ports_both_complete_and_kit_clean_leaves_them_alon
             records = [json.loads(x) for x in lines]
             assert len(records) == REQUESTS and all(x["status"] == 200 and x["error"] is None for x in records), cell
     assert refused.returncode == 5, refused.stdout + refused.stderr
-    assert f"port {ports[0]} is reserved by run " in refused.stderr and "still running" in refused.stderr
-    assert "kit clean, or" not in refused.stderr  # no hint to kill a live run
+    first = next(o for o in owners.values() if o is not None and o["ports"] == [ports[0]])
+    assert f"port {ports[0]} is reserved by run {first['run_id']} (kit pid {first['pid']}, user " in refused.stderr
+    assert "still running" in refused.stderr
+    assert "kit clean, or" not in refused.stderr and "kill" not in refused.stderr  # no hint to kill a live run
     assert not (tmp_path / "r2").exists() or not list((tmp_path / "r2").iterdir())  # refused before any bundle
     assert [p for p in all_record_files() if read_record(p) is not None] == []  # both stopped their servers
+

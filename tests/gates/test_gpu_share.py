@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import re
 import subprocess
 import sys
@@ -29,6 +30,7 @@ from kit.plan import make_plan
 from kit.runtime.docker.gpus import nvidia_args
 from kit.server_spec import server_spec
 
+ME = pwd.getpwuid(os.geteuid()).pw_name  # the user owner_text names: the run lock's owner
 ROOT = Path(__file__).resolve().parents[2]
 HOLDER = """
 import json, sys, time
@@ -84,7 +86,7 @@ def test_disjoint_gpus_share_a_host_and_overlapping_ones_are_refused_naming_the_
         assert [list(r["DeviceIDs"]) for r in requests] == [uuids]
     finally:
         held.release()
-    whose = f"run other1 (kit pid {holder.pid}, experiment holder, bundle /results/holder-bundle)"
+    whose = f"run other1 (kit pid {holder.pid}, user {ME}, experiment holder, bundle /results/holder-bundle)"
     for overlapping, gpu in (([1, 2], 1), (None, 0)):  # GPU 1; the default: the first two
         m = _on(overlapping)
         check = next(c for c in run_gates(m, phase="before", probe=probe, docker_client=no_docker).checks

@@ -9,6 +9,7 @@ is not run here)."""
 from __future__ import annotations
 
 import os
+import pwd
 import signal
 import subprocess
 import sys
@@ -30,6 +31,7 @@ from kit.gates.reserve import reserve
 from kit.plumbing.poll import poll_until
 from kit.runtime.records import live_owner, run_lock_path
 
+ME = pwd.getpwuid(os.geteuid()).pw_name  # the user owner_text names: the run lock's owner
 ROOT = Path(__file__).resolve().parents[2]
 HOLDER = """
 import sys, time
@@ -71,7 +73,7 @@ def holder(state_home: Path) -> Iterator[Holder]:
 def test_a_reserved_port_or_gpu_is_refused_naming_the_live_run(holder: Holder) -> None:
     owner = live_owner("other1")
     assert owner is not None and owner["pid"] == holder.proc.pid and owner["ports"] == [holder.port]
-    whose = f"run other1 (kit pid {holder.proc.pid}, experiment holder, bundle /results/holder-bundle)"
+    whose = f"run other1 (kit pid {holder.proc.pid}, user {ME}, experiment holder, bundle /results/holder-bundle)"
     with pytest.raises(GateFailed) as e:
         reserve(make_manifest(port=holder.port), "mine", Path("/b"))
     assert e.value.message == f"port {holder.port} is reserved by {whose}, which is still running"
@@ -107,7 +109,7 @@ def test_servers_of_a_live_run_are_no_leftovers_and_become_leftovers_when_its_ki
         out = clean_all(client=StandInDocker())
         assert out["server_process_groups"] == [] and server.poll() is None and record.exists()
         assert out["live_run_server_groups_left_alone"] == [
-            f"group {server.pid} (cell a-r1): run other1 (kit pid {holder.proc.pid}, experiment holder, "
+            f"group {server.pid} (cell a-r1): run other1 (kit pid {holder.proc.pid}, user {ME}, experiment holder, "
             "bundle /results/holder-bundle), still running"]
         holder.kill()  # SIGKILL: the kernel drops its locks, its pid is gone
         assert live_owner("other1") is None
@@ -181,7 +183,7 @@ def test_containers_of_a_live_run_are_left_alone_by_the_gate_and_kit_clean(holde
     out = clean(client=client)
     assert out["containers"] == [f"kit-dead-run ({'b' * 12}, running)"]
     assert out["live_run_containers_left_alone"] == [
-        f"kit-other1 ({'a' * 12}, running): run other1 (kit pid {holder.proc.pid}, experiment holder, "
+        f"kit-other1 ({'a' * 12}, running): run other1 (kit pid {holder.proc.pid}, user {ME}, experiment holder, "
         "bundle /results/holder-bundle), still running"]
     assert client.running == [live]
     assert check_containers(make_manifest(runtime="docker"), run_id="new", phase="before", client=client).ok

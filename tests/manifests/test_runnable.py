@@ -83,7 +83,8 @@ def test_the_flagship_oea_manifest_is_a_signed_template(tmp_path: Path) -> None:
     p = subprocess.run([sys.executable, "-m", "kit", "run", str(oea), "--trust", "allowed_signers",
                         "--out", str(tmp_path / "r")], capture_output=True, text=True, check=False, cwd=ROOT,
                        timeout=120, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
-                                         "XDG_STATE_HOME": str(tmp_path / "state")})
+                                         "XDG_STATE_HOME": str(tmp_path / "state"),
+                                         "KIT_LOCK_DIR": os.environ["KIT_LOCK_DIR"]})
     assert p.returncode == 3 and "is a template" in p.stderr, p.stderr
     assert not (tmp_path / "r").exists()
 

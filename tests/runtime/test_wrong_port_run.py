@@ -26,6 +26,7 @@ def test_kit_run_with_the_wrong_port_fails_each_cell_fast_naming_where_it_listen
         arms=[{"name": "a1"}, {"name": "a2"}], design={"repeats": 1},
         server={"readiness_path": "/", "ready_timeout_s": 600}))
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "XDG_STATE_HOME": str(tmp_path / "state"),
+           "KIT_LOCK_DIR": os.environ["KIT_LOCK_DIR"],
            "XDG_CONFIG_HOME": str(tmp_path / "config")}
     t = time.monotonic()
     p = subprocess.run([sys.executable, "-m", "kit", "run", str(path), "--allow-unsigned", "--out",
