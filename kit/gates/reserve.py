@@ -30,7 +30,7 @@ from kit.errors import GateFailed
 from kit.manifest import Manifest
 from kit.plumbing.clock import utc_now
 from kit.plumbing.poll import poll_until
-from kit.runtime.lockdir import FIX, LockFile, entries, lock_dir, open_lock, read_info, write_info
+from kit.runtime.lockdir import FIX, LockFile, entries, lock_dir, open_lock, read_lock, write_info
 from kit.runtime.records import (
     RunOwner,
     boot_id,
@@ -87,16 +87,7 @@ def holder(kind: str, name: str) -> RunOwner | None:
 
 
 def _named_run(path: Path) -> str | None:
-    try:
-        lock = open_lock(path, create=False)
-    except GateFailed:
-        return None
-    if lock is None:
-        return None
-    try:
-        text = read_info(lock.fd)
-    finally:
-        os.close(lock.fd)
+    text = (read_lock(path) or (None, 0))[0]
     return text.strip() if text else None
 
 

@@ -182,6 +182,21 @@ def read_info(fd: int) -> str | None:
         return None
 
 
+def read_lock(path: Path) -> tuple[str | None, int] | None:
+    """An existing lock file's content, as ``read_info`` gives it, and its owner's uid (None when the file is
+    absent or refused)."""
+    try:
+        lock = open_lock(path, create=False)
+    except GateFailed:
+        return None
+    if lock is None:
+        return None
+    try:
+        return read_info(lock.fd), lock.uid
+    finally:
+        os.close(lock.fd)
+
+
 def write_info(lock: LockFile, text: str) -> None:
     """Replace the content of a lock this process holds (nothing when it could only be opened read-only)."""
     if lock.writable:

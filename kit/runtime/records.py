@@ -30,7 +30,7 @@ from typing import NotRequired, TypedDict, cast
 from kit.errors import GateFailed
 from kit.plumbing.files import atomic_write
 from kit.plumbing.procs import PROC, group_members, stat_fields
-from kit.runtime.lockdir import lock_dir, open_lock, read_info, user_name
+from kit.runtime.lockdir import lock_dir, open_lock, read_lock, user_name
 
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")  # a run id as kit makes them, and a safe file name
 STARTTIME_FIELD = 19  # index of /proc/PID/stat field 22 (starttime) in stat_fields()
@@ -178,16 +178,9 @@ def lock_held(path: Path) -> bool:
 
 def read_owner(path: Path) -> RunOwner | None:
     """The run lock's record, bounded and checked field by field (None when absent, unreadable or malformed)."""
-    try:
-        lock = open_lock(path, create=False)
-    except GateFailed:
+    if (got := read_lock(path)) is None:
         return None
-    if lock is None:
-        return None
-    try:
-        text = read_info(lock.fd)
-    finally:
-        os.close(lock.fd)
+    text, uid = got
     try:
         doc = json.loads(text) if text else None
     except ValueError:
@@ -195,7 +188,7 @@ def read_owner(path: Path) -> RunOwner | None:
     if not isinstance(doc, dict) or not _valid_owner(doc):
         return None
     owner = cast(RunOwner, {k: doc[k] for k in _OWNER_KEYS})
-    owner["user"] = user_name(lock.uid)
+    owner["user"] = user_name(uid)
     return owner
 
 
