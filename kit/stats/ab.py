@@ -37,6 +37,11 @@ class LevelSamples:
 UNBOUNDED_LOG = 700.0  # a log ratio beyond which an interval excludes no ratio worth writing (e^700 ~ 1e304)
 
 
+def bounded(lo: float, hi: float) -> bool:
+    """Whether a log-ratio interval can be written as ratios: both ends finite and within e^+-700."""
+    return math.isfinite(lo) and math.isfinite(hi) and max(-lo, hi) <= UNBOUNDED_LOG
+
+
 def metric_by_key(key: str) -> Metric:
     return next(m for m in tested(True) if m.key == key)
 
@@ -155,8 +160,7 @@ def _comparison(t: _Test, rejected: bool, tail: float) -> Comparison:
         ratio = math.exp(r.estimate)
         # few df at a high confidence (two cells an arm at 99.9 %) can put a bound beyond e^700: no ratio is
         # excluded on that side, so the interval is not shown (math.exp raised OverflowError: no summary at all)
-        bounded = math.isfinite(lo) and math.isfinite(hi) and max(-lo, hi) <= UNBOUNDED_LOG
-        ci = [math.exp(lo), math.exp(hi)] if bounded else None
+        ci = [math.exp(lo), math.exp(hi)] if bounded(lo, hi) else None
         diff, diff_ci = base * (ratio - 1), None if ci is None else [base * (ci[0] - 1), base * (ci[1] - 1)]
     significant = rejected and t.withheld is None
     client_bound = t.ls.client_bound.get(t.arm, False) or t.ls.client_bound.get(t.baseline, False)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kit.manifest import Manifest
-from kit.stats.ab import UNBOUNDED_LOG, LevelSamples, compare_levels, metric_by_key, run_test
+from kit.stats.ab import LevelSamples, bounded, compare_levels, metric_by_key, run_test
 from kit.stats.model import Welch
 from kit.stats.numbers import clean
 from kit.stats.sequential import Hypothesis, holm_sequential
@@ -71,7 +71,7 @@ def _futility_ci(ls: LevelSamples, arm: str, baseline: str, m: Manifest) -> list
     if r is None:
         return None
     lo, hi = r.interval(1 - seq.futility.confidence)
-    if not (math.isfinite(lo) and math.isfinite(hi)) or max(-lo, hi) > UNBOUNDED_LOG:
+    if not bounded(lo, hi):
         return None
     return [100 * (math.exp(lo) - 1), 100 * (math.exp(hi) - 1)]
 
@@ -86,7 +86,7 @@ def repeated_ci(r: Welch | None, nominal: float) -> list[float] | None:
     if r is None or not nominal > 0:
         return None
     lo, hi = r.interval(nominal)
-    if not (math.isfinite(lo) and math.isfinite(hi)) or max(-lo, hi) > UNBOUNDED_LOG:
+    if not bounded(lo, hi):
         return None
     return [math.exp(lo), math.exp(hi)]
 
