@@ -1,10 +1,12 @@
 """The reproduction rule on one comparison, pure: a contrast of the two runs (new - original, log scale) in, a
 verdict out. The method: docs/reproduce.md.
 
-- **inconsistent**: the test of D = 0 rejects after Holm's correction over the family (the new run lies outside
-  the original's prediction interval; Patil, Peng & Leek 2016);
 - **reproduced**: TOST within the pre-registered margin passes (the (1 - 2 alpha) interval of D inside (-delta,
-  delta)), and an effect the original found kept its direction;
+  delta)), and an effect the original found kept its direction. This comes first: two precise runs can tell apart
+  effects that differ by less than the margin (a few per cent, from the machines' state), and the margin is the
+  user's own statement that such a difference does not matter; the line then says the difference is detectable;
+- **inconsistent**: otherwise, when the test of D = 0 rejects after Holm's correction over the family (the new run
+  lies outside the original's prediction interval; Patil, Peng & Leek 2016);
 - **imprecise** otherwise, with the repeats that would show equivalence if nothing changed (at D = 0, from the
   pooled between-cell SD, never from the observed difference).
 
@@ -84,10 +86,10 @@ def decide(c: Contrast, claimed: float | None, p_adjusted: float, rule: Rule) ->
     p_eq = p_equivalent(c, delta)
     held = None if claimed is None else (claimed + c.estimate) * claimed > 0
     verdict: Verdict
-    if p_adjusted < rule.alpha:
-        verdict = "inconsistent"
-    elif p_eq < rule.alpha and held is not False:
+    if p_eq < rule.alpha and held is not False:  # within the pre-registered margin, even where D = 0 is rejected
         verdict = "reproduced"
+    elif p_adjusted < rule.alpha:
+        verdict = "inconsistent"
     else:
         verdict = "imprecise"
     repeats = repeats_at_zero(c, delta, rule.alpha, power=POWER, even=rule.even) if verdict == "imprecise" else None

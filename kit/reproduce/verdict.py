@@ -274,7 +274,10 @@ def comparison_text(c: ReproComparison, repeats: int, effect_margin: float | Non
         return f"{what}: the machines' shift{shown}, not judged"
     if c.status == "reproduced":
         way = ", direction held" if c.direction_held else ""
-        return f"{what} within the {bounds}{way}: reproduced"
+        seen = ""
+        if c.p_zero_adjusted is not None and c.p_zero_adjusted < (1 - c.interval_confidence) / 2:
+            seen = f" (the difference is detectable, {p}, but inside the pre-registered margin)"
+        return f"{what} within the {bounds}{way}: reproduced{seen}"
     if c.status == "inconsistent":
         return (f"{what}: outside the original's prediction interval ({p}; {_signed_pct(c.ratio or 1.0)} %): "
                 "INCONSISTENT")

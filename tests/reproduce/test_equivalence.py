@@ -49,7 +49,7 @@ def test_the_tests_equal_scipy_welch_on_equal_cell_counts(seed: int) -> None:
     assert p_equivalent(c, DELTA) == pytest.approx(_scipy_tost(new, orig, DELTA), rel=1e-9, abs=1e-12)
     assert p_zero(c) == pytest.approx(sps.ttest_ind(new, orig, equal_var=False).pvalue, rel=1e-9, abs=1e-12)
     d = decide(c, None, p_zero(c), RULE)  # no effect claimed: the absolute margin, a family of one
-    expected = "inconsistent" if p_zero(c) < ALPHA else "reproduced" if p_equivalent(c, DELTA) < ALPHA \
+    expected = "reproduced" if p_equivalent(c, DELTA) < ALPHA else "inconsistent" if p_zero(c) < ALPHA \
         else "imprecise"
     assert d.verdict == expected and d.delta == pytest.approx(DELTA)
     # TOST is the (1 - 2 alpha) interval inside the margin; no difference is the (1 - alpha) interval over 0
@@ -83,7 +83,21 @@ def test_the_margin_is_relative_to_the_effect_found_and_its_direction_must_hold(
     past = Contrast(-1.2 * claimed, 0.001, 30.0, ((1e-6, 8),) * 4)  # the new effect x1.05: direction reversed
     d = decide(past, claimed, 0.2, wide)
     assert d.direction_held is False and d.verdict == "imprecise"
-    assert decide(past, claimed, 0.01, wide).verdict == "inconsistent"  # the test of no difference comes first
+    assert decide(past, claimed, 0.01, wide).verdict == "inconsistent"  # not reproduced, and D = 0 rejected
+
+
+def test_a_detectable_difference_inside_the_margin_is_reproduced() -> None:
+    """Two precise runs: D = -0.06 (the effect x0.455 against x0.483, the demo's fifth quiet-machine try), its 90 %
+    interval far inside the margin of half a x0.483 effect, and D = 0 rejected. The margin is the user's statement
+    that such a difference does not matter: reproduced, with the rejection kept in the decision; outside the
+    margin the same rejection is inconsistent."""
+    claimed = math.log(0.483)
+    c = Contrast(-0.061, 0.017, 40.0, ((4e-4, 12),) * 4)
+    d = decide(c, claimed, p_zero(c), RULE)
+    assert p_zero(c) < ALPHA and d.p_equivalent < ALPHA
+    assert d.verdict == "reproduced" and d.p_zero_adjusted < ALPHA and d.direction_held is True
+    far = Contrast(-0.5, 0.017, 40.0, ((4e-4, 12),) * 4)  # beyond the margin (0.36)
+    assert decide(far, claimed, p_zero(far), RULE).verdict == "inconsistent"
 
 
 def test_unequal_cell_counts_use_hsus_df_like_kits_ab_test() -> None:
