@@ -12,6 +12,7 @@ listed with its owner (run id, kit pid); only the locks of runs whose kit is gon
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -184,8 +185,11 @@ def clean_all(images: bool = False, client: Any | None = None) -> dict[str, list
     """`kit clean`: kit containers (and images) when Docker answers, and process-runtime server groups."""
     try:
         out = clean(images=images, client=client)
-    except KitError as e:
-        out = {"containers": [], "docker_skipped": [e.message.splitlines()[0]]}
+    except KitError as e:  # the process-runtime leftovers below are cleaned all the same
+        where = docker_expected()
+        out = {"containers": [], "docker_unreachable" if where else "docker_skipped":
+               [f"{where or 'no Docker configured here (no DOCKER_HOST, no ' + DEFAULT_SOCKET + ')'}: "
+                f"{e.message.splitlines()[0]}"]}
     groups = kill_leftover_groups()  # leftovers only (records.py)
     out["server_process_groups"], out["stale_records"] = groups.stopped, groups.stale
     if groups.survived:
@@ -196,6 +200,28 @@ def clean_all(images: bool = False, client: Any | None = None) -> dict[str, list
         out["live_run_server_groups_left_alone"] = kept
     out["stale_run_locks"] = remove_stale_run_locks()
     return out
+
+
+DEFAULT_SOCKET = "/var/run/docker.sock"
+
+
+def docker_expected() -> str | None:
+    """The Docker engine `kit clean` must look at: DOCKER_HOST when set, else the default socket where it exists;
+    None on a host with neither (no engine, so no kit container, can be there: a process-runtime host)."""
+    if host := os.environ.get("DOCKER_HOST"):
+        return f"DOCKER_HOST={host}"
+    return DEFAULT_SOCKET if os.path.exists(DEFAULT_SOCKET) else None
+
+
+def raise_if_unchecked(result: dict[str, list[str]]) -> None:
+    """After `kit clean` said what it did: GateFailed (exit 5, as the leftover gate when Docker does not answer)
+    when a configured Docker engine did not answer, so its containers were never looked at; never "clean"."""
+    if unreachable := result.get("docker_unreachable"):
+        where = unreachable[0].partition(": ")[0]
+        raise GateFailed(f"kit's containers were not checked: the Docker engine at {where} does not answer (the "
+                         "process-runtime leftovers were cleaned)",
+                         hint="start that engine (`./scripts/ensure-docker` on Debian), or set DOCKER_HOST to the "
+                              "engine kit's containers run on (unset: the default socket), then `kit clean` again")
 
 
 def remove_stale_run_locks() -> list[str]:

@@ -21,7 +21,7 @@ import click
 
 from kit import __version__, cli_slurm
 from kit.bundle import archive as make_archive
-from kit.cleanup import clean_all
+from kit.cleanup import clean_all, raise_if_unchecked
 from kit.cli_options import echo_json as _echo_json
 from kit.cli_options import json_option, trust_option
 from kit.cli_plan import plan
@@ -307,15 +307,18 @@ def clean(with_images: bool, as_json: bool) -> None:
     result = clean_all(images=with_images)
     if as_json:
         _echo_json(result)
+        raise_if_unchecked(result)
         return
     labels = {"containers": "containers removed", "images": "images removed", "images_kept": "images kept",
               "server_process_groups": "server process groups stopped", "stale_records": "stale records removed",
               "server_process_groups_still_running": "server process groups still running after SIGKILL (records kept)",
-              "docker_skipped": "Docker not reachable, containers not checked"}
+              "docker_skipped": "Docker not reachable, containers not checked",
+              "docker_unreachable": "Docker not answering, containers NOT checked"}
     for kind, items in result.items():
         click.echo(f"{labels.get(kind, kind)}: {len(items)}")
         for item in items:
             click.echo(f"  {item}")
+    raise_if_unchecked(result)
 
 
 @main.command()

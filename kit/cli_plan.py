@@ -75,7 +75,13 @@ def _render_plan(lm: Any, p: Any, est: Any, out: Callable[[str], None]) -> None:
     out("  cells in run order:")
     for c in p.cells:
         out(f"    {c.index + 1:>3}. {c.id}")
+    if (xp := m.expert_pass) is not None:  # kit.experiment.expert_pass
+        out(f"  then the expert pass, untimed: one more server per arm ({', '.join(a.name for a in m.arms)}) with "
+            f"{' '.join(xp.server_args)}, {xp.requests} requests at c={xp.concurrency} ({xp.prompt_tokens} words in, "
+            f"{xp.output_tokens} tokens out), gates before and after each")
     mins = est.seconds / 60
+    passes = est.server_starts - len(p.cells)
+    split = f" ({len(p.cells)} cells + {passes} expert pass)" if passes else ""
     out(f"  estimate: {est.requests} recorded requests ({est.warmup_requests} warm-up), {est.output_tokens} output "
-        f"tokens, about {mins:.1f} min (assuming {est.assumed_itl_ms:g} ms/token and {est.assumed_start_s:g} s per "
-        "server start)")
+        f"tokens, {est.server_starts} server starts{split}, about {mins:.1f} min (assuming {est.assumed_itl_ms:g} "
+        f"ms/token and {est.assumed_start_s:g} s per server start)")

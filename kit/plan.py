@@ -95,9 +95,11 @@ class Estimate:
     requests: int
     warmup_requests: int
     output_tokens: int
-    seconds: float
+    seconds: float  # the whole run: the timed cells, then the untimed passes
     assumed_itl_ms: float
     assumed_start_s: float
+    server_starts: int  # one per cell, plus one per arm for the manifest's expert_pass
+    untimed_seconds: float = 0.0  # of ``seconds``: the expert_pass servers (start and requests), after the cells
 
 
 def estimate(m: Manifest, plan: Plan, *, itl_ms: float = 20.0, start_s: float | None = None) -> Estimate:
@@ -121,13 +123,19 @@ def estimate_run(m: Manifest, plan: Plan, *, itl_ms: float = 20.0, start_s: floa
         warm += lv.warmup
     start = start_s if start_s is not None else (5.0 if m.runtime == "process" else 120.0)
     n = len(plan.cells)
+    passes = len(m.arms) if m.expert_pass is not None else 0  # kit.experiment.expert_pass: one server per arm
+    untimed = 0.0
+    if (p := m.expert_pass) is not None:
+        untimed = passes * (start + math.ceil(p.requests / p.concurrency) * (p.output_tokens * itl_ms / 1000.0 + 0.05))
     return Estimate(
         requests=req * n,
         warmup_requests=warm * n,
         output_tokens=req * n * m.load.output_tokens,
-        seconds=n * (per_cell + start),
+        seconds=n * (per_cell + start) + untimed,
         assumed_itl_ms=itl_ms,
         assumed_start_s=start,
+        server_starts=n + passes,
+        untimed_seconds=untimed,
     )
 
 

@@ -38,7 +38,7 @@ def options(m: Manifest, est: Estimate, levels: Sequence[LevelPower], pilot: Map
         return ()
     cells = len(est_cells(m))
     start = est.assumed_start_s
-    load = est.seconds / cells - start  # one cell's load time at the manifest's requests
+    load = (est.seconds - est.untimed_seconds) / cells - start  # one cell's load time at the manifest's requests
     out = []
     for f in FACTORS:
         sds: list[float] = []
@@ -52,7 +52,7 @@ def options(m: Manifest, est: Estimate, levels: Sequence[LevelPower], pilot: Map
             sds.append(sd)
             reqs.append(n)
             need = None if k is None or need is None else max(need, k)
-        minutes = None if need is None else need * len(m.arms) * (start + f * load) / 60
+        minutes = None if need is None else (need * len(m.arms) * (start + f * load) + est.untimed_seconds) / 60
         out.append(Option(f, tuple(reqs), need, minutes, tuple(sds)))
     return tuple(out)
 

@@ -30,7 +30,7 @@ from kit.errors import GateFailed
 from kit.manifest import Manifest
 from kit.plumbing.clock import utc_now
 from kit.plumbing.poll import poll_until
-from kit.runtime.lockdir import FIX, LockFile, entries, lock_dir, open_lock, read_lock, write_info
+from kit.runtime.lockdir import FIX, LockFile, entries, lock_dir, open_lock, read_lock, user_name, write_info
 from kit.runtime.records import (
     RunOwner,
     boot_id,
@@ -187,6 +187,29 @@ def _gpu_holders(exclude: str) -> RunOwner | None:
                  and o["run_id"] != exclude), None)
 
 
+def _own_run_lock(path: Path, run_id: str, lock: LockFile | None) -> LockFile:
+    """The run lock, held and this process's own. A resume of a bundle whose kit died can find that kit's file:
+    held now (so that kit is gone), but owned by the user who ran it (the kernel's word, which ``read_owner``
+    names) and, where this user may not write it, still holding the dead kit's record. Such a file is replaced
+    while held (a new file, this user's, whose record names this process); where this user may not remove it
+    either (another user's in the sticky directory), GateFailed (exit 5): a run named by a dead kit's record
+    would look gone to every other kit, whose gates and `kit clean` would then treat its servers as leftovers."""
+    if lock is None:
+        raise _refuse(f"run {run_id}", live_owner(run_id))
+    if lock.uid == os.geteuid() and lock.writable:
+        return lock
+    try:
+        path.unlink()
+    except OSError as e:
+        os.close(lock.fd)
+        who = user_name(lock.uid)
+        raise GateFailed(f"run {run_id}'s lock file {path} is left by a kit of user {who} that is gone, and this user "
+                         f"cannot replace it ({e.strerror})", hint=f"have {who} or root run `kit clean` (it removes "
+                         f"stale run locks), then resume again; {FIX}") from None
+    os.close(lock.fd)
+    return _own_run_lock(path, run_id, _take(path, fcntl.LOCK_EX, 0o644))
+
+
 def reserve(m: Manifest, run_id: str, bundle: Path) -> Reservation:
     """Take this run's lock, then its ports and GPUs, in the host-wide lock directory; GateFailed (exit 5)
     naming the holder when another live run (of any user) has one of them (nothing stays taken then)."""
@@ -194,9 +217,7 @@ def reserve(m: Manifest, run_id: str, bundle: Path) -> Reservation:
     r = Reservation(run_id)
     try:
         path = run_lock_path(run_id)
-        lock = _take(path, fcntl.LOCK_EX, 0o644)  # only its kit writes who runs it
-        if lock is None:
-            raise _refuse(f"run {run_id}", live_owner(run_id))
+        lock = _own_run_lock(path, run_id, _take(path, fcntl.LOCK_EX, 0o644))  # only its kit writes who runs it
         r.fds.append(lock.fd)
         r.run_lock = path
         owner = RunOwner(run_id=run_id, pid=os.getpid(), start_ticks=start_ticks(os.getpid()), boot_id=boot_id(),

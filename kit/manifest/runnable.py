@@ -50,9 +50,26 @@ def on_this_host(lm: LoadedManifest) -> list[str]:
     if m.runtime == "slurm":
         return [f"{missing}; runtime slurm: every node of the allocation must have it"]
     where = "the directory mounted into the container" if m.runtime == "docker" else "what the server is given"
+    make = make_command(lm.raw, m.model.path or "")
     raise ModelPathMissing(f"{lm.path}: {missing} ({where})",
-                        hint="give the model's directory as it is on this machine (relative paths are taken from "
+                        hint=f"make it with the command the manifest gives, from where kit runs: `{make}`" if make
+                        else "give the model's directory as it is on this machine (relative paths are taken from "
                              "where kit runs), or create it (e.g. download or build the weights) before the run")
+
+
+def make_command(raw: bytes, path: str) -> str | None:
+    """The command a manifest's own comments give for making ``path`` (its model.path): a comment line that starts
+    with a command (python, python3, make, a ./ or .venv/ program) and holds the path as one word, as the
+    shipped manifests' headers do (`#   python -m kit_hf.make_model tiny-cpu build/models/... --seed 0`)."""
+    for line in raw.decode(errors="replace").splitlines()[:MAX_COMMENT_LINES]:
+        words = line.strip().lstrip("#").split()
+        if (line.lstrip().startswith("#") and path in words[1:] and len(line) <= 1000
+                and (words[0] in ("python", "python3", "make") or words[0].startswith(("./", ".venv/")))):
+            return " ".join(words)
+    return None
+
+
+MAX_COMMENT_LINES = 200  # lines of a manifest searched for the command that makes its model
 
 
 def check_runnable(lm: LoadedManifest) -> None:

@@ -25,7 +25,7 @@ from kit.errors import GateFailed
 from kit.gates.ports import check_ports
 from kit.gates.reserve import holder, reserve, resource_path
 from kit.runtime.lockdir import ENV, MAX_INFO, lock_dir
-from kit.runtime.records import owner_text, run_lock_path
+from kit.runtime.records import live_owner, owner_text, read_owner, run_lock_path
 
 ROOT = Path(__file__).resolve().parents[2]
 NOBODY = 65534
@@ -126,7 +126,8 @@ from kit.errors import GateFailed
 from kit.gates.reserve import reserve
 from kit.runtime.records import owner_text, live_owner
 m = manifest_model(manifest_data("nobodys", port=int(sys.argv[1]), command=["true"], served_name="m"))
-os.setgroups([]); os.setresgid(65534, 65534, 65534); os.setresuid(65534, 65534, 65534)  # all imported before
+if sys.argv[3:] != ["root"]:  # all imported before
+    os.setgroups([]); os.setresgid(65534, 65534, 65534); os.setresuid(65534, 65534, 65534)
 try:
     r = reserve(m, sys.argv[2], Path("/results/nobodys-bundle"))
 except GateFailed as e:
@@ -148,8 +149,9 @@ def shared_dir(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     shutil.rmtree(base)
 
 
-def _as_nobody(port: int, run_id: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-c", AS_NOBODY, str(port), run_id], stdin=subprocess.PIPE,
+def _as_nobody(port: int, run_id: str, *user: str) -> subprocess.Popen[str]:
+    """A kit reserving as nobody (``"root"``: as root), until its stdin closes."""
+    return subprocess.Popen([sys.executable, "-c", AS_NOBODY, str(port), run_id, *user], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
                             env={**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'tests'}"})
 
@@ -181,6 +183,41 @@ def test_runs_of_two_users_reserve_against_each_other(shared_dir: Path) -> None:
         p.communicate(timeout=60)
     assert p.returncode == 0
     again = reserve(make_manifest(port=port), "rootrun3", Path("/b"))  # free again once nobody's run ended
+    again.release()
+
+
+def _died_holding(port: int, run_id: str, *user: str) -> None:
+    """A kit that took its reservation and was SIGKILLed: its run lock file stays, with its record."""
+    p = _as_nobody(port, run_id, *user)
+    assert p.stdout is not None and p.stdout.readline().strip() == "held", p.stderr.read() if p.stderr else ""
+    p.kill()
+    p.communicate(timeout=60)
+
+
+@pytest.mark.slow  # real processes of two users: seconds
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run a second user")
+def test_a_resume_of_a_dead_kits_run_names_the_live_owner_whoever_ran_it_before(shared_dir: Path) -> None:
+    port = free_port()
+    lock_dir()  # made by root (mode 1777), as /run/lock/kit is
+    _died_holding(port, "deadrun")  # nobody's kit died; root resumes its bundle (the same run id)
+    path = shared_dir / "run-deadrun.lock"
+    assert os.stat(path).st_uid == NOBODY
+    r = reserve(make_manifest(port=port), "deadrun", Path("/results/resumed"))
+    try:
+        owner, live = read_owner(path), live_owner("deadrun")
+        assert owner is not None and (owner["user"], owner["pid"], owner["bundle"]) == ("root", os.getpid(),
+                                                                                       "/results/resumed")
+        assert live is not None and live["pid"] == os.getpid()
+    finally:
+        r.release()
+    _died_holding(port, "rootdead", "root")  # root's kit died; nobody may neither write nor remove root's file
+    p = _as_nobody(port, "rootdead")
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 5, out + err
+    assert out.startswith("refused run rootdead's lock file ") and "left by a kit of user root that is gone" in out
+    owner = read_owner(shared_dir / "run-rootdead.lock")
+    assert owner is not None and owner["user"] == "root" and owner["pid"] != p.pid  # nothing taken over
+    again = reserve(make_manifest(port=port), "rootdead", Path("/b"))  # root's own resume takes it
     again.release()
 
 
