@@ -207,9 +207,12 @@ DEFAULT_SOCKET = "/var/run/docker.sock"
 
 def docker_expected() -> str | None:
     """The Docker engine `kit clean` must look at: DOCKER_HOST when set, else the default socket where it exists;
-    None on a host with neither (no engine, so no kit container, can be there: a process-runtime host)."""
+    None on a host with neither, or where DOCKER_HOST names a unix socket path that does not exist (no engine, so
+    no kit container, can be there: a process-runtime host). A socket that exists but does not answer, or a TCP
+    engine that does not answer, is an engine kit could not look at."""
     if host := os.environ.get("DOCKER_HOST"):
-        return f"DOCKER_HOST={host}"
+        path = host.removeprefix("unix://") if host.startswith("unix://") else None
+        return None if path is not None and not os.path.exists(path) else f"DOCKER_HOST={host}"
     return DEFAULT_SOCKET if os.path.exists(DEFAULT_SOCKET) else None
 
 
