@@ -55,7 +55,7 @@ import triton.language as tl
 from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 MAX_EXPERTS = 1024
-PATHS = ("single", "repl", "split")
+PATHS = ("single", "repl", "split", "split-old")
 PATH_KNOB = "KIT_OEA_PATH"
 SINGLE_MAX_KNOB = "KIT_OEA_SINGLE_MAX"
 REPL_MAX_KNOB = "KIT_OEA_REPL_MAX"
@@ -233,6 +233,59 @@ def _part_kernel(
 
 
 @triton.jit
+def _light_part_kernel(
+    logits_ptr, stride_l, bias_ptr, ids_ptr, stride_i, ntnp_ptr, part_ptr, M, N,
+    K: tl.constexpr, K0: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    WORDS: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_NTNP: tl.constexpr, SOFTMAX: tl.constexpr,
+    USE_PDL: tl.constexpr,
+):  # fmt: skip
+    """Split path, light kernel A: the same bit set as ``_part_kernel``, from each row's K incoming routed ids
+    alone (a row's top-k0 is the top-k0 of its plain top-k, k0 <= k): their K keys (the same packed key as
+    ``_row_keys``), ranked pairwise; no full-row ranking. Softmax rows still read the full row for its max and
+    denominator, so that the keys are the ones the reference ranks (ties included)."""
+    if USE_PDL:
+        gdc_wait()
+        gdc_launch_dependents()  # kernel B may start now; it waits for this grid before reading part
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rmask = rows < M
+    koffs = tl.arange(0, BLOCK_K)
+    km = rmask[:, None] & (koffs[None, :] < K)
+    ids = tl.load(ids_ptr + rows[:, None] * stride_i + koffs[None, :], mask=km, other=-1).to(tl.int32)
+    ok = km & (ids >= 0) & (ids < N)
+    valid = (tl.max((km & (ids >= 0)).to(tl.int32), axis=1) > 0) & rmask
+    if HAS_NTNP:
+        valid = valid & (rows < tl.load(ntnp_ptr))
+    safe = tl.where(ok, ids, 0)
+    x = tl.load(logits_ptr + rows[:, None] * stride_l + safe, mask=ok, other=float("-inf")).to(tl.float32)
+    if SOFTMAX:
+        offs = tl.arange(0, BLOCK_N)
+        m2 = rmask[:, None] & (offs[None, :] < N)
+        full = tl.load(logits_ptr + rows[:, None] * stride_l + offs[None, :], mask=m2, other=float("-inf"))
+        full = full.to(tl.float32)
+        mx = tl.where(rmask, tl.max(full, axis=1), 0.0)
+        e = tl.where(m2, tl.exp(full - mx[:, None]), 0.0)
+        den = tl.sum(e, axis=1)
+        den = tl.where(den > 0, den, 1.0)
+        s = tl.exp(x - mx[:, None]) / den[:, None]
+    else:
+        s = 1.0 / (1.0 + tl.exp(-x))
+    r = tl.where(ok, s, 0.0)
+    if HAS_BIAS:
+        r = r + tl.load(bias_ptr + safe, mask=ok, other=0.0).to(tl.float32)
+    rbits = r.to(tl.int32, bitcast=True)
+    ordered = rbits ^ ((rbits >> 31) & 0x7FFFFFFF)
+    key = (ordered.to(tl.int64) << 32) | (BLOCK_N - 1 - safe).to(tl.int64)
+    key = tl.where(ok, key, -9223372036854775807)
+    larger = tl.sum((key[:, None, :] > key[:, :, None]).to(tl.int32), axis=2)  # [BM, BK]: keys above each
+    chosen = ok & valid[:, None] & (larger < K0)
+    w_offs = tl.arange(0, WORDS)
+    hit = chosen[:, :, None] & ((safe >> 5)[:, :, None] == w_offs[None, None, :])  # [BM, BK, WORDS]
+    bits = tl.where(hit, 1 << (safe & 31)[:, :, None], 0)
+    words = tl.reduce(tl.reduce(bits, 0, _or), 0, _or)
+    tl.store(part_ptr + tl.program_id(0) * WORDS + w_offs, words)
+
+
+@triton.jit
 def _split_select_kernel(
     logits_ptr, stride_l, bias_ptr, ids_ptr, stride_i, w_ptr, stride_w, ntnp_ptr, part_ptr, M, N, P, scale, skip_at,
     K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, WORDS: tl.constexpr,
@@ -286,7 +339,7 @@ def choose_path(m: int, block_n: int = 128) -> str:
     ``KIT_OEA_REPL_MAX``)."""
     path = os.environ.get(PATH_KNOB, "auto").strip().lower() or "auto"
     if path not in ("auto", *PATHS):
-        raise ValueError(f"{PATH_KNOB}={path!r}: expected auto, single, repl or split")
+        raise ValueError(f"{PATH_KNOB}={path!r}: expected auto, single, repl, split or split-old")
     if path != "auto":
         return path
     if m <= _int_knob(SINGLE_MAX_KNOB, DEFAULT_SINGLE_ELEMENTS // block_n):
@@ -357,7 +410,7 @@ def oea_reroute_triton_(
     at = n + 1 if skip_at is None else int(skip_at)
     stride_l, stride_i, stride_w = router_logits.stride(0), topk_ids.stride(0), topk_weights.stride(0)
     path = choose_path(m, block_n)
-    if path != "split":
+    if path not in ("split", "split-old"):
         block_m = min(triton.next_power_of_2(m), max(1, _SINGLE_TILE // block_n))
         block_m2 = block_m if path == "single" else _REPL_ROWS
         rows = m if path == "single" else block_m2
@@ -373,7 +426,8 @@ def oea_reroute_triton_(
     words = block_n // 32
     part = torch.empty(programs * words, dtype=torch.int32, device=router_logits.device)
     warps = _int_knob(WARPS_KNOB, 8 if block_m * block_n >= 2048 else 4)  # >= 8 rows of 256: a warp per row
-    _part_kernel[(programs,)](
+    part_kernel = _part_kernel if path == "split-old" else _light_part_kernel
+    part_kernel[(programs,)](
         router_logits, stride_l, bias, topk_ids, stride_i, ntnp, part, m, n,
         K=k, K0=k0, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, WORDS=words, num_warps=warps, **flags,
         **launch,
