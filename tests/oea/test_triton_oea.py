@@ -31,7 +31,8 @@ from oea_helpers import IMAGE_DIR, patch_triton_interpreter_scalars, reference  
 pytestmark = pytest.mark.slow  # ~11 s interpreted on 2 CPU cores
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-PATHS = ["single", "repl", "split", "split-old"]
+PATHS = ["single", "repl", "split", "split-light", "split-old"]
+KERNELS = ("_union_kernel", "_part_kernel", "_light_part_kernel", "_split_select_kernel", "_repair_select_kernel")
 
 
 def _load_kernels() -> ModuleType:
@@ -236,7 +237,7 @@ def test_empty_batch_and_path_knob(monkeypatch: pytest.MonkeyPatch) -> None:
     assert [TK.choose_path(m, 256) for m in (1, 2, 3)] == ["single", "single", "split"]  # 512 logits
     assert [TK.choose_path(m, 128) for m in (4, 5)] == ["single", "split"]
     monkeypatch.setenv(TK.PATH_KNOB, "fast")
-    with pytest.raises(ValueError, match="expected auto, single, repl, split or split-old"):
+    with pytest.raises(ValueError, match="expected auto, single, repl, split, split-light or split-old"):
         TK.choose_path(1)
 
 
@@ -326,7 +327,7 @@ def test_the_host_launches_the_same_whatever_the_data_decides(path: str, monkeyp
     logs: dict[int, list[Any]] = {}
     for union in (29, 32):
         logs[union] = []
-        for name in ("_union_kernel", "_part_kernel", "_light_part_kernel", "_split_select_kernel"):
+        for name in KERNELS:
             monkeypatch.setattr(TK, name, LaunchRecorder(getattr(TK, name).kernel
                                                          if isinstance(getattr(TK, name), LaunchRecorder)
                                                          else getattr(TK, name), logs[union]))  # fmt: skip
