@@ -335,3 +335,27 @@ def test_the_host_launches_the_same_whatever_the_data_decides(path: str, monkeyp
         _, _, ids, _ = run_both(x, k=4, k0=2, softmax=True, skip_at=30)
         assert torch.equal(ids, x.ids) == (union >= 30)
     assert logs[29] == logs[32] and logs[29]
+
+
+@pytest.mark.parametrize("path", ["split", "split-light"])
+def test_a_router_breaking_the_kth_tie_otherwise_still_gets_the_reference(
+    path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Incoming ids that are NOT the plain top-k under the reference's key (the k-th slot swapped for an
+    expert just outside it, as a router breaking a tie the other way would): the repair selection notices
+    (its per-row check) and falls back to the full selection, so the result is still the reference's."""
+    monkeypatch.setenv(TK.PATH_KNOB, path)
+    m, n, k, k0 = 24, 32, 4, 2
+    x = union_case(m, n, k, k0, 12, seed=3)
+    plain_top_k_(x, k=k, softmax=True)
+    scores = torch.softmax(x.logits.float(), dim=-1)
+    order = torch.sort(scores, dim=1, descending=True, stable=True).indices
+    x.ids[::3, k - 1] = order[::3, k].to(x.ids.dtype)  # every third row: its (k+1)-th expert in the k-th slot
+    nt = None
+    ref_ids, ref_w = x.ids.clone(), x.weights.clone()
+    reroute_torch_(ref_ids, ref_w, x.logits, k0=k0, k=k, scoring_func="softmax", correction_bias=None,
+                   renormalize=True, routed_scaling_factor=None, num_token_non_padded=nt)  # fmt: skip
+    ids, w = x.ids.clone().to(DEVICE), x.weights.clone().to(DEVICE)
+    TK.oea_reroute_triton_(ids, w, x.logits.to(DEVICE), k0=k0, k=k, softmax=True, correction_bias=None,
+                           renormalize=True, routed_scaling_factor=None, num_token_non_padded=None)  # fmt: skip
+    assert_same(ref_ids, ref_w, ids.cpu(), w.cpu())

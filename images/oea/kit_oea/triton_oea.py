@@ -5,8 +5,9 @@ exactly as ``kit_oea.oea.reroute_torch_`` (the reference) does, the skip rule in
 which tensors it takes (any id and weight dtype: int32/fp32 as sglang keeps them, int64/bf16 as transformers'
 router returns them). The split path's kernels also rely on the hook's input contract: the incoming
 ``topk_ids`` of each routed row are its plain top-k under the same key (score + bias, ties to the lower
-index), as plain routing hands them over; a router that breaks a k-th-place tie otherwise can make the result
-differ from the reference in that tie. Paths, chosen per call from the shapes (never from the data):
+index), as plain routing hands them over. Kernel B checks that per row and falls back to the full selection
+where a router broke a k-th-place tie otherwise; kernel A differs only where one row's tie group spans ranks
+k0-1 to k and the router kept other members of it. Paths, chosen per call from the shapes (never from the data):
 
 - **single** (default up to 512 logits: 4 rows of 128 experts, 2 of 256): ONE program holds the batch as
   ``[BLOCK_M, BLOCK_N]`` tiles, builds the union of every valid row's top-``k0`` in registers, then picks
@@ -403,17 +404,27 @@ def _repair_select_kernel(
         kept = tl.sum(tl.where(place, ids[:, None, :], 0), axis=2)
         take = tl.max(place.to(tl.int32), axis=2) > 0
         out_ids = tl.where(take, kept, top1[:, None])
-        akey = tl.where(active[None, :], key, -9223372036854775807)
         prev = tl.min(tl.where(ok, pkey, 9223372036854775807), axis=1)  # the row's plain k-th key
-        need = tl.max(tl.where(valid, K - c, 0), axis=0)
-        for j in range(0, need):
-            best = _next_key(akey, prev)
-            here = (koffs[None, :] == (c + j)[:, None]) & (koffs[None, :] < K) & (best > -9223372036854775807)[:, None]
-            out_ids = tl.where(here, _key_index(best, BLOCK_N)[:, None], out_ids)
-            take = take | here
-            prev = best
-        _store_routed(out_ids, take, mx, den, rows, rmask, valid, logits_ptr, stride_l, ids_ptr, stride_i, w_ptr,
-                      stride_w, scale, K, BLOCK_K, SOFTMAX, RENORMALIZE)  # fmt: skip
+        # The contract, checked per row (one compare-and-count): exactly the other k-1 plain ids rank above
+        # the lowest one. A row whose router broke a k-th-place tie otherwise (or repeated an id) sends this
+        # program to the full selection, so the result is the reference's either way.
+        above = tl.sum((key > prev[:, None]).to(tl.int32), axis=1)
+        broken = valid & (above != tl.sum(ok.to(tl.int32), axis=1) - 1)
+        if tl.max(broken.to(tl.int32), axis=0) > 0:
+            _select_store(key, mx, den, active, rows, rmask, valid, logits_ptr, stride_l, ids_ptr, stride_i,
+                          w_ptr, stride_w, scale, K, BLOCK_N, BLOCK_K, SOFTMAX, RENORMALIZE)  # fmt: skip
+        else:
+            akey = tl.where(active[None, :], key, -9223372036854775807)
+            need = tl.max(tl.where(valid, K - c, 0), axis=0)
+            for j in range(0, need):
+                best = _next_key(akey, prev)
+                found = (best > -9223372036854775807)[:, None]
+                here = (koffs[None, :] == (c + j)[:, None]) & (koffs[None, :] < K) & found
+                out_ids = tl.where(here, _key_index(best, BLOCK_N)[:, None], out_ids)
+                take = take | here
+                prev = best
+            _store_routed(out_ids, take, mx, den, rows, rmask, valid, logits_ptr, stride_l, ids_ptr, stride_i,
+                          w_ptr, stride_w, scale, K, BLOCK_K, SOFTMAX, RENORMALIZE)  # fmt: skip
 
 
 def supports(
