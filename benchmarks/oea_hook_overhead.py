@@ -57,7 +57,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--max-seconds", type=float, default=150.0, help="stop starting new cells after this")
     p.add_argument("--seed", type=int, default=0)
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    unknown = [name for name in args.forced if name not in FORCED]
+    if unknown:
+        p.error(f"--forced: unknown variant(s) {','.join(unknown)}; expected some of {','.join(FORCED)}")
+    return args
 
 
 class Case:
