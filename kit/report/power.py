@@ -10,6 +10,7 @@ docs/statistics.md, "Power and the detectable effect".
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from kit.files.summary import Analysis, Comparison, Summary
@@ -29,7 +30,7 @@ def detectable(c: Comparison, a: Analysis) -> Detectable | None:
     if not c.tested or ci is None or ci[0] is None or ci[1] is None or c.df is None or c.interval_confidence is None:
         return None
     sd = power.sd_from_interval([ci[0], ci[1]], c.df, c.interval_confidence, c.cells.arm, c.cells.baseline)
-    if sd is None or sd <= 0:
+    if sd is None or not math.isfinite(sd) or sd <= 0:
         return None
     tail = (1 - a.confidence) / max(a.family_size, 1)
     if c.method == "blocked_log_cells":  # the residual df the comparison had (blocks with both arms)

@@ -126,7 +126,7 @@ def mde(sd: float, k_arm: int, k_base: int, tail: float, target: float = TARGET_
         method: str = "welch", df: int | None = None) -> float | None:
     """The smallest |log(arm/baseline)| detected with probability ``target`` (None: fewer than 2 cells)."""
     optimize = lazy.optimize()
-    if k_arm < 2 or k_base < 2:
+    if k_arm < 2 or k_base < 2 or not math.isfinite(sd) or sd <= 0:  # an interval too wide to write has no SD
         return None
 
     def gap(d: float) -> float:

@@ -107,3 +107,12 @@ def test_an_interval_beyond_e700_is_not_shown_and_the_summary_still_computes() -
     c = itl_comparison(level(rng, 1.0, k=2, cell_sd=0.5), confidence=0.999999)
     assert c["ratio_ci"] is None and c["change_pct_ci"] is None and c["diff_ci"] is None, c["ratio_ci"]
     assert not c["significant"] and "ratio" in c
+
+
+def test_no_detectable_effect_from_an_unbounded_sd() -> None:
+    """A real CPU A/A at 99.9 % with two cells an arm gave an interval so wide its SD came out infinite: the
+    report's power section then died in brentq (the run ended with a summary and no report.md)."""
+    from kit.stats.power import mde
+
+    assert mde(float("inf"), 2, 2, 0.001) is None and mde(float("nan"), 2, 2, 0.001) is None
+    assert mde(0.1, 2, 2, 0.05) is not None
