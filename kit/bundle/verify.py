@@ -14,7 +14,8 @@ import binascii
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+import shlex
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,7 @@ from kit.signing import (
     parse_public_key,
     policy_files,
     subject_digests,
+    trust_flags,
 )
 from kit.stats import summarize_bundle
 from kit.stats.versions import LEGACY_BELOW, as_schema, known_versions
@@ -103,8 +105,11 @@ def verify_bundle(target: Path, trust: list[Path], *, integrity_only: bool = Fal
     raise BundleError(f"{target}: neither a bundle directory nor a .tar.gz/.tgz archive")
 
 
-def signed_parts(root: Path, label: str, missing_hint: str) -> tuple[dict[str, Any], bytes, dict[str, str], set[str]]:
-    """The envelope, its payload and the signed subjects, after checking every signature's validity."""
+def signed_parts(root: Path, label: str, missing_hint: str, trust: Sequence[Path] = ()
+                 ) -> tuple[dict[str, Any], bytes, dict[str, str], set[str]]:
+    """The envelope, its payload and the signed subjects, after checking every signature's validity. A bundle
+    never sealed whose checkpoints exist is told how to finish it: the resume with the policy ``trust`` (a
+    ``trust_policy`` answer: the one this check used), quoted to paste."""
     try:
         _, on_disk = walk(root)
     except BundleError as e:
@@ -113,7 +118,9 @@ def signed_parts(root: Path, label: str, missing_hint: str) -> tuple[dict[str, A
         raise fail(label, [f"unreadable: {e}"]) from None
     if PROVENANCE not in on_disk:
         if checkpoint_files(root):  # a run that never ended (SIGKILL, power loss, a full disk)
-            missing_hint = f"its run never ended; its signed checkpoints let `kit run --resume {root}` finish it"
+            again = shlex.join(["kit", "run", "--resume", str(root.resolve()), *trust_flags(trust)])
+            missing_hint = (f"its run never ended; its signed checkpoints let `{again}` finish it (add "
+                            "--allow-unsigned / --allow-unpinned if the run was started with them)")
         raise fail(label, [f"missing file: {PROVENANCE} (the bundle was never signed, or the signature was "
                            "removed): nobody vouches for its files"], hint=missing_hint)
     env, body, stmt = read_envelope(root / PROVENANCE, label)
@@ -124,7 +131,7 @@ def signed_parts(root: Path, label: str, missing_hint: str) -> tuple[dict[str, A
 
 def verify_directory(root: Path, trust: list[Path], *, label: str, integrity_only: bool = False) -> VerifyResult:
     files = policy_files(trust)
-    env, body, subjects, on_disk = signed_parts(root, label, "nothing vouches for an unsigned bundle")
+    env, body, subjects, on_disk = signed_parts(root, label, "nothing vouches for an unsigned bundle", trust)
     signer = decide_trust(env, body, files, label, integrity_only=integrity_only)
     nbytes = check_files(root, sorted(f for f in on_disk if f != PROVENANCE), subjects, label)
     chain_note, chain, problems = check_chain(root, None if integrity_only else files, subjects)

@@ -4,7 +4,7 @@ signed, so that it verifies and can be resumed."""
 from __future__ import annotations
 
 import shutil
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -37,29 +37,29 @@ class Closing:
     failed: Mapping[str, FailedCell]
     notices: list[str] = field(default_factory=list)
     summary_error: str | None = None  # set by finalize: why there is no summary
+    report_error: str | None = None  # set by finalize: why a summarised run has no report.md
 
 
 def finalize(session: BundleSession, c: Closing, status: str) -> tuple[JsonObject, str]:
     """Summarise and report (a failure there is a notice, never a lost bundle), close run.json, sign the end
     checkpoint and the provenance. Returns the summary and the run's status: a run whose every cell ran but
-    whose summary could not be computed ends "failed" (``Closing.summary_error`` says why)."""
+    whose summary could not be computed ends "failed" (``Closing.summary_error`` says why); one whose report
+    could not be rendered stays "complete", its summary and verdicts kept (``Closing.report_error``)."""
     bundle = session.bundle
     summary: JsonObject = {}
     for stale in ("summary.json", "report.md"):
         bundle.path(stale).unlink(missing_ok=True)
     shutil.rmtree(bundle.path("plots"), ignore_errors=True)
-    try:
+    def summarise() -> None:
+        nonlocal summary
         summary = summarize_bundle(bundle.root)
         bundle.write_json("summary.json", summary)
-        render_report(bundle.root, summary)
-    except OSError as e:
-        if storage_error(e) is not None:
-            raise  # a full disk: nothing more can be written, the checkpoints hold the cells
-        c.notices.append(f"summary/report failed: {type(e).__name__}: {e}")
-    except Exception as e:  # noqa: BLE001 - a broken summary must not lose the bundle
-        c.notices.append(f"summary/report failed: {type(e).__name__}: {e}")
-    if not summary:
-        c.summary_error = c.notices[-1] if c.notices else "no summary"
+
+    c.summary_error = attempt("summary", summarise, c.notices)
+    if c.summary_error is None and summary:
+        c.report_error = attempt("report", lambda: render_report(bundle.root, summary), c.notices)
+    else:
+        summary, c.summary_error = {}, c.summary_error or "no summary"
         status = "failed" if status == "complete" else status
     run = bundle.read("run.json", RunFile)
     run.status, run.finished, run.failed_cells = status, utc_now(), dict(c.failed)
@@ -68,6 +68,23 @@ def finalize(session: BundleSession, c: Closing, status: str) -> tuple[JsonObjec
     bundle.write_json("run.json", run)
     sign_provenance(bundle, c.key, predicate=predicate(run, c), checkpoints=session.checkpoints, status=status)
     return summary, status
+
+
+def attempt(what: str, step: Callable[[], object], notices: list[str]) -> str | None:
+    """Run one step of the finish; a failure is a notice (and the returned reason), never a lost bundle, except a
+    full or failing disk, which ends the run (nothing more can be written; the checkpoints hold the cells)."""
+    try:
+        step()
+    except OSError as e:
+        if storage_error(e) is not None:
+            raise
+        why = f"{what} failed: {type(e).__name__}: {e}"
+    except Exception as e:  # noqa: BLE001 - a broken summary or report must not lose the bundle
+        why = f"{what} failed: {type(e).__name__}: {e}"
+    else:
+        return None
+    notices.append(why)
+    return why
 
 
 def predicate(run: RunFile, c: Closing) -> JsonObject:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shlex
 from pathlib import Path
 
 from kit.bundle import PROVENANCE, Bundle, runner_key
@@ -249,5 +250,9 @@ def outcome(session: BundleSession, c: Closing, status: str, error: BaseExceptio
         raise SummaryFailed(f"every cell ran, but the summary could not be computed ({c.summary_error}): no "
                             "summary, report or verdicts", hint=f"the records are kept and signed; once the cause "
                             f"is fixed (e.g. a newer kit), `{again}` computes them")
+    if c.report_error is not None:  # the verdicts are computed and printed; the report the user reads is not
+        raise SummaryFailed(f"every cell ran and summary.json holds the verdicts, but report.md could not be "
+                            f"rendered ({c.report_error})", hint=f"the bundle is complete and signed; once the cause "
+                            f"is fixed (e.g. a newer kit), {shlex.join(['kit', 'report', str(root)])} renders it")
     return RunResult(bundle=root, status=status, verdicts=lines,
                      failed_cells={cid: f.reason for cid, f in c.failed.items()}, notices=c.notices, summary=summary)

@@ -54,6 +54,7 @@ from kit.signing.trust import (
     load_trust,
     policy_files,
     read_trust_file,
+    trust_flags,
     trust_problems,
     user_trust_file,
 )
@@ -93,6 +94,7 @@ __all__ = [
     "statement",
     "subject_annotations",
     "subject_digests",
+    "trust_flags",
     "trust_problems",
     "user_trust_file",
     "verify_manifest",

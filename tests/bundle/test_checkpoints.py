@@ -242,3 +242,24 @@ def test_a_checkpoint_write_cut_by_sigkill_is_a_temp_file_not_a_checkpoint_beyon
     (b.root / "checkpoints" / ".000002.dsse.json.tmp-19423-4cff1d41").write_bytes(b'{"payload')
     trust = resume_trust(b.root, [trust_file])
     assert trust.chain.beyond == [] and trust.chain.stopped is None and len(trust.chain.links) == 2
+
+
+def test_verify_of_a_bundle_never_sealed_prints_a_resume_command_that_pastes(
+        tmp_path: Path, started: tuple[Bundle, Checkpointer], trust_file: Path) -> None:
+    """The hint is shell-quoted and carries the policy the check used, so the resume it prints trusts the runner the
+    checkpoints were verified with (a bare `kit run --resume DIR` falls back to the user's own policy)."""
+    import shlex
+
+    from kit.bundle.verify import verify_directory
+    from kit.cli import main
+
+    b, _ = started
+    odd = b.root.rename(b.root.with_name("a dir; with 'quotes'"))  # a name a shell would split or run
+    with pytest.raises(BundleError) as e:
+        verify_directory(odd, [trust_file], label=str(odd))
+    hint = e.value.hint or ""
+    assert "its run never ended" in hint, hint
+    argv = shlex.split(hint.split("`")[1])
+    assert argv == ["kit", "run", "--resume", str(odd.resolve()), "--trust-only", str(trust_file.resolve())]
+    ctx = main.commands["run"].make_context("run", argv[2:])  # the CLI takes it as printed
+    assert str(ctx.params["resume"]) == str(odd.resolve()) and ctx.params["trust_only"], ctx.params

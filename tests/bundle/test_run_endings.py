@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Callable
 
 import pytest
@@ -56,3 +57,22 @@ def test_a_computed_summary_clears_an_earlier_summary_error(make_bundle: Callabl
     summary, status = finalize(BundleSession(b, resumed=False), _closing(runner), "complete")
     assert summary and status == "complete"
     assert json.loads(b.path("run.json").read_bytes())["summary_error"] is None
+
+
+def test_a_run_whose_report_cannot_be_rendered_keeps_its_verdicts_and_does_not_exit_0(
+        make_bundle: Callable[..., Bundle], runner: SigningKey) -> None:
+    b = make_bundle()
+    b.remove_provenance()
+    shutil.rmtree(b.path("plots"), ignore_errors=True)
+    b.path("plots").write_text("a file where the plots' folder goes\n")  # the report's figures cannot be written
+    session = BundleSession(b, resumed=False, checkpoints=Checkpointer(b, runner, Chain()))
+    c = _closing(runner)
+    summary, status = finalize(session, c, "complete")
+    assert summary and status == "complete" and b.exists("summary.json") and not b.exists("report.md")
+    assert c.summary_error is None and c.report_error is not None and "plots" in c.report_error
+    verify_integrity(b.root)
+    with pytest.raises(SummaryFailed) as e:
+        outcome(session, c, status, None, summary, QuietEvents())
+    assert e.value.exit_code == ExitCode.INTERNAL != ExitCode.OK
+    assert "report.md could not be rendered" in e.value.message
+    assert f"kit report {b.root}" in (e.value.hint or "")
