@@ -107,9 +107,8 @@ def verify_bundle(target: Path, trust: list[Path], *, integrity_only: bool = Fal
 
 def signed_parts(root: Path, label: str, missing_hint: str, trust: Sequence[Path] = ()
                  ) -> tuple[dict[str, Any], bytes, dict[str, str], set[str]]:
-    """The envelope, its payload and the signed subjects, after checking every signature's validity. A bundle
-    never sealed whose checkpoints exist is told how to finish it: the resume with the policy ``trust`` (a
-    ``trust_policy`` answer: the one this check used), quoted to paste."""
+    """The envelope, its payload and the signed subjects, after checking every signature's validity. A bundle never
+    sealed, with checkpoints, is told how to finish it: the resume under this check's policy ``trust``, quoted."""
     try:
         _, on_disk = walk(root)
     except BundleError as e:

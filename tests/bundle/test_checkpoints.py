@@ -250,6 +250,8 @@ def test_verify_of_a_bundle_never_sealed_prints_a_resume_command_that_pastes(
     checkpoints were verified with (a bare `kit run --resume DIR` falls back to the user's own policy)."""
     import shlex
 
+    import click
+
     from kit.bundle.verify import verify_directory
     from kit.cli import main
 
@@ -261,5 +263,8 @@ def test_verify_of_a_bundle_never_sealed_prints_a_resume_command_that_pastes(
     assert "its run never ended" in hint, hint
     argv = shlex.split(hint.split("`")[1])
     assert argv == ["kit", "run", "--resume", str(odd.resolve()), "--trust-only", str(trust_file.resolve())]
-    ctx = main.commands["run"].make_context("run", argv[2:])  # the CLI takes it as printed
+    # the CLI takes it as printed (parsed under kit's own group context: a command parsed without it caches a
+    # help option of click's defaults, which docs/cli.md's generator then printed for `kit run`)
+    top = click.Context(main, info_name="kit", **main.context_settings)
+    ctx = main.commands["run"].make_context("run", argv[2:], parent=top)
     assert str(ctx.params["resume"]) == str(odd.resolve()) and ctx.params["trust_only"], ctx.params
