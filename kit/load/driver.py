@@ -95,11 +95,12 @@ def make_user_class(streamer: Streamer, base_url: str) -> type[User]:
             if ticket is None:
                 raise StopUser()
             first, self.start_index = self.start_index, None
+            ended: int | None = None
             try:
                 assert self.pool is not None
-                streamer.dispatch(self.pool, ticket, first, streamer.budget.freed_ns)
+                ended = streamer.dispatch(self.pool, ticket, first, streamer.budget.freed_ns)
             finally:
-                streamer.budget.release()
+                streamer.budget.release(ended)
 
     return StreamUser
 

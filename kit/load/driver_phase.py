@@ -21,10 +21,10 @@ class Budget:
     """Shared tickets of one phase; gevent runs in one thread, so no lock. With a ``deadline`` (perf ns; a
     time-limited level) no ticket is handed out after it, and the phase ends when the requests in flight end.
 
-    Each ``release`` notes when a user became free; the next ``take`` gets the oldest such moment as ``freed_ns``
-    (None for a user's first ticket): when the slot it takes became free, whatever the event loop did between
-    that release and this take. Open loop, a ticket due before its slot was freed waited for the cap (queue);
-    the time from the later of the two to its send is the client's own lateness."""
+    Each ``release`` notes when a user became free (its request's end); the next ``take`` gets the oldest such
+    moment as ``freed_ns`` (None for a user's first ticket): when the slot it takes became free, whatever the
+    client did between that end, the release and this take. Open loop, a ticket due before its slot was freed
+    waited for the cap (queue); the time from the later of the two to its send is the client's own lateness."""
 
     def __init__(self) -> None:
         self.left = 0
@@ -56,8 +56,9 @@ class Budget:
         self.next += 1
         return ticket
 
-    def release(self) -> None:
-        self.freed.append(perf_ns())
+    def release(self, at: int | None = None) -> None:
+        """A user is free again: ``at`` is when its request ended (perf ns; None: now, nothing was sent)."""
+        self.freed.append(perf_ns() if at is None else at)
         self.inflight -= 1
         if self.left <= 0 and self.inflight == 0:
             self.finished.set()

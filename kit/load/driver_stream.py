@@ -113,19 +113,20 @@ class Streamer:
             pool.close()
         self.pools.clear()
 
-    def dispatch(self, pool: ConnectionPool, ticket: int, user_index: int | None, freed: int | None = None) -> None:
+    def dispatch(self, pool: ConnectionPool, ticket: int, user_index: int | None,
+                 freed: int | None = None) -> int | None:
         """Send ticket's request when it is due: at once (closed loop; a user's first request of the level after
         its stagger, ``user_index`` set), or at its scheduled time (open loop), whatever the others are doing.
         ``freed``: when the user slot this ticket took became free (the ``release`` before it; None: the user's
-        first ticket, free from the level's start)."""
+        first ticket, free from the level's start). Returns when the request sent ended (None: none was sent), the
+        moment its user became free: what the client does after that is its own lateness, not the cap's queue."""
         ph = self.phase
         taken = perf_ns()
         if ph.schedule is None:
             if user_index is not None and ph.stagger_ns:
                 gevent.sleep(user_index * ph.stagger_ns / 1e9)
                 taken = perf_ns()
-            self.run_one(pool, ticket, taken, None, None, user_index is not None)
-            return
+            return self.run_one(pool, ticket, taken, None, None, user_index is not None)
         ph.go.wait()  # the level's clock starts at the common start once every user exists
         sched = ph.schedule[ticket]
         due = ph.t0 + sched
@@ -144,11 +145,12 @@ class Streamer:
                 gevent.sleep(0)
         if ph.deadline is not None and due > ph.deadline:
             ph.unsent += 1
-            return
-        self.run_one(pool, ticket, due, sched, queue, False)
+            return None
+        return self.run_one(pool, ticket, due, sched, queue, False)
 
     def run_one(self, pool: ConnectionPool, ticket: int, due: int | None = None, sched: int | None = None,
-                queue: int | None = None, first: bool = False) -> None:
+                queue: int | None = None, first: bool = False) -> int:
+        """Send one request and record it; returns when it ended (perf ns)."""
         ph = self.phase
         rid = f"{ph.rid_prefix}{ticket}"
         index = ph.indices[ticket] if ph.indices is not None else ph.index_offset + ticket
@@ -182,6 +184,7 @@ class Streamer:
             if resp is not None:
                 resp.release()  # back to the pool when complete, closed otherwise
         self._account(rid, wall, t0, req, sched, None if due is None else max(0, t0 - due), queue, index)
+        return t0 + req.e2e_ns
 
     def _sent(self, t0: int, due: int | None, queue: int | None, first: bool) -> None:
         ph = self.phase

@@ -107,13 +107,16 @@ def test_max_concurrency_caps_what_is_in_flight_and_the_wait_is_recorded(
     assert queue["requests"] == 12 and queue["max_ms"] > 50
     # the queue counts only while both users were busy, and ends when one was freed: a user is busy from when its
     # request fell due (scheduled, or freed after a queue) to the request's end; at a queued request's due time both
-    # were, and its queue ended just after another request ended (the release follows the end at once)
+    # were, and its queue ended exactly when another request ended. The client's own work after that end (records,
+    # the release, a descheduled process) is its lateness, not the cap's queue: CI's loaded machine once put a due
+    # time in that gap, when the queue ran to the release instead of the end
     t0 = level_start(recs)
     busy = [(t0 + r["sched_ns"] + r["queue_ns"], r["t_start_ns"] + r["e2e_ns"]) for r in recs]
+    ends = {e for _, e in busy}
     for r in (r for r in recs if r["queue_ns"] > 0):
         due, freed = t0 + r["sched_ns"], t0 + r["sched_ns"] + r["queue_ns"]
         assert sum(1 for a, e in busy if a <= due < e) == 2
-        assert 0 <= freed - max(e for _, e in busy if e <= freed) < 50_000_000
+        assert freed in ends
     assert any("waited for the cap" in w for w in doc["timing_warnings"])
 
 
