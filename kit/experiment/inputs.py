@@ -8,7 +8,7 @@ for kit-bundle, its manifest signature is checked again under the current policy
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kit.bundle import ResumeTrust, resume_trust
@@ -38,11 +38,14 @@ class ResumeSources:
 
 
 def check_trust(path: Path, raw: bytes, sig: bytes | None, trust_files: list[Path],
-                allow_unsigned: bool) -> ManifestTrust:
+                allow_unsigned: bool, *, resumed: bool = False) -> ManifestTrust:
     """Verify the signature over exactly ``raw`` (with exactly ``sig``); with --allow-unsigned, record why
-    the manifest was accepted anyway."""
+    the manifest was accepted anyway. ``resumed``: ``path`` is a bundle's copy, which signing now cannot change."""
     try:
         if sig is None:
+            if resumed:
+                raise SignatureError(f"{path}: the run was started without a signature (no manifest.yaml.sig in "
+                                     "the bundle)", hint="pass --allow-unsigned again to resume it")
             raise SignatureError(f"{path}: not signed (no {signature_path(path).name} beside it)",
                                  hint=f"sign it with `kit sign {path} --key KEY`, or pass --allow-unsigned")
         return verify_manifest(path, raw, trust_files, sig)
@@ -80,15 +83,16 @@ def load_for_run(manifest: Path | None, opts: RunOptions) -> RunInputs:
         trust = verify_before_resume(opts.resume, opts.trust)  # before anything of the bundle is believed
         note = trust.note
         src = resume_sources(opts.resume, manifest, trust)
-        raw, sig, label = src.raw, src.sig, src.original
+        # messages name the bundle's copy (the bytes checked); the images come from the project the run started in
+        raw, sig, label, origin = src.raw, src.sig, opts.resume / "manifest.yaml", src.original
     else:
         if manifest is None:
             raise UsageError("give a MANIFEST to run, or --resume BUNDLE")
         raw = read_bytes(manifest)
         sig = read_signature(signature_path(manifest))
-        label = manifest
+        label, origin = manifest, None
     try:
-        return inputs_of(label, raw, sig, opts, note)
+        return inputs_of(label, raw, sig, opts, note, origin=origin)
     except SignatureError as e:
         if opts.resume is not None:
             e.note("a resume re-checks the manifest under your current trust policy and never takes "
@@ -96,12 +100,14 @@ def load_for_run(manifest: Path | None, opts: RunOptions) -> RunInputs:
         raise
 
 
-def inputs_of(label: Path, raw: bytes, sig: bytes | None, opts: RunOptions, note: str = "") -> RunInputs:
-    """Exactly ``raw`` with exactly ``sig`` (``label``: where they are said to come from; its project holds the
-    image contexts): the signature verified under the current policy, the manifest validated, the contexts on disk
-    checked against the signed ones. The allow_* flags are ``opts``' only."""
-    trust = check_trust(label, raw, sig, policy_files(opts.trust), opts.allow_unsigned)
-    lm = load_manifest(label, raw, allow_unpinned=opts.allow_unpinned)
+def inputs_of(label: Path, raw: bytes, sig: bytes | None, opts: RunOptions, note: str = "", *,
+              origin: Path | None = None) -> RunInputs:
+    """Exactly ``raw`` with exactly ``sig`` (``label``: where they are said to come from, named in messages; its
+    project, or ``origin``'s where given (a resume), holds the image contexts): the signature verified under the
+    current policy, the manifest validated, the contexts on disk checked against the signed ones. The allow_* flags
+    are ``opts``' only."""
+    trust = check_trust(label, raw, sig, policy_files(opts.trust), opts.allow_unsigned, resumed=origin is not None)
+    lm = replace(load_manifest(label, raw, allow_unpinned=opts.allow_unpinned), origin=origin)
     check_runnable(lm)  # a template never runs; model.path must be on this host (exit 3)
     contexts = image_contexts(lm)  # what the build will send, from the manifest's project; exit 3 if outside it
     if trust.signed:
@@ -109,6 +115,9 @@ def inputs_of(label: Path, raw: bytes, sig: bytes | None, opts: RunOptions, note
             check_contexts(label, trust, contexts)
         except SignatureError as e:
             if not opts.allow_unsigned:
+                if origin is not None:  # the bundle's signature is what it is: the contexts must come back to it
+                    e.hint = (f"put the image contexts under {lm.project_root} back as they were when the run "
+                              "started (e.g. git checkout), or pass --allow-unsigned (recorded)")
                 raise
             trust = ManifestTrust(signed=False, signers=(), allow_unsigned=True, note=e.message)
     return RunInputs(lm, trust, sig, note)

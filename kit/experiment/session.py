@@ -19,7 +19,6 @@ from kit.experiment.options import RunOptions
 from kit.files import JsonObject
 from kit.files.plan import PlanFile
 from kit.files.run import Redone, Resumption, RunFile, RunFlags
-from kit.manifest import project_root
 from kit.nvml import NvmlProbe
 from kit.plan import Plan
 from kit.plumbing.clock import utc_now
@@ -166,7 +165,7 @@ def environment(inputs: RunInputs, runtime: Runtime) -> JsonObject:
     env: JsonObject = {"host": envinfo.capture_host(), "runtime": runtime.describe()}
     if m.hardware.gpus:
         env["gpus"] = envinfo.capture_gpus(NvmlProbe())
-    env["git"] = envinfo.git_info(project_root(inputs.lm.path))
+    env["git"] = envinfo.git_info(inputs.lm.project_root)
     slurm = envinfo.slurm_allocation()
     if slurm is not None:  # inside a Slurm job (kit submit): which job, partition, nodes and allocation
         env["slurm"] = slurm

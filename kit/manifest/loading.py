@@ -45,15 +45,18 @@ def schema_text() -> str:
 
 @dataclass(frozen=True)
 class LoadedManifest:
-    """A validated manifest with the exact bytes it was parsed from."""
+    """A validated manifest with the exact bytes it was parsed from. ``path`` names it in every message; ``origin``,
+    where set, is the file whose project holds its images/ (a resumed run's manifest is the bundle's copy, its
+    project the one the run started from)."""
 
     path: Path
     raw: bytes
     manifest: Manifest
+    origin: Path | None = None
 
     @property
     def project_root(self) -> Path:
-        return project_root(self.path)
+        return project_root(self.origin or self.path)
 
 
 def project_root(manifest_path: Path) -> Path:

@@ -61,8 +61,12 @@ def test_resume_never_takes_allow_unsigned_from_run_json(tmp_path: Path, kit_hom
     resign(b, runner)
     code, out = _resume(b, tmp_path)
     assert code == 4, out
-    assert "not signed" in out and "never takes --allow-unsigned from the bundle's run.json" in out
+    assert "started without a signature" in out and "never takes --allow-unsigned from the bundle's run.json" in out
     assert not list(tmp_path.rglob("pwned"))
+    # the message names the bytes it checked (the bundle's copy, not the file the run started from, which may be
+    # gone or changed), and the hint is one that can work: signing a file now changes nothing of the bundle
+    assert out.startswith(f"Error: {b.root / 'manifest.yaml'}: "), out
+    assert "kit sign" not in out and "Hint: pass --allow-unsigned again" in out, out
 
 
 def test_resume_flags_are_the_command_lines_only(tmp_path: Path, kit_home: Path) -> None:
