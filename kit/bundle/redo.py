@@ -19,10 +19,10 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from kit.bundle.layout import Bundle
-from kit.errors import BundleError
+from kit.errors import BundleError, UsageError
 from kit.files.read import read_file
 from kit.files.run import Redone, RunFile
-from kit.stats.bundle import read_json
+from kit.stats.bundle import read_json, recorded_looks
 from kit.stats.figures import client_figures
 
 REASONS = ("client-bound", "failed")
@@ -52,13 +52,23 @@ def why_redo(cell_dir: Path, reasons: Iterable[str] = REASONS) -> tuple[str, str
     return None
 
 
+def looked_at(root: Path) -> set[str]:
+    """The cells a sequential run's recorded looks were taken on (``looks/<k>.json``'s cells; none: a fixed design)."""
+    return {str(c) for doc in recorded_looks(root) for c in doc.get("cells", [])}
+
+
 def set_aside_for_redo(bundle: Bundle, cell_ids: Sequence[str], reasons: Sequence[str]) -> list[Redone]:
-    """Move every cell (in plan order) whose attempt qualifies to redone/; the resume then runs them again."""
+    """Move every cell (in plan order) whose attempt qualifies to redone/; the resume then runs them again. A cell
+    a recorded look was taken on is never replaced (UsageError before anything moves): the look, its decision and
+    ``kit verify``'s recomputation of it rest on that attempt."""
+    todo = [(cid, why) for cid in cell_ids if (bundle.path(f"cells/{cid}") / "cell.json").is_file()
+            and (why := why_redo(bundle.path(f"cells/{cid}"), reasons)) is not None]
+    if used := sorted({cid for cid, _ in todo} & looked_at(bundle.root)):
+        raise UsageError(f"--redo: the sequential looks of {bundle.root} were taken on {', '.join(used)}: re-measuring "
+                         "them would change what those looks saw and decided",
+                         hint="judge this bundle as it stands, or run the experiment again")
     out = []
-    for cid in cell_ids:
-        d = bundle.path(f"cells/{cid}")
-        if not (d / "cell.json").is_file() or (why := why_redo(d, reasons)) is None:
-            continue
+    for cid, why in todo:
         moved = bundle.move_failed_attempt(cid, to=REDONE)
         out.append(Redone(cell=cid, reason=why[0], attempt=moved.relative_to(bundle.root).as_posix(), why=why[1]))
     return out

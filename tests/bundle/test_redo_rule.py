@@ -14,7 +14,7 @@ from support.bundles import SIGNED_SPEC, build_bundle, write_cell
 
 from kit.bundle import Bundle, sign_provenance, verify_bundle
 from kit.bundle.redo import set_aside_for_redo, to_redo
-from kit.errors import BundleError
+from kit.errors import BundleError, UsageError
 from kit.files.run import Redone
 from kit.signing import SigningKey
 from kit.stats import summarize_bundle
@@ -87,3 +87,17 @@ def test_an_unrecorded_attempt_or_a_record_without_one_fails(tmp_path: Path, run
         verify_bundle(b.root, [trust_file])
     want = "a replaced attempt that run.json does not record" if flaw == "unrecorded" else "but not in the bundle"
     assert "redone/oea-r1-a1: " in e.value.message and want in e.value.message, e.value.message
+
+
+def test_a_cell_a_sequential_look_was_taken_on_is_never_replaced(
+        tmp_path: Path, runner: SigningKey, trust_file: Path) -> None:
+    """A sequential run decided at its looks on the cells they name: a redo after them would change what a look saw
+    (and kit verify's recomputation of it). Refused before anything moves; a cell no look used may still be."""
+    b = build_bundle(tmp_path / "results", runner, spec=BOUND, sign=False)
+    b.write_json("looks/001.json", {"look": 1, "cells": ["base-r1", "oea-r1"]})
+    with pytest.raises(UsageError) as e:
+        set_aside_for_redo(b, CELLS, ["client-bound"])
+    assert "taken on oea-r1" in e.value.message and "run the experiment again" in (e.value.hint or "")
+    assert b.path("cells/oea-r1/cell.json").is_file() and not b.path("redone").exists()
+    b.write_json("looks/001.json", {"look": 1, "cells": ["base-r1"]})
+    assert [r.cell for r in set_aside_for_redo(b, CELLS, ["client-bound"])] == ["oea-r1"]
