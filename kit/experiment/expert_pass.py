@@ -8,14 +8,13 @@ hooks into the decode CUDA graphs, so a server with the recorder on pays for it 
 from __future__ import annotations
 
 import hashlib
+import http.client
 import json
 import random
 import shutil
 import ssl
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -30,7 +29,7 @@ from kit.load.prompts import ENDPOINT_PATHS
 from kit.manifest import Manifest
 from kit.manifest.expert_pass import ExpertPass
 from kit.plan import Cell
-from kit.plumbing.net import opener
+from kit.plumbing.net import request
 from kit.runtime import RunningServer, ServerSpec
 from kit.server_spec import server_spec
 
@@ -50,13 +49,12 @@ def prompts(p: ExpertPass) -> list[str]:
 
 def _control(base_url: str, path: str, timeout: float, context: ssl.SSLContext | None) -> None:
     try:
-        request = urllib.request.Request(base_url + path, data=b"", method="POST")
-        with opener(context).open(request, timeout=timeout) as r:
-            r.read(64 * 1024)
-    except urllib.error.HTTPError as e:
-        raise DumpError(f"POST {path}: HTTP {e.code} (is the recorder on? server_args)") from None
-    except (urllib.error.URLError, OSError) as e:
+        status, _ = request(base_url + path, method="POST", body=b"", timeout=timeout, max_bytes=64 * 1024,
+                            context=context)
+    except (OSError, ValueError, http.client.HTTPException) as e:
         raise DumpError(f"POST {path}: {e}") from None
+    if not 200 <= status < 300:
+        raise DumpError(f"POST {path}: HTTP {status} (is the recorder on? server_args)")
 
 
 def drive(p: ExpertPass, m: Manifest, base_url: str, context: ssl.SSLContext | None = None) -> int:

@@ -6,12 +6,11 @@ answer (MAX_ANSWER_BYTES), each request (``request_timeout_s``)."""
 from __future__ import annotations
 
 import hashlib
+import http.client
 import json
 import re
 import ssl
 import time
-import urllib.error
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from kit.errors import ManifestError
 from kit.files.quality import QualityFile, QualityItem, wilson
 from kit.load.prompts import ENDPOINT_PATHS
 from kit.manifest.quality import Quality
-from kit.plumbing.net import opener
+from kit.plumbing.net import request
 
 MAX_DATASET_BYTES = 64 * 1024 * 1024
 MAX_ANSWER_BYTES = 1024 * 1024
@@ -76,20 +75,19 @@ def prompt(shots: list[tuple[str, str]], question: str) -> str:
 def ask_completion(url: str, body: bytes, timeout: float,
                    context: ssl.SSLContext | None) -> tuple[str | None, str | None]:
     """POST one completion request: (its text, None), or (None, why there is none); the answer bounded."""
-    request = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"})
     try:
-        with opener(context).open(request, timeout=timeout) as r:
-            raw = r.read(MAX_ANSWER_BYTES + 1)
-    except urllib.error.HTTPError as e:
-        return None, f"HTTP {e.code}"
-    except (urllib.error.URLError, OSError, ValueError) as e:
+        status, raw = request(url, method="POST", body=body, headers={"Content-Type": "application/json"},
+                              timeout=timeout, max_bytes=MAX_ANSWER_BYTES, context=context)
+    except (OSError, ValueError, http.client.HTTPException) as e:
         return None, f"no answer: {e}"
+    if status != 200:
+        return None, f"HTTP {status}"
     if len(raw) > MAX_ANSWER_BYTES:
         return None, f"answer larger than {MAX_ANSWER_BYTES} bytes"
     try:
         choice = json.loads(raw)["choices"][0]
         text = choice["message"]["content"] if "message" in choice else choice["text"]
-    except (ValueError, KeyError, IndexError, TypeError):
+    except (ValueError, KeyError, IndexError, TypeError, RecursionError):
         return None, "not an OpenAI-style completion"
     return (text if isinstance(text, str) else ""), None
 

@@ -8,3 +8,19 @@ from typing import TypeAlias
 
 Json: TypeAlias = object
 JsonObject: TypeAlias = dict[str, object]
+
+MAX_DEPTH = 64  # nesting kit keeps of JSON from outside (a server's answers): deeper is refused, never recursed into
+
+
+def nesting(value: object, limit: int = MAX_DEPTH) -> int:
+    """How deeply ``value`` nests lists and objects, counted without recursion and stopping past ``limit`` (a
+    document a server made can be as deep as the parser allowed)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, dict | list):
+            deepest = max(deepest, d)
+            if deepest > limit:
+                return deepest
+            stack.extend((x, d + 1) for x in (v.values() if isinstance(v, dict) else v))
+    return deepest

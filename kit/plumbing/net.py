@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import socket
 import ssl
-import urllib.error
-import urllib.request
+import threading
+import urllib.parse
 from collections.abc import Iterable
 
 import psutil
 
 from kit.plumbing.tls import refused, refused_certificate
-
-_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 def port_bindable(host: str, port: int) -> bool:
@@ -61,25 +60,75 @@ def local_url(address: str, port: int, path: str = "/", scheme: str = "http") ->
     return f"{scheme}://{f'[{host}]' if ':' in host else host}:{port}{path}"
 
 
-def opener(context: ssl.SSLContext | None) -> urllib.request.OpenerDirector:
-    """A urllib opener that never goes through a proxy; https verified by ``context`` (None: http only)."""
-    if context is None:
-        return _NO_PROXY
-    return urllib.request.build_opener(urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=context))
+MAX_HEAD_LINES = 100  # http.client's own limit on header lines (each at most 64 KiB)
 
 
-def http_get(url: str, timeout: float = 5.0, context: ssl.SSLContext | None = None) -> tuple[int, bytes] | None:
-    """(status, body) of a GET to a local server, never through a proxy; None when it cannot be asked. An https
-    server whose certificate ``context`` refuses is a ServerError (exit 7) at once: no retry would change it."""
+class _Deadline:
+    """Shuts the connection's socket down at ``deadline`` (time.monotonic): whatever read is blocked then returns,
+    so a server that drips its head or body byte by byte cannot hold kit past the request's time."""
+
+    def __init__(self, conn: http.client.HTTPConnection, seconds: float) -> None:
+        self._conn = conn
+        self._timer = threading.Timer(seconds, self._cut)
+        self._timer.daemon = True
+        self.fired = False
+
+    def _cut(self) -> None:
+        self.fired = True
+        sock = self._conn.sock
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def __enter__(self) -> _Deadline:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
+        self._conn.close()
+
+
+def request(url: str, *, timeout: float, max_bytes: int, context: ssl.SSLContext | None = None, method: str = "GET",
+            body: bytes | None = None, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+    """(status, body) of one request to a local server, never through a proxy and never following a redirect, bounded
+    in time (``timeout`` for the whole exchange, connect to last byte) and in bytes (the head by http.client's
+    limits, the body read to at most ``max_bytes`` + 1, so a caller sees that it was larger). Raises OSError (a
+    TimeoutError at the deadline) or http.client.HTTPException when it cannot be asked or answered; an https server
+    whose certificate ``context`` refuses is a ServerError (exit 7) at once: no retry would change it."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"not an http(s) URL: {url!r}")
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    conn: http.client.HTTPConnection
+    if parts.scheme == "https":
+        conn = http.client.HTTPSConnection(parts.hostname, parts.port, timeout=timeout, context=context)
+    else:
+        conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
+    with _Deadline(conn, timeout) as deadline:
+        try:
+            conn.request(method, path, body=body, headers=headers or {})
+            r = conn.getresponse()
+            data = r.read(max_bytes + 1)
+        except (OSError, http.client.HTTPException, ValueError) as e:
+            why = refused_certificate(e)
+            if why is not None:
+                raise refused(url, why) from None
+            if deadline.fired:
+                raise TimeoutError(f"no complete answer within {timeout:g} s") from None
+            raise
+        if deadline.fired:
+            raise TimeoutError(f"no complete answer within {timeout:g} s")
+        return int(r.status), data
+
+
+def http_get(url: str, timeout: float = 5.0, context: ssl.SSLContext | None = None,
+             max_bytes: int = 64 * 1024) -> tuple[int, bytes] | None:
+    """(status, body) of a GET to a local server (``request``: bounded in time and bytes); None when it cannot be
+    asked or does not answer in time."""
     try:
-        with opener(context).open(url, timeout=timeout) as r:
-            return int(r.status), r.read()
-    except urllib.error.HTTPError as e:
-        return int(e.code), b""
-    except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as e:
-        why = refused_certificate(e)
-        if why is not None:
-            raise refused(url, why) from None
+        return request(url, timeout=timeout, max_bytes=max_bytes, context=context)
+    except (OSError, ValueError, http.client.HTTPException):
         return None
 
 

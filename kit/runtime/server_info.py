@@ -13,12 +13,11 @@ import http.client
 import json
 import re
 import ssl
-import urllib.error
 
 from kit.files.server_info import ServerInfoFile
 from kit.plumbing.clock import utc_now
-from kit.plumbing.jsontypes import Json, JsonObject
-from kit.plumbing.net import opener
+from kit.plumbing.jsontypes import MAX_DEPTH, Json, JsonObject, nesting
+from kit.plumbing.net import request
 from kit.runtime import ServerSpec
 
 MAX_BYTES = 8 * 1024 * 1024  # sglang 0.5.23's /server_info is ~30-60 KB
@@ -32,12 +31,10 @@ SECRET_KEY_RE = re.compile(r"(^|_)(api_key|token|secret|password|passwd|access_k
 
 def _get(url: str, context: ssl.SSLContext | None) -> tuple[int | None, bytes, str | None]:
     try:
-        with opener(context).open(url, timeout=TIMEOUT_S) as r:
-            return int(r.status), r.read(MAX_BYTES + 1), None
-    except urllib.error.HTTPError as e:
-        return int(e.code), b"", f"HTTP {e.code}"
-    except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as e:
+        status, body = request(url, timeout=TIMEOUT_S, max_bytes=MAX_BYTES, context=context)
+    except (OSError, ValueError, http.client.HTTPException) as e:
         return None, b"", f"cannot be asked: {e}"
+    return status, body if status == 200 else b"", None if status == 200 else f"HTTP {status}"
 
 
 def redact(value: Json, spec: ServerSpec) -> Json:
@@ -78,6 +75,10 @@ def read_server_info(spec: ServerSpec, path: str) -> ServerInfoFile:
             doc = json.loads(body)
         except (ValueError, UnicodeDecodeError) as e:
             error = f"not JSON: {e}"
+        except RecursionError:
+            error = f"nested deeper than {MAX_DEPTH} levels; kept none of it"
+    if error is None and nesting(doc) > MAX_DEPTH:
+        error = f"nested deeper than {MAX_DEPTH} levels; kept none of it"
     if error is None and not isinstance(doc, dict):
         error = f"not a JSON object (a {type(doc).__name__})"
     if error is not None or not isinstance(doc, dict):
