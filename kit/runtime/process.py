@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import contextlib
 import re
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass
 from functools import partial
@@ -65,8 +67,9 @@ ANNOUNCE_LINES = 400  # the log lines (of its last 64 KiB) searched for where th
 
 class ProcessServer:
     def __init__(self, spec: ServerSpec, proc: subprocess.Popen[bytes], record: Path, pump: LogPump,
-                 inherited: list[str]) -> None:
+                 inherited: list[str], workdir: Path) -> None:
         self.spec = spec
+        self.workdir = workdir  # its working directory, outside the bundle; removed when it is stopped
         self.inherited = inherited
         self.proc = proc
         self.pgid = proc.pid
@@ -185,6 +188,7 @@ class ProcessServer:
             )
         with contextlib.suppress(FileNotFoundError):
             self.record.unlink()
+        shutil.rmtree(self.workdir, ignore_errors=True)  # what it wrote there is its own: caches, sockets, dumps
         details = ProcessStopDetails(pgid=self.pgid, port_free_after_stop=port_free, group_members_left=left)
         self._stopped = StopInfo(exit_code=code, signal=ended.signal, stop_s=round(time.monotonic() - t0, 4),
                                  details=details)
@@ -200,7 +204,7 @@ class ProcessServer:
             secret_env_names=sorted(self.spec.secret_env),
             # the names it got from kit's environment: only the minimal base (PATH, HOME, LANG, ...)
             inherited_env_names=self.inherited,
-            cwd=str(self.spec.log_path.parent),
+            cwd=str(self.workdir),
             cpus=self.spec.cpus,
             cpus_allowed=self.cpus_allowed,
         )
@@ -213,30 +217,35 @@ class ProcessRuntime:
         spec.log_path.parent.mkdir(parents=True, exist_ok=True)
         env = server_environment(spec)
         inherited = sorted(set(base_environment()) - set(spec.env) - set(spec.secret_env))
+        # an empty directory of its own, never the bundle: whatever a server leaves in its working directory (a
+        # socket, a FIFO, a cache of gigabytes, a config dump with a token) must not become a file kit signs
+        workdir = Path(tempfile.mkdtemp(prefix=f"kit-cwd-{spec.name}-"))
         try:
             with pinned(parse_cpulist(spec.cpus) if spec.cpus else None):
-                proc = self._popen(spec, env)
+                proc = self._popen(spec, env, workdir)
         except OSError as e:
+            shutil.rmtree(workdir, ignore_errors=True)
             raise ServerError(
                 f"cannot start server for {spec.arm}: {spec.command[0]}: {e.strerror or e}",
                 hint="check server.command (or the arm's command) in the manifest, and server.cpus",
             ) from None
-        return self._supervise(spec, proc, inherited)
+        return self._supervise(spec, proc, inherited, workdir)
 
     @staticmethod
-    def _popen(spec: ServerSpec, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    def _popen(spec: ServerSpec, env: dict[str, str], workdir: Path) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
             spec.command,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             env=env,
-            cwd=spec.log_path.parent,  # the cell's own directory: nothing planted in kit's cwd is on its path
+            cwd=workdir,  # empty: nothing planted in kit's cwd is on its path; nothing it writes lands in the bundle
             start_new_session=True,
         )
 
     @staticmethod
-    def _supervise(spec: ServerSpec, proc: subprocess.Popen[bytes], inherited: list[str]) -> ProcessServer:
+    def _supervise(spec: ServerSpec, proc: subprocess.Popen[bytes], inherited: list[str],
+                   workdir: Path) -> ProcessServer:
         try:
             stdout = proc.stdout
             assert stdout is not None
@@ -251,8 +260,9 @@ class ProcessRuntime:
             # nothing may outlive a failed start, not even when the record cannot be written
             signal_group(proc.pid, signal.SIGKILL)
             proc.wait()
+            shutil.rmtree(workdir, ignore_errors=True)
             raise
-        return ProcessServer(spec, proc, record, pump, inherited)
+        return ProcessServer(spec, proc, record, pump, inherited, workdir)
 
     def describe(self) -> dict[str, str]:
         return {"runtime": "process"}

@@ -111,7 +111,7 @@ def test_server_cpus_pin_the_server_and_what_it_starts(tmp_path: Path, port: int
     script = (
         "import os, subprocess, sys\n"
         "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
-        "open('child.pid', 'w').write(str(child.pid))\n"
+        f"open({str(tmp_path / 'child.pid')!r}, 'w').write(str(child.pid))\n"
         f"os.execvp(sys.executable, [sys.executable, '-m', 'http.server', '{port}', '--bind', '127.0.0.1'])\n"
     )
     before = os.sched_getaffinity(0)
