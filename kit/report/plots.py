@@ -93,8 +93,17 @@ def _draw(ax: Any, summary: Summary, get: Getter, ylabel: str) -> None:
 
 
 def _save(fig: Figure, path: Path) -> Path:
+    """Draw ``fig`` into ``path``. A figure matplotlib cannot draw (a server's metric of ±1.7e308 is finite, but
+    the axis range between two of them is not: OverflowError in the tick formatter) is replaced by one that says
+    so, so that one hostile number never costs the report."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format="png", dpi=PLOT_DPI, metadata=PNG_METADATA)
+    try:
+        fig.savefig(path, format="png", dpi=PLOT_DPI, metadata=PNG_METADATA)
+    except (OverflowError, ValueError, ArithmeticError) as e:
+        note = _figure((PLOT_SIZE[0], 1.2))
+        note.text(0.02, 0.5, f"{path.name}: not drawn ({type(e).__name__}: {str(e)[:120]}); the values are in "
+                  "summary.json and the cells' files", fontsize=8, va="center")
+        note.savefig(path, format="png", dpi=PLOT_DPI, metadata=PNG_METADATA)
     return path
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from kit.bundle import Bundle, runner_key, sign_provenance, verify_for_resume
 from kit.files.summary import Summary
+from kit.plumbing.files import atomic_write
 from kit.plumbing.interrupts import deferred_interrupts
 from kit.report import render_report
 from kit.stats import summarize_bundle
@@ -24,15 +25,47 @@ def rebuild(root: Path, key: Path | None = None) -> list[str]:
     signer, notice = runner_key(key)  # before the provenance goes: a bad key leaves the bundle as it was
     # From removing the provenance to signing the new one the bundle is unsealed: Ctrl-C, SIGTERM or SIGHUP there
     # would leave a finished bundle that neither verifies nor can be re-reported; they wait until it is re-signed.
+    # Whatever fails in between (a figure, a full disk) puts the bundle back as it was, sealed by its old provenance.
     with deferred_interrupts():
-        bundle.remove_provenance()
-        bundle.write_json("summary.json", summary)
-        written = render_report(bundle.root, Summary.model_validate(summary))
-        sign_provenance(bundle, signer, predicate=_old_predicate(old))
+        before = _derived(bundle.root)
+        try:
+            bundle.remove_provenance()
+            bundle.write_json("summary.json", summary)
+            written = render_report(bundle.root, Summary.model_validate(summary))
+            sign_provenance(bundle, signer, predicate=_old_predicate(old))
+        except BaseException:
+            _restore(bundle.root, before)
+            raise
     lines = [notice] if notice else []
     lines += [f"wrote {p.relative_to(bundle.root)}" for p in written]
     lines.append(f"re-signed provenance with {signer.fingerprint}")
     return lines
+
+
+def _derived(root: Path) -> dict[str, bytes]:
+    """The bytes of what a report rewrites (summary, report, plots) and of the provenance that seals them."""
+    rels = ["provenance.dsse.json", "summary.json", "report.md"]
+    plots = root / "plots"
+    if plots.is_dir() and not plots.is_symlink():
+        rels += sorted(p.relative_to(root).as_posix() for p in plots.rglob("*") if p.is_file() and not p.is_symlink())
+    return {rel: (root / rel).read_bytes() for rel in rels if (root / rel).is_file()}
+
+
+def _restore(root: Path, before: dict[str, bytes]) -> None:
+    """Put back exactly ``before``: files it holds rewritten, plots it did not hold removed, the provenance last."""
+    plots = root / "plots"
+    if plots.is_dir() and not plots.is_symlink():
+        for p in sorted(plots.rglob("*"), reverse=True):
+            rel = p.relative_to(root).as_posix()
+            if p.is_file() and rel not in before:
+                p.unlink()
+            elif p.is_dir() and not any(p.iterdir()):
+                p.rmdir()
+    for rel in ("summary.json", "report.md"):
+        if rel not in before:
+            (root / rel).unlink(missing_ok=True)
+    for rel, data in sorted(before.items(), key=lambda kv: kv[0] == "provenance.dsse.json"):
+        atomic_write(root / rel, data)
 
 
 def _old_predicate(envelope: dict[str, object] | None) -> dict[str, object]:
