@@ -101,3 +101,22 @@ def test_gzip_stream_is_plain(bundle: Bundle, tmp_path: Path) -> None:
     archive(bundle.root, out)
     with gzip.open(out) as g:
         assert len(g.read()) % 10240 == 0  # a whole number of tar records
+
+
+def test_an_unsealed_or_live_bundle_is_not_archived(bundle: Bundle, tmp_path: Path) -> None:
+    """A review archived a SIGKILLed run's bundle (exit 0, no provenance, a stray temp file) and one a live kit was
+    writing; `kit verify` of the archive then failed with a hint to archive it again, the same way."""
+    from kit.experiment.session import lock
+
+    fd = lock(bundle.root)  # what kit run and kit run --resume hold while they write it
+    try:
+        with pytest.raises(UsageError, match="in use by another kit process"):
+            archive(bundle.root, tmp_path / "live.tar.gz")
+    finally:
+        os.close(fd)
+    assert not (tmp_path / "live.tar.gz").exists()
+    bundle.remove_provenance()
+    with pytest.raises(BundleError) as e:
+        archive(bundle.root, tmp_path / "unsealed.tar.gz")
+    assert "not sealed" in e.value.message and f"kit verify {bundle.root}" in (e.value.hint or "")
+    assert e.value.exit_code == ExitCode.BUNDLE_INVALID and not (tmp_path / "unsealed.tar.gz").exists()
