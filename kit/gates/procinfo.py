@@ -14,6 +14,8 @@ from typing import TypedDict
 
 import psutil
 
+from kit.runtime import records
+
 PROC = Path("/proc")
 
 # docker (cgroup v1: /docker/<id>; v2: docker-<id>.scope), containerd, CRI-O (cri-containerd-<id>, crio-<id>)
@@ -114,5 +116,22 @@ def fix_commands(infos: Sequence[ProcInfo]) -> list[str]:
 
 
 def fix_text(infos: Sequence[ProcInfo]) -> str:
+    """How to free what ``infos`` hold: ``kit clean`` only where it may act (a server kit recorded, by its process
+    group; a container, or a process hidden in another PID namespace: kit's containers are labelled and removed by
+    it), and the commands that stop them."""
     cmds = fix_commands(infos)
-    return "kit clean" + (", or " + " and ".join(cmds) if cmds else "")
+    kits = _recorded_groups()
+    ours = any(i.get("container") or not i.get("visible") or (i.get("pgid") or 0) in kits for i in infos)
+    if not cmds:
+        return "kit clean" if ours or not infos else "stop it (it is no process kit started)"
+    return ("kit clean, or " if ours else "") + " and ".join(cmds)
+
+
+def _recorded_groups() -> set[int]:
+    """The process groups of servers kit recorded and no other live kit owns: what `kit clean` stops."""
+    out = set()
+    for path in records.record_files():
+        rec = records.read_record(path)
+        if rec is not None:
+            out.add(int(rec["pgid"]))
+    return out

@@ -45,6 +45,8 @@ def test_fix_commands() -> None:
     hidden = {"pid": 40, "visible": False, "pgid": None, "container": None}
     assert fix_commands([in_container, group, same_group, mine, hidden]) == [
         "docker rm -f 4b4b4b9c7510", "kill -TERM -- -19", "kill -TERM 30"]
-    assert fix_text([hidden]) == "kit clean"
+    assert fix_text([hidden]) == "kit clean"  # perhaps in a container of kit's
+    assert fix_text([group]) == "kill -TERM -- -19"  # no server kit recorded: kit clean would not stop it
+    assert fix_text([in_container]) == "kit clean, or docker rm -f 4b4b4b9c7510"
     assert short(in_container | {"name": "python3", "user": "root"}) == (
         "PID 10 python3 (user root, pgid 10, docker container 4b4b4b9c7510)")
