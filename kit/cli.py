@@ -27,7 +27,7 @@ from kit.cli_options import json_option, trust_option
 from kit.cli_plan import plan
 from kit.cli_reproduce import compare, reproduce
 from kit.compose import render_compose
-from kit.errors import ExitCode, KitError, UsageError, storage_error
+from kit.errors import FIX_SPACE, ExitCode, KitError, UsageError, storage_error
 from kit.experiment import RunOptions, run_experiment
 from kit.experiment.signals import signals_as_interrupts
 from kit.files import JsonObject
@@ -85,7 +85,7 @@ class KitGroup(click.Group):
         except Exception as e:  # noqa: BLE001 - the one place that turns bugs into exit code 1
             if debug:
                 traceback.print_exc()
-            if full := storage_error(e, "free space (or fix the disk), then run the command again"):
+            if full := storage_error(e, f"{FIX_SPACE}, then run the command again"):
                 _fail(str(full), int(full.exit_code))  # a full or failing disk is no bug (kit archive, report, ...)
             _fail(f"internal error: {type(e).__name__}: {e} (run with --debug for the traceback)", ExitCode.INTERNAL)
 

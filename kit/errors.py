@@ -134,14 +134,22 @@ class StorageError(KitError):
 
 
 STORAGE_ERRNOS = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk quota exceeded",
-                  errno.EIO: "input/output error (a failing disk or file system)"}
+                  errno.EIO: "input/output error (a failing disk or file system)",
+                  errno.EROFS: "a read-only file system", errno.EACCES: "permission denied",
+                  errno.EPERM: "operation not permitted"}
+FIX_SPACE = "free space (or fix the disk)"
+_ACCESS = {errno.EROFS, errno.EACCES, errno.EPERM}
 
 
-def storage_error(e: BaseException, hint: str = "free space (or fix the disk), then resume") -> StorageError | None:
-    """``e`` as a StorageError when it is an OSError of a full disk or a failing one (None otherwise)."""
+def storage_error(e: BaseException, hint: str = f"{FIX_SPACE}, then resume") -> StorageError | None:
+    """``e`` as a StorageError when it is an OSError of a full disk, a failing one, or a file system that refuses
+    kit a path (read-only, not this user's); None otherwise. For a refused path, the hint's "free space" becomes
+    "make it writable"."""
     if not isinstance(e, OSError) or e.errno not in STORAGE_ERRNOS:
         return None
-    where = f" writing {e.filename}" if e.filename else ""
+    if e.errno in _ACCESS:
+        hint = hint.replace(FIX_SPACE, "make it writable for this user (or use another place)")
+    where = f" at {e.filename}" if e.filename else ""
     return StorageError(f"{STORAGE_ERRNOS[e.errno]}{where} ([Errno {e.errno}] {e.strerror})", hint=hint)
 
 

@@ -35,7 +35,7 @@ from typing import IO, Any, Protocol
 
 from kit.bundle.names import PROVENANCE, rel_problem
 from kit.bundle.subjects import subject_sizes
-from kit.errors import BundleError, storage_error
+from kit.errors import FIX_SPACE, BundleError, storage_error
 from kit.plumbing.files import CHUNK
 from kit.signing import subject_digests
 
@@ -106,7 +106,7 @@ def safe_extract(
     except RecursionError:  # defence in depth: the chain and depth limits should make this unreachable
         raise BundleError(f"{x.label}: archive headers nest too deeply; refused") from None
     except OSError as e:
-        where = f"free space (or fix the disk) where kit extracts ({dest.parent}; TMPDIR picks it), then retry"
+        where = f"{FIX_SPACE} where kit extracts ({dest.parent}; TMPDIR picks it), then retry"
         if full := storage_error(e, where):
             raise full.note(f"extracting {x.label}: the archive was not judged") from None
         raise BundleError(f"{x.label}: extraction failed ({e})") from None

@@ -50,3 +50,16 @@ def test_kit_verify_of_an_archive_with_a_full_temp_folder(bundle: Bundle, trust_
     _storage_failure(res.output, res.exit_code)
     assert "the archive was not judged" in res.output and str(full_disk) in res.output
     assert sorted(p.name for p in full_disk.iterdir()) == ["filler"]
+
+
+def test_kit_archive_and_report_on_a_read_only_file_system(bundle: Bundle, tmp_path: Path) -> None:
+    """A review: `kit archive -o` into a read-only place and `kit report` of a bundle on a read-only mount ended
+    with 'internal error: OSError: [Errno 30]' (exit 1). Now exit 14, naming the path and the fix."""
+    import subprocess
+
+    with tmpfs(tmp_path / "ro", "1m") as disk:
+        subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
+        res = CliRunner().invoke(main, ["archive", str(bundle.root), "-o", str(disk / "b.tar.gz")])
+        assert res.exit_code == ExitCode.STORAGE, res.output
+        assert "read-only file system" in res.output and "make it writable" in res.output, res.output
+        assert "internal error" not in res.output and "Traceback" not in res.output, res.output
