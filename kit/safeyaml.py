@@ -19,6 +19,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 MAX_BYTES = 1024 * 1024
 MAX_DEPTH = 32
 MAX_NODES = 100_000
+MAX_NUMBER_CHARS = 100  # an integer's digits (with sign, underscores, 0x): int() refuses more than 4300
 
 Path = tuple[str | int, ...]
 
@@ -168,6 +169,9 @@ class _Builder:
             if node.tag == "tag:yaml.org,2002:timestamp":
                 raise YamlError(f"unquoted date/time {node.value!r}: quote it to make it a string", line)
             raise YamlError(f"tag {node.tag} is not allowed (only plain strings, numbers, booleans, null)", line)
+        if node.tag == "tag:yaml.org,2002:int" and len(node.value) > MAX_NUMBER_CHARS:
+            raise YamlError(f"a number of {len(node.value)} characters (at most {MAX_NUMBER_CHARS}): no field takes "
+                            "one that long", line)
         value = self.loader.construct_object(node, deep=True)
         if isinstance(value, float) and not math.isfinite(value):
             raise YamlError(f"{node.value!r} is not a finite number", line)

@@ -117,6 +117,15 @@ def test_safeyaml_keeps_lines_and_rejects_aliases() -> None:
     assert safeyaml.load(b"a: no\n").data == {"a": False}
 
 
+def test_an_integer_longer_than_any_field_takes_is_refused_with_its_line() -> None:
+    """Python's int() refuses a literal of over 4300 digits with a ValueError that named no line or field: `kit
+    validate` and `kit run` of a manifest with such a seed ended in 'internal error' (exit 1), review."""
+    with pytest.raises(safeyaml.YamlError) as e:
+        safeyaml.load(b"name: x\nseed: " + b"9" * 4400 + b"\n")
+    assert e.value.line == 2 and "4400 characters" in e.value.message
+    assert safeyaml.load(b"seed: " + b"9" * 90 + b"\n").data == {"seed": int("9" * 90)}
+
+
 def test_alias_bomb_is_fast(tmp_path: Path) -> None:
     import time
 
