@@ -35,7 +35,10 @@ MAX_USAGE_TOKENS = 1 << 31
 
 
 def usage_count(value: object) -> int | None:
-    """``value`` as a plausible usage count (an integer in 0..MAX_USAGE_TOKENS), else None."""
+    """``value`` as a plausible usage count (an integer in 0..MAX_USAGE_TOKENS, or a JSON number such as 8.0 that
+    is one), else None."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
     if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_USAGE_TOKENS:
         return value
     return None

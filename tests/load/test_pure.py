@@ -143,3 +143,15 @@ def test_open_loop_start_skew_and_queue() -> None:
 
 def test_assess_ignores_gaps_of_tiny_levels() -> None:
     assert assess.assess([_stats(itl={"gaps": 10, "median_ms": 0.0, "near_zero_share": 1.0})]) == []
+
+
+@pytest.mark.parametrize(("value", "count"), [
+    (8, 8), (8.0, 8), (0, 0), (8.5, None), (-1, None), (-1.0, None), (True, None), ("8", None), (1e30, None),
+    (float("nan"), None), (float("inf"), None), (2**31 + 1, None)])
+def test_a_usage_count_is_an_integer_in_range_whatever_json_number_spells_it(value: object, count: int | None) -> None:
+    """8.0 is eight tokens (a review's server sent it: every request flagged, every verdict withheld); 8.5, a bool,
+    a string or 1e30 are no count."""
+    from kit.files.bounds import usage_count, usage_problem
+
+    assert usage_count(value) == count
+    assert (usage_problem(value, 8, 8) is None) == (count == 8)
