@@ -16,6 +16,7 @@ group remains and the port can be bound again.
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import shutil
 import signal
@@ -255,7 +256,7 @@ class ProcessRuntime:
                 pgid=proc.pid, pid=proc.pid, run_id=spec.labels.get("kit.run"), cell=spec.labels.get("kit.cell"),
                 command=spec.command, started=utc_now(), boot_id=boot_id(),
                 start_ticks=start_ticks(proc.pid), cmdline=cmdline(proc.pid),
-            ))
+                kit_pid=os.getpid(), kit_start_ticks=start_ticks(os.getpid())))
         except BaseException:
             # nothing may outlive a failed start, not even when the record cannot be written
             signal_group(proc.pid, signal.SIGKILL)

@@ -48,6 +48,8 @@ class ServerRecord(TypedDict):
     boot_id: str | None
     start_ticks: int | None  # the leader's start time (absent in records of older kit versions)
     cmdline: list[str] | None  # the leader's /proc cmdline right after it started
+    kit_pid: NotRequired[int]  # the kit process that started it, and that process's start time: a run whose lock
+    kit_start_ticks: NotRequired[int | None]  # is in another KIT_LOCK_DIR is still known live by its kit
 
 
 def start_ticks(pid: int, proc: Path = PROC) -> int | None:
@@ -249,8 +251,21 @@ def is_self(owner: RunOwner) -> bool:
 
 
 def other_live_owner(record: ServerRecord | None) -> RunOwner | None:
-    """The live run of another kit process that owns the server of ``record`` (None: a leftover, or ours)."""
-    return other_live_run(record.get("run_id")) if record is not None else None
+    """The live run of another kit process that owns the server of ``record`` (None: a leftover, or ours): by its
+    run lock, or, where that lock is in another lock directory (KIT_LOCK_DIR), by the kit process the record names
+    (pid, start time, boot)."""
+    if record is None:
+        return None
+    owner = other_live_run(record.get("run_id"))
+    kit_pid = record.get("kit_pid")
+    if owner is not None or not isinstance(kit_pid, int):
+        return owner
+    started = RunOwner(run_id=str(record.get("run_id") or "?"), pid=kit_pid, start_ticks=record.get("kit_start_ticks"),
+                       boot_id=record.get("boot_id"), experiment="?", bundle="?", started=str(record["started"]),
+                       ports=[], gpus=[], user="?", note="its run lock is not in this lock directory")
+    if is_self(started) or not owner_alive(started):
+        return None
+    return started
 
 
 def owner_text(owner: RunOwner) -> str:

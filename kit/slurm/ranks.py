@@ -304,7 +304,7 @@ class SlurmRanksRuntime:
                 r.record = write_record(ServerRecord(
                     pgid=proc.pid, pid=proc.pid, run_id=run, cell=cell, command=["srun", "...", *rank.command],
                     started=utc_now(), boot_id=boot_id(), start_ticks=start_ticks(proc.pid), cmdline=cmdline(proc.pid),
-                ))
+                    kit_pid=os.getpid(), kit_start_ticks=start_ticks(os.getpid())))
         except BaseException:
             with contextlib.suppress(KitError):
                 server.stop()  # nothing may outlive a failed start (interrupts are held while it stops)

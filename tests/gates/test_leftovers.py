@@ -144,3 +144,31 @@ def test_a_group_that_outlives_sigkill_keeps_its_record(state_home: Path, monkey
     finally:
         os.killpg(server.pid, signal.SIGKILL)
         server.wait()
+
+
+def test_a_server_whose_kit_lives_is_no_leftover_whatever_lock_directory_it_used(state_home: Path) -> None:
+    """A review: run A under KIT_LOCK_DIR=/elsewhere; `kit clean` in a plain shell (the default lock directory)
+    found no run lock of A's, stopped A's live server and A failed its cell. The record names the kit process that
+    started the server (pid and start time): while it lives, the server is that run's."""
+    from kit.cleanup import clean_all
+    from kit.runtime.records import start_ticks
+
+    kit = subprocess.Popen(["sleep", "600"], start_new_session=True)  # stands for run A's kit process
+    server = subprocess.Popen(["sleep", "600"], start_new_session=True)
+    try:
+        record = write_record(state_home, server.pid, run_id="run-a")
+        doc = json.loads(record.read_text())
+        record.write_text(json.dumps({**doc, "kit_pid": kit.pid, "kit_start_ticks": start_ticks(kit.pid)}))
+        check = check_process_groups(run_id="new-run", phase="before")
+        assert check.ok, check.message
+        assert "run run-a (kit pid" in check.message and "left alone" in check.message
+        out = clean_all(client=None)
+        assert out["server_process_groups"] == [] and server.poll() is None and record.exists()
+        kit.kill()
+        kit.wait()  # its kit is gone: now the server is a leftover
+        check = check_process_groups(run_id="new-run", phase="before")
+        assert not check.ok and check.evidence["blocking"] == [server.pid]
+    finally:
+        for p in (kit, server):
+            p.kill()
+            p.wait()
