@@ -90,3 +90,30 @@ def stop_group(pgid: int, grace_s: float, *, kill_wait_s: float = 10.0, reap: ob
     with contextlib.suppress(ChildProcessError):
         poll_reap()
     return GroupStop(sent, group_members(pgid))
+
+
+def pipe_holders(inode: int, proc: Path = PROC) -> list[int]:
+    """PIDs (not this process) that hold an end of the pipe ``inode`` open: a server's output pipe still held after
+    its process group is gone means a process that left the group (setsid, a double fork) and lives on."""
+    want, me, out = f"pipe:[{inode}]", os.getpid(), []
+    for entry in proc.iterdir():
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        with contextlib.suppress(OSError):
+            if any(os.readlink(fd) == want for fd in (entry / "fd").iterdir()):
+                out.append(int(entry.name))
+    return sorted(out)
+
+
+def stop_pids(pids: list[int], grace_s: float) -> list[int]:
+    """SIGTERM each of ``pids``, up to ``grace_s`` for them to go, then SIGKILL; those still alive after 5 s more."""
+    def alive() -> list[int]:
+        return [p for p in pids if (f := stat_fields(p)) is not None and f[0] != "Z"]
+
+    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+        for p in alive():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(p, sig)
+        if poll_until(lambda: not alive(), wait):
+            break
+    return alive()

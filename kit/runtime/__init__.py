@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Literal, Protocol, TypedDict
+from typing import Literal, NotRequired, Protocol, TypedDict
 from urllib.parse import quote, quote_plus
 
 from kit.plumbing.jsontypes import JsonObject
@@ -102,6 +102,7 @@ class ProcessStopDetails(TypedDict):
     pgid: int
     port_free_after_stop: bool
     group_members_left: list[int]
+    escaped_group: NotRequired[list[str]]  # processes that left the group (setsid) holding its output, stopped
 
 
 class ContainerStopDetails(TypedDict, total=False):

@@ -33,7 +33,7 @@ from kit.plumbing.clock import utc_now
 from kit.plumbing.logpump import LogPump, pipe_chunks
 from kit.plumbing.net import http_get, http_ok, listening, local_url, port_bindable, reaches
 from kit.plumbing.poll import Deadline, poll_until
-from kit.plumbing.procs import group_members, signal_group, stop_group
+from kit.plumbing.procs import group_members, pipe_holders, signal_group, stop_group, stop_pids
 from kit.runtime import (
     ProcessDescription,
     ProcessStopDetails,
@@ -66,11 +66,19 @@ ELSEWHERE_PROBES = 8  # at most this many of the group's other listeners asked f
 ANNOUNCE_LINES = 400  # the log lines (of its last 64 KiB) searched for where the server says it listens
 
 
+def _pipe_inode(proc: subprocess.Popen[bytes]) -> int:
+    try:
+        return os.fstat(proc.stdout.fileno()).st_ino if proc.stdout is not None else 0
+    except (OSError, ValueError):  # already read to its end and closed
+        return 0
+
+
 class ProcessServer:
     def __init__(self, spec: ServerSpec, proc: subprocess.Popen[bytes], record: Path, pump: LogPump,
                  inherited: list[str], workdir: Path) -> None:
         self.spec = spec
         self.workdir = workdir  # its working directory, outside the bundle; removed when it is stopped
+        self.pipe_inode = _pipe_inode(proc)  # its output pipe (0: unknown), to find what still holds it at the stop
         self.inherited = inherited
         self.proc = proc
         self.pgid = proc.pid
@@ -180,17 +188,25 @@ class ProcessServer:
         ended = stop_group(self.pgid, self.spec.stop_grace_s, reap=self.proc.poll)
         code = self.proc.wait(timeout=30)
         left = group_members(self.pgid)
-        self.pump.join(timeout=5)
+        self.pump.join(timeout=1)
+        escaped: list[str] = []
+        if self.pump.is_alive() and not left:  # the group is gone, yet its output pipe is held: a process left it
+            holders = pipe_holders(self.pipe_inode)
+            escaped = [f"PID {p}: {' '.join(cmdline(p) or ['?'])[:200]}" for p in holders]
+            left = stop_pids(holders, self.spec.stop_grace_s)
+            self.pump.join(timeout=5)
         port_free = port_bindable(self.spec.host, self.spec.port)
         if left:
             raise ServerError(
-                f"process group {self.pgid} of {self.spec.name} still has processes {left} after SIGKILL",
-                hint=f"kill -KILL -- -{self.pgid}",
+                f"process group {self.pgid} of {self.spec.name} still has processes {left} after SIGKILL"
+                + (f" (left the group, holding its output: {'; '.join(escaped)})" if escaped else ""),
+                hint=f"kill -KILL {' '.join(map(str, left))}" if escaped else f"kill -KILL -- -{self.pgid}",
             )
         with contextlib.suppress(FileNotFoundError):
             self.record.unlink()
         shutil.rmtree(self.workdir, ignore_errors=True)  # what it wrote there is its own: caches, sockets, dumps
-        details = ProcessStopDetails(pgid=self.pgid, port_free_after_stop=port_free, group_members_left=left)
+        details = ProcessStopDetails(pgid=self.pgid, port_free_after_stop=port_free, group_members_left=left,
+                                     escaped_group=escaped)
         self._stopped = StopInfo(exit_code=code, signal=ended.signal, stop_s=round(time.monotonic() - t0, 4),
                                  details=details)
         return self._stopped

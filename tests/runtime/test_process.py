@@ -276,3 +276,27 @@ def test_tail_lines_are_the_lines_a_terminal_shows(tmp_path: Path) -> None:
     assert log_note(lines) == " (log: last words)"
     assert log_note(["", "  "]) == " (the log is empty)"
     assert tail_lines(tmp_path / "missing.log") == []
+
+
+@pytest.mark.slow
+def test_a_process_that_left_the_group_holding_the_output_is_found_and_stopped(tmp_path: Path, port: int) -> None:
+    """A review's server daemonized (setsid, a double fork): the stop said the group was gone (group_members_left
+    []), yet four processes lived on, each stop waited 5 s on the log pipe they held, and nothing said so."""
+    pidfile = tmp_path / "daemon.pid"
+    script = (
+        "import os, subprocess, sys\n"
+        f"subprocess.Popen(['setsid', 'sh', '-c', 'echo $$ > {pidfile}; exec sleep 600'])\n"
+        f"os.execvp(sys.executable, [sys.executable, '-m', 'http.server', '{port}', '--bind', '127.0.0.1'])\n"
+    )
+    server = ProcessRuntime().start(_spec(tmp_path, port, [sys.executable, "-c", script]))
+    server.wait_ready()
+    deadline = time.monotonic() + 10
+    while not pidfile.exists() or not pidfile.read_text().strip():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    daemon = int(pidfile.read_text())
+    assert os.getpgid(daemon) != server.pgid  # it left the group: stop_group alone never reaches it
+    info = server.stop()
+    escaped = info.details.get("escaped_group")
+    assert escaped and escaped[0].startswith(f"PID {daemon}: sleep 600"), info.details
+    assert not Path(f"/proc/{daemon}").exists() or "Z" in Path(f"/proc/{daemon}/stat").read_text().split()[2]
