@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +35,7 @@ from kit.signing import policy_files, sha256_hex
 
 MAX_UNSTARTED_ENTRIES = 1000  # run.json, manifest, plan, environment, a workload's request files
 DERIVED = ("summary.json", "report.md")  # and plots/: recomputed from the records when the run ends
+_BUNDLE_NAME = re.compile(r".+-\d{8}T\d{6}Z-[0-9a-f]{6}")  # <experiment>-<UTC time>-<run id>, as kit run names it
 
 
 @dataclass
@@ -107,6 +109,12 @@ def _never_started(root: Path) -> None:
     measured and nothing was started. Exit 9 with the command that runs it again (from its unsigned run.json)."""
     if (root / "cells").is_dir() and any((root / "cells").iterdir()):
         return  # cells without any checkpoint: the generic refusal names what is unsigned
+    if not (root / "run.json").is_file() and (root / "manifest.yaml").is_file() and _BUNDLE_NAME.fullmatch(root.name) \
+            and _only_kit_files(root):  # killed in its first milliseconds: the manifest's copy is all it wrote
+        raise BundleError(f"{root}: stopped before its first checkpoint, having written only its copy of the manifest "
+                          "(the kit that started it was killed at once): nothing was measured, nothing to resume",
+                          hint="run the manifest again as you started it (`kit run MANIFEST ...`); this directory "
+                          f"holds nothing else and can go: rm -r {shlex.quote(str(root))}")
     if not (root / "run.json").is_file():  # not a bundle at all (a mistyped path): never suggest removing it
         raise BundleError(f"{root}: not a kit bundle (no run.json, no checkpoint, no provenance): nothing to resume",
                           hint="give the bundle directory `kit run` printed (bundle: <out>/<experiment>-<time>-<id>)")

@@ -195,7 +195,9 @@ def test_a_full_or_failing_disk_is_its_own_clean_error(code: int) -> None:
     e = storage_error(OSError(code, os.strerror(code), "/results/x/cell.json"))
     assert e is not None and e.exit_code == ExitCode.STORAGE == 14
     assert "/results/x/cell.json" in e.message and f"[Errno {code}]" in e.message
-    assert storage_error(OSError(errno.EACCES, "denied")) is None and storage_error(ValueError()) is None
+    assert storage_error(OSError(errno.ECONNREFUSED, "refused")) is None and storage_error(ValueError()) is None
+    refused = storage_error(OSError(errno.EACCES, "denied", "/results/x"))  # a path the file system refuses kit
+    assert refused is not None and "make it writable" in (refused.hint or "") and "free space" not in (refused.hint or "")
 
 
 def test_a_sealed_bundle_with_checkpoints_resumes_from_its_provenance(started: tuple[Bundle, Checkpointer],
@@ -232,6 +234,18 @@ def test_a_resume_of_a_directory_that_is_no_bundle_never_suggests_removing_it(tm
     with pytest.raises(BundleError, match="stopped before its first checkpoint") as e:
         resume_trust(b.root, [trust_file])
     assert f"rm -r {b.root}" in (e.value.hint or "") and "kit run m.yaml" in (e.value.hint or "")
+    # killed sooner still: the manifest's copy is all it wrote (a review: 'not a kit bundle ... give the bundle
+    # directory kit run printed', which it was)
+    c = Bundle.create(tmp_path / "results", "exp", run_id="def456")
+    c.write_bytes("manifest.yaml", b"name: exp\n")
+    with pytest.raises(BundleError, match="having written only its copy of the manifest") as e:
+        resume_trust(c.root, [trust_file])
+    assert f"rm -r {c.root}" in (e.value.hint or "") and "kit run MANIFEST" in (e.value.hint or "")
+    (home / "manifest.yaml").write_text("name: x\n")  # a folder of the user's that happens to hold a manifest
+    (home / "run.json").unlink()
+    with pytest.raises(BundleError, match="not a kit bundle") as e:
+        resume_trust(home, [trust_file])
+    assert "rm -r" not in str(e.value)
 
 
 def test_a_checkpoint_write_cut_by_sigkill_is_a_temp_file_not_a_checkpoint_beyond_the_chain(
