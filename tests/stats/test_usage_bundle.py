@@ -102,7 +102,7 @@ def test_the_usage_check_per_record() -> None:
         (17, 16, True, 16),       # more than max_tokens asked
         (17, None, False, 17),    # max_tokens unknown: only the lower bound holds
         (None, 16, False, 16),    # no usage: the client's count
-        (-1, 16, True, 16), (2**31 + 1, None, True, 16), (10**30, None, True, 16), (16.0, 16, True, 16),
+        (-1, 16, True, 16), (2**31 + 1, None, True, 16), (10**30, None, True, 16), (16.0, 16, False, 16), (16.5, 16, True, 16),
         (True, 16, True, 16),
     ]
     for usage, requested, flagged, tokens in cases:
