@@ -126,7 +126,8 @@ class Server(_Model):
     pass_env: list[EnvName] = Field(
         default_factory=list,
         description="Names of variables passed through from the user's environment (e.g. HF_TOKEN). "
-        "Their values are secrets: never written to a bundle or a log.",
+        "Their values are secrets: masked (***) in every bundle file, log and message kit writes, also as a server, "
+        "an error body or a metric's label echoes them (JSON-escaped, base64 or URL-encoded too).",
     )
     docker_gpus: DockerGpus = Field(default_factory=DockerGpus, description="runtime docker: how GPUs reach it.")
 

@@ -1,14 +1,21 @@
-"""One log pump: copy a byte stream into a log file line by line, passing every line through a filter
-(secret redaction) first. Servers' stdout (process runtime) and container logs (docker runtime) both
-go through it."""
+"""One log pump: copy a server's output into its log file, secrets redacted (``kit.plumbing.redact``). Servers'
+stdout (process runtime), container logs (docker runtime) and each rank's output (runtime slurm) all go through it.
+
+Redaction sees the stream, not pieces of it: a line is written once it ends, a line longer than MAX_LINE in pieces,
+and before a cut that is not a line end the characters a secret could start in are held back until the next piece
+(``StreamRedactor``), so a secret split across reads or across a cut is masked all the same.
+"""
 
 from __future__ import annotations
 
+import codecs
 import threading
 from collections.abc import Callable, Iterable
 from functools import partial
 from pathlib import Path
 from typing import IO
+
+from kit.plumbing.redact import StreamRedactor
 
 MAX_LINE = 1 << 20  # a line longer than this is written in pieces rather than held in memory
 
@@ -18,32 +25,15 @@ def pipe_chunks(src: IO[bytes]) -> Iterable[bytes]:
     return iter(partial(src.readline, 1 << 16), b"")
 
 
-def split_lines(chunks: Iterable[bytes]) -> Iterable[bytes]:
-    """Re-cut arbitrary chunks into lines (each ending in b"\\n", except perhaps the last)."""
-    pending = b""
-    for chunk in chunks:
-        pending += chunk
-        lines = pending.split(b"\n")
-        pending = lines.pop()
-        if len(pending) > MAX_LINE:
-            lines.append(pending)
-            pending = b""
-        for line in lines:
-            yield line + b"\n"
-    if pending:
-        yield pending
-
-
 class LogPump(threading.Thread):
-    """A daemon thread that appends ``split_lines(chunks)`` to ``log_path`` through ``redact``.
+    """A daemon thread that appends ``chunks()`` to ``log_path``, redacted (see the module).
     ``error`` holds what stopped it early (an exception's text), ``bytes_written`` what it wrote."""
 
-    def __init__(self, chunks: Callable[[], Iterable[bytes]], log_path: Path, redact: Callable[[str], str],
-                 name: str, errors: tuple[type[BaseException], ...] = (OSError,)) -> None:
+    def __init__(self, chunks: Callable[[], Iterable[bytes]], log_path: Path, name: str,
+                 errors: tuple[type[BaseException], ...] = (OSError,)) -> None:
         super().__init__(daemon=True, name=name)
         self.chunks = chunks
         self.log_path = log_path
-        self.redact = redact
         self.errors = errors
         self.error: str | None = None
         self.bytes_written = 0
@@ -52,10 +42,19 @@ class LogPump(threading.Thread):
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         try:
             with self.log_path.open("ab") as out:
-                for line in split_lines(self.chunks()):
-                    data = self.redact(line.decode("utf-8", "replace")).encode()
-                    out.write(data)
-                    out.flush()
-                    self.bytes_written += len(data)
+                self._pump(out)
         except self.errors as e:
             self.error = f"{type(e).__name__}: {e}"
+
+    def _pump(self, out: IO[bytes]) -> None:
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        stream = StreamRedactor(MAX_LINE)
+        for chunk in self.chunks():
+            self._write(out, stream.feed(decoder.decode(chunk)).encode())
+        self._write(out, (stream.feed(decoder.decode(b"", final=True)) + stream.end()).encode())
+
+    def _write(self, out: IO[bytes], data: bytes) -> None:
+        if data:
+            out.write(data)
+            out.flush()
+            self.bytes_written += len(data)

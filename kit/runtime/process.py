@@ -240,7 +240,7 @@ class ProcessRuntime:
         try:
             stdout = proc.stdout
             assert stdout is not None
-            pump = LogPump(partial(pipe_chunks, stdout), spec.log_path, spec.redact, name=f"log-{spec.name}")
+            pump = LogPump(partial(pipe_chunks, stdout), spec.log_path, name=f"log-{spec.name}")
             pump.start()
             record = write_record(ServerRecord(
                 pgid=proc.pid, pid=proc.pid, run_id=spec.labels.get("kit.run"), cell=spec.labels.get("kit.cell"),

@@ -299,7 +299,7 @@ class SlurmRanksRuntime:
                 r = _Rank(rank, step, log, proc)
                 server.ranks.append(r)  # first: from here on stop() ends it, whatever fails next
                 assert proc.stdout is not None
-                r.pump = LogPump(partial(pipe_chunks, proc.stdout), log, spec.redact, name=f"log-{step}")
+                r.pump = LogPump(partial(pipe_chunks, proc.stdout), log, name=f"log-{step}")
                 r.pump.start()
                 r.record = write_record(ServerRecord(
                     pgid=proc.pid, pid=proc.pid, run_id=run, cell=cell, command=["srun", "...", *rank.command],

@@ -112,7 +112,7 @@ class DockerServer:
         self._gpus_seen: GpusSeen | None = None
         self._inspect: JsonObject = dict(container.attrs)
         self._logs = _ContainerLogs(container)
-        self._pump = LogPump(self._logs, spec.log_path, spec.redact, name=f"docker-log-{spec.name}",
+        self._pump = LogPump(self._logs, spec.log_path, name=f"docker-log-{spec.name}",
                              errors=(DockerException, requests.RequestException, OSError))
         self._pump.start()
 
