@@ -109,6 +109,7 @@ def server_spec(m: Manifest, cell: Cell, run_id: str, log_path: Path, *, image: 
         driver_dir=m.server.docker_gpus.driver_dir,
         extra={} if m.server.docker_gpus.ulimits else {"ulimits": False},
         tls=tls_client(m),
+        log_limit_bytes=m.server.log_limit_mb << 20,
     )
 
 

@@ -13,9 +13,10 @@ import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol, TypedDict
+from typing import Literal, NotRequired, Protocol, TypedDict
 
 from kit.plumbing.jsontypes import JsonObject
+from kit.plumbing.logpump import LOG_LIMIT_BYTES
 from kit.plumbing.redact import add_secrets, redact, secret_forms, secrets_from_env
 from kit.plumbing.tls import TlsClient
 
@@ -65,6 +66,7 @@ class ServerSpec:
     cpus: str | None = None  # Linux CPU list the server runs on (server.cpus), or anywhere
     ranks: tuple[RankSpec, ...] = ()  # runtime slurm: one per node, rank 0's command is ``command``
     tls: TlsClient | None = None  # server.scheme https: how kit verifies it (None: http)
+    log_limit_bytes: int = LOG_LIMIT_BYTES  # server.log_limit_mb: the most each log of the server keeps
 
     @property
     def scheme(self) -> str:
@@ -96,6 +98,8 @@ class ProcessStopDetails(TypedDict):
     pgid: int
     port_free_after_stop: bool
     group_members_left: list[int]
+    log_bytes: int  # what server.log holds (server.log_limit_mb bounds it)
+    log_dropped_bytes: int  # the server's output left out of it (0: none)
 
 
 class ContainerStopDetails(TypedDict, total=False):
@@ -109,6 +113,7 @@ class ContainerStopDetails(TypedDict, total=False):
     started_at: str | None
     finished_at: str | None
     log_bytes: int
+    log_dropped_bytes: int
     log_error: str | None
     removed: bool
 
@@ -121,6 +126,8 @@ class RankStop(TypedDict):
     step_id: str | None  # JOB.STEP as the controller knew it (None: not found, its srun was signalled)
     exit_code: int | None
     signal: str | None  # "SIGTERM" (scancel --signal=TERM), "SIGKILL" (the step cancelled), None: had ended
+    log_bytes: NotRequired[int]  # what its log holds, and the output left out of it (server.log_limit_mb)
+    log_dropped_bytes: NotRequired[int]
 
 
 class RanksStopDetails(TypedDict):

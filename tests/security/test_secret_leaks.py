@@ -1,7 +1,7 @@
 """No secret reaches a bundle, a log or kit's output, whatever a server does with it (review 21): a real ``kit run``
 of a leaky server (tests/support/leaky_server.py) that echoes the load's ``header_env`` Authorization in 401 bodies
 and SSE error events, and a ``pass_env`` value in 500 bodies, Prometheus labels, /server_info and a 2 MiB log line
-(where kit's old log pump cut it in two).
+(where kit's old log pump cut it in two); and a server that floods its log past ``server.log_limit_mb``.
 
 Every file under the output folder and kit's stdout and stderr are searched for each secret in its raw, JSON-escaped,
 base64 and URL-encoded forms and for every 10 characters of it in a row (a prefix or a piece left by a cut)."""
@@ -114,3 +114,30 @@ def test_a_pass_env_value_in_error_bodies_metrics_server_info_and_a_long_log_lin
         # one line, masked where the secret was, nothing else changed
         assert long == "z" * leaky_server.SPLIT_AT + "***" + "z" * (leaky_server.LONG_LINE - leaky_server.SPLIT_AT)
         assert "plain line with the secret *** and escaped ***" in lines
+
+
+def test_a_flooded_server_log_is_bounded_and_the_cut_recorded(tmp_path: Path, port: int) -> None:
+    """6 MiB at start and 512 KiB before each answer, against server.log_limit_mb 1: each log keeps its start and its
+    end within 1 MiB, one line says how much was left out (and cell.json's stop), the pipe is drained all along (every
+    request is answered in time), and the secret the server prints in the tail is masked there too."""
+    r, bundle = kit_run(tmp_path, port, "flood", server={"pass_env": ["MY_PASS_SECRET"], "log_limit_mb": 1},
+                        requests=8)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert_nowhere(PASS, r, tmp_path / "out")
+    cells = sorted(bundle.glob("cells/*/cell.json"))
+    assert len(cells) == 2
+    for cell_json in cells:
+        cell = json.loads(cell_json.read_text())
+        assert cell["status"] == "ok" and cell["levels"]["1"]["ok"] == 8 and cell["levels"]["1"]["errors"] == 0
+        log = cell_json.with_name("server.log")
+        data = log.read_bytes()
+        assert len(data) <= (1 << 20) + 512, len(data)  # the limit, and the marker line
+        assert cell["stop"]["log_bytes"] == len(data)
+        dropped = cell["stop"]["log_dropped_bytes"]
+        assert dropped > 8 << 20  # 6 MiB at start, 512 KiB per request (9 with the warm-up)
+        assert data.startswith(b"leaky server starting")
+        marker = f"[kit: {dropped} bytes of the server's output left out here".encode()
+        assert data.count(marker) == 1
+        tail = data[data.index(marker):]
+        assert b"request w0-7 done ***\n" in tail  # the last request's line, in the tail
+        assert sum(1 for _ in cell_json.with_name("level-1").joinpath("records.jsonl").open()) == 8

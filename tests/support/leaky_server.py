@@ -14,7 +14,9 @@ ones whose ticket (``X-Request-Id`` ``w<process>-<ticket>``) is odd; warm-up req
 - ``passleak``: odd POSTs get HTTP 500 quoting the ``--secret-env`` variable's value; ``/metrics`` carries it as a
   label value of a kept family and of another, ``/server_info`` inside a command line; each POST takes 0.25 s
   (so a level lasts long enough for the telemetry to read /metrics); at start the server prints a
-  2 MiB line holding it where kit's old log pump cut such a line (SPLIT_AT), then the value JSON-escaped.
+  2 MiB line holding it where kit's old log pump cut such a line (SPLIT_AT), then the value JSON-escaped;
+- ``flood``: at start FLOOD_START_BYTES of lines, and before answering each POST FLOOD_PER_REQUEST bytes and then a
+  line ``request <rid> done <value of --secret-env>``: a log pump that stops draining the pipe blocks the answer.
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 SPLIT_AT = 17 * 65536 - 10  # the secret's offset in the long line: kit's old pump cut it at 17 reads of 64 KiB
 LONG_LINE = 2 << 20
+FLOOD_START_BYTES = 6 << 20
+FLOOD_PER_REQUEST = 512 << 10
+FLOOD_LINE = b"y" * 4095 + b"\n"
 _out = threading.Lock()
 
 
@@ -85,6 +90,9 @@ class Handler(BaseHTTPRequestHandler):
         ticket = rid.rsplit("-", 1)[-1]
         odd = "-warm-" not in rid and ticket.isdigit() and int(ticket) % 2 == 1
         modes, secret = self.server.modes, self.server.secret
+        if "flood" in modes:
+            log(FLOOD_LINE * (FLOOD_PER_REQUEST // len(FLOOD_LINE)))
+            log(f"request {rid} done {secret}")
         if "echo401" in modes:
             log(f"request with Authorization: {auth} ({escaped(auth)})")
             self._send(401, f'invalid api key {auth}; {{"error":"bad key {escaped(auth)}"}}'.encode())
@@ -134,6 +142,8 @@ def main(argv: list[str]) -> int:
     if "passleak" in modes:
         log("z" * SPLIT_AT + secret + "z" * (LONG_LINE - SPLIT_AT))
         log(f"plain line with the secret {secret} and escaped {escaped(secret)}")
+    if "flood" in modes:
+        log(FLOOD_LINE * (FLOOD_START_BYTES // len(FLOOD_LINE)))
     srv = Server((args.host, args.port), Handler)
     srv.modes, srv.secret = frozenset(modes), secret
     log(f"listening on http://{args.host}:{args.port}")
