@@ -37,6 +37,7 @@ from kit.images import lock_manifest
 from kit.images.context import image_contexts
 from kit.manifest import load_manifest, on_this_host, refuse_placeholders, schema_text
 from kit.plumbing.files import atomic_write
+from kit.plumbing.redact import redact
 from kit.progress import RichEvents, render_result
 from kit.report.rebuild import rebuild
 from kit.signing import generate_key, load_signing_key, sign_manifest, user_trust_file
@@ -44,8 +45,13 @@ from kit.verify import verify_target
 
 
 def _fail(message: str, code: int) -> NoReturn:
-    click.echo(f"Error: {message}", err=True)
+    click.echo(f"Error: {redact(message)}", err=True)  # an error may quote a server (kit.plumbing.redact)
     raise click.exceptions.Exit(code)
+
+
+def _traceback() -> None:
+    """--debug: the traceback, secrets masked as in every message (its exception may quote a server)."""
+    sys.stderr.write(redact(traceback.format_exc()))
 
 
 def _broken_pipe() -> NoReturn:
@@ -76,7 +82,7 @@ class KitGroup(click.Group):
             _broken_pipe()
         except KitError as e:
             if debug:
-                traceback.print_exc()
+                _traceback()
             _fail(str(e), int(e.exit_code))
         except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
             raise
@@ -84,7 +90,7 @@ class KitGroup(click.Group):
             _fail("interrupted", 130)
         except Exception as e:  # noqa: BLE001 - the one place that turns bugs into exit code 1
             if debug:
-                traceback.print_exc()
+                _traceback()
             if full := storage_error(e, f"{FIX_SPACE}, then run the command again"):
                 _fail(str(full), int(full.exit_code))  # a full or failing disk is no bug (kit archive, report, ...)
             _fail(f"internal error: {type(e).__name__}: {e} (run with --debug for the traceback)", ExitCode.INTERNAL)

@@ -23,6 +23,7 @@ from kit.manifest.hostpaths import host_path_problem
 from kit.manifest.models import LOADER_ENV
 from kit.plan import Cell
 from kit.plumbing.affinity import format_cpulist, parse_cpulist
+from kit.plumbing.redact import PASSPHRASE_ENV, secrets_from_env
 from kit.plumbing.tls import TlsClient
 from kit.runtime import BASE_ENV_NAMES, BASE_ENV_PREFIXES, RankSpec, ServerSpec, secret_env_from
 from kit.runtime.docker.config import container_config, ulimit_config
@@ -108,7 +109,15 @@ def server_spec(m: Manifest, cell: Cell, run_id: str, log_path: Path, *, image: 
         driver_dir=m.server.docker_gpus.driver_dir,
         extra={} if m.server.docker_gpus.ulimits else {"ulimits": False},
         tls=tls_client(m),
+        log_limit_bytes=m.server.log_limit_mb << 20,
     )
+
+
+def register_secrets(m: Manifest) -> None:
+    """Every secret of a run known to redaction (kit.plumbing.redact) before anything starts: the values of
+    server.pass_env and load.request.header_env set in kit's environment, and the runner key's passphrase."""
+    secrets_from_env([*m.server.pass_env, PASSPHRASE_ENV])
+    secrets_from_env(m.load.request.header_env.values(), headers=True)
 
 
 def tls_client(m: Manifest) -> TlsClient | None:

@@ -38,6 +38,16 @@ def own_lock_dir(monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 
+@pytest.fixture(autouse=True)
+def own_secrets() -> Iterator[None]:
+    """Every test ends with the secrets to redact that it began with: kit keeps one set per process
+    (kit.plumbing.redact), to which every ServerSpec and run adds its own; one test's must not mask another's text."""
+    from kit.plumbing.redact import secrets_added
+
+    with secrets_added(()):
+        yield
+
+
 @pytest.fixture
 def root() -> Path:
     return ROOT

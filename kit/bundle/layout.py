@@ -19,6 +19,7 @@ from kit.files.read import read_file
 from kit.files.run import RunFile
 from kit.plumbing.clock import utc_compact
 from kit.plumbing.files import append_line, atomic_write, fsync_dir
+from kit.plumbing.redact import redact_json
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -105,13 +106,15 @@ class Bundle:
 
     def write_json(self, rel: str | os.PathLike[str], obj: object) -> Path:
         """Atomic JSON: sorted keys, indent 2, trailing newline; NaN/Infinity are refused (ValueError).
-        A typed bundle file is written with its ``schema_version``."""
+        A typed bundle file is written with its ``schema_version``. Every string, keys too, passes through
+        kit.plumbing.redact (as in ``append_jsonl``): text from a server is masked where it came in, this is the
+        last look."""
         data = obj.to_json() if isinstance(obj, BundleFile) else obj
-        return self.write_bytes(rel, json_bytes(data))
+        return self.write_bytes(rel, json_bytes(redact_json(data)))
 
     def append_jsonl(self, rel: str | os.PathLike[str], obj: object) -> Path:
         """Append one compact JSON line and flush it to disk (gates.jsonl and the like)."""
-        return append_line(self.path(rel), json_line(obj))
+        return append_line(self.path(rel), json_line(redact_json(obj)))
 
     def move_failed_attempt(self, cell_id: str, to: str = "failed") -> Path:
         """Move ``cells/<id>`` to ``<to>/<id>-a<n>`` (n = 1, 2, ...; ``to``: failed, or redone for a cell re-run

@@ -25,6 +25,7 @@ from kit.manifest import Manifest
 from kit.nvml import NvmlProbe
 from kit.plan import Cell, Plan
 from kit.plumbing.clock import utc_now
+from kit.plumbing.redact import redact
 from kit.runtime import RunningServer, Runtime
 from kit.runtime.server_info import read_server_info
 from kit.server_spec import server_spec
@@ -130,12 +131,13 @@ class CellRunner:
             self.fail(state, e, prefix="stopping the server: ")
 
     def fail(self, state: CellFile, e: KitError, prefix: str = "") -> None:
+        why = redact(prefix + e.message)  # it may quote a server's log or answers (kit.plumbing.redact)
         if state.status == "failed":  # keep the first reason; a failed stop adds to it
-            state.reason = f"{state.reason}\n{prefix}{e.message}"
+            state.reason = f"{state.reason}\n{why}"
         else:
-            state.status, state.reason = "failed", prefix + e.message
-            state.hint, state.exit_code = e.hint, int(e.exit_code)
-        self.failed.setdefault(state.id, FailedCell(exit_code=int(e.exit_code), reason=prefix + e.message))
+            state.status, state.reason = "failed", why
+            state.hint, state.exit_code = None if e.hint is None else redact(e.hint), int(e.exit_code)
+        self.failed.setdefault(state.id, FailedCell(exit_code=int(e.exit_code), reason=why))
 
     def temperatures(self) -> JsonObject | None:
         if not self.m.hardware.gpus or not self.gpu_indices:

@@ -30,6 +30,7 @@ from kit.manifest import Manifest
 from kit.manifest.expert_pass import ExpertPass
 from kit.plan import Cell
 from kit.plumbing.net import request
+from kit.plumbing.redact import redact
 from kit.runtime import RunningServer, ServerSpec
 from kit.server_spec import server_spec
 
@@ -163,7 +164,7 @@ def one_pass(cells: CellRunner, arm: str) -> ExpertPassFile:
         record(p, cells.m, spec.base_url, dump_dir, out, spec.ssl_context)
         out.status = "ok"
     except (KitError, DumpError, OSError) as e:
-        out.error = e.message if isinstance(e, KitError) else str(e)
+        out.error = redact(e.message if isinstance(e, KitError) else str(e))  # it may quote the server
     finally:
         with deferred_interrupts():  # a Ctrl-C now still stops the server first
             if server is not None:

@@ -33,6 +33,7 @@ def level_spec(m: Manifest, cell: Cell, lv: LevelPlan, base_url: str,
         **m.load.arrival_at(lv.concurrency), window=m.load.arrival.window,
         workload=workload[0] if workload else None, body_fields=dict(req.body_fields()),
         seed_per_request=req.seed_per_request, headers=dict(req.headers), header_env=dict(req.header_env),
+        secret_env=list(m.server.pass_env),
         ca_bundle=req.ca_bundle.resolved() if req.ca_bundle else None, verify_tls=req.verify_tls,
     )
 

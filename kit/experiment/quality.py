@@ -19,6 +19,7 @@ from kit.files.quality import QualityFile, QualityItem, wilson
 from kit.load.prompts import ENDPOINT_PATHS
 from kit.manifest.quality import Quality
 from kit.plumbing.net import request
+from kit.plumbing.redact import redact
 
 MAX_DATASET_BYTES = 64 * 1024 * 1024
 MAX_ANSWER_BYTES = 1024 * 1024
@@ -79,7 +80,7 @@ def ask_completion(url: str, body: bytes, timeout: float,
         status, raw = request(url, method="POST", body=body, headers={"Content-Type": "application/json"},
                               timeout=timeout, max_bytes=MAX_ANSWER_BYTES, context=context)
     except (OSError, ValueError, http.client.HTTPException) as e:
-        return None, f"no answer: {e}"
+        return None, redact(f"no answer: {e}")  # an exception's text may quote what the server sent
     if status != 200:
         return None, f"HTTP {status}"
     if len(raw) > MAX_ANSWER_BYTES:

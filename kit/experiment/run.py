@@ -34,6 +34,7 @@ from kit.plumbing.files import read_bounded
 from kit.runtime import Runtime
 from kit.runtime.docker import DockerRuntime
 from kit.runtime.process import ProcessRuntime
+from kit.server_spec import register_secrets
 from kit.slurm.ranks import SlurmRanksRuntime
 from kit.workload import Workload, check_dataset
 
@@ -59,6 +60,7 @@ class Experiment:
     def __init__(self, inputs: RunInputs, opts: RunOptions, events: Events) -> None:
         self.inputs, self.opts, self.events = inputs, opts, events
         self.m = inputs.lm.manifest
+        register_secrets(self.m)  # masked in every file, log and message from here on
         self.plan = make_plan(self.m)
         self.runtime: Runtime = opts.runtime or default_runtime(self.m)
         self.nodes = node_gates(self.runtime)

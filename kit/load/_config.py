@@ -31,6 +31,7 @@ class DriverConfig:
     seed_per_request: bool = False
     headers: dict[str, str] = field(default_factory=dict)  # plain header values
     header_env: dict[str, str] = field(default_factory=dict)  # header -> environment variable (secret values)
+    secret_env: list[str] = field(default_factory=list)  # more variables whose values are masked (server.pass_env)
     ca_bundle: str | None = None  # https (kit.load.driver_tls)
     verify_tls: bool = True
     wait_for_go: bool = False   # block after the warm-up until the parent writes "go" on stdin

@@ -21,6 +21,7 @@ from kit.load._procs import DriverProcess, stderr_tail
 from kit.load.messages import DoneEvent, ProgressEvent, WarmEvent, WorkerStats
 from kit.load.spec import LevelResult, LevelSpec, Progress, split, usable_cores
 from kit.plumbing.files import atomic_write
+from kit.plumbing.redact import redact, redact_json
 
 HEARTBEAT_TIMEOUT_S = 60.0
 START_MARGIN_NS = 250_000_000    # the common start lies this far after "go" is sent ...
@@ -65,7 +66,8 @@ def plan(spec: LevelSpec, procs: list[DriverProcess], work: Path, records_path: 
             records_path=str(part or records_path), tags=dict(spec.tags), wait_for_go=True, dialect=spec.dialect,
             schedule_ns=due, schedule_index=index, duration_s=spec.duration_s, window=spec.window,
             workload_path=spec.workload, body_fields=dict(spec.body_fields), seed_per_request=spec.seed_per_request,
-            headers=dict(spec.headers), header_env=dict(spec.header_env), ca_bundle=spec.ca_bundle,
+            headers=dict(spec.headers), header_env=dict(spec.header_env), secret_env=list(spec.secret_env),
+            ca_bundle=spec.ca_bundle,
             verify_tls=spec.verify_tls)
         if due is not None:
             cfg = replace(cfg, requests=len(due))
@@ -151,7 +153,8 @@ class LevelRun:
 
     def crash(self, s: Slot, what: str) -> LoadError:
         try:
-            s.stderr_copy.write_bytes(s.proc.stderr_since(s.stderr_offset))
+            # the driver masks what it writes; its copy in the bundle is masked again with the parent's secrets
+            s.stderr_copy.write_bytes(redact(s.proc.stderr_since(s.stderr_offset).decode("utf-8", "replace")).encode())
             tail = stderr_tail(s.stderr_copy.read_bytes())
         except OSError:
             tail = "(no stderr captured)"
@@ -285,5 +288,5 @@ def write_client_json(spec: LevelSpec, result: LevelResult, stats: list[WorkerSt
         "start_ns": start_ns,
         "workers": stats,
     }
-    atomic_write(path, json.dumps(doc, indent=1).encode("utf-8"))
+    atomic_write(path, json.dumps(redact_json(doc), indent=1).encode("utf-8"))
 

@@ -52,6 +52,7 @@ from kit.load.driver_phase import Phase
 from kit.load.driver_stream import Streamer
 from kit.load.messages import WarmupInfo, WorkerStats
 from kit.load.selfstats import delay_stats, first_read_stats, gap_stats, inter_chunk_gaps, lag_stats
+from kit.plumbing.redact import RedactingWriter, secrets_from_env
 
 perf_ns = time.perf_counter_ns
 log = logging.getLogger("kit.load.driver")
@@ -288,6 +289,10 @@ def wait_for_go() -> int | None:
 
 def run_level(cfg: DriverConfig, nofile: int) -> None:
     """Warm-up, (wait for go), level, ``done``; everything the level started is stopped at its end."""
+    # the secrets this process masks in what it writes (kit.plumbing.redact): the values of the variables named, read
+    # here from its environment (the config names them, it never holds a value)
+    secrets_from_env(cfg.secret_env)
+    secrets_from_env(cfg.header_env.values(), headers=True)
     if nofile < cfg.users + 64:
         log.warning("RLIMIT_NOFILE is %d, below %d users + margin", nofile, cfg.users)
     driver = Driver(cfg)
@@ -327,6 +332,7 @@ def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print("usage: python -m kit.load.driver (--session | CONFIG.json)", file=sys.stderr)
         return 2
+    sys.stderr = RedactingWriter(sys.stderr)  # tracebacks and warnings too may quote what a server sent
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("locust.runners").setLevel(logging.ERROR)  # "spawn rate > 100" is intended

@@ -33,6 +33,7 @@ from gevent.socket import wait_read
 from geventhttpclient.response import HTTPConnectionClosed, HTTPSocketPoolResponse
 
 from kit.files.bounds import MAX_HEAD_BYTES
+from kit.plumbing.redact import redact
 
 SO_TIMESTAMPNS = int(getattr(socket, "SO_TIMESTAMPNS", 35))  # Linux; SCM_TIMESTAMPNS has the same number
 _CMSG_SPACE = socket.CMSG_SPACE(16)
@@ -125,8 +126,10 @@ def error_body(resp: HTTPSocketPoolResponse, limit: int) -> bytes:
     return bytes(buf[:limit])
 
 
-def short(body: bytes) -> str:
-    text = body[:300].decode("utf-8", "replace").strip().replace("\n", " ")
+def short(body: bytes, limit: int) -> str:
+    """The start of an error body, secrets masked (kit.plumbing.redact) before it is cut: all of it when it ended
+    within ``limit`` bytes, else as a text cut there."""
+    text = redact(body.decode("utf-8", "replace"), cut_end=len(body) >= limit).strip().replace("\n", " ")
     return text[:160] or "(empty body)"
 
 
@@ -142,6 +145,6 @@ def describe(exc: BaseException, status: int) -> str:
         return f"connection reset {where}"
     if isinstance(exc, HTTPConnectionClosed):
         return f"connection closed {where}"
-    return f"{type(exc).__name__} {where}: {exc}"[:200]
+    return redact(f"{type(exc).__name__} {where}: {exc}")[:200]
 
 

@@ -54,6 +54,7 @@ from kit.load.driver_sock import (
 )
 from kit.load.driver_tls import drain_pending, tls_pool, tls_recv
 from kit.load.prompts import ENDPOINT_PATHS, BodyBuilder, PromptSource, WorkloadBodies, prompt_problem
+from kit.plumbing.redact import redact
 
 RECV_SIZE = 65536
 SPIN_NS = 1_500_000  # open loop: the last stretch before a due time is waited for by yielding, not by a timer
@@ -171,7 +172,8 @@ class Streamer:
             if req.status == 200:
                 self._read_stream(resp, t0, req)
             else:
-                req.error = f"http {req.status}: {short(error_body(resp, bounds.MAX_ERROR_BODY))}"
+                limit = bounds.MAX_ERROR_BODY
+                req.error = f"http {req.status}: {short(error_body(resp, limit), limit)}"
         except gevent.Timeout as exc:
             if exc is not timer:
                 raise
@@ -341,6 +343,8 @@ class Streamer:
         ph = self.phase
         chunks = req.chunk_ns
         n = len(chunks)
+        if req.error is not None:  # masked where it was made; this is the one way out of the process for it
+            req.error = redact(req.error)
         if req.status == 200 and req.error is None and n > 0:
             ph.ok += 1
             ph.e2e_sum_ns += req.e2e_ns

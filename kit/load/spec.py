@@ -14,6 +14,7 @@ from kit.errors import LoadError
 from kit.load.arrivals import Arrival, check, count_for
 from kit.load.prompts import DIALECTS
 from kit.plumbing.affinity import parse_cpulist
+from kit.plumbing.redact import secrets_from_env
 
 ENDPOINTS = ("chat", "completions")
 STREAMS_PER_PROCESS = 256
@@ -61,6 +62,7 @@ class LevelSpec:
     seed_per_request: bool = False
     headers: dict[str, str] = field(default_factory=dict)     # plain values (they reach client.json)
     header_env: dict[str, str] = field(default_factory=dict)  # header -> variable name; its value never leaves env
+    secret_env: list[str] = field(default_factory=list)  # server.pass_env's names: the drivers mask their values too
     ca_bundle: str | None = None  # https: CA certificates (PEM) to verify the server with; None: the system's
     verify_tls: bool = True
 
@@ -162,6 +164,8 @@ def workload_problems(spec: LevelSpec) -> list[str]:
         if lines and lines < spec.requests + spec.warmup_requests:
             problems.append(f"the workload file {spec.workload} holds {lines} requests, the level sends "
                             f"{spec.requests + spec.warmup_requests}")
+    secrets_from_env(spec.secret_env)  # (kit.plumbing.redact) for the parent's own messages and files
+    secrets_from_env(spec.header_env.values(), headers=True)
     for name, env in spec.header_env.items():
         value = os.environ.get(env)
         if value is None:

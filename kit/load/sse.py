@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 
+from kit.plumbing.redact import redact
+
 CHAT_KEY = b'content":'
 TEXT_KEY = b'"text":'
 _USAGE = (b'"usage":{', b'"usage": {')
@@ -71,9 +73,14 @@ def error_message(payload: bytes) -> str | None:
         return None
     err = obj.get("error")
     if isinstance(err, dict):
-        return str(err.get("message") or err)[:200]
+        return _short(err.get("message") or err)
     if err:
-        return str(err)[:200]
+        return _short(err)
     if obj.get("object") == "error":
-        return str(obj.get("message") or "error event")[:200]
+        return _short(obj.get("message") or "error event")
     return None
+
+
+def _short(value: object) -> str:
+    """An error's text for a record: secrets masked (kit.plumbing.redact), then cut."""
+    return redact(str(value))[:200]

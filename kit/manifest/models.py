@@ -114,6 +114,11 @@ class Server(_Model):
         "once per cell after readiness into cells/<id>/server_info.json (secrets redacted). Default: not read.",
     )
     stop_grace_s: float = Field(30.0, ge=0, le=3600, description="Grace between SIGTERM and SIGKILL.")
+    log_limit_mb: int = Field(
+        256, ge=1, le=1 << 20, description="The most each of a cell's server logs (server.log, server.rankR.log) "
+        "keeps, in MiB: past it the log keeps its start and its last 4 MiB (a quarter of a smaller limit), with a line "
+        "saying how many bytes were left out between them (also the cell's stop.log_dropped_bytes).",
+    )
     shm_size: str | None = Field(None, pattern=r"^[0-9]+[bkmg]?$", description="Container /dev/shm size, e.g. 32g.")
     ipc_host: bool = Field(False, description="Share the host's IPC namespace (then shm_size is ignored).")
     cpus: CpuList | None = Field(
@@ -126,7 +131,8 @@ class Server(_Model):
     pass_env: list[EnvName] = Field(
         default_factory=list,
         description="Names of variables passed through from the user's environment (e.g. HF_TOKEN). "
-        "Their values are secrets: never written to a bundle or a log.",
+        "Their values are secrets: masked (***) in every bundle file, log and message kit writes, also as a server, "
+        "an error body or a metric's label echoes them (JSON-escaped, base64 or URL-encoded too).",
     )
     docker_gpus: DockerGpus = Field(default_factory=DockerGpus, description="runtime docker: how GPUs reach it.")
 

@@ -185,7 +185,8 @@ class RequestOptions(_Model):
         default_factory=dict, description="Headers with plain values (written into the bundle).")
     header_env: dict[HeaderName, EnvName] = Field(
         default_factory=dict, description="Headers whose values are secrets, e.g. {Authorization: KIT_LOAD_AUTH}: "
-        "the load process reads the named variable; the value never reaches a bundle or a log.")
+        "the load process reads the named variable; the value (and the credentials after a scheme such as Bearer) "
+        "is masked (***) in every bundle file, log and message, also where a server echoes it.")
 
     def body_fields(self) -> dict[str, Any]:
         """What every request's body gets beside kit's own fields (seed: the base when seed_per_request)."""

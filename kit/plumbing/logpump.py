@@ -1,16 +1,35 @@
-"""One log pump: copy a byte stream into a log file line by line, passing every line through a filter
-(secret redaction) first. Servers' stdout (process runtime) and container logs (docker runtime) both
-go through it."""
+"""One log pump: copy a server's output into its log file, secrets redacted (``kit.plumbing.redact``), the file
+bounded. Servers' stdout (process runtime), container logs (docker runtime) and each rank's output (runtime slurm)
+all go through it.
+
+Redaction sees the stream, not pieces of it: a line is written once it ends, a line longer than MAX_LINE in pieces,
+and before a cut that is not a line end the characters a secret could start in are held back until the next piece
+(``StreamRedactor``), so a secret split across reads or across a cut is masked all the same.
+
+The log keeps at most ``limit`` bytes (``server.log_limit_mb``, default 256 MiB): the first ``limit - tail`` bytes
+(the head) and the last ``tail`` bytes (TAIL_MAX, or a quarter of a smaller limit), with one line between them
+saying how many bytes of the server's output were left out (``dropped_bytes``, which the cell's stop record keeps).
+The pipe is drained all the while (what is left out is read and dropped, never left to block the server); the tail
+is rewritten behind the head at most once every TAIL_FLUSH_S while output comes, and at the end.
+"""
 
 from __future__ import annotations
 
+import codecs
 import threading
+import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from functools import partial
 from pathlib import Path
 from typing import IO
 
+from kit.plumbing.redact import StreamRedactor, redact_range, rule
+
 MAX_LINE = 1 << 20  # a line longer than this is written in pieces rather than held in memory
+LOG_LIMIT_BYTES = 256 << 20  # server.log_limit_mb's default
+TAIL_MAX = 4 << 20  # the most a capped log keeps of the output's end
+TAIL_FLUSH_S = 1.0
 
 
 def pipe_chunks(src: IO[bytes]) -> Iterable[bytes]:
@@ -18,44 +37,122 @@ def pipe_chunks(src: IO[bytes]) -> Iterable[bytes]:
     return iter(partial(src.readline, 1 << 16), b"")
 
 
-def split_lines(chunks: Iterable[bytes]) -> Iterable[bytes]:
-    """Re-cut arbitrary chunks into lines (each ending in b"\\n", except perhaps the last)."""
-    pending = b""
-    for chunk in chunks:
-        pending += chunk
-        lines = pending.split(b"\n")
-        pending = lines.pop()
-        if len(pending) > MAX_LINE:
-            lines.append(pending)
-            pending = b""
-        for line in lines:
-            yield line + b"\n"
-    if pending:
-        yield pending
+def cut_marker(dropped: int, limit: int) -> bytes:
+    return (f"[kit: {dropped} bytes of the server's output left out here: this log keeps its first and last bytes, "
+            f"{limit} in all (server.log_limit_mb)]\n").encode()
+
+
+class _Tail:
+    """The newest ``keep`` bytes of raw output (at least), as chunks; ``dropped``: the bytes let go before them."""
+
+    def __init__(self, keep: int) -> None:
+        self.keep = keep
+        self.chunks: deque[bytes] = deque()
+        self.size = 0
+        self.dropped = 0
+
+    def add(self, data: bytes) -> None:
+        if not data:
+            return
+        self.chunks.append(data)
+        self.size += len(data)
+        while self.size - len(self.chunks[0]) >= self.keep:
+            old = self.chunks.popleft()
+            self.size -= len(old)
+            self.dropped += len(old)
+
+    def text(self) -> tuple[str, int]:
+        """The last ``keep`` bytes, decoded; and the bytes before them let go."""
+        data = b"".join(self.chunks)
+        extra = max(0, len(data) - self.keep)
+        return data[extra:].decode("utf-8", "replace"), self.dropped + extra
 
 
 class LogPump(threading.Thread):
-    """A daemon thread that appends ``split_lines(chunks)`` to ``log_path`` through ``redact``.
-    ``error`` holds what stopped it early (an exception's text), ``bytes_written`` what it wrote."""
+    """A daemon thread that appends ``chunks()`` to ``log_path``, redacted and bounded (see the module).
+    ``error`` holds what stopped it early (an exception's text), ``bytes_written`` what the log holds of it,
+    ``dropped_bytes`` the server's output left out of the log."""
 
-    def __init__(self, chunks: Callable[[], Iterable[bytes]], log_path: Path, redact: Callable[[str], str],
-                 name: str, errors: tuple[type[BaseException], ...] = (OSError,)) -> None:
+    def __init__(self, chunks: Callable[[], Iterable[bytes]], log_path: Path, name: str,
+                 errors: tuple[type[BaseException], ...] = (OSError,), limit: int = LOG_LIMIT_BYTES) -> None:
         super().__init__(daemon=True, name=name)
         self.chunks = chunks
         self.log_path = log_path
-        self.redact = redact
         self.errors = errors
+        self.limit = limit
+        self.tail_keep = min(TAIL_MAX, limit // 4)
         self.error: str | None = None
         self.bytes_written = 0
+        self.dropped_bytes = 0
+        self._head = 0  # bytes of the head written
+        self._head_newline = True  # the head ends a line
+        self._base = 0  # where this pump's output starts in the file
+        self._tail: _Tail | None = None
+        self._flushed = 0.0
 
     def run(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         try:
             with self.log_path.open("ab") as out:
-                for line in split_lines(self.chunks()):
-                    data = self.redact(line.decode("utf-8", "replace")).encode()
-                    out.write(data)
-                    out.flush()
-                    self.bytes_written += len(data)
+                self._base = out.tell()
+                self._pump(out)
         except self.errors as e:
             self.error = f"{type(e).__name__}: {e}"
+
+    def _pump(self, out: IO[bytes]) -> None:
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        stream = StreamRedactor(MAX_LINE)
+        try:
+            for chunk in self.chunks():
+                if self._tail is not None:
+                    self._tail.add(chunk)
+                    if time.monotonic() - self._flushed >= TAIL_FLUSH_S:
+                        self._write_tail(out, final=False)
+                    continue
+                self._write_head(out, stream.feed(decoder.decode(chunk)).encode(),
+                                 lambda: stream.pending.encode() + decoder.getstate()[0])
+            if self._tail is None:
+                self._write_head(out, (stream.feed(decoder.decode(b"", final=True)) + stream.end()).encode(),
+                                 lambda: b"")
+        finally:
+            if self._tail is not None:
+                self._write_tail(out, final=True)
+
+    def _write_head(self, out: IO[bytes], data: bytes, unwritten: Callable[[], bytes]) -> None:
+        """Write redacted ``data`` while the head has room; past it, what is left of it and ``unwritten()`` (the
+        raw output not written yet) begin the tail."""
+        room = max(0, self.limit - self.tail_keep - self._head)
+        if len(data) > room:
+            while room > 0 and data[room] & 0xC0 == 0x80:  # not inside a character
+                room -= 1
+            self._tail = _Tail(self.tail_keep)
+            self._tail.add(data[room:] + unwritten())
+            data = data[:room]
+        if data:
+            out.write(data)
+            out.flush()
+            self._head += len(data)
+            self._head_newline = data.endswith(b"\n")
+        self.bytes_written = self._head
+        if self._tail is not None:
+            self._write_tail(out, final=False)
+
+    def _write_tail(self, out: IO[bytes], final: bool) -> None:
+        """Rewrite what follows the head: the cut's marker (once output was left out) and the tail, redacted (its
+        start as a cut, unless nothing was left out; its end as one until the output has ended)."""
+        assert self._tail is not None
+        text, dropped = self._tail.text()
+        reach = rule().reach
+        start = min(len(text), reach) if dropped else 0
+        end = len(text) if final else max(start, len(text) - reach)
+        shown, first, _ = redact_range(text, start, end)
+        self.dropped_bytes = dropped + len(text[:first].encode()) if dropped or first else 0
+        data = shown.encode()
+        if self.dropped_bytes:
+            data = (b"" if self._head_newline else b"\n") + cut_marker(self.dropped_bytes, self.limit) + data
+        out.seek(self._base + self._head)
+        out.truncate()
+        out.write(data)
+        out.flush()
+        self.bytes_written = self._head + len(data)
+        self._flushed = time.monotonic()

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from kit.files.summary import Summary
+from kit.plumbing.redact import redact
 from kit.report import plots, render
 from kit.report.expert_pass import arm_passes, expert_pass_section
 from kit.report.overhead import cell_overheads, overhead_section
@@ -48,5 +49,5 @@ def render_report(root: Path, summary: Summary | Mapping[str, object]) -> list[P
     text += "\n".join(expert_pass_section(arm_passes(root, typed)))  # manifest expert_pass (kit.report.expert_pass)
     # https and the workload: kit.report.workload
     tail = [*connection_section(root), *workload_section(root), *overhead_section(cell_overheads(root, typed))]
-    md.write_text(text + "\n".join(tail), encoding="utf-8")
+    md.write_text(redact(text + "\n".join(tail)), encoding="utf-8")  # drawn from masked files; a last look
     return [md, *written]

@@ -7,19 +7,17 @@ loop only sees ``Runtime`` and ``RunningServer``; live-server records are in ``k
 
 from __future__ import annotations
 
-import base64
-import json
 import os
 import re
 import ssl
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 from typing import Literal, NotRequired, Protocol, TypedDict
-from urllib.parse import quote, quote_plus
 
 from kit.plumbing.jsontypes import JsonObject
+from kit.plumbing.logpump import LOG_LIMIT_BYTES
+from kit.plumbing.redact import add_secrets, redact, secret_forms, secrets_from_env
 from kit.plumbing.tls import TlsClient
 
 SECRET_NAME_RE = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIAL)", re.I)
@@ -27,7 +25,6 @@ SECRET_NAME_RE = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|P
 # KIT_* variables least of all. The manifest's env, pass_env and what the runtime sets come on top.
 BASE_ENV_NAMES: tuple[str, ...] = ("PATH", "HOME", "LANG", "TMPDIR", "TZ", "USER")
 BASE_ENV_PREFIXES: tuple[str, ...] = ("LC_",)
-MIN_DERIVED = 6  # encoded forms shorter than this are not redacted (they would hit ordinary text)
 
 
 @dataclass(frozen=True)
@@ -69,6 +66,7 @@ class ServerSpec:
     cpus: str | None = None  # Linux CPU list the server runs on (server.cpus), or anywhere
     ranks: tuple[RankSpec, ...] = ()  # runtime slurm: one per node, rank 0's command is ``command``
     tls: TlsClient | None = None  # server.scheme https: how kit verifies it (None: http)
+    log_limit_bytes: int = LOG_LIMIT_BYTES  # server.log_limit_mb: the most each log of the server keeps
 
     @property
     def scheme(self) -> str:
@@ -86,14 +84,12 @@ class ServerSpec:
         """What every https request of kit's own to this server is verified with (None: http)."""
         return None if self.tls is None else self.tls.context()
 
-    @cached_property
-    def _secret_re(self) -> re.Pattern[str] | None:
-        return secret_pattern(self.secret_env.values())
+    def __post_init__(self) -> None:
+        add_secrets(self.secret_env.values())  # whatever kit holds a spec of, every redaction masks
 
     def redact(self, text: str) -> str:
-        """Replace every secret value in ``text``, and its base64, URL-encoded and JSON-escaped forms, with ***."""
-        pattern = self._secret_re
-        return text if pattern is None else pattern.sub("***", text)
+        """``text`` with every secret (this spec's and every other kit holds) masked: kit.plumbing.redact.redact."""
+        return redact(text)
 
 
 class ProcessStopDetails(TypedDict):
@@ -102,6 +98,8 @@ class ProcessStopDetails(TypedDict):
     pgid: int
     port_free_after_stop: bool
     group_members_left: list[int]
+    log_bytes: int  # what server.log holds (server.log_limit_mb bounds it)
+    log_dropped_bytes: int  # the server's output left out of it (0: none)
     escaped_group: NotRequired[list[str]]  # processes that left the group (setsid) holding its output, stopped
 
 
@@ -116,6 +114,7 @@ class ContainerStopDetails(TypedDict, total=False):
     started_at: str | None
     finished_at: str | None
     log_bytes: int
+    log_dropped_bytes: int
     log_error: str | None
     removed: bool
 
@@ -128,6 +127,8 @@ class RankStop(TypedDict):
     step_id: str | None  # JOB.STEP as the controller knew it (None: not found, its srun was signalled)
     exit_code: int | None
     signal: str | None  # "SIGTERM" (scancel --signal=TERM), "SIGKILL" (the step cancelled), None: had ended
+    log_bytes: NotRequired[int]  # what its log holds, and the output left out of it (server.log_limit_mb)
+    log_dropped_bytes: NotRequired[int]
 
 
 class RanksStopDetails(TypedDict):
@@ -242,46 +243,9 @@ class Runtime(Protocol):
 
 
 def secret_env_from(pass_env: list[str], environ: dict[str, str] | None = None) -> dict[str, str]:
-    """The user's values of the pass-through variables (missing ones are skipped)."""
-    env = os.environ if environ is None else environ
-    return {k: env[k] for k in pass_env if k in env}
-
-
-def _b64_forms(raw: bytes) -> set[str]:
-    """base64 of ``raw`` (standard and urlsafe, with and without padding), and the stretch of characters
-    that encode only ``raw`` wherever it sits in a longer base64 text (at each of the 3 byte alignments)."""
-    out: set[str] = set()
-    n = len(raw)
-    for k in range(3):
-        enc = base64.b64encode(b"\0" * k + raw).decode()
-        start, end = -(-8 * k // 6), (8 * (k + n)) // 6
-        forms = {enc[start:end]} | ({enc, enc.rstrip("=")} if k == 0 else set())
-        for f in forms:
-            out |= {f, f.translate(str.maketrans("+/", "-_"))}
-    return out
-
-
-def secret_forms(value: str) -> set[str]:
-    """Every text form of a secret that redaction removes: the value itself, its base64 (standard and
-    urlsafe, padded or not, also inside longer base64), URL-encoded (quote and quote_plus, either hex
-    case) and JSON-escaped forms."""
-    if not value:
-        return set()
-    derived = _b64_forms(value.encode())
-    for q in (quote(value, safe=""), quote(value), quote_plus(value), quote_plus(value, safe="")):
-        derived |= {q, re.sub(r"%[0-9A-F]{2}", lambda mo: mo.group(0).lower(), q)}
-    derived |= {json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]}
-    return {value} | {f for f in derived if len(f) >= MIN_DERIVED}
-
-
-def secret_pattern(values: Iterable[str]) -> re.Pattern[str] | None:
-    """One regular expression matching every form of every secret, longest first (None: no secrets)."""
-    forms: set[str] = set()
-    for v in values:
-        forms |= secret_forms(v)
-    if not forms:
-        return None
-    return re.compile("|".join(re.escape(f) for f in sorted(forms, key=lambda f: (-len(f), f))))
+    """The user's values of the pass-through variables (missing ones are skipped), added to the secrets that
+    every redaction masks (kit.plumbing.redact)."""
+    return secrets_from_env(pass_env, environ)
 
 
 def base_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -366,7 +330,6 @@ __all__ = [
     "redact_env",
     "secret_env_from",
     "secret_forms",
-    "secret_pattern",
     "server_environment",
     "tail_lines",
 ]

@@ -206,6 +206,7 @@ class ProcessServer:
             self.record.unlink()
         shutil.rmtree(self.workdir, ignore_errors=True)  # what it wrote there is its own: caches, sockets, dumps
         details = ProcessStopDetails(pgid=self.pgid, port_free_after_stop=port_free, group_members_left=left,
+                                     log_bytes=self.pump.bytes_written, log_dropped_bytes=self.pump.dropped_bytes,
                                      escaped_group=escaped)
         self._stopped = StopInfo(exit_code=code, signal=ended.signal, stop_s=round(time.monotonic() - t0, 4),
                                  details=details)
@@ -266,7 +267,8 @@ class ProcessRuntime:
         try:
             stdout = proc.stdout
             assert stdout is not None
-            pump = LogPump(partial(pipe_chunks, stdout), spec.log_path, spec.redact, name=f"log-{spec.name}")
+            pump = LogPump(partial(pipe_chunks, stdout), spec.log_path, name=f"log-{spec.name}",
+                           limit=spec.log_limit_bytes)
             pump.start()
             record = write_record(ServerRecord(
                 pgid=proc.pid, pid=proc.pid, run_id=spec.labels.get("kit.run"), cell=spec.labels.get("kit.cell"),

@@ -216,6 +216,8 @@ class RankedServer:
             left += members
             if r.pump is not None:
                 r.pump.join(timeout=5)
+                stops[r.spec.rank]["log_bytes"] = r.pump.bytes_written
+                stops[r.spec.rank]["log_dropped_bytes"] = r.pump.dropped_bytes
             if r.record is not None and not members:
                 r.record.unlink(missing_ok=True)  # kept while anything of it is here: kit clean finds it
         steps = self._live_steps() or {}
@@ -299,7 +301,8 @@ class SlurmRanksRuntime:
                 r = _Rank(rank, step, log, proc)
                 server.ranks.append(r)  # first: from here on stop() ends it, whatever fails next
                 assert proc.stdout is not None
-                r.pump = LogPump(partial(pipe_chunks, proc.stdout), log, spec.redact, name=f"log-{step}")
+                r.pump = LogPump(partial(pipe_chunks, proc.stdout), log, name=f"log-{step}",
+                                 limit=spec.log_limit_bytes)
                 r.pump.start()
                 r.record = write_record(ServerRecord(
                     pgid=proc.pid, pid=proc.pid, run_id=run, cell=cell, command=["srun", "...", *rank.command],

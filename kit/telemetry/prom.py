@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from prometheus_client.parser import text_string_to_metric_families
 
 from kit.files.telemetry import ServerQuantities
+from kit.plumbing.redact import redact
 
 # quantity -> the sample names it is read from, in order of preference (the first present wins)
 FAMILIES: dict[str, tuple[str, ...]] = {
@@ -111,10 +112,12 @@ def fetch(url: str, *, timeout_s: float, max_bytes: int, context: ssl.SSLContext
 
 
 def _key(name: str, labels: dict[str, str]) -> str:
+    """A series' key, ``name{label="value",...}``: the name, each label's name and value masked first
+    (kit.plumbing.redact: a server may put a secret in a label), then the whole key."""
     if not labels:
-        return name
-    inner = ",".join(f'{k}="{_escape(v)}"' for k, v in sorted(labels.items()))
-    return f"{name}{{{inner}}}"
+        return redact(name)
+    inner = ",".join(f'{redact(k)}="{_escape(redact(v))}"' for k, v in sorted(labels.items()))
+    return redact(f"{redact(name)}{{{inner}}}")
 
 
 def _escape(v: str) -> str:
@@ -122,6 +125,8 @@ def _escape(v: str) -> str:
 
 
 def _short(text: str) -> str:
+    """An error's text: secrets masked, then cut (a parser's message may quote the line it stopped at)."""
+    text = redact(text)
     return text if len(text) <= MAX_FIELD else text[:MAX_FIELD] + "..."
 
 

@@ -112,8 +112,8 @@ class DockerServer:
         self._gpus_seen: GpusSeen | None = None
         self._inspect: JsonObject = dict(container.attrs)
         self._logs = _ContainerLogs(container)
-        self._pump = LogPump(self._logs, spec.log_path, spec.redact, name=f"docker-log-{spec.name}",
-                             errors=(DockerException, requests.RequestException, OSError))
+        self._pump = LogPump(self._logs, spec.log_path, name=f"docker-log-{spec.name}",
+                             errors=(DockerException, requests.RequestException, OSError), limit=spec.log_limit_bytes)
         self._pump.start()
 
     # ---- state
@@ -245,6 +245,7 @@ class DockerServer:
                 started_at=final.get("StartedAt"),
                 finished_at=final.get("FinishedAt"),
                 log_bytes=self._pump.bytes_written,
+                log_dropped_bytes=self._pump.dropped_bytes,
                 log_error=self._pump.error,
                 removed=True,
             ),
