@@ -57,7 +57,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--max-seconds", type=float, default=150.0, help="stop starting new cells after this")
     p.add_argument("--seed", type=int, default=0)
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    unknown = [name for name in args.forced if name not in FORCED]
+    if unknown:
+        p.error(f"--forced: unknown variant(s) {','.join(unknown)}; expected some of {','.join(FORCED)}")
+    return args
 
 
 class Case:
@@ -110,6 +114,8 @@ FORCED: dict[str, tuple[dict[str, str], tuple[int, int]]] = {
     "single-nopdl": ({"KIT_OEA_PATH": "single", "KIT_OEA_PDL": "0"}, (1, 4)),
     "repl": ({"KIT_OEA_PATH": "repl"}, (2, 128)),
     "split": ({"KIT_OEA_PATH": "split"}, (2, 1 << 30)),
+    "split-old": ({"KIT_OEA_PATH": "split-old"}, (2, 1 << 30)),  # full-row kernel A, full-row selection B
+    "split-light": ({"KIT_OEA_PATH": "split-light"}, (2, 1 << 30)),  # light A, full-row selection B
     "split-nopdl": ({"KIT_OEA_PATH": "split", "KIT_OEA_PDL": "0"}, (2, 1 << 30)),
     "split-w2": ({"KIT_OEA_PATH": "split", "KIT_OEA_SPLIT_WARPS": "2"}, (2, 1 << 30)),
     "noskip": ({"KIT_OEA_SKIP_SLACK": "off"}, (64, 1 << 30)),

@@ -31,7 +31,8 @@ from oea_helpers import IMAGE_DIR, patch_triton_interpreter_scalars, reference  
 pytestmark = pytest.mark.slow  # ~11 s interpreted on 2 CPU cores
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-PATHS = ["single", "repl", "split"]
+PATHS = ["single", "repl", "split", "split-light", "split-old"]
+KERNELS = ("_union_kernel", "_part_kernel", "_light_part_kernel", "_split_select_kernel", "_repair_select_kernel")
 
 
 def _load_kernels() -> ModuleType:
@@ -105,7 +106,10 @@ def make(
 def run_both(x: SimpleNamespace, *, k: int, k0: int, softmax: bool, renormalize: bool = True,
              scale: float | None = None, ntnp: int | None = None,
              skip_at: int | None = None) -> tuple[Any, Any, Any, Any]:  # fmt: skip
-    """(reference ids, reference weights, kernel ids, kernel weights); the reference on int32/fp32 CPU copies."""
+    """(reference ids, reference weights, kernel ids, kernel weights); the reference on int32/fp32 CPU copies.
+    The incoming ids of every row that has one are first set to the row's plain top-k under the reference's
+    own key (stable descending sort: ties to the lower index), the hook's contract (``x.ids`` in place)."""
+    plain_top_k_(x, k=k, softmax=softmax)
     nt = None if ntnp is None else torch.tensor(ntnp, dtype=torch.int32)
     ref_ids, ref_w = x.ids.to(torch.int32).clone(), x.weights.float().clone()
     reroute_torch_(ref_ids, ref_w, x.logits, k0=k0, k=k, scoring_func="softmax" if softmax else "sigmoid",
@@ -122,6 +126,17 @@ def run_both(x: SimpleNamespace, *, k: int, k0: int, softmax: bool, renormalize:
                            correction_bias=dev["corr"], renormalize=renormalize, routed_scaling_factor=scale,
                            num_token_non_padded=dev["nt"], skip_at=skip_at)  # fmt: skip
     return ref_ids, ref_w, dev["ids"].cpu(), dev["w"].cpu()
+
+
+def plain_top_k_(x: SimpleNamespace, *, k: int, softmax: bool) -> None:
+    """Plain routing as the reference ranks: softmax or sigmoid scores (+ correction bias), stable sort."""
+    x32 = x.logits.float()
+    rank = torch.softmax(x32, dim=-1) if softmax else torch.sigmoid(x32)
+    if x.corr is not None:
+        rank = rank + x.corr.float()
+    order = torch.sort(rank, dim=1, descending=True, stable=True).indices[:, :k]
+    routed = (x.ids[:, :k] >= 0).any(dim=1, keepdim=True)
+    x.ids[:, :k] = torch.where(routed, order.to(x.ids.dtype), x.ids[:, :k])
 
 
 def assert_same(ref_ids: Any, ref_w: Any, ids: Any, w: Any, *, atol: float = 1e-5) -> None:
@@ -222,7 +237,7 @@ def test_empty_batch_and_path_knob(monkeypatch: pytest.MonkeyPatch) -> None:
     assert [TK.choose_path(m, 256) for m in (1, 2, 3)] == ["single", "single", "split"]  # 512 logits
     assert [TK.choose_path(m, 128) for m in (4, 5)] == ["single", "split"]
     monkeypatch.setenv(TK.PATH_KNOB, "fast")
-    with pytest.raises(ValueError, match="expected auto, single, repl or split"):
+    with pytest.raises(ValueError, match="expected auto, single, repl, split, split-light or split-old"):
         TK.choose_path(1)
 
 
@@ -312,7 +327,7 @@ def test_the_host_launches_the_same_whatever_the_data_decides(path: str, monkeyp
     logs: dict[int, list[Any]] = {}
     for union in (29, 32):
         logs[union] = []
-        for name in ("_union_kernel", "_part_kernel", "_split_select_kernel"):
+        for name in KERNELS:
             monkeypatch.setattr(TK, name, LaunchRecorder(getattr(TK, name).kernel
                                                          if isinstance(getattr(TK, name), LaunchRecorder)
                                                          else getattr(TK, name), logs[union]))  # fmt: skip
@@ -320,3 +335,27 @@ def test_the_host_launches_the_same_whatever_the_data_decides(path: str, monkeyp
         _, _, ids, _ = run_both(x, k=4, k0=2, softmax=True, skip_at=30)
         assert torch.equal(ids, x.ids) == (union >= 30)
     assert logs[29] == logs[32] and logs[29]
+
+
+@pytest.mark.parametrize("path", ["split", "split-light"])
+def test_a_router_breaking_the_kth_tie_otherwise_still_gets_the_reference(
+    path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Incoming ids that are NOT the plain top-k under the reference's key (the k-th slot swapped for an
+    expert just outside it, as a router breaking a tie the other way would): the repair selection notices
+    (its per-row check) and falls back to the full selection, so the result is still the reference's."""
+    monkeypatch.setenv(TK.PATH_KNOB, path)
+    m, n, k, k0 = 24, 32, 4, 2
+    x = union_case(m, n, k, k0, 12, seed=3)
+    plain_top_k_(x, k=k, softmax=True)
+    scores = torch.softmax(x.logits.float(), dim=-1)
+    order = torch.sort(scores, dim=1, descending=True, stable=True).indices
+    x.ids[::3, k - 1] = order[::3, k].to(x.ids.dtype)  # every third row: its (k+1)-th expert in the k-th slot
+    nt = None
+    ref_ids, ref_w = x.ids.clone(), x.weights.clone()
+    reroute_torch_(ref_ids, ref_w, x.logits, k0=k0, k=k, scoring_func="softmax", correction_bias=None,
+                   renormalize=True, routed_scaling_factor=None, num_token_non_padded=nt)  # fmt: skip
+    ids, w = x.ids.clone().to(DEVICE), x.weights.clone().to(DEVICE)
+    TK.oea_reroute_triton_(ids, w, x.logits.to(DEVICE), k0=k0, k=k, softmax=True, correction_bias=None,
+                           renormalize=True, routed_scaling_factor=None, num_token_non_padded=None)  # fmt: skip
+    assert_same(ref_ids, ref_w, ids.cpu(), w.cpu())

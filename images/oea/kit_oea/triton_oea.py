@@ -3,7 +3,11 @@
 Contract: ``oea_reroute_triton_`` rewrites the routed columns of ``topk_ids`` / ``topk_weights`` in place,
 exactly as ``kit_oea.oea.reroute_torch_`` (the reference) does, the skip rule included; ``supports`` says
 which tensors it takes (any id and weight dtype: int32/fp32 as sglang keeps them, int64/bf16 as transformers'
-router returns them). Paths, chosen per call from the shapes (never from the data):
+router returns them). The split path's kernels also rely on the hook's input contract: the incoming
+``topk_ids`` of each routed row are its plain top-k under the same key (score + bias, ties to the lower
+index), as plain routing hands them over. Kernel B checks that per row and falls back to the full selection
+where a router broke a k-th-place tie otherwise; kernel A differs only where one row's tie group spans ranks
+k0-1 to k and the router kept other members of it. Paths, chosen per call from the shapes (never from the data):
 
 - **single** (default up to 512 logits: 4 rows of 128 experts, 2 of 256): ONE program holds the batch as
   ``[BLOCK_M, BLOCK_N]`` tiles, builds the union of every valid row's top-``k0`` in registers, then picks
@@ -12,6 +16,12 @@ router returns them). Paths, chosen per call from the shapes (never from the dat
   top-``k0`` as a bit set (``BLOCK_N / 32`` int32 words per program, fully overwritten: no memset); kernel
   B, the same programs, ORs those bit sets (a few hundred words, where the histogram of every row's base ids
   it replaced cost +12.7 us at GLM-5's 1024 rows) and selects. Two launches, stateless.
+  Since the light kernel A and the repair selection (unmeasured on a GPU; docs/oea-hook.md): kernel A
+  (``_light_part_kernel``) ranks only each row's K incoming plain ids (pairwise, ``[BM, K, K]``) for its
+  top-k0; kernel B (``_repair_select_kernel``) keeps every plain id that is in the union S and fills only the
+  k - c other slots from S below the row's plain k-th key (a loop bounded on the device by the program's
+  largest k - c: no full-row round where S holds every plain id). ``split-light`` (light A, old B) and
+  ``split-old`` (both old kernels: A ranks the full row, B takes K full-row max rounds) stay forcible.
 - **repl** (forced only): one launch, every program rebuilds the union from all rows (as single does) and
   selects for one row. Measured slower than split from 4 rows up; kept for measurement.
 
@@ -26,12 +36,12 @@ reads and ranks its rows' logits (written before A) while A runs, then ``griddep
 reads A's bit sets or the routed ids. Every kernel waits before its first read of anything the kernel before
 it may have written. Measured: about 0.7 us less on the split path (0.1 us on single).
 
-Measured on one H200 under a CUDA graph (benchmarks/results/h200-hook-2026-12-03/): over plain routing, +3.0
-to +5.5 us for Qwen3's shape at every batch 1-1024 and GLM-5's up to 64 rows, GLM-5 +6.0 / +6.5 us at 128 /
-256 rows (where it reroutes) and +5.0 / +6.2 us at 512 / 1024 rows where it skips (+7.1 / +9.2 us where it
-must reroute there). The floor of any two-launch path is about 5 us (the second dependent launch costs about
-2 us even with PDL). A one-launch path with a grid barrier was built and measured correct but slower (+6.3
-to +7.6 us, commit 7f16e21).
+Measured on one H200 under a CUDA graph (benchmarks/results/h200-hook-2026-12-03/, the old split path): over
+plain routing, +3.0 to +5.5 us for Qwen3's shape at every batch 1-1024 and GLM-5's up to 64 rows, GLM-5 +6.0 /
++6.5 us at 128 / 256 rows (where it reroutes) and +5.0 / +6.2 us at 512 / 1024 rows where it skips (+7.1 /
++9.2 us where it must reroute there). The floor of any two-launch path is about 5 us (the second dependent
+launch costs about 2 us even with PDL). A one-launch path with a grid barrier was built and measured correct
+but slower (+6.3 to +7.6 us, commit 7f16e21).
 
 Per row, each expert's rank and index are packed into one int64 key (order-preserving float bits << 32 |
 (BLOCK_N - 1 - index)), so one ``max`` finds the best expert with ties to the lower index; the i-th step
@@ -39,9 +49,10 @@ takes the largest key below the previous one; the chosen experts' weights are re
 one gather.
 
 Knobs, read per call so that benchmarks and tests can force each choice: ``KIT_OEA_PATH`` (``auto`` |
-``single`` | ``repl`` | ``split``), ``KIT_OEA_SINGLE_MAX`` (largest batch for single under ``auto``; default
-from the 512-logit rule), ``KIT_OEA_REPL_MAX`` (default 0), ``KIT_OEA_PDL`` (``auto`` | ``1`` | ``0``),
-``KIT_OEA_SPLIT_WARPS``. All launches are on the current stream with grids from shapes only: CUDA-graph safe.
+``single`` | ``repl`` | ``split`` | ``split-light`` | ``split-old``), ``KIT_OEA_SINGLE_MAX`` (largest batch
+for single under ``auto``; default from the 512-logit rule), ``KIT_OEA_REPL_MAX`` (default 0), ``KIT_OEA_PDL``
+(``auto`` | ``1`` | ``0``), ``KIT_OEA_SPLIT_WARPS``. All launches are on the current stream with grids from
+shapes only: CUDA-graph safe.
 """
 
 # ruff: noqa: N803 (Triton constexpr parameters are upper case by convention)
@@ -55,7 +66,7 @@ import triton.language as tl
 from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 MAX_EXPERTS = 1024
-PATHS = ("single", "repl", "split")
+PATHS = ("single", "repl", "split", "split-light", "split-old")
 PATH_KNOB = "KIT_OEA_PATH"
 SINGLE_MAX_KNOB = "KIT_OEA_SINGLE_MAX"
 REPL_MAX_KNOB = "KIT_OEA_REPL_MAX"
@@ -145,6 +156,18 @@ def _select_store(
         out_ids = tl.where(here, _key_index(best, BLOCK_N)[:, None], out_ids)
         take = take | here
         prev = best
+    _store_routed(out_ids, take, mx, den, rows, rmask, valid, logits_ptr, stride_l, ids_ptr, stride_i, w_ptr,
+                  stride_w, scale, K, BLOCK_K, SOFTMAX, RENORMALIZE)  # fmt: skip
+
+
+@triton.jit
+def _store_routed(
+    out_ids, take, mx, den, rows, rmask, valid, logits_ptr, stride_l, ids_ptr, stride_i, w_ptr, stride_w, scale,
+    K: tl.constexpr, BLOCK_K: tl.constexpr, SOFTMAX: tl.constexpr, RENORMALIZE: tl.constexpr,
+):  # fmt: skip
+    """The chosen ``[BM, BK]`` ids (``take``: a real choice, else a weight-0 filler), their weights re-read
+    from the logits, renormalised and scaled, written in place (invalid rows: -1, weight 0)."""
+    koffs = tl.arange(0, BLOCK_K)
     kmask = rmask[:, None] & (koffs[None, :] < K)
     x = tl.load(logits_ptr + rows[:, None] * stride_l + out_ids, mask=kmask, other=0.0).to(tl.float32)
     if SOFTMAX:  # noqa: SIM108 (a constexpr branch, not a value choice)
@@ -233,6 +256,59 @@ def _part_kernel(
 
 
 @triton.jit
+def _light_part_kernel(
+    logits_ptr, stride_l, bias_ptr, ids_ptr, stride_i, ntnp_ptr, part_ptr, M, N,
+    K: tl.constexpr, K0: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    WORDS: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_NTNP: tl.constexpr, SOFTMAX: tl.constexpr,
+    USE_PDL: tl.constexpr,
+):  # fmt: skip
+    """Split path, light kernel A: the same bit set as ``_part_kernel``, from each row's K incoming routed ids
+    alone (a row's top-k0 is the top-k0 of its plain top-k, k0 <= k): their K keys (the same packed key as
+    ``_row_keys``), ranked pairwise; no full-row ranking. Softmax rows still read the full row for its max and
+    denominator, so that the keys are the ones the reference ranks (ties included)."""
+    if USE_PDL:
+        gdc_wait()
+        gdc_launch_dependents()  # kernel B may start now; it waits for this grid before reading part
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rmask = rows < M
+    koffs = tl.arange(0, BLOCK_K)
+    km = rmask[:, None] & (koffs[None, :] < K)
+    ids = tl.load(ids_ptr + rows[:, None] * stride_i + koffs[None, :], mask=km, other=-1).to(tl.int32)
+    ok = km & (ids >= 0) & (ids < N)
+    valid = (tl.max((km & (ids >= 0)).to(tl.int32), axis=1) > 0) & rmask
+    if HAS_NTNP:
+        valid = valid & (rows < tl.load(ntnp_ptr))
+    safe = tl.where(ok, ids, 0)
+    x = tl.load(logits_ptr + rows[:, None] * stride_l + safe, mask=ok, other=float("-inf")).to(tl.float32)
+    if SOFTMAX:
+        offs = tl.arange(0, BLOCK_N)
+        m2 = rmask[:, None] & (offs[None, :] < N)
+        full = tl.load(logits_ptr + rows[:, None] * stride_l + offs[None, :], mask=m2, other=float("-inf"))
+        full = full.to(tl.float32)
+        mx = tl.where(rmask, tl.max(full, axis=1), 0.0)
+        e = tl.where(m2, tl.exp(full - mx[:, None]), 0.0)
+        den = tl.sum(e, axis=1)
+        den = tl.where(den > 0, den, 1.0)
+        s = tl.exp(x - mx[:, None]) / den[:, None]
+    else:
+        s = 1.0 / (1.0 + tl.exp(-x))
+    r = tl.where(ok, s, 0.0)
+    if HAS_BIAS:
+        r = r + tl.load(bias_ptr + safe, mask=ok, other=0.0).to(tl.float32)
+    rbits = r.to(tl.int32, bitcast=True)
+    ordered = rbits ^ ((rbits >> 31) & 0x7FFFFFFF)
+    key = (ordered.to(tl.int64) << 32) | (BLOCK_N - 1 - safe).to(tl.int64)
+    key = tl.where(ok, key, -9223372036854775807)
+    larger = tl.sum((key[:, None, :] > key[:, :, None]).to(tl.int32), axis=2)  # [BM, BK]: keys above each
+    chosen = ok & valid[:, None] & (larger < K0)
+    w_offs = tl.arange(0, WORDS)
+    hit = chosen[:, :, None] & ((safe >> 5)[:, :, None] == w_offs[None, None, :])  # [BM, BK, WORDS]
+    bits = tl.where(hit, 1 << (safe & 31)[:, :, None], 0)
+    words = tl.reduce(tl.reduce(bits, 0, _or), 0, _or)
+    tl.store(part_ptr + tl.program_id(0) * WORDS + w_offs, words)
+
+
+@triton.jit
 def _split_select_kernel(
     logits_ptr, stride_l, bias_ptr, ids_ptr, stride_i, w_ptr, stride_w, ntnp_ptr, part_ptr, M, N, P, scale, skip_at,
     K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, WORDS: tl.constexpr,
@@ -263,6 +339,94 @@ def _split_select_kernel(
                       w_ptr, stride_w, scale, K, BLOCK_N, BLOCK_K, SOFTMAX, RENORMALIZE)  # fmt: skip
 
 
+@triton.jit
+def _gathered_keys(logits_ptr, stride_l, bias_ptr, rows, ids, ok, mx, den,
+                   BLOCK_N: tl.constexpr, HAS_BIAS: tl.constexpr, SOFTMAX: tl.constexpr):  # fmt: skip
+    """``_row_keys``'s packed keys of the ``[BM, BK]`` experts ``ids`` alone (-(2**63 - 1) where not ``ok``),
+    the same operations on the same values, so the same bits."""
+    safe = tl.where(ok, ids, 0)
+    x = tl.load(logits_ptr + rows[:, None] * stride_l + safe, mask=ok, other=float("-inf")).to(tl.float32)
+    if SOFTMAX:  # noqa: SIM108 (a constexpr branch, not a value choice)
+        s = tl.exp(x - mx[:, None]) / den[:, None]
+    else:
+        s = 1.0 / (1.0 + tl.exp(-x))
+    r = tl.where(ok, s, 0.0)
+    if HAS_BIAS:
+        r = r + tl.load(bias_ptr + safe, mask=ok, other=0.0).to(tl.float32)
+    rbits = r.to(tl.int32, bitcast=True)
+    ordered = rbits ^ ((rbits >> 31) & 0x7FFFFFFF)
+    key = (ordered.to(tl.int64) << 32) | (BLOCK_N - 1 - safe).to(tl.int64)
+    return tl.where(ok, key, -9223372036854775807)
+
+
+@triton.jit
+def _repair_select_kernel(
+    logits_ptr, stride_l, bias_ptr, ids_ptr, stride_i, w_ptr, stride_w, ntnp_ptr, part_ptr, M, N, P, scale, skip_at,
+    K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, WORDS: tl.constexpr,
+    BLOCK_P: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_NTNP: tl.constexpr, SOFTMAX: tl.constexpr,
+    RENORMALIZE: tl.constexpr, USE_PDL: tl.constexpr,
+):  # fmt: skip
+    """Split path, repair kernel B: ``_split_select_kernel``'s result, found from the incoming plain top-k.
+    Every plain id in the union S stays (ranked pairwise among them: c of them, slots 0..c-1); the other
+    k - c slots take S's best experts below the row's plain k-th key (every expert outside the plain top-k
+    ranks below all of it), in key order: a loop of max over the program's valid rows of k - c rounds,
+    a bound read on the device (no round at all where S holds every row's plain top-k)."""
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rmask = rows < M
+    offs = tl.arange(0, BLOCK_N)
+    nmask = offs < N
+    key, mx, den = _row_keys(logits_ptr, stride_l, bias_ptr, rows, rmask, offs, nmask, BLOCK_N, HAS_BIAS, SOFTMAX)
+    if USE_PDL:
+        gdc_wait()
+    acc = tl.zeros([WORDS], dtype=tl.int32)
+    w_offs = tl.arange(0, WORDS)
+    for start in range(0, P, BLOCK_P):
+        p = start + tl.arange(0, BLOCK_P)
+        part = tl.load(part_ptr + p[:, None] * WORDS + w_offs[None, :], mask=(p < P)[:, None], other=0)
+        acc = acc | tl.reduce(part, 0, _or)
+    bits = (acc[:, None] >> tl.arange(0, 32)[None, :]) & 1  # [WORDS, 32]
+    if tl.sum(tl.sum(bits, axis=1), axis=0) < skip_at:
+        active = tl.reshape(bits, [BLOCK_N]) > 0
+        valid = _rows_valid(ids_ptr, stride_i, ntnp_ptr, rows, rmask, K, BLOCK_K, HAS_NTNP)
+        koffs = tl.arange(0, BLOCK_K)
+        km = rmask[:, None] & (koffs[None, :] < K)
+        ids = tl.load(ids_ptr + rows[:, None] * stride_i + koffs[None, :], mask=km, other=-1).to(tl.int32)
+        ok = km & (ids >= 0) & (ids < N)
+        pkey = _gathered_keys(logits_ptr, stride_l, bias_ptr, rows, ids, ok, mx, den, BLOCK_N, HAS_BIAS, SOFTMAX)
+        safe = tl.where(ok, ids, 0)
+        word = tl.sum(tl.where((safe >> 5)[:, :, None] == w_offs[None, None, :], acc[None, None, :], 0), axis=2)
+        ins = ok & (((word >> (safe & 31)) & 1) > 0)  # [BM, BK]: plain id in S
+        c = tl.sum(ins.to(tl.int32), axis=1)
+        skey = tl.where(ins, pkey, -9223372036854775807)
+        slot = tl.sum((skey[:, None, :] > skey[:, :, None]).to(tl.int32), axis=2)  # rank among the kept
+        place = ins[:, None, :] & (slot[:, None, :] == koffs[None, :, None])  # [BM, slot, j]
+        top1 = _key_index(tl.max(key, axis=1), BLOCK_N)
+        kept = tl.sum(tl.where(place, ids[:, None, :], 0), axis=2)
+        take = tl.max(place.to(tl.int32), axis=2) > 0
+        out_ids = tl.where(take, kept, top1[:, None])
+        prev = tl.min(tl.where(ok, pkey, 9223372036854775807), axis=1)  # the row's plain k-th key
+        # The contract, checked per row (one compare-and-count): exactly the other k-1 plain ids rank above
+        # the lowest one. A row whose router broke a k-th-place tie otherwise (or repeated an id) sends this
+        # program to the full selection, so the result is the reference's either way.
+        above = tl.sum((key > prev[:, None]).to(tl.int32), axis=1)
+        broken = valid & (above != tl.sum(ok.to(tl.int32), axis=1) - 1)
+        if tl.max(broken.to(tl.int32), axis=0) > 0:
+            _select_store(key, mx, den, active, rows, rmask, valid, logits_ptr, stride_l, ids_ptr, stride_i,
+                          w_ptr, stride_w, scale, K, BLOCK_N, BLOCK_K, SOFTMAX, RENORMALIZE)  # fmt: skip
+        else:
+            akey = tl.where(active[None, :], key, -9223372036854775807)
+            need = tl.max(tl.where(valid, K - c, 0), axis=0)
+            for j in range(0, need):
+                best = _next_key(akey, prev)
+                found = (best > -9223372036854775807)[:, None]
+                here = (koffs[None, :] == (c + j)[:, None]) & (koffs[None, :] < K) & found
+                out_ids = tl.where(here, _key_index(best, BLOCK_N)[:, None], out_ids)
+                take = take | here
+                prev = best
+            _store_routed(out_ids, take, mx, den, rows, rmask, valid, logits_ptr, stride_l, ids_ptr, stride_i,
+                          w_ptr, stride_w, scale, K, BLOCK_K, SOFTMAX, RENORMALIZE)  # fmt: skip
+
+
 def supports(
     router_logits: torch.Tensor,
     topk_ids: torch.Tensor,
@@ -282,11 +446,11 @@ def supports(
 
 
 def choose_path(m: int, block_n: int = 128) -> str:
-    """``single``, ``repl`` or ``split`` for a batch of ``m`` rows (``KIT_OEA_PATH``, ``KIT_OEA_SINGLE_MAX``,
-    ``KIT_OEA_REPL_MAX``)."""
+    """``single``, ``repl`` or ``split`` (or a forced ``split-light`` / ``split-old``) for a batch of ``m`` rows
+    (``KIT_OEA_PATH``, ``KIT_OEA_SINGLE_MAX``, ``KIT_OEA_REPL_MAX``)."""
     path = os.environ.get(PATH_KNOB, "auto").strip().lower() or "auto"
     if path not in ("auto", *PATHS):
-        raise ValueError(f"{PATH_KNOB}={path!r}: expected auto, single, repl or split")
+        raise ValueError(f"{PATH_KNOB}={path!r}: expected auto, single, repl, split, split-light or split-old")
     if path != "auto":
         return path
     if m <= _int_knob(SINGLE_MAX_KNOB, DEFAULT_SINGLE_ELEMENTS // block_n):
@@ -357,7 +521,7 @@ def oea_reroute_triton_(
     at = n + 1 if skip_at is None else int(skip_at)
     stride_l, stride_i, stride_w = router_logits.stride(0), topk_ids.stride(0), topk_weights.stride(0)
     path = choose_path(m, block_n)
-    if path != "split":
+    if not path.startswith("split"):
         block_m = min(triton.next_power_of_2(m), max(1, _SINGLE_TILE // block_n))
         block_m2 = block_m if path == "single" else _REPL_ROWS
         rows = m if path == "single" else block_m2
@@ -373,12 +537,14 @@ def oea_reroute_triton_(
     words = block_n // 32
     part = torch.empty(programs * words, dtype=torch.int32, device=router_logits.device)
     warps = _int_knob(WARPS_KNOB, 8 if block_m * block_n >= 2048 else 4)  # >= 8 rows of 256: a warp per row
-    _part_kernel[(programs,)](
+    part_kernel = _part_kernel if path == "split-old" else _light_part_kernel
+    part_kernel[(programs,)](
         router_logits, stride_l, bias, topk_ids, stride_i, ntnp, part, m, n,
         K=k, K0=k0, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, WORDS=words, num_warps=warps, **flags,
         **launch,
     )  # fmt: skip
-    _split_select_kernel[(programs,)](
+    select_kernel = _repair_select_kernel if path == "split" else _split_select_kernel
+    select_kernel[(programs,)](
         router_logits, stride_l, bias, topk_ids, stride_i, topk_weights, stride_w, ntnp, part, m, n, programs, scale,
         at, K=k, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, WORDS=words,
         BLOCK_P=min(triton.next_power_of_2(programs), 256), RENORMALIZE=renormalize, num_warps=warps, **flags,
