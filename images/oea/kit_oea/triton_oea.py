@@ -3,11 +3,16 @@
 Contract: ``oea_reroute_triton_`` rewrites the routed columns of ``topk_ids`` / ``topk_weights`` in place,
 exactly as ``kit_oea.oea.reroute_torch_`` (the reference) does, the skip rule included; ``supports`` says
 which tensors it takes (any id and weight dtype: int32/fp32 as sglang keeps them, int64/bf16 as transformers'
-router returns them). The split path's kernels also rely on the hook's input contract: the incoming
-``topk_ids`` of each routed row are its plain top-k under the same key (score + bias, ties to the lower
-index), as plain routing hands them over. Kernel B checks that per row and falls back to the full selection
-where a router broke a k-th-place tie otherwise; kernel A differs only where one row's tie group spans ranks
-k0-1 to k and the router kept other members of it. Paths, chosen per call from the shapes (never from the data):
+router returns them), for ANY incoming ids: like the reference, the result depends on them only through
+their -1 masking. The split path's fast kernels use the incoming ids as a hint, never as a contract: where
+every valid row of a program hands over its plain top-k under the same key (score + bias, ties to the lower
+index: K distinct experts with exactly K-1 of the row's keys above the lowest of them, checked per row
+against the full row), they work from it; a program with any other valid row (a router that broke a
+k-th-place tie otherwise, a repeated id, a row partly -1, an id past the experts, ids that are no top-k at
+all) takes the full-row computation, in each kernel separately. (f1bdee1's light kernel A trusted the ids
+unchecked: 15 GPU tests that feed random ids failed on an H200, and the interpreter gives the same wrong
+rows on those inputs; benchmarks/results/h200-hookfast-2026-12-03/.) Paths, chosen per call from the shapes
+(never from the data):
 
 - **single** (default up to 512 logits: 4 rows of 128 experts, 2 of 256): ONE program holds the batch as
   ``[BLOCK_M, BLOCK_N]`` tiles, builds the union of every valid row's top-``k0`` in registers, then picks
@@ -16,12 +21,15 @@ k0-1 to k and the router kept other members of it. Paths, chosen per call from t
   top-``k0`` as a bit set (``BLOCK_N / 32`` int32 words per program, fully overwritten: no memset); kernel
   B, the same programs, ORs those bit sets (a few hundred words, where the histogram of every row's base ids
   it replaced cost +12.7 us at GLM-5's 1024 rows) and selects. Two launches, stateless.
-  Since the light kernel A and the repair selection (unmeasured on a GPU; docs/oea-hook.md): kernel A
-  (``_light_part_kernel``) ranks only each row's K incoming plain ids (pairwise, ``[BM, K, K]``) for its
-  top-k0; kernel B (``_repair_select_kernel``) keeps every plain id that is in the union S and fills only the
-  k - c other slots from S below the row's plain k-th key (a loop bounded on the device by the program's
-  largest k - c: no full-row round where S holds every plain id). ``split-light`` (light A, old B) and
-  ``split-old`` (both old kernels: A ranks the full row, B takes K full-row max rounds) stay forcible.
+  The default split path now runs the light kernel A and the repair selection (their checked form is
+  unmeasured on a GPU; docs/oea-hook.md): kernel A (``_light_part_kernel``) ranks the full row's keys once
+  to check the hint (one compare-and-count) and then only each row's K incoming ids (pairwise,
+  ``[BM, K, K]``) for its top-k0, instead of K0-1 max rounds over the row; kernel B
+  (``_repair_select_kernel``) keeps every plain id that is in the union S and fills only the k - c other
+  slots from S below the row's plain k-th key (a loop bounded on the device by the program's largest k - c:
+  no full-row round where S holds every plain id). Either falls back per program where the hint fails
+  (``_plain_top_k_broken``). ``split-light`` (light A, old B) and ``split-old`` (both old kernels: A ranks
+  the full row, B takes K full-row max rounds) stay forcible.
 - **repl** (forced only): one launch, every program rebuilds the union from all rows (as single does) and
   selects for one row. Measured slower than split from 4 rows up; kept for measurement.
 
@@ -228,6 +236,19 @@ def _union_kernel(
 
 
 @triton.jit
+def _full_top_k0_words(key, valid, nmask, K0: tl.constexpr, WORDS: tl.constexpr):
+    """The bit set (WORDS int32 words) of the union of the valid rows' top-k0, from their full-row keys:
+    K0-1 rounds of a max over each row."""
+    kth = tl.max(key, axis=1)
+    for _ in tl.static_range(K0 - 1):
+        kth = _next_key(key, kth)
+    chosen = (key >= kth[:, None]) & valid[:, None] & nmask[None, :]
+    mine = tl.max(chosen.to(tl.int32), axis=0)  # [BLOCK_N] 0/1
+    bits = tl.reshape(mine, [WORDS, 32]) << tl.arange(0, 32)[None, :]
+    return tl.reduce(bits, 1, _or)
+
+
+@triton.jit
 def _part_kernel(
     logits_ptr, stride_l, bias_ptr, ids_ptr, stride_i, ntnp_ptr, part_ptr, M, N,
     K: tl.constexpr, K0: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
@@ -245,14 +266,37 @@ def _part_kernel(
     nmask = offs < N
     key, _, _ = _row_keys(logits_ptr, stride_l, bias_ptr, rows, rmask, offs, nmask, BLOCK_N, HAS_BIAS, SOFTMAX)
     valid = _rows_valid(ids_ptr, stride_i, ntnp_ptr, rows, rmask, K, BLOCK_K, HAS_NTNP)
-    kth = tl.max(key, axis=1)
-    for _ in tl.static_range(K0 - 1):
-        kth = _next_key(key, kth)
-    chosen = (key >= kth[:, None]) & valid[:, None] & nmask[None, :]
-    mine = tl.max(chosen.to(tl.int32), axis=0)  # [BLOCK_N] 0/1
-    bits = tl.reshape(mine, [WORDS, 32]) << tl.arange(0, 32)[None, :]
-    words = tl.reduce(bits, 1, _or)
+    words = _full_top_k0_words(key, valid, nmask, K0, WORDS)
     tl.store(part_ptr + tl.program_id(0) * WORDS + tl.arange(0, WORDS), words)
+
+
+@triton.jit
+def _incoming(ids_ptr, stride_i, rows, rmask, N, K: tl.constexpr, BLOCK_K: tl.constexpr):
+    """The ``[BM, BK]`` incoming routed ids as int32 (0 where not ``ok``) and ``ok``: a slot below K holding
+    an id in [0, N). Compared in the ids' own dtype first (an int64 id is never truncated into range)."""
+    koffs = tl.arange(0, BLOCK_K)
+    km = rmask[:, None] & (koffs[None, :] < K)
+    raw = tl.load(ids_ptr + rows[:, None] * stride_i + koffs[None, :], mask=km, other=-1)
+    ok = km & (raw >= 0) & (raw < N)
+    return tl.where(ok, raw, 0).to(tl.int32), ok
+
+
+@triton.jit
+def _plain_top_k_broken(key, pkey, ok, valid, K: tl.constexpr):
+    """Per row, whether the incoming ids break the plain-top-k hint the fast kernels use: a valid row's K
+    slots must hold K distinct experts that are exactly its K best keys (the same packed keys, ties to the
+    lower index). ``key``: the row's full ``[BM, BN]`` keys; ``pkey``: the ``[BM, BK]`` keys of its incoming
+    ids (``ok`` slots). Also returns each incoming id's rank among them (``larger``: how many rank above) and
+    the lowest incoming key. One compare-and-count over the row; the rest is ``[BM, BK, BK]``. (The count of
+    ``ok`` slots is implied by the rank sum for K >= 2, not for K = 1: a lone id past the experts.)"""
+    larger = tl.sum((pkey[:, None, :] > pkey[:, :, None]).to(tl.int32), axis=2)  # [BM, BK]: keys above each
+    n_ok = tl.sum(ok.to(tl.int32), axis=1)
+    # With K ok slots, the K ranks sum to K(K-1)/2 exactly when no two slots hold the same expert.
+    distinct = tl.sum(tl.where(ok, larger, 0), axis=1) == (K * (K - 1)) // 2
+    low = tl.min(tl.where(ok, pkey, 9223372036854775807), axis=1)
+    above = tl.sum((key > low[:, None]).to(tl.int32), axis=1)
+    broken = valid & ((n_ok != K) | (~distinct) | (above != K - 1))
+    return broken, larger, low
 
 
 @triton.jit
@@ -262,50 +306,36 @@ def _light_part_kernel(
     WORDS: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_NTNP: tl.constexpr, SOFTMAX: tl.constexpr,
     USE_PDL: tl.constexpr,
 ):  # fmt: skip
-    """Split path, light kernel A: the same bit set as ``_part_kernel``, from each row's K incoming routed ids
-    alone (a row's top-k0 is the top-k0 of its plain top-k, k0 <= k): their K keys (the same packed key as
-    ``_row_keys``), ranked pairwise; no full-row ranking. Softmax rows still read the full row for its max and
-    denominator, so that the keys are the ones the reference ranks (ties included)."""
+    """Split path, light kernel A: the same bit set as ``_part_kernel``. Where every valid row of the program
+    hands over its plain top-k (checked per row against the full row: ``_plain_top_k_broken``), a row's
+    top-k0 is the top-k0 of its K incoming ids, ranked pairwise, instead of K0-1 max rounds over the row;
+    otherwise (a router that broke a tie otherwise, ids that are not a top-k at all, a repeated id, a row
+    partly -1) the program takes ``_part_kernel``'s full-row rounds. Either way the reference's union.
+    Also writes ``part[P * WORDS + program]`` = 1 where it took the full rounds, else 0 (read by tests)."""
     if USE_PDL:
         gdc_wait()
         gdc_launch_dependents()  # kernel B may start now; it waits for this grid before reading part
-    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    pid = tl.program_id(0)
+    rows = pid * BLOCK_M + tl.arange(0, BLOCK_M)
     rmask = rows < M
-    koffs = tl.arange(0, BLOCK_K)
-    km = rmask[:, None] & (koffs[None, :] < K)
-    ids = tl.load(ids_ptr + rows[:, None] * stride_i + koffs[None, :], mask=km, other=-1).to(tl.int32)
-    ok = km & (ids >= 0) & (ids < N)
-    valid = (tl.max((km & (ids >= 0)).to(tl.int32), axis=1) > 0) & rmask
-    if HAS_NTNP:
-        valid = valid & (rows < tl.load(ntnp_ptr))
-    safe = tl.where(ok, ids, 0)
-    x = tl.load(logits_ptr + rows[:, None] * stride_l + safe, mask=ok, other=float("-inf")).to(tl.float32)
-    if SOFTMAX:
-        offs = tl.arange(0, BLOCK_N)
-        m2 = rmask[:, None] & (offs[None, :] < N)
-        full = tl.load(logits_ptr + rows[:, None] * stride_l + offs[None, :], mask=m2, other=float("-inf"))
-        full = full.to(tl.float32)
-        mx = tl.where(rmask, tl.max(full, axis=1), 0.0)
-        e = tl.where(m2, tl.exp(full - mx[:, None]), 0.0)
-        den = tl.sum(e, axis=1)
-        den = tl.where(den > 0, den, 1.0)
-        s = tl.exp(x - mx[:, None]) / den[:, None]
-    else:
-        s = 1.0 / (1.0 + tl.exp(-x))
-    r = tl.where(ok, s, 0.0)
-    if HAS_BIAS:
-        r = r + tl.load(bias_ptr + safe, mask=ok, other=0.0).to(tl.float32)
-    rbits = r.to(tl.int32, bitcast=True)
-    ordered = rbits ^ ((rbits >> 31) & 0x7FFFFFFF)
-    key = (ordered.to(tl.int64) << 32) | (BLOCK_N - 1 - safe).to(tl.int64)
-    key = tl.where(ok, key, -9223372036854775807)
-    larger = tl.sum((key[:, None, :] > key[:, :, None]).to(tl.int32), axis=2)  # [BM, BK]: keys above each
-    chosen = ok & valid[:, None] & (larger < K0)
+    offs = tl.arange(0, BLOCK_N)
+    nmask = offs < N
+    key, mx, den = _row_keys(logits_ptr, stride_l, bias_ptr, rows, rmask, offs, nmask, BLOCK_N, HAS_BIAS, SOFTMAX)
+    valid = _rows_valid(ids_ptr, stride_i, ntnp_ptr, rows, rmask, K, BLOCK_K, HAS_NTNP)
+    ids, ok = _incoming(ids_ptr, stride_i, rows, rmask, N, K, BLOCK_K)
+    pkey = _gathered_keys(logits_ptr, stride_l, bias_ptr, rows, ids, ok, mx, den, BLOCK_N, HAS_BIAS, SOFTMAX)
+    broken, larger, _ = _plain_top_k_broken(key, pkey, ok, valid, K)
+    fallback = tl.max(broken.to(tl.int32), axis=0)
     w_offs = tl.arange(0, WORDS)
-    hit = chosen[:, :, None] & ((safe >> 5)[:, :, None] == w_offs[None, None, :])  # [BM, BK, WORDS]
-    bits = tl.where(hit, 1 << (safe & 31)[:, :, None], 0)
-    words = tl.reduce(tl.reduce(bits, 0, _or), 0, _or)
-    tl.store(part_ptr + tl.program_id(0) * WORDS + w_offs, words)
+    if fallback > 0:
+        words = _full_top_k0_words(key, valid, nmask, K0, WORDS)
+    else:
+        chosen = ok & valid[:, None] & (larger < K0)
+        hit = chosen[:, :, None] & ((ids >> 5)[:, :, None] == w_offs[None, None, :])  # [BM, BK, WORDS]
+        bits = tl.where(hit, 1 << (ids & 31)[:, :, None], 0)
+        words = tl.reduce(tl.reduce(bits, 0, _or), 0, _or)
+    tl.store(part_ptr + pid * WORDS + w_offs, words)
+    tl.store(part_ptr + tl.num_programs(0) * WORDS + pid, fallback)
 
 
 @triton.jit
@@ -370,8 +400,12 @@ def _repair_select_kernel(
     Every plain id in the union S stays (ranked pairwise among them: c of them, slots 0..c-1); the other
     k - c slots take S's best experts below the row's plain k-th key (every expert outside the plain top-k
     ranks below all of it), in key order: a loop of max over the program's valid rows of k - c rounds,
-    a bound read on the device (no round at all where S holds every row's plain top-k)."""
-    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    a bound read on the device (no round at all where S holds every row's plain top-k). A program with a
+    valid row whose incoming ids are not its plain top-k (``_plain_top_k_broken``, its own check: it does
+    not trust kernel A's) takes ``_select_store``'s full selection. Writes ``part[P * (WORDS + 1) +
+    program]`` = 1 where it did, else 0, unless the batch is skipped (read by tests)."""
+    pid = tl.program_id(0)
+    rows = pid * BLOCK_M + tl.arange(0, BLOCK_M)
     rmask = rows < M
     offs = tl.arange(0, BLOCK_N)
     nmask = offs < N
@@ -389,31 +423,28 @@ def _repair_select_kernel(
         active = tl.reshape(bits, [BLOCK_N]) > 0
         valid = _rows_valid(ids_ptr, stride_i, ntnp_ptr, rows, rmask, K, BLOCK_K, HAS_NTNP)
         koffs = tl.arange(0, BLOCK_K)
-        km = rmask[:, None] & (koffs[None, :] < K)
-        ids = tl.load(ids_ptr + rows[:, None] * stride_i + koffs[None, :], mask=km, other=-1).to(tl.int32)
-        ok = km & (ids >= 0) & (ids < N)
+        ids, ok = _incoming(ids_ptr, stride_i, rows, rmask, N, K, BLOCK_K)
         pkey = _gathered_keys(logits_ptr, stride_l, bias_ptr, rows, ids, ok, mx, den, BLOCK_N, HAS_BIAS, SOFTMAX)
-        safe = tl.where(ok, ids, 0)
-        word = tl.sum(tl.where((safe >> 5)[:, :, None] == w_offs[None, None, :], acc[None, None, :], 0), axis=2)
-        ins = ok & (((word >> (safe & 31)) & 1) > 0)  # [BM, BK]: plain id in S
-        c = tl.sum(ins.to(tl.int32), axis=1)
-        skey = tl.where(ins, pkey, -9223372036854775807)
-        slot = tl.sum((skey[:, None, :] > skey[:, :, None]).to(tl.int32), axis=2)  # rank among the kept
-        place = ins[:, None, :] & (slot[:, None, :] == koffs[None, :, None])  # [BM, slot, j]
-        top1 = _key_index(tl.max(key, axis=1), BLOCK_N)
-        kept = tl.sum(tl.where(place, ids[:, None, :], 0), axis=2)
-        take = tl.max(place.to(tl.int32), axis=2) > 0
-        out_ids = tl.where(take, kept, top1[:, None])
-        prev = tl.min(tl.where(ok, pkey, 9223372036854775807), axis=1)  # the row's plain k-th key
-        # The contract, checked per row (one compare-and-count): exactly the other k-1 plain ids rank above
-        # the lowest one. A row whose router broke a k-th-place tie otherwise (or repeated an id) sends this
-        # program to the full selection, so the result is the reference's either way.
-        above = tl.sum((key > prev[:, None]).to(tl.int32), axis=1)
-        broken = valid & (above != tl.sum(ok.to(tl.int32), axis=1) - 1)
-        if tl.max(broken.to(tl.int32), axis=0) > 0:
+        # The hint, checked per row: K distinct ids, exactly the row's K best keys. A row whose router broke
+        # a k-th-place tie otherwise, repeated an id, or handed over anything else sends this program to the
+        # full selection, so the result is the reference's either way.
+        broken, _, prev = _plain_top_k_broken(key, pkey, ok, valid, K)  # prev: the row's plain k-th key
+        fallback = tl.max(broken.to(tl.int32), axis=0)
+        tl.store(part_ptr + P * (WORDS + 1) + pid, fallback)
+        if fallback > 0:
             _select_store(key, mx, den, active, rows, rmask, valid, logits_ptr, stride_l, ids_ptr, stride_i,
                           w_ptr, stride_w, scale, K, BLOCK_N, BLOCK_K, SOFTMAX, RENORMALIZE)  # fmt: skip
         else:
+            word = tl.sum(tl.where((ids >> 5)[:, :, None] == w_offs[None, None, :], acc[None, None, :], 0), axis=2)
+            ins = ok & (((word >> (ids & 31)) & 1) > 0)  # [BM, BK]: plain id in S
+            c = tl.sum(ins.to(tl.int32), axis=1)
+            skey = tl.where(ins, pkey, -9223372036854775807)
+            slot = tl.sum((skey[:, None, :] > skey[:, :, None]).to(tl.int32), axis=2)  # rank among the kept
+            place = ins[:, None, :] & (slot[:, None, :] == koffs[None, :, None])  # [BM, slot, j]
+            top1 = _key_index(tl.max(key, axis=1), BLOCK_N)
+            kept = tl.sum(tl.where(place, ids[:, None, :], 0), axis=2)
+            take = tl.max(place.to(tl.int32), axis=2) > 0
+            out_ids = tl.where(take, kept, top1[:, None])
             akey = tl.where(active[None, :], key, -9223372036854775807)
             need = tl.max(tl.where(valid, K - c, 0), axis=0)
             for j in range(0, need):
@@ -489,6 +520,15 @@ def _sms(device: torch.device) -> int:
     return _sm_count[index]
 
 
+def _split_scratch(programs: int, words: int, device: torch.device) -> torch.Tensor:
+    """The split path's scratch, int32, uninitialised (each word is written before it is read): kernel A's
+    bit sets (``programs * words``), then one word per program from the light kernel A and one from the
+    repair kernel B, 1 where that program took the full-row computation because a row's incoming ids failed
+    the plain-top-k check, else 0 (the old kernels leave them unwritten). Nothing on the hook's path reads
+    those last words; tests replace this function to read them."""
+    return torch.empty(programs * (words + 2), dtype=torch.int32, device=device)
+
+
 def oea_reroute_triton_(
     topk_ids: torch.Tensor,
     topk_weights: torch.Tensor,
@@ -535,7 +575,7 @@ def oea_reroute_triton_(
     block_m = min(per_program, max(1, _SPLIT_TILE // block_n))
     programs = triton.cdiv(m, block_m)
     words = block_n // 32
-    part = torch.empty(programs * words, dtype=torch.int32, device=router_logits.device)
+    part = _split_scratch(programs, words, router_logits.device)
     warps = _int_knob(WARPS_KNOB, 8 if block_m * block_n >= 2048 else 4)  # >= 8 rows of 256: a warp per row
     part_kernel = _part_kernel if path == "split-old" else _light_part_kernel
     part_kernel[(programs,)](
