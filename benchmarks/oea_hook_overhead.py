@@ -9,7 +9,12 @@ For each shape and decode batch size M, starting from router logits ``[M, N]`` (
   gathered, renormalised, x2.5; Qwen3: softmax, top-8, renormalised), written into int32 ids / fp32 weights;
 - ``oea``: plain + ``kit_oea.triton_oea`` on its default (auto) path, what kit's sglang patch runs;
 - ``single`` (M <= 128), ``split`` (M >= 8): plain + each of its two paths forced, to place the auto
-  threshold;
+  threshold; ``split-old`` / ``split-light``: the split path's older kernels (full-row A and B; light A with
+  the full-row B);
+- ``split-hintfail``: ``plain-dup`` (plain, then every row's 2nd slot overwritten with its 1st: a repeated
+  id) + the split path: the incoming ids are then never a plain top-k, so the fast kernels' per-row check
+  sends every program to its full-row fallback: what a router that never hands over the plain top-k costs
+  (its overhead is over ``plain-dup``, not ``plain``);
 - ``torch`` (``--with-torch``): plain + the torch-ops reference ``reroute_torch_``;
 - Qwen3 shape only, in transformers' layout (int64 ids, bf16 weights, what ``Qwen3MoeTopKRouter`` returns):
   ``hf-plain``; ``hf-oea``: hf-plain + ``kit_oea.hf.reroute_router_output`` (in place on those tensors).
@@ -18,7 +23,9 @@ Each variant is one CUDA graph of ``--reps`` calls, replayed round-robin with th
 median and IQR). The overhead is the variant's median minus the median of ``plain`` (``hf-plain`` for the
 hf variants). Before timing, every OEA variant runs once on fresh logits and is compared with
 ``reroute_torch_`` (exact ids, weights allclose): a ``MISMATCH`` there makes its time meaningless. Also
-the distinct experts per layer on random logits, plain vs OEA. Target: <= 5 us everywhere. On the CPU
+the distinct experts per layer on random logits, plain vs OEA, and ``hint_fallback``: the share of the split
+path's programs that left the fast path on this cell's own plain routing (kernel A, kernel B; skip off, so B
+always decides). Target: <= 5 us everywhere. On the CPU
 (smoke tests) only plain and torch run, without graphs. Output: a Markdown table and
 ``oea_hook_overhead.json`` / ``.md`` in ``--out``.
 """
@@ -57,7 +64,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--max-seconds", type=float, default=150.0, help="stop starting new cells after this")
     p.add_argument("--seed", type=int, default=0)
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    unknown = [name for name in args.forced if name not in FORCED]
+    if unknown:
+        p.error(f"--forced: unknown variant(s) {','.join(unknown)}; expected some of {','.join(FORCED)}")
+    return args
 
 
 class Case:
@@ -89,6 +100,11 @@ class Case:
         self.ids.copy_(top)
         self.w.copy_(weights)
 
+    def plain_dup(self) -> None:
+        """Plain routing, then a repeated id in every row (the 1st slot's in the 2nd): never a plain top-k."""
+        self.plain()
+        self.ids[:, 1].copy_(self.ids[:, 0])
+
     def hf_plain(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``Qwen3MoeTopKRouter.forward`` after its linear layer: (logits, bf16 weights, int64 ids)."""
         probs = torch.softmax(self.logits, dtype=torch.float, dim=-1)
@@ -102,6 +118,7 @@ class Case:
                 "routed_scaling_factor": s["scale"], "num_token_non_padded": None}  # fmt: skip
 
 
+BASELINES = ("plain", "hf-plain", "plain-dup")  # variants timed only as another's baseline
 KNOBS = ("KIT_OEA_PATH", "KIT_OEA_PDL", "KIT_OEA_SKIP_SLACK", "KIT_OEA_SPLIT_WARPS")
 # name -> (the knobs it sets, the batch sizes it runs at); the rest run with the defaults (auto path, PDL where
 # the GPU has it, skip slack n // 64, 4 warps), i.e. what kit's sglang patch runs.
@@ -110,6 +127,9 @@ FORCED: dict[str, tuple[dict[str, str], tuple[int, int]]] = {
     "single-nopdl": ({"KIT_OEA_PATH": "single", "KIT_OEA_PDL": "0"}, (1, 4)),
     "repl": ({"KIT_OEA_PATH": "repl"}, (2, 128)),
     "split": ({"KIT_OEA_PATH": "split"}, (2, 1 << 30)),
+    "split-old": ({"KIT_OEA_PATH": "split-old"}, (2, 1 << 30)),  # full-row kernel A, full-row selection B
+    "split-light": ({"KIT_OEA_PATH": "split-light"}, (2, 1 << 30)),  # light A, full-row selection B
+    "split-hintfail": ({"KIT_OEA_PATH": "split"}, (2, 1 << 30)),  # on plain_dup: both fallbacks, every program
     "split-nopdl": ({"KIT_OEA_PATH": "split", "KIT_OEA_PDL": "0"}, (2, 1 << 30)),
     "split-w2": ({"KIT_OEA_PATH": "split", "KIT_OEA_SPLIT_WARPS": "2"}, (2, 1 << 30)),
     "noskip": ({"KIT_OEA_SKIP_SLACK": "off"}, (64, 1 << 30)),
@@ -157,14 +177,18 @@ def variants(case: Case, args: argparse.Namespace) -> dict[str, tuple[str, Fn]]:
 
     n = case.shape["n"]
 
-    def kernel(env: dict[str, str]) -> Fn:
-        return with_env(env, lambda: (case.plain(), triton_oea.oea_reroute_triton_(
+    def kernel(env: dict[str, str], before: Fn = case.plain) -> Fn:
+        return with_env(env, lambda: (before(), triton_oea.oea_reroute_triton_(
             case.ids, case.w, case.logits, softmax=soft, skip_at=policy_skip_at(n), **case.kwargs())))  # fmt: skip
 
     out["oea"] = ("plain", kernel({}))
     for name, (env, (lo, hi)) in FORCED.items():  # each path and option forced where it might matter
         if lo <= case.m <= hi and name in args.forced:
-            out[name] = ("plain", kernel(env))
+            if name == "split-hintfail":
+                out["plain-dup"] = ("plain-dup", case.plain_dup)
+                out[name] = ("plain-dup", kernel(env, case.plain_dup))
+            else:
+                out[name] = ("plain", kernel(env))
     if soft and case.bias is None and case.shape["scale"] is None:
         k0 = case.shape["k0"]
 
@@ -195,6 +219,33 @@ def check(name: str, fn: Fn, shape: dict[str, Any], m: int, device: torch.device
         ids, w = result[2], result[1]
         return bool(torch.equal(ids.to(torch.int32), ref_ids) and torch.allclose(w.float(), ref_w, atol=1e-2))
     return bool(torch.equal(case.ids, ref_ids) and torch.allclose(case.w, ref_w, atol=1e-5, rtol=1e-4))
+
+
+def hint_fallback(shape: dict[str, Any], m: int, device: torch.device, seed: int) -> list[float] | None:
+    """On this cell's kind of plain routing (bf16 logits, torch.topk), the share of the split path's programs
+    that left the fast path: [kernel A, kernel B] (their scratch words; skip off, so B always decides)."""
+    if device.type != "cuda":
+        return None
+    from kit_oea import triton_oea
+
+    case = Case(shape, m, device, seed)
+    case.plain()
+    kept: list[tuple[int, int, torch.Tensor]] = []
+    real = triton_oea._split_scratch
+
+    def keep(programs: int, words: int, dev: torch.device) -> torch.Tensor:
+        kept.append((programs, words, real(programs, words, dev)))
+        return kept[-1][2]
+
+    setattr(triton_oea, "_split_scratch", keep)  # noqa: B010 (restored below)
+    try:
+        with_env({"KIT_OEA_PATH": "split"}, lambda: triton_oea.oea_reroute_triton_(
+            case.ids, case.w, case.logits, softmax=shape["softmax"], skip_at=None, **case.kwargs()))()  # fmt: skip
+    finally:
+        setattr(triton_oea, "_split_scratch", real)  # noqa: B010
+    programs, words, buf = kept[-1]
+    flags = buf[programs * words :].reshape(2, programs).float()
+    return [round(float(flags[0].mean()), 4), round(float(flags[1].mean()), 4)]
 
 
 def distinct(
@@ -228,7 +279,7 @@ def run_cell(shape_name: str, m: int, args: argparse.Namespace, device: torch.de
     ok: dict[str, bool] = {}
     errors: dict[str, str] = {}
     for name in list(vs):
-        if name in ("plain", "hf-plain"):
+        if name in BASELINES:
             continue
         try:
             ok[name] = check(name, vs[name][1], shape, m, device, args.seed + 77 + m)
@@ -243,8 +294,9 @@ def run_cell(shape_name: str, m: int, args: argparse.Namespace, device: torch.de
                            "plain_us": res["plain"]["median_us"], "modes": sorted({r["mode"] for r in res.values()})}  # fmt: skip
     if "hf-plain" in res:
         row["hf_plain_us"] = res["hf-plain"]["median_us"]
+    row["hint_fallback"] = hint_fallback(shape, m, device, args.seed + m)
     for name, (base, _) in vs.items():
-        if name in ("plain", "hf-plain"):
+        if name in BASELINES:
             continue
         extra = res[name]["median_us"] - res[base]["median_us"]
         row[f"{name}_extra_us"] = round(extra, 2)
@@ -260,12 +312,15 @@ def render(rows: list[dict[str, Any]]) -> str:
     shown = []
     for r in rows:
         s = {k: r.get(k) for k in ("shape", "batch", "T_plain", "T_oea", "skip", "plain_us", "hf_plain_us")}
+        fb = r.get("hint_fallback")
+        s["fallback"] = "-" if fb is None else f"{fb[0]:.2f}/{fb[1]:.2f}"
         for n in present:
             if f"{n}_extra_us" in r:
                 s[n] = f"{r[f'{n}_extra_us']:+.2f}" + ("" if r[f"{n}_ok"] else " MISMATCH")
         shown.append(s)
     cols = [("shape", "shape"), ("batch", "M"), ("T_plain", "T plain"), ("T_oea", "T oea"), ("skip", "skipped"),
-            ("plain_us", "plain us"), ("hf_plain_us", "hf-plain us")] + [(n, f"{n} +us") for n in present]  # fmt: skip
+            ("plain_us", "plain us"), ("hf_plain_us", "hf-plain us"), ("fallback", "fallback A/B")] + [
+                (n, f"{n} +us") for n in present]  # fmt: skip
     lines = [f"## OEA hook: us over plain top-k per MoE layer (target <= {TARGET_US} us)", table(shown, cols)]
     for n in present:
         worst = max((r[f"{n}_extra_us"] for r in rows if f"{n}_extra_us" in r), default=None)

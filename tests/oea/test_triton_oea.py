@@ -7,6 +7,12 @@ on the same
 inputs: exact ids, weights allclose, including batch 1, rows without a token (``-1`` ids, padding past
 ``num_token_non_padded``), heavy ties, an active set smaller than k, a fused shared column, int64 ids with
 bf16 weights (the transformers layout) and strided logits. Skipped when Triton does not import.
+
+The split path's fast kernels (light A, repair B) use the incoming ids as a hint: the tests feed both the
+plain top-k (the hint holds: the fast path) and ids that are not (random ids, as test_oea_gpu.py does; the
+inputs on which f1bdee1's kernels failed on an H200, replayed; every kind of broken hint), always against
+``reroute_torch_``, and check in the kernels' scratch words that the fast path is what runs where the hint
+holds and that the fallback fires exactly in the programs of the broken rows.
 """
 
 from __future__ import annotations
@@ -31,7 +37,8 @@ from oea_helpers import IMAGE_DIR, patch_triton_interpreter_scalars, reference  
 pytestmark = pytest.mark.slow  # ~11 s interpreted on 2 CPU cores
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-PATHS = ["single", "repl", "split"]
+PATHS = ["single", "repl", "split", "split-light", "split-old"]
+KERNELS = ("_union_kernel", "_part_kernel", "_light_part_kernel", "_split_select_kernel", "_repair_select_kernel")
 
 
 def _load_kernels() -> ModuleType:
@@ -103,9 +110,18 @@ def make(
 
 
 def run_both(x: SimpleNamespace, *, k: int, k0: int, softmax: bool, renormalize: bool = True,
-             scale: float | None = None, ntnp: int | None = None,
-             skip_at: int | None = None) -> tuple[Any, Any, Any, Any]:  # fmt: skip
-    """(reference ids, reference weights, kernel ids, kernel weights); the reference on int32/fp32 CPU copies."""
+             scale: float | None = None, ntnp: int | None = None, skip_at: int | None = None,
+             incoming: str = "plain") -> tuple[Any, Any, Any, Any]:  # fmt: skip
+    """(reference ids, reference weights, kernel ids, kernel weights); the reference on int32/fp32 CPU copies.
+    ``incoming="plain"``: the incoming ids of every row that has one are first set to the row's plain top-k
+    under the reference's own key (stable descending sort: ties to the lower index), what plain routing hands
+    the hook and what the split path's fast kernels use as a hint (``x.ids`` in place). ``"random"``: the ids
+    as ``make`` drew them (uniform, repeats possible), which ``reroute_torch_`` takes as well (it reads them
+    only for their -1 masking), as test_oea_gpu.py's inputs are: the hint then fails and the kernels must
+    still give the reference's result."""
+    assert incoming in ("plain", "random"), incoming
+    if incoming == "plain":
+        plain_top_k_(x, k=k, softmax=softmax)
     nt = None if ntnp is None else torch.tensor(ntnp, dtype=torch.int32)
     ref_ids, ref_w = x.ids.to(torch.int32).clone(), x.weights.float().clone()
     reroute_torch_(ref_ids, ref_w, x.logits, k0=k0, k=k, scoring_func="softmax" if softmax else "sigmoid",
@@ -124,6 +140,17 @@ def run_both(x: SimpleNamespace, *, k: int, k0: int, softmax: bool, renormalize:
     return ref_ids, ref_w, dev["ids"].cpu(), dev["w"].cpu()
 
 
+def plain_top_k_(x: SimpleNamespace, *, k: int, softmax: bool) -> None:
+    """Plain routing as the reference ranks: softmax or sigmoid scores (+ correction bias), stable sort."""
+    x32 = x.logits.float()
+    rank = torch.softmax(x32, dim=-1) if softmax else torch.sigmoid(x32)
+    if x.corr is not None:
+        rank = rank + x.corr.float()
+    order = torch.sort(rank, dim=1, descending=True, stable=True).indices[:, :k]
+    routed = (x.ids[:, :k] >= 0).any(dim=1, keepdim=True)
+    x.ids[:, :k] = torch.where(routed, order.to(x.ids.dtype), x.ids[:, :k])
+
+
 def assert_same(ref_ids: Any, ref_w: Any, ids: Any, w: Any, *, atol: float = 1e-5) -> None:
     assert torch.equal(ids.to(torch.int32), ref_ids), (ids != ref_ids).nonzero()[:5]
     torch.testing.assert_close(w.float(), ref_w, atol=atol, rtol=1e-3)
@@ -140,14 +167,19 @@ SHAPES = [  # m, n, k, k0, softmax, bias, scale, ntnp, shared, minus_one_rows
 ]
 
 
+@pytest.mark.parametrize("incoming", ["plain", "random"])
 @pytest.mark.parametrize(("m", "n", "k", "k0", "softmax", "bias", "scale", "ntnp", "shared", "minus"), SHAPES)
 def test_matches_torch_reference(
     path: str, m: int, n: int, k: int, k0: int, softmax: bool, bias: bool, scale: float | None,
-    ntnp: int | None, shared: int, minus: tuple[int, ...],
+    ntnp: int | None, shared: int, minus: tuple[int, ...], incoming: str,
 ) -> None:  # fmt: skip
+    """Every path, every shape, on the plain top-k (the hook's usual input) and on random incoming ids (what
+    the reference accepts too: the split path's fast kernels must notice and still match it)."""
+    if incoming == "random" and path in ("repl", "split-old"):
+        pytest.skip(f"{path} reads the incoming ids only through _rows_valid, as single does (random ids: single)")
     x = make(m, n, k, seed=m * 1000 + n, bias=bias, shared=shared, minus_one_rows=minus)
     shared_before = x.ids[:, k:].clone(), x.weights[:, k:].clone()
-    ref_ids, ref_w, ids, w = run_both(x, k=k, k0=k0, softmax=softmax, scale=scale, ntnp=ntnp)
+    ref_ids, ref_w, ids, w = run_both(x, k=k, k0=k0, softmax=softmax, scale=scale, ntnp=ntnp, incoming=incoming)
     assert_same(ref_ids, ref_w, ids, w)
     assert torch.equal(ids[:, k:].to(torch.int32), shared_before[0])  # fused shared columns untouched
     assert torch.equal(w[:, k:], shared_before[1])
@@ -222,7 +254,7 @@ def test_empty_batch_and_path_knob(monkeypatch: pytest.MonkeyPatch) -> None:
     assert [TK.choose_path(m, 256) for m in (1, 2, 3)] == ["single", "single", "split"]  # 512 logits
     assert [TK.choose_path(m, 128) for m in (4, 5)] == ["single", "split"]
     monkeypatch.setenv(TK.PATH_KNOB, "fast")
-    with pytest.raises(ValueError, match="expected auto, single, repl or split"):
+    with pytest.raises(ValueError, match="expected auto, single, repl, split, split-light or split-old"):
         TK.choose_path(1)
 
 
@@ -232,8 +264,9 @@ def test_auto_path_on_the_gpu(n: int, k: int, k0: int, softmax: bool, bias: bool
     """The default path from 1 row to past one program per SM (132 on an H200), exact against the reference,
     then replayed from a CUDA graph on new data (the scratch buffer of the split path comes from the graph)."""
     for m in (1, 4, 5, 8, 64, 131, 132, 133, 257, 1024, 3001):
-        x = make(m, n, k, seed=m, bias=bias, minus_one_rows=(m // 2,) if m > 1 else ())
-        assert_same(*run_both(x, k=k, k0=k0, softmax=softmax, ntnp=m - 1 if m > 1 else None))
+        for incoming in ("plain", "random"):
+            x = make(m, n, k, seed=m, bias=bias, minus_one_rows=(m // 2,) if m > 1 else ())
+            assert_same(*run_both(x, k=k, k0=k0, softmax=softmax, ntnp=m - 1 if m > 1 else None, incoming=incoming))
     m = 256
     x = make(m, n, k, seed=9, bias=bias)
     logits, ids, w = x.logits.cuda(), x.ids.cuda(), x.weights.cuda()
@@ -312,7 +345,7 @@ def test_the_host_launches_the_same_whatever_the_data_decides(path: str, monkeyp
     logs: dict[int, list[Any]] = {}
     for union in (29, 32):
         logs[union] = []
-        for name in ("_union_kernel", "_part_kernel", "_split_select_kernel"):
+        for name in KERNELS:
             monkeypatch.setattr(TK, name, LaunchRecorder(getattr(TK, name).kernel
                                                          if isinstance(getattr(TK, name), LaunchRecorder)
                                                          else getattr(TK, name), logs[union]))  # fmt: skip
@@ -320,3 +353,153 @@ def test_the_host_launches_the_same_whatever_the_data_decides(path: str, monkeyp
         _, _, ids, _ = run_both(x, k=4, k0=2, softmax=True, skip_at=30)
         assert torch.equal(ids, x.ids) == (union >= 30)
     assert logs[29] == logs[32] and logs[29]
+
+
+@pytest.mark.parametrize("path", ["split", "split-light"])
+def test_a_router_breaking_the_kth_tie_otherwise_still_gets_the_reference(
+    path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Incoming ids that are NOT the plain top-k under the reference's key (the k-th slot swapped for an
+    expert just outside it, as a router breaking a tie the other way would): the repair selection notices
+    (its per-row check) and falls back to the full selection, so the result is still the reference's."""
+    monkeypatch.setenv(TK.PATH_KNOB, path)
+    m, n, k, k0 = 24, 32, 4, 2
+    x = union_case(m, n, k, k0, 12, seed=3)
+    plain_top_k_(x, k=k, softmax=True)
+    scores = torch.softmax(x.logits.float(), dim=-1)
+    order = torch.sort(scores, dim=1, descending=True, stable=True).indices
+    x.ids[::3, k - 1] = order[::3, k].to(x.ids.dtype)  # every third row: its (k+1)-th expert in the k-th slot
+    nt = None
+    ref_ids, ref_w = x.ids.clone(), x.weights.clone()
+    reroute_torch_(ref_ids, ref_w, x.logits, k0=k0, k=k, scoring_func="softmax", correction_bias=None,
+                   renormalize=True, routed_scaling_factor=None, num_token_non_padded=nt)  # fmt: skip
+    ids, w = x.ids.clone().to(DEVICE), x.weights.clone().to(DEVICE)
+    TK.oea_reroute_triton_(ids, w, x.logits.to(DEVICE), k0=k0, k=k, softmax=True, correction_bias=None,
+                           renormalize=True, routed_scaling_factor=None, num_token_non_padded=None)  # fmt: skip
+    assert_same(ref_ids, ref_w, ids.cpu(), w.cpu())
+
+
+@pytest.mark.parametrize(("path", "m"), [("split", 16), ("split-light", 16), ("split-old", 16), ("split", 256)])
+def test_the_h200_failures_of_test_oea_gpu_replayed_on_the_cpu(
+    path: str, m: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """test_oea_gpu.py's own inputs (its ``inputs(m, 0)``: GLM-5's shape, sigmoid + bias, x2.5, a fused shared
+    column, a -1 row, padding; random incoming ids, NOT the plain top-k) through the interpreted kernels,
+    against the reference and the plain-Python spec. On the H200 (benchmarks/results/h200-hookfast-2026-12-03/
+    tests.log) the hookfast kernels failed test_eager_cuda_meets_the_spec_without_host_sync[16-triton] etc.
+    with row 0 = [89, 79, 20, 164, 217, 33, 238, 213] for the spec's [29, 186, 89, 79, 20, 66, 157, 33]; the
+    interpreter gives the same wrong row on f1bdee1's kernels: light kernel A took each row's top-k0 from its
+    incoming ids without checking that they were the row's plain top-k."""
+    from test_oea_gpu import inputs as gpu_inputs  # the GPU test's generator (CPU draws, then moved)
+
+    monkeypatch.setenv(TK.PATH_KNOB, path)
+    x = gpu_inputs(m, 0, "cpu")
+    k, k0 = 8, 4
+    ref_ids, ref_w = x["ids"].clone(), x["weights"].clone()
+    reroute_torch_(ref_ids, ref_w, x["logits"], k0=k0, k=k, scoring_func="sigmoid", correction_bias=x["bias"],
+                   renormalize=True, routed_scaling_factor=2.5, num_token_non_padded=x["ntnp"])  # fmt: skip
+    ids, w = x["ids"].clone().to(DEVICE), x["weights"].clone().to(DEVICE)
+    TK.oea_reroute_triton_(ids, w, x["logits"].to(DEVICE), k0=k0, k=k, softmax=False,
+                           correction_bias=x["bias"].to(DEVICE), renormalize=True, routed_scaling_factor=2.5,
+                           num_token_non_padded=x["ntnp"].to(DEVICE))  # fmt: skip
+    assert_same(ref_ids, ref_w, ids.cpu(), w.cpu())
+    scores = torch.sigmoid(x["logits"].float())
+    valid = ((x["ids"][:, :k] >= 0).any(1) & (torch.arange(m) < x["ntnp"])).numpy()
+    spec_ids, _ = reference((scores + x["bias"]).numpy(), scores.numpy(), k, k0, valid, scale=2.5)
+    assert np.array_equal(ids[:, :k].cpu().numpy(), spec_ids)
+    assert torch.equal(ids[:, k:].cpu(), x["ids"][:, k:])
+
+
+@pytest.mark.parametrize(("n", "k0", "softmax", "bias"), [(128, 3, True, False), (256, 4, False, True)])
+def test_the_h200_graph_replay_inputs_replayed_on_the_cpu(
+    n: int, k0: int, softmax: bool, bias: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """test_auto_path_on_the_gpu's CUDA-graph part feeds ``make(256, n, 8, seed)`` as drawn (random incoming
+    ids) with seed 9's correction bias, through the auto path (split at 256 rows). On the H200 the hookfast
+    kernels first differed at (row, slot) [14, 6], [14, 7], [16, 4], [16, 5], [16, 6] (Qwen3 shape) and
+    [9, 5], [9, 6], [9, 7], [17, 7], [18, 5] (GLM-5 shape), seed 1; f1bdee1's kernels give exactly those
+    under the interpreter. (~10 s each interpreted: seed 1 only; the other split paths on random ids are in
+    test_matches_torch_reference.)"""
+    monkeypatch.setenv(TK.PATH_KNOB, "auto")
+    m, k = 256, 8
+    assert TK.choose_path(m, n) == "split"
+    x = make(m, n, k, seed=1, bias=bias)
+    x.corr = make(m, n, k, seed=9, bias=bias).corr
+    assert_same(*run_both(x, k=k, k0=k0, softmax=softmax, incoming="random"))
+
+
+def hint_traps(x: SimpleNamespace, *, k: int, n: int, softmax: bool) -> dict[str, int]:
+    """Rows whose incoming ids are not their plain top-k (the kind -> its row), the others left at the plain
+    top-k. ``duplicate`` and ``partly -1`` pass a check that only counts the experts above the lowest incoming
+    key (the one f1bdee1's kernel B made), yet are wrong as a hint: a repeated top-1 hides the row's 2nd
+    expert, a row of one id hides all but its top-1. ``permuted`` is the plain top-k in another order: the
+    hint is a set, so it holds there."""
+    plain_top_k_(x, k=k, softmax=softmax)
+    rank = torch.softmax(x.logits.float(), dim=-1) if softmax else torch.sigmoid(x.logits.float())
+    if x.corr is not None:
+        rank = rank + x.corr.float()
+    order = torch.sort(rank, dim=1, descending=True, stable=True).indices.to(x.ids.dtype)
+    rows = {"kth-tie-other-way": 3, "duplicate": 7, "partly -1": 11, "out of range": 15, "permuted": 19}
+    x.ids[3, k - 1] = order[3, k]  # the (k+1)-th expert in the k-th slot
+    x.ids[7, 1] = order[7, 0]  # the top-1 twice, the 2nd expert missing
+    x.ids[11, 1:k] = -1  # the top-1 alone: a valid row (one id >= 0)
+    x.ids[15, 2] = n  # an id past the experts
+    x.ids[19, :k] = order[19, :k].flip(0)
+    return rows
+
+
+@pytest.mark.parametrize("path", ["split", "split-light"])
+def test_hint_traps_still_get_the_reference(path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every kind of broken hint in one batch (24 rows of 32 experts, one row per program), plain elsewhere:
+    the fast kernels still give the reference's ids and weights."""
+    monkeypatch.setenv(TK.PATH_KNOB, path)
+    m, n, k, k0 = 24, 32, 4, 2
+    x = make(m, n, k, seed=21)
+    hint_traps(x, k=k, n=n, softmax=True)
+    assert_same(*run_both(x, k=k, k0=k0, softmax=True, incoming="random"))  # "random": the ids as set above
+
+
+def test_the_fast_kernels_fall_back_exactly_where_the_hint_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The split path's scratch words that say which programs left the fast path (light A: full-row rounds;
+    repair B: full selection). On the plain top-k none does (so the fast path is what runs, and what the
+    benchmark times, on a router's usual input); with the traps of ``hint_traps`` exactly the programs of
+    the trapped rows do, in both kernels, and a permuted plain top-k is no trap."""
+    monkeypatch.setenv(TK.PATH_KNOB, "split")
+    scratch: list[Any] = []
+    real = TK._split_scratch
+
+    def keep(programs: int, words: int, device: Any) -> Any:
+        buf = real(programs, words, device)
+        scratch.append((programs, words, buf))
+        return buf
+
+    monkeypatch.setattr(TK, "_split_scratch", keep)
+    m, n, k, k0 = 24, 32, 4, 2
+    for trapped in (False, True):
+        x = make(m, n, k, seed=21)
+        rows = hint_traps(x, k=k, n=n, softmax=True) if trapped else {}
+        assert_same(*run_both(x, k=k, k0=k0, softmax=True, incoming="random" if trapped else "plain"))
+        programs, words, buf = scratch[-1]
+        assert programs == m  # one row per program at this batch
+        flags = buf.cpu()[programs * words :].reshape(2, programs)
+        expected = torch.zeros(programs, dtype=torch.int32)
+        expected[[row for kind, row in rows.items() if kind != "permuted"]] = 1
+        assert torch.equal(flags[0], expected), f"kernel A fell back at {flags[0].nonzero().flatten().tolist()}"
+        assert torch.equal(flags[1], expected), f"kernel B fell back at {flags[1].nonzero().flatten().tolist()}"
+
+
+@pytest.mark.parametrize("path", ["split", "split-light"])
+def test_top_1_routing_with_an_id_past_the_experts(path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """k = k0 = 1: a row whose one incoming id is past the experts is still a valid row (its id is not -1),
+    so its top-1 joins the union; with one slot there is no pair of slots to tell that the hint is short, so
+    the fast kernels must count the ids in range."""
+    monkeypatch.setenv(TK.PATH_KNOB, path)
+    m, n, k = 24, 32, 1
+    x = make(m, n, k, seed=4)
+    x.logits[:, 7] = -5.0
+    x.logits[5, 7] = 20.0  # only row 5 wants expert 7
+    plain_top_k_(x, k=k, softmax=True)
+    x.ids[5, 0] = n
+    out = run_both(x, k=k, k0=1, softmax=True, incoming="random")
+    assert_same(*out)
+    assert out[2][5, 0] == 7

@@ -3,7 +3,16 @@
 Contract: ``oea_reroute_triton_`` rewrites the routed columns of ``topk_ids`` / ``topk_weights`` in place,
 exactly as ``kit_oea.oea.reroute_torch_`` (the reference) does, the skip rule included; ``supports`` says
 which tensors it takes (any id and weight dtype: int32/fp32 as sglang keeps them, int64/bf16 as transformers'
-router returns them). Paths, chosen per call from the shapes (never from the data):
+router returns them), for ANY incoming ids: like the reference, the result depends on them only through
+their -1 masking. The split path's fast kernels use the incoming ids as a hint, never as a contract: where
+every valid row of a program hands over its plain top-k under the same key (score + bias, ties to the lower
+index: K distinct experts with exactly K-1 of the row's keys above the lowest of them, checked per row
+against the full row), they work from it; a program with any other valid row (a router that broke a
+k-th-place tie otherwise, a repeated id, a row partly -1, an id past the experts, ids that are no top-k at
+all) takes the full-row computation, in each kernel separately. (f1bdee1's light kernel A trusted the ids
+unchecked: 15 GPU tests that feed random ids failed on an H200, and the interpreter gives the same wrong
+rows on those inputs; benchmarks/results/h200-hookfast-2026-12-03/.) Paths, chosen per call from the shapes
+(never from the data):
 
 - **single** (default up to 512 logits: 4 rows of 128 experts, 2 of 256): ONE program holds the batch as
   ``[BLOCK_M, BLOCK_N]`` tiles, builds the union of every valid row's top-``k0`` in registers, then picks
@@ -12,6 +21,15 @@ router returns them). Paths, chosen per call from the shapes (never from the dat
   top-``k0`` as a bit set (``BLOCK_N / 32`` int32 words per program, fully overwritten: no memset); kernel
   B, the same programs, ORs those bit sets (a few hundred words, where the histogram of every row's base ids
   it replaced cost +12.7 us at GLM-5's 1024 rows) and selects. Two launches, stateless.
+  The default split path now runs the light kernel A and the repair selection (their checked form is
+  unmeasured on a GPU; docs/oea-hook.md): kernel A (``_light_part_kernel``) ranks the full row's keys once
+  to check the hint (one compare-and-count) and then only each row's K incoming ids (pairwise,
+  ``[BM, K, K]``) for its top-k0, instead of K0-1 max rounds over the row; kernel B
+  (``_repair_select_kernel``) keeps every plain id that is in the union S and fills only the k - c other
+  slots from S below the row's plain k-th key (a loop bounded on the device by the program's largest k - c:
+  no full-row round where S holds every plain id). Either falls back per program where the hint fails
+  (``_plain_top_k_broken``). ``split-light`` (light A, old B) and ``split-old`` (both old kernels: A ranks
+  the full row, B takes K full-row max rounds) stay forcible.
 - **repl** (forced only): one launch, every program rebuilds the union from all rows (as single does) and
   selects for one row. Measured slower than split from 4 rows up; kept for measurement.
 
@@ -26,12 +44,12 @@ reads and ranks its rows' logits (written before A) while A runs, then ``griddep
 reads A's bit sets or the routed ids. Every kernel waits before its first read of anything the kernel before
 it may have written. Measured: about 0.7 us less on the split path (0.1 us on single).
 
-Measured on one H200 under a CUDA graph (benchmarks/results/h200-hook-2026-12-03/): over plain routing, +3.0
-to +5.5 us for Qwen3's shape at every batch 1-1024 and GLM-5's up to 64 rows, GLM-5 +6.0 / +6.5 us at 128 /
-256 rows (where it reroutes) and +5.0 / +6.2 us at 512 / 1024 rows where it skips (+7.1 / +9.2 us where it
-must reroute there). The floor of any two-launch path is about 5 us (the second dependent launch costs about
-2 us even with PDL). A one-launch path with a grid barrier was built and measured correct but slower (+6.3
-to +7.6 us, commit 7f16e21).
+Measured on one H200 under a CUDA graph (benchmarks/results/h200-hook-2026-12-03/, the old split path): over
+plain routing, +3.0 to +5.5 us for Qwen3's shape at every batch 1-1024 and GLM-5's up to 64 rows, GLM-5 +6.0 /
++6.5 us at 128 / 256 rows (where it reroutes) and +5.0 / +6.2 us at 512 / 1024 rows where it skips (+7.1 /
++9.2 us where it must reroute there). The floor of any two-launch path is about 5 us (the second dependent
+launch costs about 2 us even with PDL). A one-launch path with a grid barrier was built and measured correct
+but slower (+6.3 to +7.6 us, commit 7f16e21).
 
 Per row, each expert's rank and index are packed into one int64 key (order-preserving float bits << 32 |
 (BLOCK_N - 1 - index)), so one ``max`` finds the best expert with ties to the lower index; the i-th step
@@ -39,9 +57,10 @@ takes the largest key below the previous one; the chosen experts' weights are re
 one gather.
 
 Knobs, read per call so that benchmarks and tests can force each choice: ``KIT_OEA_PATH`` (``auto`` |
-``single`` | ``repl`` | ``split``), ``KIT_OEA_SINGLE_MAX`` (largest batch for single under ``auto``; default
-from the 512-logit rule), ``KIT_OEA_REPL_MAX`` (default 0), ``KIT_OEA_PDL`` (``auto`` | ``1`` | ``0``),
-``KIT_OEA_SPLIT_WARPS``. All launches are on the current stream with grids from shapes only: CUDA-graph safe.
+``single`` | ``repl`` | ``split`` | ``split-light`` | ``split-old``), ``KIT_OEA_SINGLE_MAX`` (largest batch
+for single under ``auto``; default from the 512-logit rule), ``KIT_OEA_REPL_MAX`` (default 0), ``KIT_OEA_PDL``
+(``auto`` | ``1`` | ``0``), ``KIT_OEA_SPLIT_WARPS``. All launches are on the current stream with grids from
+shapes only: CUDA-graph safe.
 """
 
 # ruff: noqa: N803 (Triton constexpr parameters are upper case by convention)
@@ -55,7 +74,7 @@ import triton.language as tl
 from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 MAX_EXPERTS = 1024
-PATHS = ("single", "repl", "split")
+PATHS = ("single", "repl", "split", "split-light", "split-old")
 PATH_KNOB = "KIT_OEA_PATH"
 SINGLE_MAX_KNOB = "KIT_OEA_SINGLE_MAX"
 REPL_MAX_KNOB = "KIT_OEA_REPL_MAX"
@@ -145,6 +164,18 @@ def _select_store(
         out_ids = tl.where(here, _key_index(best, BLOCK_N)[:, None], out_ids)
         take = take | here
         prev = best
+    _store_routed(out_ids, take, mx, den, rows, rmask, valid, logits_ptr, stride_l, ids_ptr, stride_i, w_ptr,
+                  stride_w, scale, K, BLOCK_K, SOFTMAX, RENORMALIZE)  # fmt: skip
+
+
+@triton.jit
+def _store_routed(
+    out_ids, take, mx, den, rows, rmask, valid, logits_ptr, stride_l, ids_ptr, stride_i, w_ptr, stride_w, scale,
+    K: tl.constexpr, BLOCK_K: tl.constexpr, SOFTMAX: tl.constexpr, RENORMALIZE: tl.constexpr,
+):  # fmt: skip
+    """The chosen ``[BM, BK]`` ids (``take``: a real choice, else a weight-0 filler), their weights re-read
+    from the logits, renormalised and scaled, written in place (invalid rows: -1, weight 0)."""
+    koffs = tl.arange(0, BLOCK_K)
     kmask = rmask[:, None] & (koffs[None, :] < K)
     x = tl.load(logits_ptr + rows[:, None] * stride_l + out_ids, mask=kmask, other=0.0).to(tl.float32)
     if SOFTMAX:  # noqa: SIM108 (a constexpr branch, not a value choice)
@@ -205,6 +236,19 @@ def _union_kernel(
 
 
 @triton.jit
+def _full_top_k0_words(key, valid, nmask, K0: tl.constexpr, WORDS: tl.constexpr):
+    """The bit set (WORDS int32 words) of the union of the valid rows' top-k0, from their full-row keys:
+    K0-1 rounds of a max over each row."""
+    kth = tl.max(key, axis=1)
+    for _ in tl.static_range(K0 - 1):
+        kth = _next_key(key, kth)
+    chosen = (key >= kth[:, None]) & valid[:, None] & nmask[None, :]
+    mine = tl.max(chosen.to(tl.int32), axis=0)  # [BLOCK_N] 0/1
+    bits = tl.reshape(mine, [WORDS, 32]) << tl.arange(0, 32)[None, :]
+    return tl.reduce(bits, 1, _or)
+
+
+@triton.jit
 def _part_kernel(
     logits_ptr, stride_l, bias_ptr, ids_ptr, stride_i, ntnp_ptr, part_ptr, M, N,
     K: tl.constexpr, K0: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
@@ -222,14 +266,76 @@ def _part_kernel(
     nmask = offs < N
     key, _, _ = _row_keys(logits_ptr, stride_l, bias_ptr, rows, rmask, offs, nmask, BLOCK_N, HAS_BIAS, SOFTMAX)
     valid = _rows_valid(ids_ptr, stride_i, ntnp_ptr, rows, rmask, K, BLOCK_K, HAS_NTNP)
-    kth = tl.max(key, axis=1)
-    for _ in tl.static_range(K0 - 1):
-        kth = _next_key(key, kth)
-    chosen = (key >= kth[:, None]) & valid[:, None] & nmask[None, :]
-    mine = tl.max(chosen.to(tl.int32), axis=0)  # [BLOCK_N] 0/1
-    bits = tl.reshape(mine, [WORDS, 32]) << tl.arange(0, 32)[None, :]
-    words = tl.reduce(bits, 1, _or)
+    words = _full_top_k0_words(key, valid, nmask, K0, WORDS)
     tl.store(part_ptr + tl.program_id(0) * WORDS + tl.arange(0, WORDS), words)
+
+
+@triton.jit
+def _incoming(ids_ptr, stride_i, rows, rmask, N, K: tl.constexpr, BLOCK_K: tl.constexpr):
+    """The ``[BM, BK]`` incoming routed ids as int32 (0 where not ``ok``) and ``ok``: a slot below K holding
+    an id in [0, N). Compared in the ids' own dtype first (an int64 id is never truncated into range)."""
+    koffs = tl.arange(0, BLOCK_K)
+    km = rmask[:, None] & (koffs[None, :] < K)
+    raw = tl.load(ids_ptr + rows[:, None] * stride_i + koffs[None, :], mask=km, other=-1)
+    ok = km & (raw >= 0) & (raw < N)
+    return tl.where(ok, raw, 0).to(tl.int32), ok
+
+
+@triton.jit
+def _plain_top_k_broken(key, pkey, ok, valid, K: tl.constexpr):
+    """Per row, whether the incoming ids break the plain-top-k hint the fast kernels use: a valid row's K
+    slots must hold K distinct experts that are exactly its K best keys (the same packed keys, ties to the
+    lower index). ``key``: the row's full ``[BM, BN]`` keys; ``pkey``: the ``[BM, BK]`` keys of its incoming
+    ids (``ok`` slots). Also returns each incoming id's rank among them (``larger``: how many rank above) and
+    the lowest incoming key. One compare-and-count over the row; the rest is ``[BM, BK, BK]``. (The count of
+    ``ok`` slots is implied by the rank sum for K >= 2, not for K = 1: a lone id past the experts.)"""
+    larger = tl.sum((pkey[:, None, :] > pkey[:, :, None]).to(tl.int32), axis=2)  # [BM, BK]: keys above each
+    n_ok = tl.sum(ok.to(tl.int32), axis=1)
+    # With K ok slots, the K ranks sum to K(K-1)/2 exactly when no two slots hold the same expert.
+    distinct = tl.sum(tl.where(ok, larger, 0), axis=1) == (K * (K - 1)) // 2
+    low = tl.min(tl.where(ok, pkey, 9223372036854775807), axis=1)
+    above = tl.sum((key > low[:, None]).to(tl.int32), axis=1)
+    broken = valid & ((n_ok != K) | (~distinct) | (above != K - 1))
+    return broken, larger, low
+
+
+@triton.jit
+def _light_part_kernel(
+    logits_ptr, stride_l, bias_ptr, ids_ptr, stride_i, ntnp_ptr, part_ptr, M, N,
+    K: tl.constexpr, K0: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    WORDS: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_NTNP: tl.constexpr, SOFTMAX: tl.constexpr,
+    USE_PDL: tl.constexpr,
+):  # fmt: skip
+    """Split path, light kernel A: the same bit set as ``_part_kernel``. Where every valid row of the program
+    hands over its plain top-k (checked per row against the full row: ``_plain_top_k_broken``), a row's
+    top-k0 is the top-k0 of its K incoming ids, ranked pairwise, instead of K0-1 max rounds over the row;
+    otherwise (a router that broke a tie otherwise, ids that are not a top-k at all, a repeated id, a row
+    partly -1) the program takes ``_part_kernel``'s full-row rounds. Either way the reference's union.
+    Also writes ``part[P * WORDS + program]`` = 1 where it took the full rounds, else 0 (read by tests)."""
+    if USE_PDL:
+        gdc_wait()
+        gdc_launch_dependents()  # kernel B may start now; it waits for this grid before reading part
+    pid = tl.program_id(0)
+    rows = pid * BLOCK_M + tl.arange(0, BLOCK_M)
+    rmask = rows < M
+    offs = tl.arange(0, BLOCK_N)
+    nmask = offs < N
+    key, mx, den = _row_keys(logits_ptr, stride_l, bias_ptr, rows, rmask, offs, nmask, BLOCK_N, HAS_BIAS, SOFTMAX)
+    valid = _rows_valid(ids_ptr, stride_i, ntnp_ptr, rows, rmask, K, BLOCK_K, HAS_NTNP)
+    ids, ok = _incoming(ids_ptr, stride_i, rows, rmask, N, K, BLOCK_K)
+    pkey = _gathered_keys(logits_ptr, stride_l, bias_ptr, rows, ids, ok, mx, den, BLOCK_N, HAS_BIAS, SOFTMAX)
+    broken, larger, _ = _plain_top_k_broken(key, pkey, ok, valid, K)
+    fallback = tl.max(broken.to(tl.int32), axis=0)
+    w_offs = tl.arange(0, WORDS)
+    if fallback > 0:
+        words = _full_top_k0_words(key, valid, nmask, K0, WORDS)
+    else:
+        chosen = ok & valid[:, None] & (larger < K0)
+        hit = chosen[:, :, None] & ((ids >> 5)[:, :, None] == w_offs[None, None, :])  # [BM, BK, WORDS]
+        bits = tl.where(hit, 1 << (ids & 31)[:, :, None], 0)
+        words = tl.reduce(tl.reduce(bits, 0, _or), 0, _or)
+    tl.store(part_ptr + pid * WORDS + w_offs, words)
+    tl.store(part_ptr + tl.num_programs(0) * WORDS + pid, fallback)
 
 
 @triton.jit
@@ -263,6 +369,95 @@ def _split_select_kernel(
                       w_ptr, stride_w, scale, K, BLOCK_N, BLOCK_K, SOFTMAX, RENORMALIZE)  # fmt: skip
 
 
+@triton.jit
+def _gathered_keys(logits_ptr, stride_l, bias_ptr, rows, ids, ok, mx, den,
+                   BLOCK_N: tl.constexpr, HAS_BIAS: tl.constexpr, SOFTMAX: tl.constexpr):  # fmt: skip
+    """``_row_keys``'s packed keys of the ``[BM, BK]`` experts ``ids`` alone (-(2**63 - 1) where not ``ok``),
+    the same operations on the same values, so the same bits."""
+    safe = tl.where(ok, ids, 0)
+    x = tl.load(logits_ptr + rows[:, None] * stride_l + safe, mask=ok, other=float("-inf")).to(tl.float32)
+    if SOFTMAX:  # noqa: SIM108 (a constexpr branch, not a value choice)
+        s = tl.exp(x - mx[:, None]) / den[:, None]
+    else:
+        s = 1.0 / (1.0 + tl.exp(-x))
+    r = tl.where(ok, s, 0.0)
+    if HAS_BIAS:
+        r = r + tl.load(bias_ptr + safe, mask=ok, other=0.0).to(tl.float32)
+    rbits = r.to(tl.int32, bitcast=True)
+    ordered = rbits ^ ((rbits >> 31) & 0x7FFFFFFF)
+    key = (ordered.to(tl.int64) << 32) | (BLOCK_N - 1 - safe).to(tl.int64)
+    return tl.where(ok, key, -9223372036854775807)
+
+
+@triton.jit
+def _repair_select_kernel(
+    logits_ptr, stride_l, bias_ptr, ids_ptr, stride_i, w_ptr, stride_w, ntnp_ptr, part_ptr, M, N, P, scale, skip_at,
+    K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, WORDS: tl.constexpr,
+    BLOCK_P: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_NTNP: tl.constexpr, SOFTMAX: tl.constexpr,
+    RENORMALIZE: tl.constexpr, USE_PDL: tl.constexpr,
+):  # fmt: skip
+    """Split path, repair kernel B: ``_split_select_kernel``'s result, found from the incoming plain top-k.
+    Every plain id in the union S stays (ranked pairwise among them: c of them, slots 0..c-1); the other
+    k - c slots take S's best experts below the row's plain k-th key (every expert outside the plain top-k
+    ranks below all of it), in key order: a loop of max over the program's valid rows of k - c rounds,
+    a bound read on the device (no round at all where S holds every row's plain top-k). A program with a
+    valid row whose incoming ids are not its plain top-k (``_plain_top_k_broken``, its own check: it does
+    not trust kernel A's) takes ``_select_store``'s full selection. Writes ``part[P * (WORDS + 1) +
+    program]`` = 1 where it did, else 0, unless the batch is skipped (read by tests)."""
+    pid = tl.program_id(0)
+    rows = pid * BLOCK_M + tl.arange(0, BLOCK_M)
+    rmask = rows < M
+    offs = tl.arange(0, BLOCK_N)
+    nmask = offs < N
+    key, mx, den = _row_keys(logits_ptr, stride_l, bias_ptr, rows, rmask, offs, nmask, BLOCK_N, HAS_BIAS, SOFTMAX)
+    if USE_PDL:
+        gdc_wait()
+    acc = tl.zeros([WORDS], dtype=tl.int32)
+    w_offs = tl.arange(0, WORDS)
+    for start in range(0, P, BLOCK_P):
+        p = start + tl.arange(0, BLOCK_P)
+        part = tl.load(part_ptr + p[:, None] * WORDS + w_offs[None, :], mask=(p < P)[:, None], other=0)
+        acc = acc | tl.reduce(part, 0, _or)
+    bits = (acc[:, None] >> tl.arange(0, 32)[None, :]) & 1  # [WORDS, 32]
+    if tl.sum(tl.sum(bits, axis=1), axis=0) < skip_at:
+        active = tl.reshape(bits, [BLOCK_N]) > 0
+        valid = _rows_valid(ids_ptr, stride_i, ntnp_ptr, rows, rmask, K, BLOCK_K, HAS_NTNP)
+        koffs = tl.arange(0, BLOCK_K)
+        ids, ok = _incoming(ids_ptr, stride_i, rows, rmask, N, K, BLOCK_K)
+        pkey = _gathered_keys(logits_ptr, stride_l, bias_ptr, rows, ids, ok, mx, den, BLOCK_N, HAS_BIAS, SOFTMAX)
+        # The hint, checked per row: K distinct ids, exactly the row's K best keys. A row whose router broke
+        # a k-th-place tie otherwise, repeated an id, or handed over anything else sends this program to the
+        # full selection, so the result is the reference's either way.
+        broken, _, prev = _plain_top_k_broken(key, pkey, ok, valid, K)  # prev: the row's plain k-th key
+        fallback = tl.max(broken.to(tl.int32), axis=0)
+        tl.store(part_ptr + P * (WORDS + 1) + pid, fallback)
+        if fallback > 0:
+            _select_store(key, mx, den, active, rows, rmask, valid, logits_ptr, stride_l, ids_ptr, stride_i,
+                          w_ptr, stride_w, scale, K, BLOCK_N, BLOCK_K, SOFTMAX, RENORMALIZE)  # fmt: skip
+        else:
+            word = tl.sum(tl.where((ids >> 5)[:, :, None] == w_offs[None, None, :], acc[None, None, :], 0), axis=2)
+            ins = ok & (((word >> (ids & 31)) & 1) > 0)  # [BM, BK]: plain id in S
+            c = tl.sum(ins.to(tl.int32), axis=1)
+            skey = tl.where(ins, pkey, -9223372036854775807)
+            slot = tl.sum((skey[:, None, :] > skey[:, :, None]).to(tl.int32), axis=2)  # rank among the kept
+            place = ins[:, None, :] & (slot[:, None, :] == koffs[None, :, None])  # [BM, slot, j]
+            top1 = _key_index(tl.max(key, axis=1), BLOCK_N)
+            kept = tl.sum(tl.where(place, ids[:, None, :], 0), axis=2)
+            take = tl.max(place.to(tl.int32), axis=2) > 0
+            out_ids = tl.where(take, kept, top1[:, None])
+            akey = tl.where(active[None, :], key, -9223372036854775807)
+            need = tl.max(tl.where(valid, K - c, 0), axis=0)
+            for j in range(0, need):
+                best = _next_key(akey, prev)
+                found = (best > -9223372036854775807)[:, None]
+                here = (koffs[None, :] == (c + j)[:, None]) & (koffs[None, :] < K) & found
+                out_ids = tl.where(here, _key_index(best, BLOCK_N)[:, None], out_ids)
+                take = take | here
+                prev = best
+            _store_routed(out_ids, take, mx, den, rows, rmask, valid, logits_ptr, stride_l, ids_ptr, stride_i,
+                          w_ptr, stride_w, scale, K, BLOCK_K, SOFTMAX, RENORMALIZE)  # fmt: skip
+
+
 def supports(
     router_logits: torch.Tensor,
     topk_ids: torch.Tensor,
@@ -282,11 +477,11 @@ def supports(
 
 
 def choose_path(m: int, block_n: int = 128) -> str:
-    """``single``, ``repl`` or ``split`` for a batch of ``m`` rows (``KIT_OEA_PATH``, ``KIT_OEA_SINGLE_MAX``,
-    ``KIT_OEA_REPL_MAX``)."""
+    """``single``, ``repl`` or ``split`` (or a forced ``split-light`` / ``split-old``) for a batch of ``m`` rows
+    (``KIT_OEA_PATH``, ``KIT_OEA_SINGLE_MAX``, ``KIT_OEA_REPL_MAX``)."""
     path = os.environ.get(PATH_KNOB, "auto").strip().lower() or "auto"
     if path not in ("auto", *PATHS):
-        raise ValueError(f"{PATH_KNOB}={path!r}: expected auto, single, repl or split")
+        raise ValueError(f"{PATH_KNOB}={path!r}: expected auto, single, repl, split, split-light or split-old")
     if path != "auto":
         return path
     if m <= _int_knob(SINGLE_MAX_KNOB, DEFAULT_SINGLE_ELEMENTS // block_n):
@@ -325,6 +520,15 @@ def _sms(device: torch.device) -> int:
     return _sm_count[index]
 
 
+def _split_scratch(programs: int, words: int, device: torch.device) -> torch.Tensor:
+    """The split path's scratch, int32, uninitialised (each word is written before it is read): kernel A's
+    bit sets (``programs * words``), then one word per program from the light kernel A and one from the
+    repair kernel B, 1 where that program took the full-row computation because a row's incoming ids failed
+    the plain-top-k check, else 0 (the old kernels leave them unwritten). Nothing on the hook's path reads
+    those last words; tests replace this function to read them."""
+    return torch.empty(programs * (words + 2), dtype=torch.int32, device=device)
+
+
 def oea_reroute_triton_(
     topk_ids: torch.Tensor,
     topk_weights: torch.Tensor,
@@ -357,7 +561,7 @@ def oea_reroute_triton_(
     at = n + 1 if skip_at is None else int(skip_at)
     stride_l, stride_i, stride_w = router_logits.stride(0), topk_ids.stride(0), topk_weights.stride(0)
     path = choose_path(m, block_n)
-    if path != "split":
+    if not path.startswith("split"):
         block_m = min(triton.next_power_of_2(m), max(1, _SINGLE_TILE // block_n))
         block_m2 = block_m if path == "single" else _REPL_ROWS
         rows = m if path == "single" else block_m2
@@ -371,14 +575,16 @@ def oea_reroute_triton_(
     block_m = min(per_program, max(1, _SPLIT_TILE // block_n))
     programs = triton.cdiv(m, block_m)
     words = block_n // 32
-    part = torch.empty(programs * words, dtype=torch.int32, device=router_logits.device)
+    part = _split_scratch(programs, words, router_logits.device)
     warps = _int_knob(WARPS_KNOB, 8 if block_m * block_n >= 2048 else 4)  # >= 8 rows of 256: a warp per row
-    _part_kernel[(programs,)](
+    part_kernel = _part_kernel if path == "split-old" else _light_part_kernel
+    part_kernel[(programs,)](
         router_logits, stride_l, bias, topk_ids, stride_i, ntnp, part, m, n,
         K=k, K0=k0, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, WORDS=words, num_warps=warps, **flags,
         **launch,
     )  # fmt: skip
-    _split_select_kernel[(programs,)](
+    select_kernel = _repair_select_kernel if path == "split" else _split_select_kernel
+    select_kernel[(programs,)](
         router_logits, stride_l, bias, topk_ids, stride_i, topk_weights, stride_w, ntnp, part, m, n, programs, scale,
         at, K=k, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, WORDS=words,
         BLOCK_P=min(triton.next_power_of_2(programs), 256), RENORMALIZE=renormalize, num_warps=warps, **flags,

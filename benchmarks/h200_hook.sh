@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The OEA hook's kernels on one GPU in ONE device call (<= 10 minutes): the GPU tests of tests/oea, then the
+# hook's overhead over plain top-k with the split path's kernels side by side. Run from the repository root
+# of a checkout of the branch under test:
+#
+#   bash benchmarks/h200_hook.sh OUT        (on the device: bash benchmarks/h200_hook.sh "$OUT")
+#
+# Writes OUT/env.txt (GPU, driver, torch / triton versions, git revision), OUT/tests.log and OUT/tests.xml
+# (tests/oea/test_triton_oea.py and tests/oea/test_oea_gpu.py, compiled, every tier), OUT/hook/
+# (benchmarks/oea_hook_overhead.py: oea_hook_overhead.json / .md) and OUT/bench.log. Each step is bounded;
+# the benchmark runs even when tests fail (its own reference check marks any MISMATCH per cell), and the
+# script's exit status is the tests' (0 only if they all passed) unless the benchmark itself failed.
+#
+# The benchmark's forced variants: split-old (both old kernels), split-light (light A + old B), split (light A
+# + repair B, the default above the single threshold), split-hintfail (split on ids that are never a plain
+# top-k: both kernels on their fallback in every program; over plain-dup) and noskip (the auto path with the
+# skip rule off). Its "fallback A/B" column: the share of programs that left the fast path on its own plain
+# routing (bf16 logits, torch.topk).
+#
+# Needs on the device: python3 with torch (CUDA), triton, numpy, pytest (as the 2026-12-03 calls had).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${1:?usage: benchmarks/h200_hook.sh OUT}
+mkdir -p "$OUT/hook"
+export PYTHONUNBUFFERED=1
+export PYTHONPATH="$PWD:$PWD/images/oea:$PWD/benchmarks:$PWD/tests/oea${PYTHONPATH:+:$PYTHONPATH}"
+PY=${PY:-python3}
+
+{
+  echo "date: $(date -u +%FT%TZ)"
+  echo "git: $(git rev-parse HEAD 2>/dev/null || echo unknown) $(git status --porcelain 2>/dev/null | wc -l) changed files"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader || true
+  $PY -c 'import torch, triton; print("torch", torch.__version__, "cuda", torch.version.cuda, "triton", triton.__version__, torch.cuda.get_device_name(0))'
+} 2>&1 | tee "$OUT/env.txt"
+
+t0=$SECONDS
+timeout 300 $PY -m pytest -q -p no:cacheprovider -m "gpu or slow or not slow" -rfE --junitxml "$OUT/tests.xml" \
+  tests/oea/test_triton_oea.py tests/oea/test_oea_gpu.py > "$OUT/tests.log" 2>&1
+tests_rc=$?
+echo "tests: exit $tests_rc in $((SECONDS - t0)) s; $(tail -n 1 "$OUT/tests.log")"
+grep -E '^(FAILED|ERROR)' "$OUT/tests.log" | head -n 40 || true
+
+t0=$SECONDS
+timeout 270 $PY benchmarks/oea_hook_overhead.py --out "$OUT/hook" --forced split-old,split-light,split,split-hintfail,noskip \
+  --samples 21 --max-seconds 200 > "$OUT/bench.log" 2>&1
+bench_rc=$?
+echo "benchmark: exit $bench_rc in $((SECONDS - t0)) s"
+grep -E '^- ' "$OUT/bench.log" || tail -n 20 "$OUT/bench.log"
+[ "$bench_rc" -ne 0 ] && exit "$bench_rc"
+exit "$tests_rc"
