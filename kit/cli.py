@@ -66,6 +66,9 @@ def _broken_pipe() -> NoReturn:
 class KitGroup(click.Group):
     """Maps KitError to its exit code; shows a traceback only with --debug; a closed stdout ends quietly (also
     while options are parsed: --help, --version)."""
+
+    ignore_signals_after = False  # run_cli: the process exits once the command is done (kit.experiment.signals)
+
     def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
                      **extra: Any) -> click.Context:
         try:
@@ -76,7 +79,8 @@ class KitGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         debug = bool(ctx.params.get("debug")) or os.environ.get("KIT_DEBUG") == "1"
         try:
-            with signals_as_interrupts():  # SIGTERM, SIGHUP: as Ctrl-C, so every command cleans up (temp files)
+            # SIGTERM, SIGHUP as Ctrl-C: every command cleans up (temp files)
+            with signals_as_interrupts(then_ignore=self.ignore_signals_after):
                 return super().invoke(ctx)
         except BrokenPipeError:
             _broken_pipe()
@@ -360,6 +364,9 @@ main.add_command(compare)
 
 
 def run_cli() -> None:
+    """The `kit` process: its command's outermost block leaves SIGINT, SIGTERM and SIGHUP ignored, since the process
+    ends right after (in-process callers, CliRunner in tests, keep their handlers)."""
+    KitGroup.ignore_signals_after = True
     main(prog_name="kit")
 
 

@@ -14,9 +14,11 @@ __all__ = ["deferred_interrupts", "on_main_thread", "signals_as_interrupts"]
 
 
 @contextlib.contextmanager
-def signals_as_interrupts() -> Iterator[None]:
+def signals_as_interrupts(*, then_ignore: bool = False) -> Iterator[None]:
     """SIGTERM and SIGHUP (a closed terminal, `kill`, a batch system's cancel) end the run the way Ctrl-C
-    does: the server is stopped and the bundle signed."""
+    does: the server is stopped and the bundle signed. ``then_ignore`` (a command's outermost block): once it is
+    left, SIGINT, SIGTERM and SIGHUP are ignored, so that a storm of them cannot cut the final message and exit
+    code short (the default handlers ended kit with 143, or a traceback, after its work was done)."""
     if not on_main_thread():
         yield
         return
@@ -29,4 +31,6 @@ def signals_as_interrupts() -> Iterator[None]:
         yield
     finally:
         for sig, handler in old.items():
-            signal.signal(sig, handler)
+            signal.signal(sig, signal.SIG_IGN if then_ignore else handler)
+        if then_ignore:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)

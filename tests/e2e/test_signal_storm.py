@@ -1,0 +1,50 @@
+"""A storm of SIGTERMs at a real `kit run` (a batch system's cancel repeated, a supervisor gone wild): whatever
+moment each lands, kit ends with exit 130 and its message, never the default handler's 143 or a traceback, and
+the bundle it leaves is resumable. A review saw 143, after kit's work was done, when a signal came once kit had
+left its handlers."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from e2e_helpers import bundle_of
+from support.manifests import manifest_data, write_manifest
+from support.ports import free_port
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.mark.parametrize("after_s", [0.0, 1.5, 4.0])
+def test_a_sigterm_storm_ends_kit_with_130_and_a_resumable_bundle(tmp_path: Path, isolated: dict[str, str],
+                                                                 after_s: float) -> None:
+    m = write_manifest(tmp_path / "storm.yaml", manifest_data(
+        "storm", port=free_port(), server={"ready_timeout_s": 60, "stop_grace_s": 5},
+        load={"levels": [1], "requests_per_level": 6, "warmup_requests": 1, "prompt_tokens": 8, "output_tokens": 8,
+              "seed": 3, "request_timeout_s": 60},
+        design={"repeats": 1}, gates={"port_deadline_s": 5}))
+    out = tmp_path / "results"
+    proc = subprocess.Popen([sys.executable, "-m", "kit", "run", str(m), "--out", str(out), "--allow-unsigned"],
+                            env=isolated, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout is not None
+    for line in proc.stdout:  # the storm starts once kit has its handlers (it has said where its bundle is)
+        if line.startswith("bundle: "):
+            break
+    time.sleep(after_s)
+    while proc.poll() is None:
+        os.kill(proc.pid, signal.SIGTERM)
+        time.sleep(0.002)
+    rest = proc.stdout.read()
+    assert proc.returncode in (0, 130), (proc.returncode, rest)
+    assert "Traceback" not in rest, rest
+    if proc.returncode == 0:
+        return  # it was done before the storm reached it
+    b = bundle_of(out)
+    again = subprocess.run([sys.executable, "-m", "kit", "run", "--resume", str(b), "--allow-unsigned"],
+                           env=isolated, capture_output=True, text=True, timeout=300, check=False)
+    assert again.returncode == 0, again.stdout + again.stderr
