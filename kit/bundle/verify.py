@@ -84,8 +84,11 @@ def verify_bundle(target: Path, trust: list[Path], *, integrity_only: bool = Fal
     if target.is_dir():
         return verify_directory(target, trust, label=str(target), integrity_only=integrity_only)
     if target.name.endswith((".tar.gz", ".tgz")):
-        if not target.is_file():
+        if not target.exists():
             raise UsageError(f"{target}: no such archive")
+        if not target.is_file():  # a FIFO, a device (a link to /dev/zero): nothing kit reads as an archive
+            raise BundleError(f"{target}: not a regular file, so not an archive kit reads",
+                              hint="give the .tar.gz file `kit archive` wrote")
         label = str(target)
         files = policy_files(trust)
 

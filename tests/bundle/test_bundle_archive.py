@@ -120,3 +120,16 @@ def test_an_unsealed_or_live_bundle_is_not_archived(bundle: Bundle, tmp_path: Pa
         archive(bundle.root, tmp_path / "unsealed.tar.gz")
     assert "not sealed" in e.value.message and f"kit verify {bundle.root}" in (e.value.hint or "")
     assert e.value.exit_code == ExitCode.BUNDLE_INVALID and not (tmp_path / "unsealed.tar.gz").exists()
+
+
+def test_verify_of_a_fifo_or_a_link_to_dev_zero_named_as_an_archive_says_what_it_is(tmp_path: Path) -> None:
+    """Was "no such archive" for a path that exists (review)."""
+    fifo = tmp_path / "f.tar.gz"
+    os.mkfifo(fifo)
+    zero = tmp_path / "z.tar.gz"
+    zero.symlink_to("/dev/zero")
+    for target in (fifo, zero):
+        with pytest.raises(BundleError, match="not a regular file"):
+            verify_bundle(target, [])
+    with pytest.raises(UsageError, match="no such archive"):
+        verify_bundle(tmp_path / "gone.tar.gz", [])
