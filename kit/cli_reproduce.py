@@ -35,13 +35,17 @@ from kit.reproduce import reproduce as reproduce_bundle
 @click.option("--allow-unsigned", is_flag=True,
               help="Run the source's manifest even if your policy does not approve its signer (recorded).")
 @click.option("--allow-unpinned", is_flag=True, help="Accept image bases not pinned by digest (recorded).")
+@click.option("--until-decided", is_flag=True,
+              help="Look at the verdict after each block of the new run (two repeats per arm) and stop once it is "
+                   "decided, with group-sequential boundaries that keep its error rates (recorded; each look in "
+                   "reproduce-looks/). Not for a source with design.sequential or same_hardware.")
 @trust_option
 @click.option("--key", type=click.Path(dir_okay=False, path_type=Path),
               help="Runner key that signs the new bundle (default: ~/.config/kit/runner_ed25519).")
 @json_option
 def reproduce(source: Path, out_dir: Path, resume: Path | None, project: Path | None, dry_run: bool,
-              allow_untrusted_source: bool, allow_unsigned: bool, allow_unpinned: bool, trust: tuple[Path, ...],
-              key: Path | None, as_json: bool) -> None:
+              allow_untrusted_source: bool, allow_unsigned: bool, allow_unpinned: bool, until_decided: bool,
+              trust: tuple[Path, ...], key: Path | None, as_json: bool) -> None:
     """Re-run a shared bundle (directory or .tar.gz) and say whether it reproduced.
 
     Verifies SOURCE under your policy, re-runs its manifest (its exact bytes and signature: the same plan, seeds
@@ -50,12 +54,13 @@ def reproduce(source: Path, out_dir: Path, resume: Path | None, project: Path | 
     interval, reproduced when it is equivalent within analysis.reproduce.margin (default 50 % of the effect; 5 %
     where the original found none) and kept its direction, imprecise otherwise; each arm's shift between the
     machines is reported (judged only with analysis.reproduce.same_hardware). See docs/reproduce.md. The setup
-    differences come first. Exit 0: reproduced; 10: inconsistent; 11: imprecise.
+    differences come first. With --until-decided the new run stops at the first look that decides the verdict.
+    Exit 0: reproduced; 10: inconsistent; 11: imprecise.
     """
     opts = ReproduceOptions(source=source, out_dir=out_dir, project=project, trust=list(trust),
                             allow_untrusted_source=allow_untrusted_source, allow_unsigned=allow_unsigned,
                             allow_unpinned=allow_unpinned, key=key, resume=resume, dry_run=dry_run,
-                            argv=["kit", *sys.argv[1:]])
+                            argv=["kit", *sys.argv[1:]], until_decided=until_decided)
     result = reproduce_bundle(opts, RichEvents())
     if as_json:
         echo_json({"bundle": str(result.bundle), **result.report.to_json()} if result.report

@@ -35,12 +35,14 @@ def resume_command(root: Path, *, trust: Sequence[Path], allow_unsigned: bool, a
 
 def reproduce_command(source: Path, root: Path, *, trust: Sequence[Path], allow_untrusted_source: bool,
                       allow_unsigned: bool, allow_unpinned: bool, key: Path | None, project: Path | None,
-                      runner: Ed25519PublicKey | None = None) -> str:
+                      runner: Ed25519PublicKey | None = None, until_decided: bool = False) -> str:
     """``kit reproduce SOURCE --resume ROOT``, which finishes the reproduction and judges it, with the flags of
-    the one it continues: the same policy verifies SOURCE again and the new bundle's runner."""
+    the one it continues: the same policy verifies SOURCE again and the new bundle's runner (``until_decided``:
+    its looks continue)."""
     argv = ["kit", "reproduce", str(source.resolve()), "--resume", str(root.resolve())]
     argv += ["--project", str(project.resolve())] if project is not None else []
     argv += ["--allow-untrusted-source"] if allow_untrusted_source else []
+    argv += ["--until-decided"] if until_decided else []
     return shlex.join(argv + _run_flags(trust, allow_unsigned, allow_unpinned, key, runner))
 
 

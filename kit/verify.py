@@ -11,6 +11,7 @@ from kit.bundle.verify import VerifyResult, verify_bundle
 from kit.errors import UsageError
 from kit.images.context import image_contexts
 from kit.manifest import load_manifest, read_bytes
+from kit.reproduce.looks import check_reproduce_looks
 from kit.signing import check_contexts, policy_files, verify_manifest
 
 __all__ = ["VerifyResult", "verify_target"]
@@ -21,7 +22,7 @@ def verify_target(target: Path, trust: list[Path], *, integrity_only: bool = Fal
         raise UsageError(f"{target}: no such file or directory",
                          hint="give a signed manifest, a bundle directory or a bundle archive (.tar.gz)")
     if target.is_dir() or target.name.endswith((".tar.gz", ".tgz")):
-        return verify_bundle(target, trust, integrity_only=integrity_only)
+        return verify_bundle(target, trust, integrity_only=integrity_only, checks=(check_reproduce_looks,))
     if integrity_only:
         raise UsageError("--integrity-only applies to bundles; a manifest is only ever verified against a policy")
     raw = read_bytes(target)

@@ -8,6 +8,7 @@ resume trusts the verified prefix of that chain, never an unsigned file (``resum
 """
 
 from kit.bundle.checkpoints import Checkpointer, check_chain, read_chain
+from kit.bundle.diff import first_difference
 from kit.bundle.extract import MAX_MEMBERS, MAX_TOTAL_BYTES, extracted, safe_extract
 from kit.bundle.layout import Bundle
 from kit.bundle.names import PROVENANCE, envelope_bytes
@@ -22,7 +23,7 @@ from kit.bundle.provenance import (
 )
 from kit.bundle.resume import Reconciled, ResumeTrust, reconcile, resume_trust, verify_for_resume, verify_integrity
 from kit.bundle.tarball import archive, archive_sha256
-from kit.bundle.verify import VerifyResult, first_difference, verify_bundle
+from kit.bundle.verify import VerifyResult, verify_bundle
 
 __all__ = [
     "BUILD_TYPE",

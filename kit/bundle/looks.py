@@ -11,14 +11,14 @@ from kit.manifest import load_manifest
 from kit.stats.bundle import recompute_looks
 
 
-def _first_difference(a: object, b: object, path: str = "") -> str | None:
+def look_difference(a: object, b: object, path: str = "") -> str | None:
     if isinstance(a, dict) and isinstance(b, dict):
         for k in sorted(set(a) | set(b)):
             if k == "schema_version" and not path:
                 continue
             if k not in a or k not in b:
                 return f"{path}{k} (only in the {'recorded' if k in a else 'recomputed'} look)"
-            d = _first_difference(a[k], b[k], f"{path}{k}.")
+            d = look_difference(a[k], b[k], f"{path}{k}.")
             if d is not None:
                 return d
         return None
@@ -26,7 +26,7 @@ def _first_difference(a: object, b: object, path: str = "") -> str | None:
         if len(a) != len(b):
             return f"{path.rstrip('.')} ({len(a)} recorded, {len(b)} recomputed)"
         for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            d = _first_difference(x, y, f"{path}{i}.")
+            d = look_difference(x, y, f"{path}{i}.")
             if d is not None:
                 return d
         return None
@@ -46,7 +46,7 @@ def check_looks(root: Path) -> tuple[str | None, list[str]]:
         return None, [f"looks: cannot recompute them ({e.message})"]
     problems = []
     for recorded, fresh in pairs:
-        where = _first_difference(json.loads(json.dumps(recorded)), json.loads(json.dumps(fresh)))
+        where = look_difference(json.loads(json.dumps(recorded)), json.loads(json.dumps(fresh)))
         if where is not None:
             problems.append(f"looks/{recorded['look']:03d}.json: differs from the look recomputed from the "
                             f"records at {where}")

@@ -15,7 +15,7 @@ import hashlib
 import json
 import re
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ from typing import Any
 from cryptography.exceptions import InvalidSignature
 
 from kit.bundle.checkpoints import check_chain, checkpoint_files
+from kit.bundle.diff import first_difference
 from kit.bundle.looks import check_looks
 from kit.bundle.names import PROVENANCE, envelope_bytes, rel_problem, walk
 from kit.bundle.policy import TRUSTED_MARK, UNTRUSTED_MARK, decide_trust, flags_line, manifest_check, recorded_flags
@@ -55,6 +56,7 @@ from kit.workload.check import check_workload
 MAX_PROVENANCE_BYTES = 256 << 20
 MAX_LISTED_PROBLEMS = 50
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
+Check = Callable[[Path], tuple[str | None, list[str]]]  # a bundle's root -> (a note, its problems)
 
 
 @dataclass
@@ -78,11 +80,12 @@ def fail(label: str, problems: list[str], hint: str | None = None) -> BundleErro
     return BundleError(msg, hint=hint)
 
 
-def verify_bundle(target: Path, trust: list[Path], *, integrity_only: bool = False) -> VerifyResult:
+def verify_bundle(target: Path, trust: list[Path], *, integrity_only: bool = False,
+                  checks: Sequence[Check] = ()) -> VerifyResult:
     """Verify a bundle directory or a .tar.gz/.tgz archive of one; BundleError (exit 9) on any problem,
     including a signer the policy (``trust``, else the user's trust file) does not allow for kit-bundle."""
     if target.is_dir():
-        return verify_directory(target, trust, label=str(target), integrity_only=integrity_only)
+        return verify_directory(target, trust, label=str(target), integrity_only=integrity_only, checks=checks)
     if target.name.endswith((".tar.gz", ".tgz")):
         if not target.exists():
             raise UsageError(f"{target}: no such archive")
@@ -102,7 +105,7 @@ def verify_bundle(target: Path, trust: list[Path], *, integrity_only: bool = Fal
             return stmt
 
         with extracted(target, signed_statement, read := hashlib.sha256()) as root:  # the bytes read: no 2nd read
-            res = verify_directory(root, trust, label=label, integrity_only=integrity_only)
+            res = verify_directory(root, trust, label=label, integrity_only=integrity_only, checks=checks)
         res.details["archive"] = {"path": str(target), "sha256": read.hexdigest(), "top": root.name}
         return res
     raise BundleError(f"{target}: neither a bundle directory nor a .tar.gz/.tgz archive")
@@ -131,7 +134,9 @@ def signed_parts(root: Path, label: str, missing_hint: str, trust: Sequence[Path
     return env, body, subjects, set(on_disk)
 
 
-def verify_directory(root: Path, trust: list[Path], *, label: str, integrity_only: bool = False) -> VerifyResult:
+def verify_directory(root: Path, trust: list[Path], *, label: str, integrity_only: bool = False,
+                     checks: Sequence[Check] = ()) -> VerifyResult:
+    """``checks``: the callers' own recomputations (kit reproduce's looks), each giving a note and its problems."""
     files = policy_files(trust)
     env, body, subjects, on_disk = signed_parts(root, label, "nothing vouches for an unsigned bundle", trust)
     signer = decide_trust(env, body, files, label, integrity_only=integrity_only)
@@ -143,10 +148,13 @@ def verify_directory(root: Path, trust: list[Path], *, label: str, integrity_onl
         raise fail(label, typed, hint="a bundle file kit reads does not validate; get an untouched copy")
     if redone := redo_problems(root):  # a cell re-run by --redo must have been failed or client-bound
         raise fail(label, redone, hint="see docs/statistics.md (Re-measured cells)")
-    looks_note, look_problems = check_looks(root)  # design.sequential
-    if look_problems:
-        raise fail(label, look_problems, hint="its looks are not what its records give; get an untouched copy")
-    summary_note = check_summary(root, label) + (f"; {looks_note}" if looks_note else "")
+    notes = []
+    for check in (check_looks, *checks):  # design.sequential's looks, then the callers' (reproduce-looks/)
+        note, look_problems = check(root)
+        if look_problems:
+            raise fail(label, look_problems, hint="its looks are not what its records give; get an untouched copy")
+        notes += [note] if note else []
+    summary_note = "; ".join([check_summary(root, label), *notes])
     sched_note, sched_problems = check_schedules(root)
     if sched_problems:
         raise fail(label, sched_problems, hint="the records are not what the levels' schedules sent; get an "
@@ -348,36 +356,7 @@ def _version(stored: Any) -> int | None:
     return version if isinstance(version, int) and not isinstance(version, bool) else None
 
 
-def first_difference(stored: Any, fresh: Any, path: str = "") -> str | None:
-    """The first key path (sorted keys, list indexes) where two JSON values differ, or None."""
-    if isinstance(stored, dict) and isinstance(fresh, dict):
-        for k in sorted(set(stored) | set(fresh)):
-            p = f"{path}.{k}" if path else str(k)
-            if k not in fresh:
-                return f"{p} (only in summary.json)"
-            if k not in stored:
-                return f"{p} (only in the recomputed summary)"
-            if (d := first_difference(stored[k], fresh[k], p)) is not None:
-                return d
-        return None
-    if isinstance(stored, list) and isinstance(fresh, list):
-        for i, (a, b) in enumerate(zip(stored, fresh, strict=False)):
-            if (d := first_difference(a, b, f"{path}[{i}]")) is not None:
-                return d
-        if len(stored) != len(fresh):
-            return f"{path or '<top>'} (length {len(stored)} in summary.json, {len(fresh)} recomputed)"
-        return None
-    if type(stored) is not type(fresh) or stored != fresh:
-        return f"{path or '<top>'} (summary.json: {_short(stored)}, recomputed: {_short(fresh)})"
-    return None
-
-
 # --------------------------------------------------------------------------- helpers
-
-
-def _short(v: Any) -> str:
-    s = json.dumps(v)
-    return s if len(s) <= 60 else s[:57] + "..."
 
 
 def _get(obj: Any, *keys: str) -> Any:

@@ -10,6 +10,7 @@ from typing import Protocol
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from kit.experiment.stoprule import StopRule
 from kit.files import JsonObject
 from kit.plan import Cell, LevelPlan
 from kit.runtime import Runtime
@@ -61,6 +62,7 @@ class RunOptions:
     # the command printed to continue an interrupted run (bundle root, runner key): kit reproduce gives its own
     resume_hint: Callable[[Path, Ed25519PublicKey], str] | None = None
     redo: tuple[str, ...] = ()  # with resume: re-run the cells whose attempt was client-bound/failed (kit.bundle.redo)
+    stop_rule: StopRule | None = None  # the caller's looks that may stop the run (kit reproduce --until-decided)
 
 
 @dataclass

@@ -16,10 +16,11 @@ from kit.experiment.expert_pass import run_expert_passes
 from kit.experiment.finish import Closing, finalize, verdicts
 from kit.experiment.images import prepare_images
 from kit.experiment.inputs import RunInputs, load_for_run
-from kit.experiment.looks import Looks, look_text, needed_cells
+from kit.experiment.looks import Looks, SequentialLooks, needed_cells
 from kit.experiment.options import Events, QuietEvents, RunOptions, RunResult
 from kit.experiment.session import BundleSession
 from kit.experiment.signals import deferred_interrupts, signals_as_interrupts
+from kit.experiment.stoprule import Stopper, same_rule
 from kit.experiment.workloads import Workloads
 from kit.files import JsonObject
 from kit.files.cell import CellFile
@@ -90,6 +91,8 @@ class Experiment:
             self.preflight(session)
         elif not session.resumed:
             session.bundle.append_jsonl("gates.jsonl", self.preflight_report)
+            if self.opts.stop_rule is not None:  # what its looks read, vouched for by the start checkpoint
+                self.opts.stop_rule.prepare(session.bundle)
             session.checkpoint("start")  # from here on, a run that never ends can be resumed
         if self.m.runtime == "docker" and not idle:
             ports = [self.m.server.port, *self.m.server.extra_ports, *self.m.gates.ports]
@@ -100,28 +103,35 @@ class Experiment:
         self.cells = CellRunner(self.m, self.plan, session.bundle, self.runtime, self.events,
                                 image_ids={a: i.image_id for a, i in self.images.items()}, nodes=self.nodes,
                                 workloads=Workloads(self.m, session.bundle, self.workload))
-        # --- design.sequential (kit.experiment.looks): a look after each block; stop when a look says so
-        looks = Looks(self.m, self.plan, session.bundle) if self.m.design.sequential is not None else None
+        # --- looks (design.sequential, or the caller's stop rule): one after each block; stop when one says so
+        looks = self.stopper(session.bundle)
         todo = cells_to_run(session.bundle, needed_cells(self.m, self.plan, session.bundle))
         done = len(self.plan.cells) - len(todo)
         if done and todo:
             self.events.message(f"resuming: {done} cell(s) already complete, {len(todo)} to run")
-        for doc in looks.take_due() if looks is not None else []:  # resumed after a block, before its look
-            self.events.message(look_text(doc))
+        for line in looks.take_due() if looks is not None else []:  # resumed after a block, before its look
+            self.events.message(line)
         for i, cell in enumerate(todo):
             if looks is not None and looks.stopped:
                 break
             self.events.cell_started(cell, done + i + 1, len(self.plan.cells))
             self.cells.run(cell)
             status = session.bundle.read(f"cells/{cell.id}/cell.json", CellFile).status
-            for doc in looks.take_due() if looks is not None else []:  # written before the checkpoint covers it
-                self.events.message(look_text(doc))
+            for line in looks.take_due() if looks is not None else []:  # written before the checkpoint covers it
+                self.events.message(line)
             session.checkpoint("cell", cell=cell.id, status=status)  # the cell is kept, whatever comes next
             if looks is not None and looks.stopped:
                 break
-        # --- end design.sequential
+        # --- end looks
         run_expert_passes(self.cells)  # manifest expert_pass: one untimed server per arm, after every timed cell
         return "complete" if not self.failed else "failed"
+
+
+    def stopper(self, bundle: Bundle) -> Stopper | None:
+        """The looks that may stop this run: design.sequential's, or the stop rule RunOptions carries."""
+        if self.m.design.sequential is not None:
+            return SequentialLooks(Looks(self.m, self.plan, bundle))
+        return self.opts.stop_rule.start(self.m, self.plan, bundle) if self.opts.stop_rule is not None else None
 
 
 def cell_ok(bundle: Bundle, cell: Cell) -> bool:
@@ -156,6 +166,9 @@ def run_experiment(manifest: Path | None, opts: RunOptions, events: Events | Non
 def run_inputs(inputs: RunInputs, opts: RunOptions, events: Events | None = None) -> RunResult:
     """``run_experiment`` from inputs already read and verified (``kit.experiment.inputs``)."""
     ev = events or QuietEvents()
+    if opts.resume is not None:  # a run stopped by looks resumes under the same rule, or not at all
+        same_rule(opts.resume, opts.stop_rule, "resume it with the command kit printed when it stopped (kit "
+                  "reproduce --until-decided: kit reproduce SOURCE --resume BUNDLE --until-decided)")
     if opts.resume is not None and (done := already_complete(opts.resume, make_plan(inputs.lm.manifest),
                                                              opts.redo, inputs.lm.manifest)) is not None:
         return done  # nothing to run: no gate, no lock, no write

@@ -103,7 +103,8 @@ class BundleSession:
         self.bundle.write_json("run.json", RunFile(
             run_id=self.run_id, experiment=m.name, kit_version=__version__, status="running", started=utc_now(),
             argv=opts.argv, manifest_source=str(inputs.lm.path.resolve()), trust=inputs.trust.as_dict(),
-            flags=RunFlags(allow_unsigned=opts.allow_unsigned, allow_unpinned=opts.allow_unpinned),
+            flags=RunFlags(allow_unsigned=opts.allow_unsigned, allow_unpinned=opts.allow_unpinned,
+                           **({opts.stop_rule.flag: True} if opts.stop_rule is not None else {})),
             unpinned_bases=m.unpinned_bases(), runner_key=key.fingerprint))
         self.bundle.write_json("plan.json", plan.to_file())
         self.bundle.write_json("environment.json", environment(inputs, runtime))
@@ -118,8 +119,9 @@ class BundleSession:
         self.bundle.write_json(f"environment.resume-{n}.json", environment(inputs, runtime))
         run.status = "running"
         # every flag that applied to any part of the bundle stays visible (`kit verify` shows them)
-        run.flags = RunFlags(allow_unsigned=run.flags.allow_unsigned or opts.allow_unsigned,
-                             allow_unpinned=run.flags.allow_unpinned or opts.allow_unpinned)
+        run.flags = RunFlags.model_validate({**run.flags.model_dump(),  # the stop rule's flag, as started
+                                             "allow_unsigned": run.flags.allow_unsigned or opts.allow_unsigned,
+                                             "allow_unpinned": run.flags.allow_unpinned or opts.allow_unpinned})
         run.resumed = [*run.resumed, Resumption(
             at=utc_now(), argv=opts.argv, kit_version=__version__, trust=inputs.trust.as_dict(),
             provenance_before=inputs.resume_note or "verified", environment=f"environment.resume-{n}.json",

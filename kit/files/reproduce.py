@@ -140,6 +140,19 @@ class ClientRow(Loose):
     client_bound_cells: list[str]
 
 
+class UntilDecided(Loose):
+    """`kit reproduce --until-decided`: where the new run stopped and why (its looks: reproduce-looks/<k>.json)."""
+
+    looks: int  # taken
+    most_looks: int  # design.repeats / 2
+    stop: Literal["decided", "max_repeats"] | None
+    stopped: str  # in words: "decided at look 2 of 6: every judged effect reproduced"
+    cells_used: int  # the new run's cells the last look used
+    cells_planned: int
+    spending: str
+    files: str = "reproduce-looks/"
+
+
 class ReproduceFile(BundleFile):
     """The whole ``reproduce.json``."""
 
@@ -161,6 +174,7 @@ class ReproduceFile(BundleFile):
     method: str = "docs/reproduce.md"
     effect_margin: float | None = None  # analysis.reproduce.margin (None: written by a kit before the effect rule)
     same_hardware: bool = False  # analysis.reproduce.same_hardware: the arms' shifts count in the verdict
+    until_decided: UntilDecided | None = None  # --until-decided: the verdict is its last look's
 
     def to_json(self) -> JsonObject:
         """Every field, defaults included: the file is written once, whole, by `kit reproduce`."""

@@ -30,6 +30,7 @@ from kit.files.plan import PlanFile
 from kit.files.quality import QualityFile
 from kit.files.records import RecordLine
 from kit.files.reproduce import ReproduceFile
+from kit.files.reproduce_looks import ReproduceLookFile
 from kit.files.run import RunFile
 from kit.files.server import ServerFile
 from kit.files.server_info import ServerInfoFile
@@ -65,6 +66,7 @@ REGISTRY: dict[str, type[BaseModel]] = {
     WorkloadIndex.file_pattern: WorkloadIndex,
     "workload/level-*.jsonl": WorkItemLine,
     LookFile.file_pattern: LookFile,
+    ReproduceLookFile.file_pattern: ReproduceLookFile,  # kit reproduce --until-decided
     CheckpointFile.file_pattern: CheckpointFile,  # the payload: CheckpointStatement (EXTRA_DEFS)
     # kit reproduce: the source bundle's files the verdict and the setup diff were read from (kit.reproduce.sealing)
     "source/provenance.dsse.json": EnvelopeFile,

@@ -26,7 +26,8 @@ def _minutes(s: float) -> str:
     return f"{s / 60:.1f} min" if s >= 60 else f"{s:.0f} s"
 
 
-def dry_run_lines(src: Source, inputs: RunInputs, out_dir: Path, resume: Path | None) -> list[str]:
+def dry_run_lines(src: Source, inputs: RunInputs, out_dir: Path, resume: Path | None,
+                  until_decided: bool = False) -> list[str]:
     m = inputs.lm.manifest
     plan = make_plan(m)
     out = [f"source: {src.ref.path} (run {src.ref.run_id} of {src.ref.experiment}, provenance sha256 "
@@ -62,6 +63,10 @@ def dry_run_lines(src: Source, inputs: RunInputs, out_dir: Path, resume: Path | 
                f"(analysis.reproduce.margin), ±{100 * m.analysis.reproduce_margin:.3g} % where it found none "
                f"(analysis.reproduce_margin), confidence {m.analysis.confidence:g}"
                + ("; the arms' shifts judged (same_hardware)" if m.analysis.reproduce.same_hardware else ""))
+    if until_decided:
+        out.append(f"--until-decided: a look at the verdict after each block of 2 repeats per arm (at most "
+                   f"{m.design.repeats // 2} looks, reproduce-looks/); the run stops at the first look that decides "
+                   "it, so it may use fewer cells than the estimate below")
     est = estimate(m, plan)
     took = _seconds(src.run.started, src.run.finished)
     out.append(f"estimate: about {_minutes(est.seconds)} (kit's estimate at {est.assumed_itl_ms:g} ms/token)"

@@ -100,11 +100,16 @@ def interval(c: Contrast, confidence: float) -> tuple[float, float]:
     return c.estimate - half, c.estimate + half
 
 
+def p_sides(c: Contrast, delta: float) -> tuple[float, float]:
+    """TOST's two one-sided p-values: of H0: d <= -delta (against d > -delta) and of H0: d >= delta."""
+    df = c.df if c.se > 0 else None
+    return _p_beyond(_t(c, -delta), df, upper=True), _p_beyond(_t(c, delta), df, upper=False)
+
+
 def p_equivalent(c: Contrast, delta: float) -> float:
     """TOST (Schuirmann 1987) of H0: |d| >= delta, the larger of the two one-sided p-values: below alpha exactly when
     the (1 - 2 alpha) interval lies inside (-delta, delta)."""
-    df = c.df if c.se > 0 else None
-    return max(_p_beyond(_t(c, -delta), df, upper=True), _p_beyond(_t(c, delta), df, upper=False))
+    return max(p_sides(c, delta))
 
 
 def pooled_sd(c: Contrast) -> float:

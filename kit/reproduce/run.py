@@ -23,6 +23,7 @@ from kit.experiment.run import run_inputs
 from kit.files.plan import PlanFile
 from kit.files.read import read_file
 from kit.files.reproduce import ReproduceFile, Reproduces
+from kit.files.reproduce_looks import REPRODUCE_LOOKS_DIR
 from kit.files.run import RunFile, RunFlags
 from kit.files.summary import Summary
 from kit.hints import reproduce_command
@@ -31,12 +32,15 @@ from kit.plan import make_plan
 from kit.reproduce.decide import Rule
 from kit.reproduce.dryrun import dry_run_lines
 from kit.reproduce.identity import identities
+from kit.reproduce.looks import UntilDecided
 from kit.reproduce.render import headline, lines, markdown
 from kit.reproduce.sealing import copy_source, predicate
 from kit.reproduce.setup import client_rows, setup_rows
 from kit.reproduce.source import Source, opened
+from kit.reproduce.until import apply_looks, headline_verdict, note, refuse_unless_possible, section
 from kit.reproduce.verdict import counts, judge, overall
 from kit.runtime import Runtime
+from kit.stats.bundle import recorded_looks
 
 
 @dataclass
@@ -53,6 +57,7 @@ class ReproduceOptions:
     dry_run: bool = False
     argv: list[str] = field(default_factory=list)
     runtime: Runtime | None = None  # injected in tests; default from the manifest
+    until_decided: bool = False  # a look at the verdict after each block of the new run; stop once it is decided
 
 
 @dataclass
@@ -70,15 +75,17 @@ class ReproduceResult:
         raise error(headline(self.report), hint=where)
 
 
-def _run_options(opts: ReproduceOptions) -> RunOptions:
+def _run_options(opts: ReproduceOptions, src: Source) -> RunOptions:
     def hint(root: Path, runner: Ed25519PublicKey) -> str:  # an interrupted reproduction: finish it and judge it
         return reproduce_command(opts.source, root, trust=opts.trust, project=opts.project, key=opts.key,
                                  allow_untrusted_source=opts.allow_untrusted_source, runner=runner,
-                                 allow_unsigned=opts.allow_unsigned, allow_unpinned=opts.allow_unpinned)
+                                 allow_unsigned=opts.allow_unsigned, allow_unpinned=opts.allow_unpinned,
+                                 until_decided=opts.until_decided)
 
     return RunOptions(out_dir=opts.out_dir, resume=opts.resume, allow_unsigned=opts.allow_unsigned,
                       allow_unpinned=opts.allow_unpinned, trust=list(opts.trust), key=opts.key, argv=opts.argv,
-                      runtime=opts.runtime, resume_hint=hint)
+                      runtime=opts.runtime, resume_hint=hint,
+                      stop_rule=UntilDecided(src.root) if opts.until_decided else None)
 
 
 def _inputs(src: Source, opts: ReproduceOptions, run_opts: RunOptions) -> RunInputs:
@@ -116,11 +123,14 @@ def _same_plan(src: Source, inputs: RunInputs) -> None:
 def reproduce(opts: ReproduceOptions, events: Events | None = None) -> ReproduceResult:
     """Verify, re-run, judge and seal (or with ``dry_run``, only say what would be done)."""
     with opened(opts.source, opts.trust, allow_untrusted=opts.allow_untrusted_source) as src:
-        run_opts = _run_options(opts)
+        run_opts = _run_options(opts, src)
         inputs = _inputs(src, opts, run_opts)
         _same_plan(src, inputs)
+        if opts.until_decided:
+            refuse_unless_possible(inputs.lm.manifest)
         if opts.dry_run:
-            return ReproduceResult(None, None, dry_run_lines(src, inputs, opts.out_dir, opts.resume))
+            return ReproduceResult(None, None, dry_run_lines(src, inputs, opts.out_dir, opts.resume,
+                                                                  opts.until_decided))
         result = run_inputs(inputs, run_opts, events)  # interrupted: its resume hint is kit reproduce's
         report = seal(src, result.bundle, opts)
         return ReproduceResult(result.bundle, report, lines(report))
@@ -169,9 +179,13 @@ def seal(src: Source, root: Path, opts: ReproduceOptions) -> ReproduceFile:
     comps, concl = judge(src.summary, new, Rule.of(m.analysis, even=m.design.order == "abba"),
                          same_hardware=m.analysis.reproduce.same_hardware)
     run = bundle.read("run.json", RunFile)
+    looks = recorded_looks(root, REPRODUCE_LOOKS_DIR) if opts.until_decided else []  # verified with the bundle
+    until = section(looks, m, len(new.cells)) if opts.until_decided else None
+    comps = apply_looks(comps, looks)
     held = [c.held for c in concl if c.held is not None]
     report = ReproduceFile(
-        source=src.ref, verdict=overall(comps), primary=m.analysis.primary, margin=m.analysis.reproduce_margin,
+        source=src.ref, verdict=headline_verdict(looks) if until else overall(comps), until_decided=until,
+        primary=m.analysis.primary, margin=m.analysis.reproduce_margin,
         confidence=m.analysis.confidence, effect_margin=m.analysis.reproduce.margin,
         same_hardware=m.analysis.reproduce.same_hardware,
         counts=counts(comps),
@@ -179,7 +193,7 @@ def seal(src: Source, root: Path, opts: ReproduceOptions) -> ReproduceFile:
         setup=setup_rows(src.root, root), images=identities([a.name for a in m.arms], m.runtime, src.root, root),
         client=client_rows(src.root, root, [lv.concurrency for lv in src.summary.levels]),
         notes=notes(src, run, bool(run.trust.get("signed")), m.runtime, m.model.path, m.model.digest)
-        + [n for n in [sequential_note(src.summary, new)] if n])
+        + [n for n in [sequential_note(src.summary, new), note(until) if until else None] if n])
     pieces = predicate(bundle)
     bundle.remove_provenance()
     copy_source(src.root, bundle)

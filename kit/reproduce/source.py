@@ -32,7 +32,10 @@ from kit.files.reproduce import SourceRef
 from kit.files.run import RunFile
 from kit.files.summary import Summary
 from kit.plumbing.files import CHUNK, NOFOLLOW, sha256_file
+from kit.reproduce.looks import check_reproduce_looks
 from kit.signing import policy_files
+
+CHECKS = (check_reproduce_looks,)  # a source that is itself a reproduction stopped by its looks: recomputed too
 
 
 @dataclass(frozen=True)
@@ -122,15 +125,15 @@ def _verified(root: Path, target: Path, label: str, trust: list[Path], allow_unt
     allowed), then what identifies the source."""
     if trusted is None:  # a directory: the whole verification, trust decision included
         try:
-            res = verify_directory(root, trust, label=label)
+            res = verify_directory(root, trust, label=label, checks=CHECKS)
             trusted = True
         except BundleUntrusted as e:
             if not allow_untrusted:
                 raise _refusal(e) from None
             trusted = False
-            res = verify_directory(root, trust, label=label, integrity_only=True)
+            res = verify_directory(root, trust, label=label, integrity_only=True, checks=CHECKS)
     else:
-        res = verify_directory(root, trust, label=label, integrity_only=not trusted)
+        res = verify_directory(root, trust, label=label, integrity_only=not trusted, checks=CHECKS)
     lines = res.summary.splitlines()
     signer = str(res.details.get("verdict", lines[0] if lines else ""))
     if not trusted:

@@ -15,11 +15,12 @@ from typing import Any, cast
 from kit.errors import BundleError
 from kit.files.bounds import max_record_bytes
 from kit.files.records import steady_window
+from kit.files.reproduce_looks import REPRODUCE_LOOKS_DIR
 from kit.manifest import Manifest, load_manifest
 from kit.plumbing.files import read_bounded
 from kit.stats.ab import LevelSamples
 from kit.stats.figures import cell_level_figures
-from kit.stats.looks import LOOKS_DIR, LookDoc, LookInput, apply_looks, look_rel, take_look
+from kit.stats.looks import LOOKS_DIR, LookDoc, LookInput, apply_looks, look_rel, mark_not_run, take_look
 from kit.stats.requests import LevelRecords, RecordLike, reduce_records
 from kit.stats.shapes import CellLevelFigures, SummaryDoc
 from kit.stats.summary import CellInfo, LevelResult, cell_info, summarize_level, summary_doc
@@ -132,6 +133,8 @@ def summary_of(root: Path, *, legacy: bool = False) -> SummaryDoc:
     looks = [fresh for _, fresh in recompute_looks(root, m)] if m.design.sequential is not None else []
     if looks:  # else a fixed design, or a sequential run stopped before its first block ended: the cells so far
         doc = cast("SummaryDoc", apply_looks(m, doc, looks))
+    elif m.design.sequential is None and (k := stopped_block(root, m)) is not None:
+        mark_not_run(doc, 2 * k, f"kit reproduce --until-decided stopped at look {k}: its verdict was decided")
     return with_telemetry(doc, root)  # telemetry: descriptive, per cell level (kit.stats.telemetry)
 
 
@@ -140,20 +143,36 @@ def level_samples(root: Path) -> list[LevelSamples]:
     return [lv.samples for lv in _read_levels(Path(root))[3]]
 
 
-def recorded_looks(root: Path) -> list[LookDoc]:
-    """The looks a sequential run recorded (looks/001.json, 002, ... up to the first one missing)."""
+def recorded_looks(root: Path, directory: str = LOOKS_DIR) -> list[LookDoc]:
+    """The looks a sequential run recorded (looks/001.json, 002, ... up to the first one missing), or with
+    ``directory`` reproduce-looks/, those of `kit reproduce --until-decided`."""
     out: list[LookDoc] = []
-    while (root / look_rel(len(out) + 1)).is_file():
-        doc = read_json(root / look_rel(len(out) + 1))
+    while (root / look_rel(len(out) + 1, directory)).is_file():
+        doc = read_json(root / look_rel(len(out) + 1, directory))
         if not isinstance(doc, dict) or doc.get("look") != len(out) + 1:
-            raise BundleError(f"{root / look_rel(len(out) + 1)}: not a look kit writes (its number must be "
-                              f"{len(out) + 1})")
+            raise BundleError(f"{root / look_rel(len(out) + 1, directory)}: not a look kit writes (its number must "
+                              f"be {len(out) + 1})")
         out.append(doc)
-    extra = sorted(p.name for p in (root / LOOKS_DIR).glob("*")) if (root / LOOKS_DIR).is_dir() else []
+    extra = sorted(p.name for p in (root / directory).glob("*")) if (root / directory).is_dir() else []
     if len(extra) != len(out):
-        raise BundleError(f"{root / LOOKS_DIR}: holds {', '.join(extra)}; kit numbers looks 001.json, 002, ... "
+        raise BundleError(f"{root / directory}: holds {', '.join(extra)}; kit numbers looks 001.json, 002, ... "
                           "without gaps")
     return out
+
+
+def stopped_block(root: Path, m: Manifest) -> int | None:
+    """The last block of a run its looks stopped (design.sequential's looks/, or `kit reproduce --until-decided`'s
+    reproduce-looks/): the cells after it are not needed; None: no look stopped it."""
+    looks = recorded_looks(root, LOOKS_DIR if m.design.sequential is not None else REPRODUCE_LOOKS_DIR)
+    if not looks or looks[-1].get("stop") is None:
+        return None
+    return int(looks[-1]["look"])
+
+
+def cells_summary(root: Path, cells: Collection[str]) -> SummaryDoc:
+    """The summary of only these cells (no looks, no telemetry): the run as it stood at a look."""
+    m, infos, by_cell, levels = _read_levels(root, cells)
+    return summary_doc(m, [(c, by_cell[c.id]) for c in infos], levels)
 
 
 def look_input(doc: LookDoc) -> LookInput:

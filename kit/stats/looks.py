@@ -24,8 +24,8 @@ LOOKS_DIR = "looks"
 LookDoc = dict[str, Any]  # what looks/<k>.json holds (typed: kit.files.looks.LookFile)
 
 
-def look_rel(k: int) -> str:
-    return f"{LOOKS_DIR}/{k:03d}.json"
+def look_rel(k: int, directory: str = LOOKS_DIR) -> str:
+    return f"{directory}/{k:03d}.json"
 
 
 def blocks(m: Manifest) -> int:
@@ -189,13 +189,9 @@ def apply_looks(m: Manifest, doc: Any, looks: Sequence[LookDoc]) -> Any:
                                     math.nan if c["diff"] is None else c["diff"], c["diff_ci"], c["errors"],
                                     c.get("lengths"), c.get("usage")) + _decision_tail(d, m)
     used = set(last["cells"]) if last else set()
-    block_end = 2 * (last["look"] if last else 0)
     stopped = last is not None and last.get("stop") is not None
-    not_run = [c["id"] for c in doc["cells"] if stopped and c["status"] == "missing" and c["repeat"] > block_end]
-    doc["failed_cells"] = [f for f in doc["failed_cells"] if f["id"] not in not_run]
-    for c in doc["cells"]:
-        if c["id"] in not_run:
-            c["status"], c["reason"] = "not_run", f"the sequential design stopped at look {last['look'] if last else 0}"
+    not_run = mark_not_run(doc, 2 * int(last["look"]), f"the sequential design stopped at look {last['look']}") \
+        if stopped and last is not None else []
     doc["sequential"] = clean({
         "spending": m.design.sequential.spending if m.design.sequential else None,
         "looks": len(looks), "most_looks": blocks(m), "stop": last.get("stop") if last else None,
@@ -205,6 +201,17 @@ def apply_looks(m: Manifest, doc: Any, looks: Sequence[LookDoc]) -> Any:
                                                "rejected_at_look", "repeated_ci", "repeated_confidence")}
                         for c in (last["comparisons"] if last else [])]})
     return doc
+
+
+def mark_not_run(doc: Any, block_end: int, reason: str) -> list[str]:
+    """The cells a run stopped by its looks never needed (never ran, of a repeat after ``block_end``) become
+    ``not_run`` with ``reason``, not failed cells; returns their ids."""
+    not_run = [c["id"] for c in doc["cells"] if c["status"] == "missing" and c["repeat"] > block_end]
+    doc["failed_cells"] = [f for f in doc["failed_cells"] if f["id"] not in not_run]
+    for c in doc["cells"]:
+        if c["id"] in not_run:
+            c["status"], c["reason"] = "not_run", reason
+    return not_run
 
 
 def _repeated_interval(c: Any, d: LookDoc) -> None:

@@ -136,5 +136,5 @@ def test_the_manifest_is_labelled_in_the_project_whatever_the_run_id(signed_bund
     project.mkdir()
     opts = ReproduceOptions(source=b.root, trust=[trust_file], allow_unsigned=True, project=project)
     with opened(b.root, [trust_file], allow_untrusted=False) as src:
-        inputs = _inputs(src, opts, _run_options(opts))
+        inputs = _inputs(src, opts, _run_options(opts, src))
     assert inputs.lm.path == project / "reproduce-source.yaml" and inputs.lm.project_root == project

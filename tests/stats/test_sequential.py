@@ -80,3 +80,33 @@ def test_a_sequential_design_needs_blocks(tmp_path: Path) -> None:
     path.write_text(text)
     with pytest.raises(KitError, match=r"design\.sequential looks after each block"):
         load_manifest(path)
+
+
+def _crossing_one_sided(bounds: list[float], fractions: list[float]) -> float:
+    """P(Z_j >= c_j for some j) under H0 from scipy's multivariate normal (corr sqrt(t_i / t_j))."""
+    k = len(bounds)
+    cov = np.array([[math.sqrt(min(a, b) / max(a, b)) for b in fractions] for a in fractions])
+    c = np.array([b if math.isfinite(b) else 40.0 for b in bounds])
+    return 1 - float(multivariate_normal(mean=np.zeros(k), cov=cov).cdf(c, lower_limit=np.full(k, -np.inf)))
+
+
+@pytest.mark.parametrize(("k", "spending", "published"), [(5, "obrien-fleming", OBF_5), (3, "obrien-fleming", OBF_3),
+                                                          (2, "obrien-fleming", OBF_2), (5, "pocock", POCOCK_5)])
+def test_one_sided_boundaries_match_the_published_one_sided_values(k: int, spending: str,
+                                                                   published: list[float]) -> None:
+    """gsDesign's test.type=1 values at one-sided 0.025 are one-sided designs: computed here by the one-sided
+    recursion (continuation region Z < c), not the symmetric two-sided one."""
+    got = boundaries([(j + 1) / k for j in range(k)], 0.025, spending, sides=1)
+    assert got == pytest.approx(published, abs=2e-3)
+
+
+@pytest.mark.parametrize("fractions", [[0.25, 0.6, 1.0], [0.2, 0.45, 0.7, 1.0], [0.4, 0.7, 0.85, 1.0], [0.5, 1.0]])
+@pytest.mark.parametrize("spending", ["obrien-fleming", "pocock"])
+def test_one_sided_boundaries_spend_exactly_alpha(fractions: list[float], spending: str) -> None:
+    b = boundaries(fractions, 0.05, spending, final=True, sides=1)
+    assert _crossing_one_sided(b, fractions) == pytest.approx(0.05, abs=5e-4)
+    assert norm.sf(b[0]) == pytest.approx(spent(fractions[0], 0.05, spending, sides=1), rel=1e-3)
+    # a two-sided design at 2 alpha is nearly the same (a path crossing its far side is that rare): within 1e-3 in z
+    assert b == pytest.approx(boundaries(fractions, 0.10, spending, final=True), abs=1e-3)
+    levels = nominal_levels(fractions, 0.05, spending, final=True, sides=1)
+    assert levels == pytest.approx([float(norm.sf(c)) for c in b])
