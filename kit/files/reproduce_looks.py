@@ -33,6 +33,8 @@ class ReproLookComparison(Loose):
     log_se: float | None  # sqrt(var_o + var_n(k))
     df: float | None  # Satterthwaite's, on the two runs' SEs
     df_new: float | None  # the new run's own (fewer than 2: the look tests nothing)
+    df_original: float | None
+    df_test: float | None  # the p-values' df: min(df_original, df_new) at an interim look, df at the last
     se_original: float | None
     se_new: float | None
     se_new_max: float | None  # the new effect's SE at the planned cells, from its variance so far

@@ -52,12 +52,13 @@ def _stat(j: Judge, c: ReproComparison, most: int) -> tuple[LookStat, float | No
     parts = effect_contrasts(EffectCells(oa, ob, na, nb, False, ob_, nb_))
     withheld = c.status in WITHHELD
     if parts is None:
-        return LookStat(None, math.inf, 2 / most, None, math.nan, math.nan, j.rule.delta(None), None, True), None, None
+        return LookStat(None, math.inf, 2 / most, None, None, math.nan, math.nan, j.rule.delta(None), None, True), \
+            None, None
     co, cn, d = parts
     claimed = co.estimate if c.margin_basis == "effect" else None
     se_max = math.sqrt(sum(v / most for v, _ in cn.groups))  # each group's variance over its planned cells
-    return LookStat(d, sum(1 / n for _, n in cn.groups), 2 / most, cn.df, co.se, se_max, j.rule.delta(claimed),
-                    claimed, withheld), co.se, cn.se
+    return LookStat(d, sum(1 / n for _, n in cn.groups), 2 / most, cn.df, co.df, co.se, se_max,
+                    j.rule.delta(claimed), claimed, withheld), co.se, cn.se
 
 
 def _past(c: dict[str, Any]) -> Past:
@@ -102,7 +103,8 @@ def _comparison(c: ReproComparison, s: LookStat, se_o: float | None, se_n: float
             "cells": CellCounts(original=c.cells.original, new=c.cells.new).model_dump(),
             "claimed": s.claimed is not None, "delta": s.delta,
             "log_estimate": None if s.d is None else s.d.estimate, "log_se": None if s.d is None else s.d.se,
-            "df": None if s.d is None else s.d.df, "df_new": s.df_new, "se_original": se_o, "se_new": se_n,
+            "df": None if s.d is None else s.d.df, "df_new": s.df_new, "df_original": s.df_original,
+            "df_test": d.df, "se_original": se_o, "se_new": se_n,
             "se_new_max": None if s.d is None else s.se_new_max, "fraction": d.fraction, "tested": d.tested,
             "p_zero": d.p_zero, "p_lower": d.p_lower, "p_upper": d.p_upper, "family_alpha": d.family_alpha,
             "nominal_zero": d.nominal_zero, "nominal_tost": d.nominal_tost,

@@ -124,8 +124,16 @@ def lines(r: ReproduceFile) -> list[str]:
     out += [f"  c={c.level:<5} {c.run:<8} {_client_text(c)}" for c in r.client]
     out += ["", *verdict_lines(r, "reproduction")]
     out += [f"note: {n}" for n in r.notes]
-    out += ["", headline(r)]
+    out += ["", *([until_text(r)] if r.until_decided else []), headline(r)]
     return out
+
+
+def until_text(r: ReproduceFile) -> str:
+    """Where an --until-decided reproduction stopped, and why."""
+    u = r.until_decided
+    if u is None:
+        return ""
+    return f"until decided: {u.stopped} ({u.cells_used} of {u.cells_planned} planned cells of the new run used)"
 
 
 def verdict_lines(r: Judged, what: str) -> list[str]:
@@ -146,6 +154,8 @@ def markdown(r: ReproduceFile, bundle: str) -> str:
           f"- source signer: {src.signer}",
           f"- this bundle: `{bundle}`; the source's signed provenance and the files the verdict was drawn from are "
           "in `source/`", "",
+          *([f"**{until_text(r)}**; each look: `reproduce-looks/` (docs/reproduce.md, \"Stopping once the verdict is "
+              "decided\")", ""] if r.until_decided else []),
           "## Setup: original and new", "", "| what | original | new | |", "|---|---|---|---|"]
     for s in sorted(r.setup, key=lambda s: s.same):
         mark = "same" if s.same else f"**differs**{': ' + s.note if s.note else ''}"

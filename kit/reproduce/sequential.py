@@ -27,8 +27,12 @@ such a look, whose boundary allows 0.01 %).
   design at 2 alpha), each once rejected staying rejected, and an effect the original found pointing the same way at
   the look that completes it. "Reproduced" needs every effect, an intersection-union test: no correction.
 - Reproduced comes before inconsistent (as in the fixed rule); a comparison's verdict, once decided, stays.
-- t statistics: each p (Student's t on D's Satterthwaite df) is compared with the boundary's nominal level (the
-  "significance level" approach, Jennison & Turnbull 2000, section 11.4, as kit's A/B looks do).
+- t statistics: each p is compared with the boundary's nominal level (the "significance level" approach, Jennison &
+  Turnbull 2000, section 11.4, as kit's A/B looks do); at the last look on D's Satterthwaite df (the fixed rule's),
+  at an interim look on min(df_o, df_new), the Welch bound that holds whatever the two runs' variances: the plug-in
+  Satterthwaite df rises exactly when the new run's few-df variance came out small, and far in the tail, where the
+  interim boundaries sit, that made the rule liberal (simulated, new run twice as noisy, CV 10 %, 8 repeats: 5.69 %
+  false "inconsistent" in 16 000 against 4.99 % for the fixed rule; with the bound 4.63 %).
 
 The run stops when the headline is decided: any effect inconsistent, or every effect reproduced; else at its
 maximum, whose undecided effects are imprecise.
@@ -59,6 +63,7 @@ class LookStat:
     new_cells: float  # 1/n_arm + 1/n_base of the new run's ok cells so far
     max_cells: float  # the same at the planned cells
     df_new: float | None  # the new run's own df (its SE rests on it)
+    df_original: float | None  # the original's
     se_original: float
     se_new_max: float
     delta: float
@@ -78,6 +83,13 @@ class LookStat:
         if final:
             return 1.0
         return min(self.max_cells / self.new_cells, FRACTION_CAP)
+
+    def tested(self, final: bool) -> Contrast | None:
+        """D as this look tests it: the last look on D's Satterthwaite df (the fixed rule's), an interim one on the
+        smaller of the two runs' df (the bound that holds whatever their variances)."""
+        if self.d is None or final or self.df_original is None or self.df_new is None:
+            return self.d
+        return Contrast(self.d.estimate, self.d.se, min(self.df_original, self.df_new), self.d.groups)
 
     def direction_held(self) -> bool | None:
         if self.claimed is None or self.d is None:
@@ -101,6 +113,7 @@ class Past:
 class SeqDecision:
     fraction: float
     tested: bool
+    df: float | None  # the df this look's p-values are on
     p_zero: float | None
     p_lower: float | None
     p_upper: float | None
@@ -122,8 +135,10 @@ def past_of(s: LookStat, final: bool, gained: bool = True) -> Past:
     fr = s.fraction(final)
     if s.d is None or s.withheld or not gained:
         return Past(fr, 1.0, 1.0, 1.0, s.direction_held(), tested=False)
-    lower, upper = p_sides(s.d, s.delta)
-    return Past(fr, p_zero(s.d), lower, upper, s.direction_held())
+    d = s.tested(final)
+    assert d is not None
+    lower, upper = p_sides(d, s.delta)
+    return Past(fr, p_zero(d), lower, upper, s.direction_held())
 
 
 def _gained(history: Sequence[Past], fraction: float) -> bool:
@@ -178,15 +193,13 @@ def decide_look(history: Sequence[Sequence[Past]], now: Sequence[LookStat], alph
                                if ps[j].tested and ps[j].direction_held is not False), None)
         nominal_tost = _nominal(fr, alpha, final, 1)
         verdict, at = _verdict(reproduced, z.rejected_at, ps[-1].tested, s, final, k)
-        ci = None
-        if s.d is not None and nominal_tost > 0 and ps[-1].tested:
-            ci = interval(s.d, 1 - 2 * nominal_tost)
-        now_p = ps[-1]
+        now_p, d = ps[-1], s.tested(final)
+        ci = interval(d, 1 - 2 * nominal_tost) if d is not None and nominal_tost > 0 and now_p.tested else None
         out.append(SeqDecision(
-            fraction=now_p.fraction, tested=now_p.tested,
-            p_zero=None if s.d is None else p_zero(s.d),
-            p_lower=None if s.d is None else p_sides(s.d, s.delta)[0],
-            p_upper=None if s.d is None else p_sides(s.d, s.delta)[1],
+            fraction=now_p.fraction, tested=now_p.tested, df=None if d is None else d.df,
+            p_zero=None if d is None else p_zero(d),
+            p_lower=None if d is None else p_sides(d, s.delta)[0],
+            p_upper=None if d is None else p_sides(d, s.delta)[1],
             family_alpha=z.level, nominal_zero=_nominal(fr, z.level, final, 2), nominal_tost=nominal_tost,
             zero_rejected_at=_one(z.rejected_at), lower_rejected_at=_one(lower), upper_rejected_at=_one(upper),
             direction_held=s.direction_held(), repeated_ci=ci,

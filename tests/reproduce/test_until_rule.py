@@ -22,8 +22,8 @@ DELTA = 0.1
 
 def stat(d: float, se: float = 0.02, *, n: int = 4, most: int = 8, df: float = 10.0, df_new: float | None = None,
          claimed: float | None = -0.3, se_o: float = 0.01, withheld: bool = False) -> LookStat:
-    return LookStat(Contrast(d, se, df, ()), 2 / n, 2 / most, float(n - 1) if df_new is None else df_new, se_o,
-                    se_o, DELTA, claimed, withheld)
+    return LookStat(Contrast(d, se, df, ()), 2 / n, 2 / most, float(n - 1) if df_new is None else df_new, 7.0,
+                    se_o, se_o, DELTA, claimed, withheld)
 
 
 def past(dec: SeqDecision) -> Past:
@@ -52,7 +52,7 @@ def test_a_single_last_look_is_the_fixed_rule() -> None:
         c = Contrast(float(rng.normal(0, 0.08)), float(rng.uniform(0.01, 0.06)), float(rng.uniform(2, 30)), ())
         claimed = None if rng.random() < 0.5 else -0.3
         fixed = decide(c, claimed, p_zero(c), rule)  # one comparison: Holm-adjusted p is the raw p
-        s = LookStat(c, 2 / 8, 2 / 8, 7.0, 0.01, 0.01, rule.delta(claimed), claimed)
+        s = LookStat(c, 2 / 8, 2 / 8, 7.0, 7.0, 0.01, 0.01, rule.delta(claimed), claimed)
         (seq,) = decide_look([[]], [s], ALPHA, final=True)
         assert seq.fraction == 1.0 and seq.verdict == fixed.verdict, (c, claimed, seq, fixed)
         seen.add(fixed.verdict)
@@ -93,7 +93,7 @@ def test_inconsistent_and_holm_passes_its_alpha_on() -> None:
     # p of the weak one between its boundary at alpha/2 and at alpha (two-sided, looks at 1/2)
     lo, hi = (2 * float(norm.sf(boundaries([0.5], a)[0])) for a in (ALPHA / 2, ALPHA))
     z = float(norm.isf((lo + hi) / 4))
-    weak = LookStat(Contrast(z * 0.02, 0.02, 1e9, ()), 2 / 4, 2 / 8, 1e9, 0.01, 0.01, 1e-6, None)
+    weak = LookStat(Contrast(z * 0.02, 0.02, 1e9, ()), 2 / 4, 2 / 8, 1e9, 1e9, 0.01, 0.01, 1e-6, None)
     alone = decide_look([[], []], [stat(0.0, se=0.02), weak], ALPHA, final=False)
     assert alone[1].verdict == "continue" and alone[1].family_alpha == ALPHA / 2
     both = decide_look([[], []], [strong, weak], ALPHA, final=False)

@@ -100,7 +100,7 @@ def one(oa: np.ndarray, ob: np.ndarray, na: np.ndarray, nb: np.ndarray, fixed_ma
         est_n, se_n, df_n = paired(d)
         se = math.sqrt(se_o**2 + se_n**2)
         df = se**4 / (se_o**4 / df_o + se_n**4 / df_n)
-        stat = LookStat(Contrast(est_n - est_o, se, df, ()), 2 / n, 2 / most, df_n, se_o,
+        stat = LookStat(Contrast(est_n - est_o, se, df, ()), 2 / n, 2 / most, df_n, df_o, se_o,
                         float(d.std(ddof=1) / math.sqrt(most)), delta, claimed)
         final = n == most
         (dec,) = decide_look([history], [stat], ALPHA, final=final)

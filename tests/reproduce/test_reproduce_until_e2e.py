@@ -1,0 +1,106 @@
+"""`kit reproduce --until-decided` end to end on kit's own CPU engine (slow tier): a signed demo-like manifest (the
+demo's engine, oea at --oea-k0 1 against top-8 at one stream: about -70 % TPOT, so the margin, half the effect, is
+wide), run, archived and reproduced with looks after each block. The reproduction stops at the first look that
+decides the verdict; `kit verify` of the new bundle recomputes every look; a tampered look fails it (exit 9).
+
+Where it must stop early: a faithful re-run of so large an effect is inside the margin by look 3 of 4 unless the
+machine's cell-to-cell noise is beyond ~30 % (then the test says so and skips) or a guardrail withheld the effect
+at a look (a CPU-starved load client: client-bound, no verdict, which no rule may decide; the test skips, saying
+so). Any other run to the maximum fails it."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+from support.manifests import engine_command, manifest_data, write_manifest
+from support.ports import free_port
+from test_reproduce_e2e import DEMO_ENGINE, EXAMPLE_KEY, EXIT, env_of, kit, only
+
+from kit.signing import generate_key
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("reproduce-until-e2e")]
+ROOT = Path(__file__).resolve().parents[2]
+REPEATS = 8  # 4 looks
+
+
+def test_until_decided_stops_verifies_and_a_tampered_look_fails(tmp_path: Path) -> None:
+    m = write_manifest(tmp_path / "tiny.yaml", manifest_data(
+        "tiny", port=free_port(), arms=[{"name": "baseline"}, {"name": "oea", "args": ["--oea-k0", "1"]}],
+        command=engine_command(engine_args=DEMO_ENGINE), server={"ready_timeout_s": 60, "stop_grace_s": 5},
+        load={"levels": [1], "requests_per_level": 12, "warmup_requests": 2, "prompt_tokens": 8,
+              "output_tokens": 32, "seed": 3, "request_timeout_s": 60},
+        design={"repeats": REPEATS, "order": "interleaved"}, gates={"port_deadline_s": 5}))
+    runner = generate_key(tmp_path / "runner", "runner@test")
+    example = (ROOT / "keys" / "example_ed25519.pub").read_text().split()
+    policy = tmp_path / "policy"
+    policy.write_text(f'kit-example namespaces="kit-manifest" {example[0]} {example[1]}\n'
+                      f'runner namespaces="kit-bundle" {runner.public_line()}\n')
+    env = env_of(tmp_path)
+    assert kit("sign", str(m), "--key", str(EXAMPLE_KEY), env=env).returncode == 0
+    r = kit("run", str(m), "--out", str(tmp_path / "a"), "--trust", str(policy), "--key", str(runner.path), env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    tar = tmp_path / "shared.tar.gz"
+    assert kit("archive", str(only(tmp_path / "a")), "-o", str(tar), env=env).returncode == 0
+
+    t0 = time.monotonic()
+    rep = kit("reproduce", str(tar), "--until-decided", "--out", str(tmp_path / "b"), "--trust", str(policy),
+              "--key", str(runner.path), env=env)
+    wall = time.monotonic() - t0
+    new = only(tmp_path / "b")
+    report = json.loads((new / "reproduce.json").read_text())
+    print(rep.stdout[-3000:], f"\nwall {wall:.0f} s")
+    assert rep.returncode == EXIT[report["verdict"]], rep.stdout + rep.stderr
+    looks = [json.loads(p.read_text()) for p in sorted((new / "reproduce-looks").iterdir())]
+    last = looks[-1]
+    until = report["until_decided"]
+    assert until["looks"] == len(looks) == last["look"] and until["most_looks"] == REPEATS // 2
+    assert last["stop"] in ("decided", "max_repeats") and report["verdict"] == last["verdict"]
+    assert f"reproduce look {last['look']} of {REPEATS // 2}" in rep.stderr  # the progress lines
+    assert f"until decided: {until['stopped']} ({until['cells_used']} of {2 * REPEATS} planned cells" in rep.stdout
+    run = json.loads((new / "run.json").read_text())
+    assert run["flags"]["until_decided"] is True and "--until-decided" in run["argv"]
+    summary = json.loads((new / "summary.json").read_text())
+    not_run = [c["id"] for c in summary["cells"] if c["status"] == "not_run"]
+    assert len(not_run) == 2 * REPEATS - until["cells_used"] == 2 * (REPEATS - 2 * last["look"])
+
+    v = kit("verify", str(new), "--trust", str(policy), env=env)
+    assert v.returncode == 0, v.stdout + v.stderr
+    assert f"{len(looks)} reproduce look(s) recomputed from source/summary.json and the records OK" in v.stdout
+
+    # judged again by a resume with the flag (nothing left to run); refused without it (its looks decided the cells)
+    flags = ["--trust", str(policy), "--key", str(runner.path)]
+    again = kit("reproduce", str(tar), "--resume", str(new), "--until-decided", *flags, env=env)
+    assert again.returncode == rep.returncode, again.stdout + again.stderr
+    assert json.loads((new / "reproduce.json").read_text())["comparisons"] == report["comparisons"]
+    bare = kit("reproduce", str(tar), "--resume", str(new), *flags, env=env)
+    assert bare.returncode == 2 and "started with --until-decided" in bare.stderr, bare.stdout + bare.stderr
+    assert kit("verify", str(new), "--trust", str(policy), env=env).returncode == 0
+
+    tampered = tmp_path / "t" / new.name
+    tampered.parent.mkdir()
+    shutil.copytree(new, tampered)
+    p = tampered / "reproduce-looks" / f"{last['look']:03d}.json"
+    doc = json.loads(p.read_text())
+    doc["comparisons"][0]["p_zero"] = 0.5 if doc["comparisons"][0]["p_zero"] != 0.5 else 0.25
+    p.write_text(json.dumps(doc))
+    t = kit("verify", str(tampered), "--trust", str(policy), "--integrity-only", env=env)
+    assert t.returncode == 9 and f"reproduce-looks/{last['look']:03d}.json" in t.stderr, t.stdout + t.stderr
+
+    if last["look"] < REPEATS // 2:
+        assert last["stop"] == "decided" and len(not_run) > 0
+        return
+    withheld = [c["status"] for d in looks for c in d["comparisons"] if c["status"] != "ok"]
+    if withheld:
+        pytest.skip(f"a guardrail withheld the effect at a look ({', '.join(sorted(set(withheld)))}): kit gives no "
+                    "verdict there, so nothing could stop the run early on this machine")
+    c = looks[2]["comparisons"][0]  # look 3 of 4
+    sd = c["log_se"] / math.sqrt(2 / REPEATS + 2 / 6) if c.get("log_se") else math.inf  # per-pair SD, roughly
+    if sd > 0.3:
+        pytest.skip(f"the machine's cell-to-cell noise (SD of a pair's log ratio about {sd:.2f}) is too large to "
+                    "decide before the maximum")
+    pytest.fail(f"ran to the maximum with a precise, unwithheld effect: {json.dumps(looks[2]['comparisons'][0])}")
