@@ -64,7 +64,8 @@ def test_until_decided_stops_verifies_and_a_tampered_look_fails(tmp_path: Path) 
     wall = time.monotonic() - t0
     new = only(tmp_path / "b")
     report = json.loads((new / "reproduce.json").read_text())
-    print(rep.stdout[-3000:], f"\nwall {wall:.0f} s")
+    print(*[line for line in rep.stderr.splitlines() if "reproduce look" in line], rep.stdout[-3000:],
+          f"\nwall {wall:.0f} s", sep="\n")
     assert rep.returncode == EXIT[report["verdict"]], rep.stdout + rep.stderr
     looks = [json.loads(p.read_text()) for p in sorted((new / "reproduce-looks").iterdir())]
     last = looks[-1]
