@@ -11,10 +11,16 @@ checked either way."""
 
 from __future__ import annotations
 
+import base64
 import json
 import math
+import os
 import shutil
+import signal
+import subprocess
+import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -24,7 +30,7 @@ from test_reproduce_e2e import DEMO_ENGINE, EXAMPLE_KEY, EXIT, env_of, kit, only
 
 from kit.bundle import Bundle, sign_provenance
 from kit.reproduce.sealing import predicate
-from kit.signing import generate_key
+from kit.signing import SigningKey, generate_key
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("reproduce-until-e2e")]
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,30 +40,45 @@ REPEATS = 8  # 4 looks
 NOISY = 0.15
 
 
-def test_until_decided_stops_verifies_and_a_tampered_look_fails(tmp_path: Path) -> None:
-    m = write_manifest(tmp_path / "tiny.yaml", manifest_data(
+@dataclass(frozen=True)
+class Made:
+    tar: Path
+    policy: Path
+    runner: SigningKey
+    env: dict[str, str]
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory: pytest.TempPathFactory) -> Made:
+    """The original: run, its client-bound cells redone, archived (both tests reproduce it; neither changes it)."""
+    tmp = tmp_path_factory.mktemp("until-original")
+    m = write_manifest(tmp / "tiny.yaml", manifest_data(
         "tiny", port=free_port(), arms=[{"name": "baseline"}, {"name": "oea", "args": ["--oea-k0", "1"]}],
         command=engine_command(engine_args=DEMO_ENGINE), server={"ready_timeout_s": 60, "stop_grace_s": 5},
         load={"levels": [1], "requests_per_level": 32, "warmup_requests": 2, "prompt_tokens": 8,
               "output_tokens": 32, "seed": 3, "request_timeout_s": 60},
         design={"repeats": REPEATS, "order": "interleaved"}, gates={"port_deadline_s": 5}))
-    runner = generate_key(tmp_path / "runner", "runner@test")
+    runner = generate_key(tmp / "runner", "runner@test")
     example = (ROOT / "keys" / "example_ed25519.pub").read_text().split()
-    policy = tmp_path / "policy"
+    policy = tmp / "policy"
     policy.write_text(f'kit-example namespaces="kit-manifest" {example[0]} {example[1]}\n'
                       f'runner namespaces="kit-bundle" {runner.public_line()}\n')
-    env = env_of(tmp_path)
+    env = env_of(tmp)
     assert kit("sign", str(m), "--key", str(EXAMPLE_KEY), env=env).returncode == 0
-    r = kit("run", str(m), "--out", str(tmp_path / "a"), "--trust", str(policy), "--key", str(runner.path), env=env)
+    r = kit("run", str(m), "--out", str(tmp / "a"), "--trust", str(policy), "--key", str(runner.path), env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     # an original whose level is client-bound has no verdict to reproduce: re-measure those cells first, as
     # docs/reproduce.md's demo does (nothing to redo: it says so and changes nothing)
-    redo = kit("run", "--resume", str(only(tmp_path / "a")), "--redo", "client-bound", "--trust", str(policy),
+    redo = kit("run", "--resume", str(only(tmp / "a")), "--redo", "client-bound", "--trust", str(policy),
                "--key", str(runner.path), env=env)
     assert redo.returncode == 0, redo.stdout + redo.stderr
-    tar = tmp_path / "shared.tar.gz"
-    assert kit("archive", str(only(tmp_path / "a")), "-o", str(tar), env=env).returncode == 0
+    tar = tmp / "shared.tar.gz"
+    assert kit("archive", str(only(tmp / "a")), "-o", str(tar), env=env).returncode == 0
+    return Made(tar, policy, runner, env)
 
+
+def test_until_decided_stops_verifies_and_a_tampered_look_fails(made: Made, tmp_path: Path) -> None:
+    tar, policy, runner, env = made.tar, made.policy, made.runner, made.env
     t0 = time.monotonic()
     rep = kit("reproduce", str(tar), "--until-decided", "--out", str(tmp_path / "b"), "--trust", str(policy),
               "--key", str(runner.path), env=env)
@@ -124,3 +145,52 @@ def test_until_decided_stops_verifies_and_a_tampered_look_fails(tmp_path: Path) 
         pytest.skip(f"the machine's cell-to-cell noise (SD of a pair's log ratio {sd:.2f}, over {NOISY}) is too large "
                     "to decide before the maximum")
     pytest.fail(f"ran to the maximum with precise cells (pair SD {sd:.2f}) and no look withheld: {json.dumps(c)}")
+
+
+def vouched(root: Path, rel: str) -> bool:
+    """Whether a checkpoint's signed statement names ``rel`` (read without kit: the DSSE payload's bytes)."""
+    for p in sorted((root / "checkpoints").glob("*.dsse.json")):
+        try:
+            if rel.encode() in base64.b64decode(json.loads(p.read_bytes())["payload"]):
+                return True
+        except (ValueError, KeyError):  # a checkpoint being written
+            continue
+    return False
+
+
+def test_a_reproduction_killed_after_a_look_resumes_its_looks(made: Made, tmp_path: Path) -> None:
+    """SIGKILL (what the OOM killer sends) once look 1 is written and checkpointed; the printed resume command's
+    `kit reproduce SOURCE --resume NEW --until-decided` keeps that look byte for byte and takes the next ones."""
+    log = tmp_path / "kill.log"
+    with open(log, "ab") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "kit", "reproduce", str(made.tar), "--until-decided", "--out",
+                                 str(tmp_path / "b"), "--trust", str(made.policy), "--key", str(made.runner.path)],
+                                stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **made.env}, cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 240
+        first: Path | None = None
+        while time.monotonic() < deadline and proc.poll() is None:
+            found = list((tmp_path / "b").glob("*/reproduce-looks/001.json"))
+            if found and vouched(found[0].parents[1], "reproduce-looks/001.json"):
+                first = found[0]
+                break
+            time.sleep(0.05)
+        assert first is not None and proc.poll() is None, log.read_text()[-3000:]
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    new = first.parents[1]
+    kept = first.read_bytes()
+    assert not (new / "provenance.dsse.json").exists()  # never sealed: only its checkpoints hold it
+    again = kit("reproduce", str(made.tar), "--resume", str(new), "--until-decided", "--trust", str(made.policy),
+                "--key", str(made.runner.path), env=made.env)
+    report = json.loads((new / "reproduce.json").read_text())
+    assert again.returncode == EXIT[report["verdict"]], again.stdout + again.stderr
+    assert first.read_bytes() == kept  # the look taken before the kill, as it was
+    looks = sorted((new / "reproduce-looks").iterdir())
+    assert len(looks) >= 2 and report["until_decided"]["looks"] == len(looks)
+    assert "reproduce look 1 of" not in again.stderr and "reproduce look 2 of" in again.stderr  # continued
+    v = kit("verify", str(new), "--trust", str(made.policy), env=made.env)
+    assert v.returncode == 0 and f"{len(looks)} reproduce look(s) recomputed" in v.stdout, v.stdout + v.stderr
