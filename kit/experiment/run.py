@@ -188,31 +188,34 @@ def run_inputs(inputs: RunInputs, opts: RunOptions, events: Events | None = None
     # a resume with every cell already measured (killed while sealing, or a `kit report` cut short) only seals it:
     # it needs no port or GPU, and another run holding them must not turn a complete bundle into a failed one
     idle = session.resumed and all(cell_ok(session.bundle, c) for c in needed_cells(exp.m, exp.plan, session.bundle))
-    try:
-        with signals_as_interrupts(), \
-                contextlib.nullcontext() if idle else reserved(exp.m, session.run_id, session.bundle.root):
-            status = exp.execute(session, idle=idle)
-    except KeyboardInterrupt as e:
-        status, error = "interrupted", e
-    except BaseException as e:  # noqa: BLE001 - anything: finalize first, then let it out
-        status, error = "failed", storage_error(e) or e
-    closing = Closing(exp.m, inputs.trust, key, exp.images, exp.failed)
-    again = opts.resume_hint(session.bundle.root, key.public) if opts.resume_hint else resume_command(
-        session.bundle.root, trust=opts.trust, allow_unsigned=opts.allow_unsigned, allow_unpinned=opts.allow_unpinned,
-        key=opts.key, runner=key.public)  # works as printed (kit.hints)
-    try:
-        with deferred_interrupts():
+    # From here to the outcome no signal escapes: the cells take them as interrupts (signals_as_interrupts lifts
+    # this hold), and one that comes between them and the outcome waits, then is dropped: the run is ending anyway,
+    # and its outcome (with the command that resumes it) is what must be said (a SIGTERM storm, review)
+    with deferred_interrupts(drop=True):
+        try:
+            with signals_as_interrupts(), \
+                    contextlib.nullcontext() if idle else reserved(exp.m, session.run_id, session.bundle.root):
+                status = exp.execute(session, idle=idle)
+        except KeyboardInterrupt as e:
+            status, error = "interrupted", e
+        except BaseException as e:  # noqa: BLE001 - anything: finalize first, then let it out
+            status, error = "failed", storage_error(e) or e
+        closing = Closing(exp.m, inputs.trust, key, exp.images, exp.failed)
+        again = opts.resume_hint(session.bundle.root, key.public) if opts.resume_hint else resume_command(
+            session.bundle.root, trust=opts.trust, allow_unsigned=opts.allow_unsigned,
+            allow_unpinned=opts.allow_unpinned, key=opts.key, runner=key.public)  # works as printed (kit.hints)
+        try:
             summary, status = finalize(session, closing, status)
-    except OSError as e:  # a full or failing disk: the bundle is not sealed, its checkpoints hold what ran
-        full = storage_error(e)
-        if full is None:
-            raise
-        first = error if isinstance(error, StorageError) else full
-        raise first.note(f"the bundle is not sealed, but its signed checkpoints hold every cell that completed: "
-                         f"{again}") from None
-    finally:
-        session.unlock()
-    return outcome(session, closing, status, error, summary, ev, again)
+        except OSError as e:  # a full or failing disk: the bundle is not sealed, its checkpoints hold what ran
+            full = storage_error(e)
+            if full is None:
+                raise
+            first = error if isinstance(error, StorageError) else full
+            raise first.note(f"the bundle is not sealed, but its signed checkpoints hold every cell that completed: "
+                             f"{again}") from None
+        finally:
+            session.unlock()
+        return outcome(session, closing, status, error, summary, ev, again)
 
 
 def already_complete(root: Path, plan: Plan, redo: tuple[str, ...] = (), m: Manifest | None = None) -> RunResult | None:

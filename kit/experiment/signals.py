@@ -8,9 +8,12 @@ import signal
 from collections.abc import Iterator
 from types import FrameType
 
-from kit.plumbing.interrupts import deferred_interrupts, on_main_thread
+from kit.plumbing.interrupts import deferred_interrupts, hold_lifted, on_main_thread
 
 __all__ = ["deferred_interrupts", "on_main_thread", "signals_as_interrupts"]
+
+# `cmd &` in a non-interactive shell starts kit with SIGINT ignored (Python then keeps it so): kit keeps it so too
+_SIGINT_IGNORED = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
 
 
 @contextlib.contextmanager
@@ -27,10 +30,11 @@ def signals_as_interrupts(*, then_ignore: bool = False) -> Iterator[None]:
         raise KeyboardInterrupt
 
     old = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    if not _SIGINT_IGNORED:  # held by an outer block: not here (a process started with it ignored keeps that)
+        old[signal.SIGINT] = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        yield
+        with hold_lifted():
+            yield
     finally:
         for sig, handler in old.items():
             signal.signal(sig, signal.SIG_IGN if then_ignore else handler)
-        if then_ignore:
-            signal.signal(signal.SIGINT, signal.SIG_IGN)

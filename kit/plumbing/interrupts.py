@@ -19,10 +19,11 @@ def on_main_thread() -> bool:
 
 
 @contextlib.contextmanager
-def deferred_interrupts() -> Iterator[list[int]]:
+def deferred_interrupts(*, drop: bool = False) -> Iterator[list[int]]:
     """Hold SIGINT, SIGTERM and SIGHUP for the block; the signals that arrived are re-delivered (as
-    KeyboardInterrupt) once it is done. A block inside another holds nothing of its own: the outer one
-    collects the signals and re-delivers them when it is done (an inner re-delivery would cut the outer short)."""
+    KeyboardInterrupt) once it is done, or with ``drop`` forgotten (the block ends the work they would stop). A
+    block inside another holds nothing of its own: the outer one collects the signals and re-delivers them when it
+    is done (an inner re-delivery would cut the outer short)."""
     if not on_main_thread() or _holding:
         yield _holding[0] if _holding else []
         return
@@ -37,5 +38,18 @@ def deferred_interrupts() -> Iterator[list[int]]:
         _holding.pop()
         for sig, handler in old.items():
             signal.signal(sig, handler)
-    if pending:
+    if pending and not drop:
         raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def hold_lifted() -> Iterator[None]:
+    """Inside a ``deferred_interrupts`` block, a stretch where interrupts are delivered again (the caller installs
+    handlers that raise): the blocks nested in it hold (and re-deliver) on their own, as they would with no block
+    around; the outer block's hold (its pending list and handlers) is back when the stretch ends."""
+    saved = _holding[:]
+    _holding.clear()
+    try:
+        yield
+    finally:
+        _holding[:] = saved
