@@ -66,7 +66,8 @@ def set_aside_for_redo(bundle: Bundle, cell_ids: Sequence[str], reasons: Sequenc
     if used := sorted({cid for cid, _ in todo} & looked_at(bundle.root)):
         raise UsageError(f"--redo: the sequential looks of {bundle.root} were taken on {', '.join(used)}: re-measuring "
                          "them would change what those looks saw and decided",
-                         hint="judge this bundle as it stands, or run the experiment again")
+                         hint="judge this bundle as it stands, or run the experiment again (a sequential run "
+                         "measures a flagged cell again before the look of its block: design.redo_client_bound)")
     out = []
     for cid, why in todo:
         moved = bundle.move_failed_attempt(cid, to=REDONE)
@@ -93,7 +94,8 @@ def to_redo(root: Path, cell_ids: Sequence[str], reasons: Sequence[str]) -> list
 def redo_problems(root: Path) -> list[str]:
     """What breaks the rule in a bundle (``kit verify``): empty when every replaced attempt is recorded and shows
     its recorded reason."""
-    recorded = {r.attempt: r for res in read_file(root, "run.json", RunFile).resumed for r in res.redone}
+    run = read_file(root, "run.json", RunFile)
+    recorded = {r.attempt: r for r in [*run.redone, *(r for res in run.resumed for r in res.redone)]}
     folder = root / REDONE
     under_redone = {f"{REDONE}/{p.name}" for p in folder.iterdir()} if folder.is_dir() else set()
     problems = [f"{a}: a replaced attempt that run.json does not record (a re-run may replace only a failed or "

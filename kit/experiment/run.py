@@ -18,6 +18,7 @@ from kit.experiment.images import prepare_images
 from kit.experiment.inputs import RunInputs, load_for_run
 from kit.experiment.looks import Looks, SequentialLooks, needed_cells
 from kit.experiment.options import Events, QuietEvents, RunOptions, RunResult
+from kit.experiment.remeasure import measure
 from kit.experiment.session import BundleSession
 from kit.experiment.signals import deferred_interrupts, signals_as_interrupts
 from kit.experiment.stoprule import Stopper, same_rule
@@ -115,8 +116,7 @@ class Experiment:
             if looks is not None and looks.stopped:
                 break
             self.events.cell_started(cell, done + i + 1, len(self.plan.cells))
-            self.cells.run(cell)
-            status = session.bundle.read(f"cells/{cell.id}/cell.json", CellFile).status
+            status = measure(self.cells, session, cell, self.m.design.redo_limit, self.events)  # client-bound: again
             for line in looks.take_due() if looks is not None else []:  # written before the checkpoint covers it
                 self.events.message(line)
             session.checkpoint("cell", cell=cell.id, status=status)  # the cell is kept, whatever comes next

@@ -52,8 +52,8 @@ class CheckpointPredicate(BaseModel):
     sequence: int = Field(ge=0)  # 0, 1, 2, ... ; the file is checkpoints/<sequence as 6 digits>.dsse.json
     previous: Sha256 | None  # the previous checkpoint file's sha256 (None for sequence 0)
     run_id: str
-    kind: Literal["start", "cell", "resume", "end"]
-    cell: str | None = None  # kind "cell": which cell completed
+    kind: Literal["start", "cell", "redo", "resume", "end"]
+    cell: str | None = None  # kind "cell": which cell completed; "redo": which cell's attempt was set aside
     status: str | None = None  # kind "cell": its status (ok, failed); kind "end": the run's
     at: str  # UTC time of signing
     removed: list[str] = Field(default_factory=list)  # files vouched for before that are no longer in the bundle

@@ -19,8 +19,8 @@ class RunFlags(Loose):
 
 
 class Redone(Loose):
-    """A cell attempt a ``--redo`` replaced (``kit.bundle.redo``): kept under ``attempt``, excluded from the
-    statistics, its reason checked again by ``kit verify``."""
+    """A cell attempt a ``--redo`` (or, during the run, ``design.redo_client_bound``) replaced (``kit.bundle.redo``):
+    kept under ``attempt``, excluded from the statistics, its reason checked again by ``kit verify``."""
 
     cell: str
     reason: Literal["client-bound", "failed"]
@@ -69,6 +69,7 @@ class RunFile(BundleFile):
     unpinned_bases: list[str] = Field(default_factory=list)
     runner_key: str | None = None
     resumed: list[Resumption] = Field(default_factory=list)
+    redone: list[Redone] = Field(default_factory=list)  # design.redo_client_bound: attempts re-measured in the run
     failed_cells: dict[str, FailedCell] = Field(default_factory=dict)
     summary_error: str | None = None  # every cell ran, but the summary could not be computed (status failed)
     reproduces: Reproduces | None = None  # `kit reproduce`: the source bundle this run re-ran (reproduce.json)

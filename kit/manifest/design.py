@@ -52,6 +52,19 @@ class Design(_Model):
     sequential: Sequential | None = Field(
         None, description="Absent: a fixed design (every planned cell runs). Present: look after each block "
                           "and stop when decided; see docs/statistics.md.")
+    redo_client_bound: Annotated[int, Field(ge=0, le=3)] | None = Field(
+        None, description="How often a cell whose load client was flagged client-bound (the guardrail that withholds "
+                          "its level's verdict) is measured again right after it, before the next cell or look; every "
+                          "flagged attempt stays in the bundle (redone/), recorded in run.json, excluded from the "
+                          "statistics. Default: 1 with design.sequential (a flagged cell would withhold every later "
+                          "look), else 0 (`kit run --resume DIR --redo client-bound` re-measures after the run).")
+
+    @property
+    def redo_limit(self) -> int:
+        """``redo_client_bound`` as it applies: its default is 1 with design.sequential, else 0."""
+        if self.redo_client_bound is not None:
+            return self.redo_client_bound
+        return 1 if self.sequential is not None else 0
 
     @model_validator(mode="after")
     def _blocks(self) -> Design:
