@@ -116,7 +116,7 @@ class Experiment:
             if looks is not None and looks.stopped:
                 break
             self.events.cell_started(cell, done + i + 1, len(self.plan.cells))
-            status = measure(self.cells, session, cell, self.m.design.redo_limit, self.events)  # client-bound: again
+            status = measure(self.cells, session, cell, self.redo_limit, self.events)  # client-bound: again
             for line in looks.take_due() if looks is not None else []:  # written before the checkpoint covers it
                 self.events.message(line)
             session.checkpoint("cell", cell=cell.id, status=status)  # the cell is kept, whatever comes next
@@ -126,6 +126,13 @@ class Experiment:
         run_expert_passes(self.cells)  # manifest expert_pass: one untimed server per arm, after every timed cell
         return "complete" if not self.failed else "failed"
 
+
+    @property
+    def redo_limit(self) -> int:
+        """design.redo_client_bound; unset, 1 where looks may stop the run (design.sequential, or a stop rule such as
+        kit reproduce --until-decided: a flagged cell withholds every later look), else 0."""
+        given = self.m.design.redo_client_bound
+        return given if given is not None else int(self.m.design.sequential is not None or bool(self.opts.stop_rule))
 
     def stopper(self, bundle: Bundle) -> Stopper | None:
         """The looks that may stop this run: design.sequential's, or the stop rule RunOptions carries."""

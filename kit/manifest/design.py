@@ -56,15 +56,9 @@ class Design(_Model):
         None, description="How often a cell whose load client was flagged client-bound (the guardrail that withholds "
                           "its level's verdict) is measured again right after it, before the next cell or look; every "
                           "flagged attempt stays in the bundle (redone/), recorded in run.json, excluded from the "
-                          "statistics. Default: 1 with design.sequential (a flagged cell would withhold every later "
-                          "look), else 0 (`kit run --resume DIR --redo client-bound` re-measures after the run).")
-
-    @property
-    def redo_limit(self) -> int:
-        """``redo_client_bound`` as it applies: its default is 1 with design.sequential, else 0."""
-        if self.redo_client_bound is not None:
-            return self.redo_client_bound
-        return 1 if self.sequential is not None else 0
+                          "statistics. Default: 1 where looks may stop the run (design.sequential, kit reproduce "
+                          "--until-decided: a flagged cell would withhold every later look), else 0 (`kit run --resume "
+                          "DIR --redo client-bound` re-measures after the run).")
 
     @model_validator(mode="after")
     def _blocks(self) -> Design:
