@@ -71,7 +71,7 @@ def test_a_client_bound_cell_is_measured_again_at_once(tmp_path: Path, isolated:
     b = bundle_of(out)
     first = json.loads((b / "plan.json").read_text())["cells"][0]["id"]
     run = json.loads((b / "run.json").read_text())
-    [record] = run["redone"]
+    [record] = [r for r in run["redone"] if r["cell"] == first]  # a busy machine may flag another cell too
     assert record["cell"] == first and record["reason"] == "client-bound", record
     assert record["attempt"] == f"redone/{first}-a1" and record["why"].startswith("level-1: ")
     assert (b / f"redone/{first}-a1/level-1/records.jsonl").is_file()  # the flagged attempt, kept
