@@ -66,6 +66,9 @@ ELSEWHERE_PROBES = 8  # at most this many of the group's other listeners asked f
 ANNOUNCE_LINES = 400  # the log lines (of its last 64 KiB) searched for where the server says it listens
 
 
+WORKDIR_PREFIX = "kit-cwd-"  # a server's working directory: <tmp>/kit-cwd-<server name>-<random>
+
+
 def _pipe_inode(proc: subprocess.Popen[bytes]) -> int:
     try:
         return os.fstat(proc.stdout.fileno()).st_ino if proc.stdout is not None else 0
@@ -237,7 +240,7 @@ class ProcessRuntime:
         inherited = sorted(set(base_environment()) - set(spec.env) - set(spec.secret_env))
         # an empty directory of its own, never the bundle: whatever a server leaves in its working directory (a
         # socket, a FIFO, a cache of gigabytes, a config dump with a token) must not become a file kit signs
-        workdir = Path(tempfile.mkdtemp(prefix=f"kit-cwd-{spec.name}-"))
+        workdir = Path(tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{spec.name}-"))
         try:
             with pinned(parse_cpulist(spec.cpus) if spec.cpus else None):
                 proc = self._popen(spec, env, workdir)
@@ -274,7 +277,7 @@ class ProcessRuntime:
                 pgid=proc.pid, pid=proc.pid, run_id=spec.labels.get("kit.run"), cell=spec.labels.get("kit.cell"),
                 command=spec.command, started=utc_now(), boot_id=boot_id(),
                 start_ticks=start_ticks(proc.pid), cmdline=cmdline(proc.pid),
-                kit_pid=os.getpid(), kit_start_ticks=start_ticks(os.getpid())))
+                kit_pid=os.getpid(), kit_start_ticks=start_ticks(os.getpid()), workdir=str(workdir)))
         except BaseException:
             # nothing may outlive a failed start, not even when the record cannot be written
             signal_group(proc.pid, signal.SIGKILL)
@@ -316,6 +319,7 @@ def kill_leftover_groups(grace_s: float = 5.0, *, run_id: str | None = None) -> 
         pgid = int(record["pgid"])
         members, foreign = recorded_members(record)
         if not members:
+            _remove_workdir(record)
             path.unlink(missing_ok=True)
             why = f"not signalled: {foreign}" if foreign else "already gone"
             stale.append(f"{path.name} (group {pgid} {why})")
@@ -326,6 +330,18 @@ def kill_leftover_groups(grace_s: float = 5.0, *, run_id: str | None = None) -> 
         if left:
             survived.append(f"{what} (processes {left} still there after SIGKILL)")
             continue
+        _remove_workdir(record)
         path.unlink(missing_ok=True)
         stopped.append(what)
     return LeftoverStops(stopped, stale, survived)
+
+
+def _remove_workdir(record: ServerRecord) -> None:
+    """The empty directory a stopped server ran in (``ProcessRuntime.start``), when the record names one kit made:
+    a kit-cwd-* directory right under the temp directory, never anything else."""
+    workdir = record.get("workdir")
+    if not isinstance(workdir, str):
+        return
+    p = Path(workdir)
+    if p.parent == Path(tempfile.gettempdir()) and p.name.startswith(WORKDIR_PREFIX) and not p.is_symlink():
+        shutil.rmtree(p, ignore_errors=True)

@@ -50,6 +50,7 @@ class ServerRecord(TypedDict):
     cmdline: list[str] | None  # the leader's /proc cmdline right after it started
     kit_pid: NotRequired[int]  # the kit process that started it, and that process's start time: a run whose lock
     kit_start_ticks: NotRequired[int | None]  # is in another KIT_LOCK_DIR is still known live by its kit
+    workdir: NotRequired[str]  # the process runtime: the empty directory it runs in, removed with the leftover
 
 
 def start_ticks(pid: int, proc: Path = PROC) -> int | None:

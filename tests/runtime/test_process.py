@@ -300,3 +300,18 @@ def test_a_process_that_left_the_group_holding_the_output_is_found_and_stopped(t
     escaped = info.details.get("escaped_group")
     assert escaped and escaped[0].startswith(f"PID {daemon}: sleep 600"), info.details
     assert not Path(f"/proc/{daemon}").exists() or "Z" in Path(f"/proc/{daemon}/stat").read_text().split()[2]
+
+
+@pytest.mark.slow
+def test_a_leftover_server_s_working_directory_goes_with_it(tmp_path: Path, port: int) -> None:
+    """A kit killed mid-cell leaves its server and the empty directory it runs in (outside the bundle); the stop of
+    leftovers (kit clean, a resume) removes both. Was: a kit-cwd-* directory in /tmp per killed cell."""
+    from kit.runtime.process import kill_leftover_groups
+
+    command = [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"]
+    server = ProcessRuntime().start(_spec(tmp_path, port, command))
+    server.wait_ready()
+    assert server.workdir.is_dir()
+    out = kill_leftover_groups(grace_s=2, run_id="test")  # as if its kit were gone
+    assert len(out.stopped) == 1 and not server.workdir.exists()
+    server.proc.wait(timeout=10)
