@@ -188,18 +188,22 @@ def run_inputs(inputs: RunInputs, opts: RunOptions, events: Events | None = None
         ev.message("WARNING: load.request.verify_tls is false: the server's certificate is not verified")
     if opts.resume is None:
         exp.preflight(None)  # a machine that cannot run it: exit 5, nothing built, started or written
-    session = BundleSession.start(inputs, opts, exp.plan, key, exp.runtime)
-    ev.message(f"bundle: {session.bundle.root}")
     status: str = "failed"
     error: BaseException | None = None
-    # a resume with every cell already measured (killed while sealing, or a `kit report` cut short) only seals it:
-    # it needs no port or GPU, and another run holding them must not turn a complete bundle into a failed one
-    idle = session.resumed and all(cell_ok(session.bundle, c) for c in needed_cells(exp.m, exp.plan, session.bundle))
-    # From here to the outcome no signal escapes: the cells take them as interrupts (signals_as_interrupts lifts
-    # this hold), and one that comes between them and the outcome waits, then is dropped: the run is ending anyway,
-    # and its outcome (with the command that resumes it) is what must be said (a SIGTERM storm, review)
-    with deferred_interrupts(drop=True):
+    # From the bundle's start to the outcome no signal escapes: the cells take them as interrupts
+    # (signals_as_interrupts lifts this hold), one that came before them interrupts the run at once, and one after
+    # them waits, then is dropped: the run is ending anyway, and its outcome, with the command that resumes it, is
+    # what must be said (a SIGTERM storm, review)
+    with deferred_interrupts(drop=True) as pending:
+        session = BundleSession.start(inputs, opts, exp.plan, key, exp.runtime)
+        ev.message(f"bundle: {session.bundle.root}")
+        # a resume with every cell already measured (killed while sealing, or a `kit report` cut short) only seals
+        # it: it needs no port or GPU, and another run holding them must not turn a complete bundle into a failed one
+        idle = session.resumed and all(cell_ok(session.bundle, c)
+                                       for c in needed_cells(exp.m, exp.plan, session.bundle))
         try:
+            if pending:  # a signal while the bundle was being made: the run stops before its first cell
+                raise KeyboardInterrupt
             with signals_as_interrupts(), \
                     contextlib.nullcontext() if idle else reserved(exp.m, session.run_id, session.bundle.root):
                 status = exp.execute(session, idle=idle)
