@@ -1,18 +1,30 @@
 """`kit verify`: one entry point for manifests (signatures) and bundles (integrity + provenance).
 
 Both answer "signed by whom, and does my policy allow that key here?": the policy is the files given with
---trust, else the user's own trust file; never a file found beside or above what is checked."""
+--trust, else the user's own trust file; never a file found beside or above what is checked.
+
+A bundle without provenance is either being written now (a kit run or resume holds its lock: it says whose run,
+and that it is to be verified when that run has ended) or its run never ended (SIGKILL, power loss): then it
+prints the command that finishes it, as that run would have (``kit.hints.finish_hint``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from kit.bundle.verify import VerifyResult, verify_bundle
-from kit.errors import UsageError
+from pydantic import ValidationError
+
+from kit.bundle.checkpoints import Chain, checkpoint_files, read_chain
+from kit.bundle.dirlock import in_use
+from kit.bundle.verify import MISSING_PROVENANCE, Unsealed, VerifyResult, fail, verify_bundle
+from kit.errors import BundleError, UsageError
+from kit.files.read import read_file
+from kit.files.run import RunFile
+from kit.hints import finish_hint
 from kit.images.context import image_contexts
 from kit.manifest import load_manifest, read_bytes
 from kit.reproduce.looks import check_reproduce_looks
-from kit.signing import check_contexts, policy_files, verify_manifest
+from kit.runtime.records import live_owner, owner_text
+from kit.signing import check_contexts, policy_files, user_trust_file, verify_manifest
 
 __all__ = ["VerifyResult", "verify_target"]
 
@@ -22,7 +34,8 @@ def verify_target(target: Path, trust: list[Path], *, integrity_only: bool = Fal
         raise UsageError(f"{target}: no such file or directory",
                          hint="give a signed manifest, a bundle directory or a bundle archive (.tar.gz)")
     if target.is_dir() or target.name.endswith((".tar.gz", ".tgz")):
-        return verify_bundle(target, trust, integrity_only=integrity_only, checks=(check_reproduce_looks,))
+        return verify_bundle(target, trust, integrity_only=integrity_only, checks=(check_reproduce_looks,),
+                             unsealed=unsealed(trust))
     if integrity_only:
         raise UsageError("--integrity-only applies to bundles; a manifest is only ever verified against a policy")
     raw = read_bytes(target)
@@ -30,3 +43,53 @@ def verify_target(target: Path, trust: list[Path], *, integrity_only: bool = Fal
     check_contexts(target, mt, image_contexts(load_manifest(target, raw, allow_unpinned=True)))
     who = ", ".join(f"{p} ({fp}, trusted by {src})" for p, fp, src in mt.signers)
     return VerifyResult(summary=f"TRUSTED: signed by {who}", details=dict(mt.as_dict()))
+
+
+def unsealed(trust: list[Path]) -> Unsealed:
+    """What `kit verify` (under the policy ``trust``) says of a bundle directory without provenance (exit 9)."""
+    def explain(root: Path, label: str) -> None:
+        if in_use(root):  # the lock a kit run or resume holds while it writes the bundle
+            raise fail(label, [f"a run in progress: {writer(root)} is writing it now, so nothing signed covers its "
+                               "files yet"], hint="verify it when that run has ended: it seals the bundle then")
+        if checkpoint_files(root):  # a run that never ended: what finishes it, from its signed run.json
+            raise fail(label, [MISSING_PROVENANCE], hint=finishing(root, trust))
+
+    return explain
+
+
+def writer(root: Path) -> str:
+    """Whose run holds the bundle's lock: its run lock's owner (``kit.runtime.records``), where one names it."""
+    try:
+        run_id: str | None = read_file(root, "run.json", RunFile).run_id
+    except BundleError:  # not written yet: the name kit gives a bundle ends in its run id
+        run_id = root.resolve().name.rsplit("-", 1)[-1]
+    owner = live_owner(run_id)
+    return owner_text(owner) if owner is not None else "a kit run or resume (no live run lock names which)"
+
+
+def finishing(root: Path, trust: list[Path]) -> str:
+    """The hint for a run that never ended: the command that finishes it, built from the run.json its checkpoints
+    signed as the policy verifies them (where that is ``--trust`` files that do not vouch for the runner and the
+    user's own file does, that file is added, as `kit run` adds it to the command it prints)."""
+    user = user_trust_file()
+    chain, flags = read_chain(root, policy_files(trust)), list(trust)
+    if chain.run_json is None and trust and user not in trust and user.is_file():
+        wider = read_chain(root, [*trust, user])
+        if wider.run_json is not None:
+            chain, flags = wider, [*trust, user]
+    run = _signed_run(chain)
+    if run is None:
+        why = f" ({chain.stopped})" if chain.stopped else ""
+        return (f"its run never ended, and no checkpoint signed by a runner your policy trusts for kit-bundle holds "
+                f"its run.json{why}: a resume would refuse it; if you trust its runner, give that key's line with "
+                "--trust FILE")
+    return finish_hint(root, run, flags)
+
+
+def _signed_run(chain: Chain) -> RunFile | None:
+    if chain.run_json is None:
+        return None
+    try:
+        return RunFile.model_validate_json(chain.run_json)
+    except ValidationError:
+        return None

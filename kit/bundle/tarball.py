@@ -14,16 +14,14 @@ re-exports for its callers).
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import gzip
 import os
 import stat
 import tarfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
+from kit.bundle.dirlock import shared
 from kit.bundle.extract import MAX_MEMBERS, MAX_TOTAL_BYTES, extracted, safe_extract
 from kit.bundle.names import PROVENANCE, check_component, walk
 from kit.errors import BundleError, UsageError
@@ -50,7 +48,10 @@ def archive(bundle_dir: Path, out: Path) -> str:
     top = check_component(root.name, "bundle directory name")
     if out.resolve().is_relative_to(root):
         raise UsageError(f"{out}: the archive cannot be written inside the bundle it archives")
-    with _not_in_use(root):  # a kit run or resume writing it meanwhile would be archived half-written
+    with shared(root) as free:  # a kit run or resume writing it meanwhile would be archived half-written
+        if not free:
+            raise UsageError(f"{root} is in use by another kit process (a run or resume is writing it)",
+                             hint="archive it when that run has ended")
         if not (root / PROVENANCE).is_file() or (root / PROVENANCE).is_symlink():
             raise BundleError(f"{bundle_dir}: not sealed (no {PROVENANCE}): its run never ended, so nothing signed "
                               "covers its files and the archive would not verify",
@@ -63,21 +64,6 @@ def archive(bundle_dir: Path, out: Path) -> str:
         with atomic_writer(out) as raw:  # streamed (an archive can be large), renamed over ``out`` when complete
             _write_tar_gz(raw, root, top, entries)
     return archive_sha256(out)
-
-
-@contextlib.contextmanager
-def _not_in_use(root: Path) -> Iterator[None]:
-    """Hold the bundle's lock shared (the lock a kit run or resume holds exclusively) while it is read."""
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | NOFOLLOW)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise UsageError(f"{root} is in use by another kit process (a run or resume is writing it)",
-                             hint="archive it when that run has ended") from None
-        yield
-    finally:
-        os.close(fd)
 
 
 def _write_tar_gz(raw: IO[bytes], root: Path, top: str, entries: list[tuple[str, bool]]) -> None:

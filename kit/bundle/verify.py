@@ -47,7 +47,6 @@ from kit.signing import (
     parse_public_key,
     policy_files,
     subject_digests,
-    trust_flags,
 )
 from kit.stats import summarize_bundle
 from kit.stats.versions import LEGACY_BELOW, as_schema, known_versions
@@ -57,6 +56,9 @@ MAX_PROVENANCE_BYTES = 256 << 20
 MAX_LISTED_PROBLEMS = 50
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 Check = Callable[[Path], tuple[str | None, list[str]]]  # a bundle's root -> (a note, its problems)
+Unsealed = Callable[[Path, str], None]  # a bundle without provenance, its label -> raises what to say of it, or not
+MISSING_PROVENANCE = (f"missing file: {PROVENANCE} (the bundle was never signed, or the signature was removed): "
+                      "nobody vouches for its files")
 
 
 @dataclass
@@ -81,11 +83,13 @@ def fail(label: str, problems: list[str], hint: str | None = None) -> BundleErro
 
 
 def verify_bundle(target: Path, trust: list[Path], *, integrity_only: bool = False,
-                  checks: Sequence[Check] = ()) -> VerifyResult:
+                  checks: Sequence[Check] = (), unsealed: Unsealed | None = None) -> VerifyResult:
     """Verify a bundle directory or a .tar.gz/.tgz archive of one; BundleError (exit 9) on any problem,
-    including a signer the policy (``trust``, else the user's trust file) does not allow for kit-bundle."""
+    including a signer the policy (``trust``, else the user's trust file) does not allow for kit-bundle
+    (``unsealed``: what to say of a directory without provenance, see ``signed_parts``)."""
     if target.is_dir():
-        return verify_directory(target, trust, label=str(target), integrity_only=integrity_only, checks=checks)
+        return verify_directory(target, trust, label=str(target), integrity_only=integrity_only, checks=checks,
+                                unsealed=unsealed)
     if target.name.endswith((".tar.gz", ".tgz")):
         if not target.exists():
             raise UsageError(f"{target}: no such archive")
@@ -111,10 +115,11 @@ def verify_bundle(target: Path, trust: list[Path], *, integrity_only: bool = Fal
     raise BundleError(f"{target}: neither a bundle directory nor a .tar.gz/.tgz archive")
 
 
-def signed_parts(root: Path, label: str, missing_hint: str, trust: Sequence[Path] = ()
+def signed_parts(root: Path, label: str, missing_hint: str, unsealed: Unsealed | None = None
                  ) -> tuple[dict[str, Any], bytes, dict[str, str], set[str]]:
-    """The envelope, its payload and the signed subjects, after checking every signature's validity. A bundle never
-    sealed, with checkpoints, is told how to finish it: the resume under this check's policy ``trust``, quoted."""
+    """The envelope, its payload and the signed subjects, after checking every signature's validity. A bundle
+    without provenance is first handed to ``unsealed`` (`kit verify`'s: a run writing it now, or the command that
+    finishes one that never ended); without it, one with checkpoints is sent to `kit verify`, which says which."""
     try:
         _, on_disk = walk(root)
     except BundleError as e:
@@ -122,12 +127,13 @@ def signed_parts(root: Path, label: str, missing_hint: str, trust: Sequence[Path
     except OSError as e:
         raise fail(label, [f"unreadable: {e}"]) from None
     if PROVENANCE not in on_disk:
-        if checkpoint_files(root):  # a run that never ended (SIGKILL, power loss, a full disk)
-            again = shlex.join(["kit", "run", "--resume", str(root.resolve()), *trust_flags(trust)])
-            missing_hint = (f"its run never ended; its signed checkpoints let `{again}` finish it (add "
-                            "--allow-unsigned / --allow-unpinned if the run was started with them)")
-        raise fail(label, [f"missing file: {PROVENANCE} (the bundle was never signed, or the signature was "
-                           "removed): nobody vouches for its files"], hint=missing_hint)
+        if unsealed is not None:
+            unsealed(root, label)
+        if checkpoint_files(root):  # a run that never ended (SIGKILL, power loss, a full disk), or one running now
+            missing_hint = (f"its run never ended, or a kit process is running it now: `kit verify "  # the label: the
+                            f"{shlex.quote(str(Path(label).resolve()))}` says which, and prints the command that "
+                            "finishes it")  # bundle as given, where ``root`` is kit reproduce's private copy of it
+        raise fail(label, [MISSING_PROVENANCE], hint=missing_hint)
     env, body, stmt = read_envelope(root / PROVENANCE, label)
     subjects = signed_subjects(stmt, label)
     check_signatures(env, body, stmt, label)
@@ -135,10 +141,10 @@ def signed_parts(root: Path, label: str, missing_hint: str, trust: Sequence[Path
 
 
 def verify_directory(root: Path, trust: list[Path], *, label: str, integrity_only: bool = False,
-                     checks: Sequence[Check] = ()) -> VerifyResult:
+                     checks: Sequence[Check] = (), unsealed: Unsealed | None = None) -> VerifyResult:
     """``checks``: the callers' own recomputations (kit reproduce's looks), each giving a note and its problems."""
     files = policy_files(trust)
-    env, body, subjects, on_disk = signed_parts(root, label, "nothing vouches for an unsigned bundle", trust)
+    env, body, subjects, on_disk = signed_parts(root, label, "nothing vouches for an unsigned bundle", unsealed)
     signer = decide_trust(env, body, files, label, integrity_only=integrity_only)
     nbytes = check_files(root, sorted(f for f in on_disk if f != PROVENANCE), subjects, label)
     chain_note, chain, problems = check_chain(root, None if integrity_only else files, subjects)

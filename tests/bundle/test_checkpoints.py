@@ -261,18 +261,19 @@ def test_a_checkpoint_write_cut_by_sigkill_is_a_temp_file_not_a_checkpoint_beyon
 def test_verify_of_a_bundle_never_sealed_prints_a_resume_command_that_pastes(
         tmp_path: Path, started: tuple[Bundle, Checkpointer], trust_file: Path) -> None:
     """The hint is shell-quoted and carries the policy the check used, so the resume it prints trusts the runner the
-    checkpoints were verified with (a bare `kit run --resume DIR` falls back to the user's own policy)."""
+    checkpoints were verified with (a bare `kit run --resume DIR` falls back to the user's own policy). More in
+    tests/bundle/test_verify_unsealed.py."""
     import shlex
 
     import click
 
-    from kit.bundle.verify import verify_directory
     from kit.cli import main
+    from kit.verify import verify_target
 
     b, _ = started
     odd = b.root.rename(b.root.with_name("a dir; with 'quotes'"))  # a name a shell would split or run
     with pytest.raises(BundleError) as e:
-        verify_directory(odd, [trust_file], label=str(odd))
+        verify_target(odd, [trust_file])
     hint = e.value.hint or ""
     assert "its run never ended" in hint, hint
     argv = shlex.split(hint.split("`")[1])
