@@ -268,16 +268,17 @@ class ProcessRuntime:
     def _supervise(spec: ServerSpec, proc: subprocess.Popen[bytes], inherited: list[str],
                    workdir: Path) -> ProcessServer:
         try:
-            stdout = proc.stdout
-            assert stdout is not None
-            pump = LogPump(partial(pipe_chunks, stdout), spec.log_path, name=f"log-{spec.name}",
-                           limit=spec.log_limit_bytes)
-            pump.start()
+            # the record first: a kit killed from here on leaves a server its resume and kit clean can find
             record = write_record(ServerRecord(
                 pgid=proc.pid, pid=proc.pid, run_id=spec.labels.get("kit.run"), cell=spec.labels.get("kit.cell"),
                 command=spec.command, started=utc_now(), boot_id=boot_id(),
                 start_ticks=start_ticks(proc.pid), cmdline=cmdline(proc.pid),
                 kit_pid=os.getpid(), kit_start_ticks=start_ticks(os.getpid()), workdir=str(workdir)))
+            stdout = proc.stdout
+            assert stdout is not None
+            pump = LogPump(partial(pipe_chunks, stdout), spec.log_path, name=f"log-{spec.name}",
+                           limit=spec.log_limit_bytes)
+            pump.start()
         except BaseException:
             # nothing may outlive a failed start, not even when the record cannot be written
             signal_group(proc.pid, signal.SIGKILL)

@@ -53,7 +53,10 @@ def _started(tmp_path: Path, args: list[str], out: Path, cwd: Path) -> tuple[sub
     def one_cell() -> bool:
         if proc.poll() is not None:
             raise AssertionError(f"kit ended ({proc.returncode}) before its first cell was checkpointed")
-        return len(list(out.glob("*/checkpoints/*.dsse.json"))) >= 2
+        # start and one cell checkpointed, and the next cell's server recorded (a kit stopped between spawning a
+        # server and recording it leaves one its resume cannot know of: the port gate then refuses the resume)
+        return len(list(out.glob("*/checkpoints/*.dsse.json"))) >= 2 and \
+            any((tmp_path / "state" / "kit" / "servers").glob("*.json"))
 
     assert poll_until(one_cell, 240, interval=0.02)
     [b] = [p for p in out.iterdir() if p.is_dir()]
