@@ -123,7 +123,7 @@ class LogPump(threading.Thread):
                     continue
                 self._write_head(out, stream.feed(decoder.decode(chunk)).encode(),
                                  lambda: stream.pending.encode() + decoder.getstate()[0])
-            if self._tail is None and not self._cut.is_set():
+            if self._tail is None:  # what the redactor held back, masked: it was read
                 self._write_head(out, (stream.feed(decoder.decode(b"", final=True)) + stream.end()).encode(),
                                  lambda: b"")
         finally:
