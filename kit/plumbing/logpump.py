@@ -11,6 +11,11 @@ The log keeps at most ``limit`` bytes (``server.log_limit_mb``, default 256 MiB)
 saying how many bytes of the server's output were left out (``dropped_bytes``, which the cell's stop record keeps).
 The pipe is drained all the while (what is left out is read and dropped, never left to block the server); the tail
 is rewritten behind the head at most once every TAIL_FLUSH_S while output comes, and at the end.
+
+``finish`` ends a pump whose stream may not end by itself (a container's log API delivers a flood far slower than
+the container wrote it): it waits, then cuts the stream, which ends the pump at its next chunk with the log complete
+as far as it was read and ``error`` saying so; a pump that still does not end is abandoned, and writes nothing more
+(the log is final once ``finish`` returns, whatever the thread does later: the bundle is hashed after it).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ MAX_LINE = 1 << 20  # a line longer than this is written in pieces rather than h
 LOG_LIMIT_BYTES = 256 << 20  # server.log_limit_mb's default
 TAIL_MAX = 4 << 20  # the most a capped log keeps of the output's end
 TAIL_FLUSH_S = 1.0
+CUT_NOTE = "the log was cut when the server stopped: output after it was never read (nor counted as left out)"
 
 
 def pipe_chunks(src: IO[bytes]) -> Iterable[bytes]:
@@ -89,6 +95,9 @@ class LogPump(threading.Thread):
         self._base = 0  # where this pump's output starts in the file
         self._tail: _Tail | None = None
         self._flushed = 0.0
+        self._cut = threading.Event()  # finish(): stop at the next chunk
+        self._lock = threading.Lock()  # held by every write; finish() takes it to abandon the pump
+        self._abandoned = False
 
     def run(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -104,6 +113,9 @@ class LogPump(threading.Thread):
         stream = StreamRedactor(MAX_LINE)
         try:
             for chunk in self.chunks():
+                if self._cut.is_set():
+                    self.error = self.error or CUT_NOTE
+                    break
                 if self._tail is not None:
                     self._tail.add(chunk)
                     if time.monotonic() - self._flushed >= TAIL_FLUSH_S:
@@ -111,14 +123,33 @@ class LogPump(threading.Thread):
                     continue
                 self._write_head(out, stream.feed(decoder.decode(chunk)).encode(),
                                  lambda: stream.pending.encode() + decoder.getstate()[0])
-            if self._tail is None:
+            if self._tail is None:  # what the redactor held back, masked: it was read
                 self._write_head(out, (stream.feed(decoder.decode(b"", final=True)) + stream.end()).encode(),
                                  lambda: b"")
         finally:
             if self._tail is not None:
                 self._write_tail(out, final=True)
 
+    def finish(self, timeout: float, close: Callable[[], None], grace: float = 2.0) -> None:
+        """Wait up to ``timeout`` s for the stream to end; then cut it (``close`` it, and stop at the next chunk)
+        and wait ``grace`` s more; a pump still running then is abandoned: it writes nothing more."""
+        self.join(timeout)
+        if not self.is_alive():
+            return
+        self._cut.set()
+        close()
+        self.join(grace)
+        if self.is_alive():
+            with self._lock:
+                self._abandoned = True
+                self.error = f"{CUT_NOTE}; the log's reader did not end and was abandoned"
+
     def _write_head(self, out: IO[bytes], data: bytes, unwritten: Callable[[], bytes]) -> None:
+        with self._lock:
+            if not self._abandoned:
+                self._write_head_locked(out, data, unwritten)
+
+    def _write_head_locked(self, out: IO[bytes], data: bytes, unwritten: Callable[[], bytes]) -> None:
         """Write redacted ``data`` while the head has room; past it, what is left of it and ``unwritten()`` (the
         raw output not written yet) begin the tail."""
         room = max(0, self.limit - self.tail_keep - self._head)
@@ -135,9 +166,14 @@ class LogPump(threading.Thread):
             self._head_newline = data.endswith(b"\n")
         self.bytes_written = self._head
         if self._tail is not None:
-            self._write_tail(out, final=False)
+            self._write_tail_locked(out, final=False)
 
     def _write_tail(self, out: IO[bytes], final: bool) -> None:
+        with self._lock:
+            if not self._abandoned:
+                self._write_tail_locked(out, final)
+
+    def _write_tail_locked(self, out: IO[bytes], final: bool) -> None:
         """Rewrite what follows the head: the cut's marker (once output was left out) and the tail, redacted (its
         start as a cut, unless nothing was left out; its end as one until the output has ended)."""
         assert self._tail is not None

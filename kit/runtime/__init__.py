@@ -101,6 +101,7 @@ class ProcessStopDetails(TypedDict):
     log_bytes: int  # what server.log holds (server.log_limit_mb bounds it)
     log_dropped_bytes: int  # the server's output left out of it (0: none)
     escaped_group: NotRequired[list[str]]  # processes that left the group (setsid) holding its output, stopped
+    log_error: NotRequired[str]  # what ended its log early: a failing pipe, or a reader cut at the stop (LogPump)
 
 
 class ContainerStopDetails(TypedDict, total=False):

@@ -197,7 +197,7 @@ class ProcessServer:
             holders = pipe_holders(self.pipe_inode)
             escaped = [f"PID {p}: {' '.join(cmdline(p) or ['?'])[:200]}" for p in holders]
             left = stop_pids(holders, self.spec.stop_grace_s)
-            self.pump.join(timeout=5)
+            self.pump.finish(5.0, lambda: None, grace=0.0)  # the log is final from here, whatever holds the pipe
         port_free = port_bindable(self.spec.host, self.spec.port)
         if left:
             raise ServerError(
@@ -211,6 +211,8 @@ class ProcessServer:
         details = ProcessStopDetails(pgid=self.pgid, port_free_after_stop=port_free, group_members_left=left,
                                      log_bytes=self.pump.bytes_written, log_dropped_bytes=self.pump.dropped_bytes,
                                      escaped_group=escaped)
+        if self.pump.error is not None:
+            details["log_error"] = self.pump.error
         self._stopped = StopInfo(exit_code=code, signal=ended.signal, stop_s=round(time.monotonic() - t0, 4),
                                  details=details)
         return self._stopped

@@ -215,7 +215,7 @@ class RankedServer:
             members = group_members(r.proc.pid)
             left += members
             if r.pump is not None:
-                r.pump.join(timeout=5)
+                r.pump.finish(5.0, lambda: None, grace=0.0)  # the rank's log is final from here
                 stops[r.spec.rank]["log_bytes"] = r.pump.bytes_written
                 stops[r.spec.rank]["log_dropped_bytes"] = r.pump.dropped_bytes
             if r.record is not None and not members:

@@ -3,6 +3,8 @@ the file bounded by its limit (head, one marker line, tail) while the stream is 
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -124,3 +126,52 @@ def test_a_failing_stream_is_recorded(tmp_path: Path) -> None:
     pump.start()
     pump.join(10)
     assert pump.error == "OSError: stream lost" and log.read_bytes() == b"one\n"
+
+
+def test_finish_cuts_an_endless_stream_and_the_log_is_final_and_whole(tmp_path: Path) -> None:
+    """A stream that never ends by itself (a container's log API still delivering a flood after the stop): finish
+    cuts it at its next chunk; the log then holds every line read, bounded as ever, and says it was cut."""
+    closed = threading.Event()
+
+    def endless() -> Iterator[bytes]:
+        n = 0
+        while True:
+            n += 1
+            yield f"line {n} {SECRET}\n".encode() * 50
+            time.sleep(0.001)
+
+    log = tmp_path / "x.log"
+    with secrets_added([SECRET]):
+        pump = LogPump(endless, log, name="endless", limit=64 << 10)
+        pump.start()
+        time.sleep(0.3)
+        pump.finish(0.2, closed.set)
+        assert closed.is_set() and not pump.is_alive()
+    assert pump.error == logpump.CUT_NOTE
+    data = log.read_bytes()
+    assert len(data) == pump.bytes_written <= (64 << 10) + 256 and b"left out here" in data
+    assert SECRET.encode() not in data and data.endswith(b"\n") and data.startswith(b"line 1 ***\n")
+
+
+def test_finish_abandons_a_reader_that_does_not_end_and_it_writes_nothing_more(tmp_path: Path) -> None:
+    """A stream stuck in a read that closing does not end: finish gives up on the thread after its grace, and
+    whatever that read returns later never reaches the log (the bundle is hashed after the stop)."""
+    release = threading.Event()
+
+    def stuck() -> Iterator[bytes]:
+        yield b"before\n"
+        release.wait(30)
+        yield b"after\n" * 1000
+
+    log = tmp_path / "x.log"
+    pump = LogPump(stuck, log, name="stuck")
+    pump.start()
+    deadline = time.monotonic() + 10
+    while (log.read_bytes() if log.exists() else b"") != b"before\n":
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    pump.finish(0.1, lambda: None, grace=0.1)
+    assert pump.is_alive() and pump.error is not None and "abandoned" in pump.error
+    release.set()
+    pump.join(10)
+    assert not pump.is_alive() and log.read_bytes() == b"before\n"

@@ -74,11 +74,9 @@ class _ContainerLogs:
 
 
 def _finish(pump: LogPump, logs: _ContainerLogs, timeout: float = 5.0) -> None:
-    """Wait for the log stream to end (it does when the container stops); cut it if it does not."""
-    pump.join(timeout)
-    if pump.is_alive():
-        logs.close()
-        pump.join(2.0)
+    """Wait for the log stream to end (it does once the container stopped and Docker delivered the rest); cut it if
+    it does not (LogPump.finish: the log is final when this returns)."""
+    pump.finish(timeout, logs.close)
 
 
 class ContainerExited(ServerError):
