@@ -198,14 +198,16 @@ def test_a_rerun_whose_variant_changed_is_inconsistent(setup: dict[str, Path]) -
     doc = json.loads(r.stdout)
     effect = next(c for c in doc["equivalence"]["comparisons"] if c["kind"] == "effect")
     print(effect["text"])
-    if effect["status"] == "client_bound":  # a starved load client measures nothing: kit gives no verdict either
-        pytest.skip(f"the load client was CPU-starved on this machine: {effect['text']}")
     # A changed variant must never pass as reproduced. Whether 3 noisy cells per arm on a shared 2-core machine
-    # also show it inconsistent (they did on a quiet one) is a matter of power, not of the rule: imprecise is allowed.
+    # also show it inconsistent (they did on a quiet one) is a matter of power, not of the rule: imprecise is allowed;
+    # so is a load client CPU-starved under the parallel suite (it was, in every clean clone's make test and in CI),
+    # where kit gives no verdict at all and says why.
     assert r.returncode in (10, 11) and doc["equivalence"]["verdict"] in ("inconsistent", "imprecise"), \
         r.stdout + r.stderr
     text = kit("compare", str(original), str(changed), env=env_of(setup["tmp"])).stdout
-    if r.returncode == 10:
+    if effect["status"] == "client_bound":
+        assert r.returncode == 11 and effect["verdict"] != "reproduced" and "client-bound: no verdict" in text, text
+    elif r.returncode == 10:
         assert effect["verdict"] == "inconsistent" and effect["ratio"] < 1  # k0=1 is faster still
         assert "INCONSISTENT  oea vs baseline c=1" in text and "verdict: INCONSISTENT" in text
     else:
