@@ -174,7 +174,7 @@ def test_split_path_on_the_plain_top_k_is_exact_and_fast(
         return buf
 
     monkeypatch.setattr(triton_oea, "_split_scratch", keep)
-    monkeypatch.setenv(triton_oea.PATH_KNOB, "split")
+    monkeypatch.setenv(triton_oea.PATH_KNOB, "split-hint")
     gen = torch.Generator(device="cuda").manual_seed(1)
     rows = mismatched = programs_seen = 0
     fell_back = [0, 0]

@@ -37,7 +37,7 @@ from oea_helpers import IMAGE_DIR, patch_triton_interpreter_scalars, reference  
 pytestmark = pytest.mark.slow  # ~11 s interpreted on 2 CPU cores
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-PATHS = ["single", "repl", "split", "split-light", "split-old"]
+PATHS = ["single", "repl", "split", "split-hint", "split-light"]
 KERNELS = ("_union_kernel", "_part_kernel", "_light_part_kernel", "_split_select_kernel", "_repair_select_kernel")
 
 
@@ -175,7 +175,7 @@ def test_matches_torch_reference(
 ) -> None:  # fmt: skip
     """Every path, every shape, on the plain top-k (the hook's usual input) and on random incoming ids (what
     the reference accepts too: the split path's fast kernels must notice and still match it)."""
-    if incoming == "random" and path in ("repl", "split-old"):
+    if incoming == "random" and path in ("repl", "split"):
         pytest.skip(f"{path} reads the incoming ids only through _rows_valid, as single does (random ids: single)")
     x = make(m, n, k, seed=m * 1000 + n, bias=bias, shared=shared, minus_one_rows=minus)
     shared_before = x.ids[:, k:].clone(), x.weights[:, k:].clone()
@@ -254,7 +254,7 @@ def test_empty_batch_and_path_knob(monkeypatch: pytest.MonkeyPatch) -> None:
     assert [TK.choose_path(m, 256) for m in (1, 2, 3)] == ["single", "single", "split"]  # 512 logits
     assert [TK.choose_path(m, 128) for m in (4, 5)] == ["single", "split"]
     monkeypatch.setenv(TK.PATH_KNOB, "fast")
-    with pytest.raises(ValueError, match="expected auto, single, repl, split, split-light or split-old"):
+    with pytest.raises(ValueError, match="expected auto, single, repl, split, split-hint or split-light"):
         TK.choose_path(1)
 
 
@@ -355,7 +355,7 @@ def test_the_host_launches_the_same_whatever_the_data_decides(path: str, monkeyp
     assert logs[29] == logs[32] and logs[29]
 
 
-@pytest.mark.parametrize("path", ["split", "split-light"])
+@pytest.mark.parametrize("path", ["split-hint", "split-light"])
 def test_a_router_breaking_the_kth_tie_otherwise_still_gets_the_reference(
     path: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -379,7 +379,7 @@ def test_a_router_breaking_the_kth_tie_otherwise_still_gets_the_reference(
     assert_same(ref_ids, ref_w, ids.cpu(), w.cpu())
 
 
-@pytest.mark.parametrize(("path", "m"), [("split", 16), ("split-light", 16), ("split-old", 16), ("split", 256)])
+@pytest.mark.parametrize(("path", "m"), [("split-hint", 16), ("split-light", 16), ("split", 16), ("split-hint", 256)])
 def test_the_h200_failures_of_test_oea_gpu_replayed_on_the_cpu(
     path: str, m: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -448,7 +448,7 @@ def hint_traps(x: SimpleNamespace, *, k: int, n: int, softmax: bool) -> dict[str
     return rows
 
 
-@pytest.mark.parametrize("path", ["split", "split-light"])
+@pytest.mark.parametrize("path", ["split-hint", "split-light"])
 def test_hint_traps_still_get_the_reference(path: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every kind of broken hint in one batch (24 rows of 32 experts, one row per program), plain elsewhere:
     the fast kernels still give the reference's ids and weights."""
@@ -464,7 +464,7 @@ def test_the_fast_kernels_fall_back_exactly_where_the_hint_fails(monkeypatch: py
     repair B: full selection). On the plain top-k none does (so the fast path is what runs, and what the
     benchmark times, on a router's usual input); with the traps of ``hint_traps`` exactly the programs of
     the trapped rows do, in both kernels, and a permuted plain top-k is no trap."""
-    monkeypatch.setenv(TK.PATH_KNOB, "split")
+    monkeypatch.setenv(TK.PATH_KNOB, "split-hint")
     scratch: list[Any] = []
     real = TK._split_scratch
 
@@ -488,7 +488,7 @@ def test_the_fast_kernels_fall_back_exactly_where_the_hint_fails(monkeypatch: py
         assert torch.equal(flags[1], expected), f"kernel B fell back at {flags[1].nonzero().flatten().tolist()}"
 
 
-@pytest.mark.parametrize("path", ["split", "split-light"])
+@pytest.mark.parametrize("path", ["split-hint", "split-light"])
 def test_top_1_routing_with_an_id_past_the_experts(path: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """k = k0 = 1: a row whose one incoming id is past the experts is still a valid row (its id is not -1),
     so its top-1 joins the union; with one slot there is no pair of slots to tell that the hint is short, so

@@ -74,12 +74,13 @@ import triton.language as tl
 from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 MAX_EXPERTS = 1024
-PATHS = ("single", "repl", "split", "split-light", "split-old")
+PATHS = ("single", "repl", "split", "split-hint", "split-light")
 PATH_KNOB = "KIT_OEA_PATH"
 SINGLE_MAX_KNOB = "KIT_OEA_SINGLE_MAX"
 REPL_MAX_KNOB = "KIT_OEA_REPL_MAX"
 PDL_KNOB = "KIT_OEA_PDL"
 WARPS_KNOB = "KIT_OEA_SPLIT_WARPS"  # warps per program of the split kernels (benchmarks; default 4)
+SINGLE_WARPS_KNOB = "KIT_OEA_SINGLE_WARPS"  # warps of the single / repl program (benchmarks; default 4 or 8)
 # Measured on one H200 (benchmarks/results/h200-hook-2026-12-03/): single wins up to 512 logits (4 rows of
 # Qwen3's 128 experts, 2 of GLM-5's 256), split above; repl never won by more than noise (forcible, off).
 DEFAULT_SINGLE_ELEMENTS = 512
@@ -481,7 +482,7 @@ def choose_path(m: int, block_n: int = 128) -> str:
     (``KIT_OEA_PATH``, ``KIT_OEA_SINGLE_MAX``, ``KIT_OEA_REPL_MAX``)."""
     path = os.environ.get(PATH_KNOB, "auto").strip().lower() or "auto"
     if path not in ("auto", *PATHS):
-        raise ValueError(f"{PATH_KNOB}={path!r}: expected auto, single, repl, split, split-light or split-old")
+        raise ValueError(f"{PATH_KNOB}={path!r}: expected auto, single, repl, split, split-hint or split-light")
     if path != "auto":
         return path
     if m <= _int_knob(SINGLE_MAX_KNOB, DEFAULT_SINGLE_ELEMENTS // block_n):
@@ -518,6 +519,16 @@ def _sms(device: torch.device) -> int:
     if index not in _sm_count:
         _sm_count[index] = torch.cuda.get_device_properties(index).multi_processor_count
     return _sm_count[index]
+
+
+def _split_warps(path: str, block_m: int, block_n: int, programs: int) -> int:
+    """Warps per program of the split kernels. One where a program of the full-row kernels holds one row of
+    256+ experts and ORs at most 64 bit sets: its reductions stay within a warp (measured on an H100,
+    benchmarks/results/h100-hook-2026-12-05/: GLM-5 at 2-64 rows +4.9 to +5.4 us against +5.1 to +6.3 us with
+    4 warps; at 128 rows one warp cost +13.4 us). Eight from 8 rows of 256 (a warp per row), else four."""
+    if path == "split" and block_m == 1 and block_n >= 256 and programs <= 64:
+        return 1
+    return 8 if block_m * block_n >= 2048 else 4
 
 
 def _split_scratch(programs: int, words: int, device: torch.device) -> torch.Tensor:
@@ -568,7 +579,8 @@ def oea_reroute_triton_(
         _union_kernel[(triton.cdiv(m, rows),)](
             router_logits, stride_l, bias, topk_ids, stride_i, topk_weights, stride_w, ntnp, m, n, scale, at, rows,
             K=k, K0=k0, BLOCK_M=block_m, BLOCK_M2=block_m2, BLOCK_N=block_n, BLOCK_K=block_k,
-            RENORMALIZE=renormalize, num_warps=8 if block_m * block_n >= 4096 else 4, **flags, **launch,
+            RENORMALIZE=renormalize, num_warps=_int_knob(SINGLE_WARPS_KNOB, 8 if block_m * block_n >= 4096 else 4),
+            **flags, **launch,
         )  # fmt: skip
         return
     per_program = triton.next_power_of_2(triton.cdiv(m, _sms(router_logits.device)))
@@ -576,14 +588,14 @@ def oea_reroute_triton_(
     programs = triton.cdiv(m, block_m)
     words = block_n // 32
     part = _split_scratch(programs, words, router_logits.device)
-    warps = _int_knob(WARPS_KNOB, 8 if block_m * block_n >= 2048 else 4)  # >= 8 rows of 256: a warp per row
-    part_kernel = _part_kernel if path == "split-old" else _light_part_kernel
+    warps = _int_knob(WARPS_KNOB, _split_warps(path, block_m, block_n, programs))
+    part_kernel = _part_kernel if path == "split" else _light_part_kernel
     part_kernel[(programs,)](
         router_logits, stride_l, bias, topk_ids, stride_i, ntnp, part, m, n,
         K=k, K0=k0, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, WORDS=words, num_warps=warps, **flags,
         **launch,
     )  # fmt: skip
-    select_kernel = _repair_select_kernel if path == "split" else _split_select_kernel
+    select_kernel = _repair_select_kernel if path == "split-hint" else _split_select_kernel
     select_kernel[(programs,)](
         router_logits, stride_l, bias, topk_ids, stride_i, topk_weights, stride_w, ntnp, part, m, n, programs, scale,
         at, K=k, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, WORDS=words,
