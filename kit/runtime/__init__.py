@@ -130,6 +130,7 @@ class RankStop(TypedDict):
     signal: str | None  # "SIGTERM" (scancel --signal=TERM), "SIGKILL" (the step cancelled), None: had ended
     log_bytes: NotRequired[int]  # what its log holds, and the output left out of it (server.log_limit_mb)
     log_dropped_bytes: NotRequired[int]
+    log_error: NotRequired[str]  # what ended its log early (LogPump.error), as ProcessStopDetails.log_error
 
 
 class RanksStopDetails(TypedDict):

@@ -218,6 +218,8 @@ class RankedServer:
                 r.pump.finish(5.0, lambda: None, grace=0.0)  # the rank's log is final from here
                 stops[r.spec.rank]["log_bytes"] = r.pump.bytes_written
                 stops[r.spec.rank]["log_dropped_bytes"] = r.pump.dropped_bytes
+                if r.pump.error is not None:
+                    stops[r.spec.rank]["log_error"] = r.pump.error
             if r.record is not None and not members:
                 r.record.unlink(missing_ok=True)  # kept while anything of it is here: kit clean finds it
         steps = self._live_steps() or {}

@@ -73,12 +73,6 @@ class _ContainerLogs:
                 self.stream.close()
 
 
-def _finish(pump: LogPump, logs: _ContainerLogs, timeout: float = 5.0) -> None:
-    """Wait for the log stream to end (it does once the container stopped and Docker delivered the rest); cut it if
-    it does not (LogPump.finish: the log is final when this returns)."""
-    pump.finish(timeout, logs.close)
-
-
 class ContainerExited(ServerError):
     """The container ended when it should have been serving: carries its final state."""
 
@@ -214,7 +208,7 @@ class DockerServer:
         t0 = time.monotonic()
         st = self._state()
         if st is None:
-            _finish(self._pump, self._logs, 2.0)
+            self._pump.finish(2.0, self._logs.close)  # the log is final from here (LogPump.finish)
             self._stopped = StopInfo(None, None, round(time.monotonic() - t0, 4),
                                      ContainerStopDetails(container_id=self.id, removed_before_stop=True))
             return self._stopped
@@ -229,7 +223,8 @@ class DockerServer:
                     raise ServerError(f"container {self.spec.name} still runs 30 s after SIGKILL",
                                       hint=f"docker rm -f {self.id[:12]}")
         final = self._state() or st
-        _finish(self._pump, self._logs, 5.0)
+        # The stream ends once the container stopped and Docker delivered the rest; cut at 5 s if it does not.
+        self._pump.finish(5.0, self._logs.close)
         self._remove()
         self._stopped = StopInfo(
             exit_code=final.get("ExitCode"),
