@@ -4,7 +4,7 @@ Contract: ``oea_reroute_triton_`` rewrites the routed columns of ``topk_ids`` / 
 exactly as ``kit_oea.oea.reroute_torch_`` (the reference) does, the skip rule included; ``supports`` says
 which tensors it takes (any id and weight dtype: int32/fp32 as sglang keeps them, int64/bf16 as transformers'
 router returns them), for ANY incoming ids: like the reference, the result depends on them only through
-their -1 masking. The split path's fast kernels use the incoming ids as a hint, never as a contract: where
+their -1 masking. The forcible split-hint kernels use the incoming ids as a hint, never as a contract: where
 every valid row of a program hands over its plain top-k under the same key (score + bias, ties to the lower
 index: K distinct experts with exactly K-1 of the row's keys above the lowest of them, checked per row
 against the full row), they work from it; a program with any other valid row (a router that broke a
@@ -21,15 +21,15 @@ rows on those inputs; benchmarks/results/h200-hookfast-2026-12-03/.) Paths, chos
   top-``k0`` as a bit set (``BLOCK_N / 32`` int32 words per program, fully overwritten: no memset); kernel
   B, the same programs, ORs those bit sets (a few hundred words, where the histogram of every row's base ids
   it replaced cost +12.7 us at GLM-5's 1024 rows) and selects. Two launches, stateless.
-  The default split path now runs the light kernel A and the repair selection (their checked form is
-  unmeasured on a GPU; docs/oea-hook.md): kernel A (``_light_part_kernel``) ranks the full row's keys once
-  to check the hint (one compare-and-count) and then only each row's K incoming ids (pairwise,
-  ``[BM, K, K]``) for its top-k0, instead of K0-1 max rounds over the row; kernel B
-  (``_repair_select_kernel``) keeps every plain id that is in the union S and fills only the k - c other
-  slots from S below the row's plain k-th key (a loop bounded on the device by the program's largest k - c:
-  no full-row round where S holds every plain id). Either falls back per program where the hint fails
-  (``_plain_top_k_broken``). ``split-light`` (light A, old B) and ``split-old`` (both old kernels: A ranks
-  the full row, B takes K full-row max rounds) stay forcible.
+  The split path's default (``split``) is these full-row kernels: A takes each row's top-k0 in K0-1 max
+  rounds over the row, B takes each row's top-k within the union in K full-row max rounds. ``split-hint``
+  (light kernel A ``_light_part_kernel`` + repair kernel B ``_repair_select_kernel``) works from the incoming
+  ids as a checked hint: A ranks the full row's keys once to check the hint (one compare-and-count), then only
+  the row's K incoming ids for its top-k0; B keeps every plain id in the union and fills only the k - c other
+  slots (a loop bounded on the device by the program's largest k - c). Either falls back per program where
+  the hint fails (``_plain_top_k_broken``). ``split-light`` is light A + the full-row B. Compiled on an H100
+  (benchmarks/results/h100-hook-2026-12-05/) the hint kernels are exact (the GPU tests pass) but cost up to
+  1.2 us more than the full-row ones, so they are forcible only.
 - **repl** (forced only): one launch, every program rebuilds the union from all rows (as single does) and
   selects for one row. Measured slower than split from 4 rows up; kept for measurement.
 
@@ -57,10 +57,10 @@ takes the largest key below the previous one; the chosen experts' weights are re
 one gather.
 
 Knobs, read per call so that benchmarks and tests can force each choice: ``KIT_OEA_PATH`` (``auto`` |
-``single`` | ``repl`` | ``split`` | ``split-light`` | ``split-old``), ``KIT_OEA_SINGLE_MAX`` (largest batch
+``single`` | ``repl`` | ``split`` | ``split-hint`` | ``split-light``), ``KIT_OEA_SINGLE_MAX`` (largest batch
 for single under ``auto``; default from the 512-logit rule), ``KIT_OEA_REPL_MAX`` (default 0), ``KIT_OEA_PDL``
-(``auto`` | ``1`` | ``0``), ``KIT_OEA_SPLIT_WARPS``. All launches are on the current stream with grids from
-shapes only: CUDA-graph safe.
+(``auto`` | ``1`` | ``0``), ``KIT_OEA_SPLIT_WARPS``, ``KIT_OEA_SINGLE_WARPS``. All launches are on the
+current stream with grids from shapes only: CUDA-graph safe.
 """
 
 # ruff: noqa: N803 (Triton constexpr parameters are upper case by convention)
@@ -79,7 +79,7 @@ PATH_KNOB = "KIT_OEA_PATH"
 SINGLE_MAX_KNOB = "KIT_OEA_SINGLE_MAX"
 REPL_MAX_KNOB = "KIT_OEA_REPL_MAX"
 PDL_KNOB = "KIT_OEA_PDL"
-WARPS_KNOB = "KIT_OEA_SPLIT_WARPS"  # warps per program of the split kernels (benchmarks; default 4)
+WARPS_KNOB = "KIT_OEA_SPLIT_WARPS"  # warps per program of the split kernels (benchmarks; default _split_warps)
 SINGLE_WARPS_KNOB = "KIT_OEA_SINGLE_WARPS"  # warps of the single / repl program (benchmarks; default 4 or 8)
 # Measured on one H200 (benchmarks/results/h200-hook-2026-12-03/): single wins up to 512 logits (4 rows of
 # Qwen3's 128 experts, 2 of GLM-5's 256), split above; repl never won by more than noise (forcible, off).
@@ -478,7 +478,7 @@ def supports(
 
 
 def choose_path(m: int, block_n: int = 128) -> str:
-    """``single``, ``repl`` or ``split`` (or a forced ``split-light`` / ``split-old``) for a batch of ``m`` rows
+    """``single``, ``repl`` or ``split`` (or a forced ``split-hint`` / ``split-light``) for a batch of ``m`` rows
     (``KIT_OEA_PATH``, ``KIT_OEA_SINGLE_MAX``, ``KIT_OEA_REPL_MAX``)."""
     path = os.environ.get(PATH_KNOB, "auto").strip().lower() or "auto"
     if path not in ("auto", *PATHS):
