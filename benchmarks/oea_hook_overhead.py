@@ -119,7 +119,8 @@ class Case:
 
 
 BASELINES = ("plain", "hf-plain", "plain-dup")  # variants timed only as another's baseline
-KNOBS = ("KIT_OEA_PATH", "KIT_OEA_PDL", "KIT_OEA_SKIP_SLACK", "KIT_OEA_SPLIT_WARPS", "KIT_OEA_SINGLE_WARPS")
+KNOBS = ("KIT_OEA_PATH", "KIT_OEA_PDL", "KIT_OEA_SKIP_SLACK", "KIT_OEA_SPLIT_WARPS", "KIT_OEA_SINGLE_WARPS",
+         "KIT_OEA_SPLIT_ROWS")
 # name -> (the knobs it sets, the batch sizes it runs at); the rest run with the defaults (auto path, PDL where
 # the GPU has it, skip slack n // 64, 4 warps), i.e. what kit's sglang patch runs.
 FORCED: dict[str, tuple[dict[str, str], tuple[int, int]]] = {
@@ -137,6 +138,11 @@ FORCED: dict[str, tuple[dict[str, str], tuple[int, int]]] = {
     "split-w2": ({"KIT_OEA_PATH": "split", "KIT_OEA_SPLIT_WARPS": "2"}, (2, 1 << 30)),
     "split-w4": ({"KIT_OEA_PATH": "split", "KIT_OEA_SPLIT_WARPS": "4"}, (2, 1 << 30)),
     "noskip-w1": ({"KIT_OEA_SKIP_SLACK": "off", "KIT_OEA_SPLIT_WARPS": "1"}, (64, 1 << 30)),
+    "split-r1": ({"KIT_OEA_PATH": "split", "KIT_OEA_SPLIT_ROWS": "1"}, (128, 1 << 30)),
+    "split-r2": ({"KIT_OEA_PATH": "split", "KIT_OEA_SPLIT_ROWS": "2"}, (128, 1 << 30)),
+    "split-r4": ({"KIT_OEA_PATH": "split", "KIT_OEA_SPLIT_ROWS": "4"}, (128, 1 << 30)),
+    "noskip-r1": ({"KIT_OEA_SKIP_SLACK": "off", "KIT_OEA_SPLIT_ROWS": "1"}, (128, 1 << 30)),
+    "noskip-r2": ({"KIT_OEA_SKIP_SLACK": "off", "KIT_OEA_SPLIT_ROWS": "2"}, (128, 1 << 30)),
     "noskip": ({"KIT_OEA_SKIP_SLACK": "off"}, (64, 1 << 30)),
     "noskip-w4": ({"KIT_OEA_SKIP_SLACK": "off", "KIT_OEA_SPLIT_WARPS": "4"}, (512, 1 << 30)),
 }

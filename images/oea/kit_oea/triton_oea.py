@@ -81,6 +81,7 @@ REPL_MAX_KNOB = "KIT_OEA_REPL_MAX"
 PDL_KNOB = "KIT_OEA_PDL"
 WARPS_KNOB = "KIT_OEA_SPLIT_WARPS"  # warps per program of the split kernels (benchmarks; default _split_warps)
 SINGLE_WARPS_KNOB = "KIT_OEA_SINGLE_WARPS"  # warps of the single / repl program (benchmarks; default 4 or 8)
+ROWS_KNOB = "KIT_OEA_SPLIT_ROWS"  # rows per program of the split kernels (benchmarks; a power of 2 <= the tile)
 # Measured on one H200 (benchmarks/results/h200-hook-2026-12-03/): single wins up to 512 logits (4 rows of
 # Qwen3's 128 experts, 2 of GLM-5's 256), split above; repl never won by more than noise (forcible, off).
 DEFAULT_SINGLE_ELEMENTS = 512
@@ -584,7 +585,9 @@ def oea_reroute_triton_(
         )  # fmt: skip
         return
     per_program = triton.next_power_of_2(triton.cdiv(m, _sms(router_logits.device)))
-    block_m = min(per_program, max(1, _SPLIT_TILE // block_n))
+    block_m = min(_int_knob(ROWS_KNOB, per_program), max(1, _SPLIT_TILE // block_n))
+    if block_m < 1 or block_m & (block_m - 1):
+        raise ValueError(f"{ROWS_KNOB}={block_m}: expected a power of 2")
     programs = triton.cdiv(m, block_m)
     words = block_n // 32
     part = _split_scratch(programs, words, router_logits.device)
