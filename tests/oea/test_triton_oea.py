@@ -256,6 +256,16 @@ def test_empty_batch_and_path_knob(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(TK.PATH_KNOB, "fast")
     with pytest.raises(ValueError, match="expected auto, single, repl, split, split-hint or split-light"):
         TK.choose_path(1)
+    monkeypatch.setenv(TK.PATH_KNOB, "split")
+    monkeypatch.setenv(TK.ROWS_KNOB, "3")  # rows per split program: a power of 2, refused before any launch
+    y = make(200, 32, 4, seed=0)
+    with pytest.raises(ValueError, match="KIT_OEA_SPLIT_ROWS=3: expected a power of 2"):
+        TK.oea_reroute_triton_(y.ids, y.weights, y.logits, k0=2, k=4, softmax=True, correction_bias=None,
+                               renormalize=True, routed_scaling_factor=None, num_token_non_padded=None)  # fmt: skip
+    # one warp only for the full-row kernels on one-row programs of 256+ experts, at most 64 of them
+    assert [TK._split_warps("split", 1, 256, p) for p in (3, 64, 65)] == [1, 1, 4]
+    assert (TK._split_warps("split-hint", 1, 256, 8), TK._split_warps("split", 1, 128, 8)) == (4, 4)
+    assert TK._split_warps("split", 8, 256, 128) == 8
 
 
 @pytest.mark.skipif(DEVICE != "cuda", reason="compiled kernels on a real grid need a CUDA GPU")
