@@ -35,7 +35,9 @@ def deferred_interrupts(*, drop: bool = False) -> Iterator[list[int]]:
     try:
         yield pending
     finally:
-        _holding.pop()
+        # By identity, never a bare pop: a KeyboardInterrupt raised at the first step of hold_lifted's finally
+        # (a SIGTERM storm) skips its restore and leaves _holding empty (seen: "IndexError: pop from empty list").
+        _holding[:] = [p for p in _holding if p is not pending]
         for sig, handler in old.items():
             signal.signal(sig, handler)
     if pending and not drop:
