@@ -14,8 +14,9 @@
 # The benchmark's forced variants (FORCED=a,b,... to choose others): split (the full-row kernels, the default
 # above the single threshold), split-w4 (the same at 4 warps where the default takes one), split-hint (light A
 # + repair B), split-hintfail (split-hint on ids that are never a plain top-k: both kernels on their fallback
-# in every program; over plain-dup) and noskip (the auto path with the skip rule off). Its "fallback A/B" column: the share of programs that left the fast path on its own plain
-# routing (bf16 logits, torch.topk).
+# in every program; over plain-dup) and noskip (the auto path with the skip rule off). Its "fallback A/B"
+# column: the share of split-hint programs that left the fast path on its own plain routing (bf16 logits,
+# torch.topk).
 #
 # Needs on the device: python3 with torch (CUDA), triton, numpy, pytest (as the 2026-12-03 calls had).
 set -uo pipefail

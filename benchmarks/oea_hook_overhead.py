@@ -122,7 +122,7 @@ BASELINES = ("plain", "hf-plain", "plain-dup")  # variants timed only as another
 KNOBS = ("KIT_OEA_PATH", "KIT_OEA_PDL", "KIT_OEA_SKIP_SLACK", "KIT_OEA_SPLIT_WARPS", "KIT_OEA_SINGLE_WARPS",
          "KIT_OEA_SPLIT_ROWS")
 # name -> (the knobs it sets, the batch sizes it runs at); the rest run with the defaults (auto path, PDL where
-# the GPU has it, skip slack n // 64, 4 warps), i.e. what kit's sglang patch runs.
+# the GPU has it, skip slack n // 64, triton_oea's warps and rows per program), i.e. what kit's sglang patch runs.
 FORCED: dict[str, tuple[dict[str, str], tuple[int, int]]] = {
     "single": ({"KIT_OEA_PATH": "single"}, (1, 8)),
     "single-w1": ({"KIT_OEA_PATH": "single", "KIT_OEA_SINGLE_WARPS": "1"}, (1, 4)),
@@ -146,6 +146,9 @@ FORCED: dict[str, tuple[dict[str, str], tuple[int, int]]] = {
     "noskip": ({"KIT_OEA_SKIP_SLACK": "off"}, (64, 1 << 30)),
     "noskip-w4": ({"KIT_OEA_SKIP_SLACK": "off", "KIT_OEA_SPLIT_WARPS": "4"}, (512, 1 << 30)),
 }
+
+
+ON_PLAIN_DUP = ("split-hintfail",)  # variants that start from plain_dup's ids (and are timed over it), not plain's
 
 
 def with_env(env: dict[str, str], fn: Fn) -> Fn:
@@ -195,7 +198,7 @@ def variants(case: Case, args: argparse.Namespace) -> dict[str, tuple[str, Fn]]:
     out["oea"] = ("plain", kernel({}))
     for name, (env, (lo, hi)) in FORCED.items():  # each path and option forced where it might matter
         if lo <= case.m <= hi and name in args.forced:
-            if name == "split-hintfail":
+            if name in ON_PLAIN_DUP:
                 out["plain-dup"] = ("plain-dup", case.plain_dup)
                 out[name] = ("plain-dup", kernel(env, case.plain_dup))
             else:
@@ -218,10 +221,10 @@ def check(name: str, fn: Fn, shape: dict[str, Any], m: int, device: torch.device
 
     case = Case(shape, m, device, seed)
     case.logits[m // 2 :, :4] = case.logits[m // 2 :, 4:8]  # some exact ties
-    # The reference starts from the variant's own incoming ids: split-hintfail's are plain_dup's (where the
-    # skip rule keeps them as found, the repeated id stays; 2026-12-05's first H100 call reported those
-    # skipped cells as mismatches because the reference started from plain's).
-    (case.plain_dup if name == "split-hintfail" else case.plain)()
+    # The reference starts from the variant's own incoming ids (where the skip rule keeps plain_dup's as found,
+    # the repeated id stays; 2026-12-05's first H100 call reported those skipped cells as mismatches because
+    # the reference started from plain's).
+    (case.plain_dup if name in ON_PLAIN_DUP else case.plain)()
     ref_ids, ref_w = case.ids.clone(), case.w.clone()
     env = FORCED[name][0] if name in FORCED else {}
     with_env(env, lambda: reroute_torch_(ref_ids, ref_w, case.logits, skip_at=policy_skip_at(shape["n"]),

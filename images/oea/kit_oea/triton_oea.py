@@ -585,9 +585,10 @@ def oea_reroute_triton_(
         )  # fmt: skip
         return
     per_program = triton.next_power_of_2(triton.cdiv(m, _sms(router_logits.device)))
-    block_m = min(_int_knob(ROWS_KNOB, per_program), max(1, _SPLIT_TILE // block_n))
-    if block_m < 1 or block_m & (block_m - 1):
-        raise ValueError(f"{ROWS_KNOB}={block_m}: expected a power of 2")
+    rows = _int_knob(ROWS_KNOB, per_program)
+    if rows < 1 or rows & (rows - 1):
+        raise ValueError(f"{ROWS_KNOB}={rows}: expected a power of 2")
+    block_m = min(rows, max(1, _SPLIT_TILE // block_n))
     programs = triton.cdiv(m, block_m)
     words = block_n // 32
     part = _split_scratch(programs, words, router_logits.device)
