@@ -13,7 +13,7 @@ from kit.errors import GateFailed, KitError, LoadError, ServerError
 from kit.experiment.levels import LevelRunner, level_spec
 from kit.experiment.options import Events
 from kit.experiment.quality import run_quality
-from kit.experiment.signals import deferred_interrupts
+from kit.experiment.signals import deferred_interrupts, signals_as_interrupts
 from kit.experiment.workloads import Workloads
 from kit.files import JsonObject
 from kit.files.cell import CellFile, OverheadParts, ServerStopped
@@ -59,55 +59,28 @@ class CellRunner:
         self.bundle.write_json(f"cells/{state.id}/cell.json", state)
 
     def run(self, cell: Cell) -> None:
-        cdir = self.bundle.cell_dir(cell.id)
         state = CellFile(id=cell.id, arm=cell.arm, repeat=cell.repeat, index=cell.index, status="running",
                          started=utc_now())
         self.write(state)
         t_cell = time.monotonic()
-        server: RunningServer | None = None
-        try:
-            self.gates(cell, "before")
-            state.gpu_temperature_start = self.temperatures()
-            spec = server_spec(self.m, cell, self.bundle.run_id, cdir / "server.log",
-                               image=self.image_ids.get(cell.arm), gpus=self.gpu_ids,
-                               nodes=self.nodes.hosts if self.nodes else ())
-            drivers = max(process_count(level_spec(self.m, cell, lv, spec.base_url)) for lv in self.plan.levels)
-            # one set of load drivers per cell: they import Locust while the server starts, and run every level
-            with LoadSession(processes=drivers, cpus=self.m.load.cpus) as load:
-                t0 = time.monotonic()
-                server = self.runtime.start(spec)
-                self.bundle.write_json(f"cells/{cell.id}/server.json", ServerFile.model_validate(server.describe()))
-                state.ready_s = round(server.wait_ready(), 3)
-                # --- server info (helper sglang): the engine's own account of itself (sglang's /server_info)
-                if self.m.server.info_path:
-                    info = read_server_info(spec, self.m.server.info_path)
-                    self.bundle.write_json(f"cells/{cell.id}/server_info.json", info)
-                # --- end server info
-                # --- quality (helper sglang): the untimed few-shot accuracy check, before the timed levels
-                if self.m.quality is not None:
-                    quality = run_quality(self.m.quality, spec.base_url, self.m.model.served_name, self.m.load.endpoint,
-                                          spec.ssl_context)
-                    self.bundle.write_json(f"cells/{cell.id}/quality.json", quality)
-                # --- end quality
-                state.levels = {}
-                telemetry_gpus = self.gpu_indices if self.m.hardware.gpus and not self.nodes else []  # telemetry
-                levels = LevelRunner(self.m, self.bundle, self.events, gpus=telemetry_gpus, workloads=self.workloads)
-                for lv in self.plan.levels:
-                    state.levels[str(lv.concurrency)] = levels.run(cell, lv, server, spec, load)
-                    self.write(state)
-                state.serve_s = round(time.monotonic() - t0, 3)
-            state.status = "ok"
-        except KeyboardInterrupt:
-            state.status, state.reason = "interrupted", "interrupted by the user"
-            raise
-        except (ServerError, LoadError) as e:
-            self.fail(state, e)
-        except KitError as e:
-            self.fail(state, e)
-            raise
-        finally:
-            with deferred_interrupts():
-                if server is not None:
+        servers: list[RunningServer] = []  # the one started, as soon as it is (a hold spans its start)
+        # The hold comes first, the interruptible work inside it: a signal at the work's last step is held by the
+        # time the stop below begins, which therefore always runs to its end (kit.plumbing.interrupts)
+        with deferred_interrupts():
+            try:
+                with signals_as_interrupts():
+                    self.serve(cell, state, servers)
+                state.status = "ok"
+            except KeyboardInterrupt:
+                state.status, state.reason = "interrupted", "interrupted by the user"
+                raise
+            except (ServerError, LoadError) as e:
+                self.fail(state, e)
+            except KitError as e:
+                self.fail(state, e)
+                raise
+            finally:
+                for server in servers:
                     self.stop(state, server)
                 state.finished = utc_now()
                 state.gpu_temperature_end = self.temperatures()
@@ -120,6 +93,41 @@ class CellRunner:
             state.status, state.reason = "failed", f"after-stop gate: {e.message}"
             self.write(state)
             raise
+
+    def serve(self, cell: Cell, state: CellFile, servers: list[RunningServer]) -> None:
+        """A cell's work: gates, the server started (into ``servers``) and made ready, its levels measured."""
+        self.gates(cell, "before")
+        state.gpu_temperature_start = self.temperatures()
+        spec = server_spec(self.m, cell, self.bundle.run_id, self.bundle.cell_dir(cell.id) / "server.log",
+                           image=self.image_ids.get(cell.arm), gpus=self.gpu_ids,
+                           nodes=self.nodes.hosts if self.nodes else ())
+        drivers = max(process_count(level_spec(self.m, cell, lv, spec.base_url)) for lv in self.plan.levels)
+        # one set of load drivers per cell: they import Locust while the server starts, and run every level
+        with LoadSession(processes=drivers, cpus=self.m.load.cpus) as load:
+            t0 = time.monotonic()
+            with deferred_interrupts():  # started and recorded in one step: no interrupt between leaks it
+                server = self.runtime.start(spec)
+                servers.append(server)
+            self.bundle.write_json(f"cells/{cell.id}/server.json", ServerFile.model_validate(server.describe()))
+            state.ready_s = round(server.wait_ready(), 3)
+            # --- server info (helper sglang): the engine's own account of itself (sglang's /server_info)
+            if self.m.server.info_path:
+                info = read_server_info(spec, self.m.server.info_path)
+                self.bundle.write_json(f"cells/{cell.id}/server_info.json", info)
+            # --- end server info
+            # --- quality (helper sglang): the untimed few-shot accuracy check, before the timed levels
+            if self.m.quality is not None:
+                quality = run_quality(self.m.quality, spec.base_url, self.m.model.served_name, self.m.load.endpoint,
+                                      spec.ssl_context)
+                self.bundle.write_json(f"cells/{cell.id}/quality.json", quality)
+            # --- end quality
+            state.levels = {}
+            telemetry_gpus = self.gpu_indices if self.m.hardware.gpus and not self.nodes else []  # telemetry
+            levels = LevelRunner(self.m, self.bundle, self.events, gpus=telemetry_gpus, workloads=self.workloads)
+            for lv in self.plan.levels:
+                state.levels[str(lv.concurrency)] = levels.run(cell, lv, server, spec, load)
+                self.write(state)
+            state.serve_s = round(time.monotonic() - t0, 3)
 
     def stop(self, state: CellFile, server: RunningServer) -> None:
         try:

@@ -23,7 +23,7 @@ from kit.errors import KitError
 from kit.experiment.cells import CellRunner, gate_report
 from kit.experiment.expert_dump import DumpError, DumpStats, read_dump
 from kit.experiment.quality import ask_completion
-from kit.experiment.signals import deferred_interrupts
+from kit.experiment.signals import deferred_interrupts, signals_as_interrupts
 from kit.files.expert_pass import MAX_RAW_PASSES, ExpertPassFile
 from kit.load.prompts import ENDPOINT_PATHS
 from kit.manifest import Manifest
@@ -155,19 +155,21 @@ def one_pass(cells: CellRunner, arm: str) -> ExpertPassFile:
                          server_args=p.server_args)
     dump_dir = Path(tempfile.mkdtemp(prefix="kit-expert-dump-"))
     dump_dir.chmod(0o777)  # a container's user writes the dump
-    server: RunningServer | None = None
+    servers: list[RunningServer] = []
     t0 = time.monotonic()
-    try:
-        spec = pass_spec(cells, arm, dump_dir)
-        server = cells.runtime.start(spec)
-        server.wait_ready()
-        record(p, cells.m, spec.base_url, dump_dir, out, spec.ssl_context)
-        out.status = "ok"
-    except (KitError, DumpError, OSError) as e:
-        out.error = redact(e.message if isinstance(e, KitError) else str(e))  # it may quote the server
-    finally:
-        with deferred_interrupts():  # a Ctrl-C now still stops the server first
-            if server is not None:
+    with deferred_interrupts():  # first: a Ctrl-C anywhere in the pass still stops its server
+        try:
+            with signals_as_interrupts():
+                spec = pass_spec(cells, arm, dump_dir)
+                with deferred_interrupts():  # started and recorded in one step
+                    servers.append(cells.runtime.start(spec))
+                servers[0].wait_ready()
+                record(p, cells.m, spec.base_url, dump_dir, out, spec.ssl_context)
+            out.status = "ok"
+        except (KitError, DumpError, OSError) as e:
+            out.error = redact(e.message if isinstance(e, KitError) else str(e))  # it may quote the server
+        finally:
+            for server in servers:
                 try:
                     server.stop()
                 except KitError as e:
