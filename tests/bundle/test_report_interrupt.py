@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support.terminal import popen_as_from_a_terminal
 
 from kit.bundle import Bundle, verify_bundle
 from kit.signing import SigningKey, user_trust_file
@@ -29,8 +30,8 @@ def test_a_signal_during_kit_report_waits_for_the_new_provenance(bundle: Bundle,
     verify_bundle(bundle.root, [])
     prov = bundle.root / "provenance.dsse.json"
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-    proc = subprocess.Popen([sys.executable, "-m", "kit", "report", str(bundle.root), "--key",
-                             str(runner.path)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = popen_as_from_a_terminal([sys.executable, "-m", "kit", "report", str(bundle.root), "--key", str(runner.path)],
+                                    env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 60
     while prov.exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.001)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from e2e_helpers import ROOT, bundle_of, kit, read_json, tiny_manifest
+from support.terminal import popen_as_from_a_terminal
 
 from kit.files.schema import validate_bundle_files
 from kit.plumbing.net import port_bindable
@@ -128,19 +129,10 @@ def test_busy_port_stops_the_run_naming_the_owner(tmp_path: Path, port: int, iso
 
 
 def _run_in_background(m: Path, out: Path, isolated: dict[str, str]) -> subprocess.Popen[str]:
-    """`kit run` started as from a terminal: SIGINT at its default disposition (Ctrl-C raises KeyboardInterrupt).
-
-    A process started from a background job (`nohup make test &`, some CI runners) inherits SIGINT *ignored*,
-    and an ignored signal stays ignored across exec: Python then installs no KeyboardInterrupt handler and the
-    SIGINT sent below would be lost. Our own handler (not SIG_IGN) is reset to SIG_DFL in the child by exec."""
-    old = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        return subprocess.Popen([sys.executable, "-m", "kit", "run", str(m), "--out", str(out), "--allow-unsigned"],
-                                cwd=ROOT, env={**os.environ, **isolated}, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
-    finally:
-        if old is not None:
-            signal.signal(signal.SIGINT, old)
+    """`kit run` started as from a terminal: Ctrl-C raises KeyboardInterrupt (support.terminal)."""
+    return popen_as_from_a_terminal([sys.executable, "-m", "kit", "run", str(m), "--out", str(out), "--allow-unsigned"],
+                                    cwd=ROOT, env={**os.environ, **isolated}, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE)
 
 
 def _wait_for_records(proc: subprocess.Popen[str], out: Path, n: int, timeout: float = 180.0) -> None:

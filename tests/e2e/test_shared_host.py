@@ -71,7 +71,7 @@ def test_two_runs_on_disjoint_ports_both_complete_and_kit_clean_leaves_them_alon
         for p in runs:
             if p.poll() is None:
                 p.send_signal(signal.SIGCONT)
-                p.send_signal(signal.SIGINT)
+                p.send_signal(signal.SIGTERM)  # SIGINT: ignored where make runs in the background
                 p.wait(timeout=60)
     for p, (stdout, stderr) in zip(runs, results, strict=True):
         assert p.returncode == 0, stdout + stderr

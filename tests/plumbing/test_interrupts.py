@@ -9,10 +9,22 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 
 import pytest
 
 from kit.plumbing.interrupts import deferred_interrupts
+
+
+@pytest.fixture(autouse=True)
+def heard() -> Iterator[None]:
+    """Every signal heard during a test, whatever this process started with (a background job's `make test`
+    starts with SIGINT ignored, which the blocks keep ignored): Ctrl-C as Python's own, the others a no-op."""
+    old = {sig: signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else lambda *_: None)
+           for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    yield
+    for sig, handler in old.items():
+        signal.signal(sig, handler)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])

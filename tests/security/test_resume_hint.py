@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from support.manifests import ab_arms, manifest_data, write_manifest
+from support.terminal import popen_as_from_a_terminal
 from trust_helpers import ROOT, key
 
 from kit.plumbing.poll import poll_until
@@ -50,12 +51,8 @@ def _signed_manifest(tmp_path: Path, port: int) -> tuple[Path, Path]:
 def _interrupted(tmp_path: Path, args: list[str], out: Path) -> tuple[str, Path]:
     """``kit ARGS`` SIGINTed once the first level records into a bundle under ``out``; kit's stderr, the bundle."""
     env = _env(tmp_path)
-    old = signal.signal(signal.SIGINT, signal.default_int_handler)  # as from a terminal (see tests/e2e)
-    try:
-        proc = subprocess.Popen([sys.executable, "-m", "kit", *args], cwd=ROOT, env={**os.environ, **env},
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    finally:
-        signal.signal(signal.SIGINT, old)
+    proc = popen_as_from_a_terminal([sys.executable, "-m", "kit", *args], cwd=ROOT, env={**os.environ, **env},
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         def recording() -> bool:
             if proc.poll() is not None:
