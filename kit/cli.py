@@ -37,6 +37,7 @@ from kit.images import lock_manifest
 from kit.images.context import image_contexts
 from kit.manifest import load_manifest, on_this_host, refuse_placeholders, schema_text
 from kit.plumbing.files import atomic_write
+from kit.plumbing.interrupts import forget_blocks
 from kit.plumbing.redact import redact
 from kit.progress import RichEvents, render_result
 from kit.report.rebuild import rebuild
@@ -80,8 +81,12 @@ class KitGroup(click.Group):
         debug = bool(ctx.params.get("debug")) or os.environ.get("KIT_DEBUG") == "1"
         try:
             # SIGTERM, SIGHUP as Ctrl-C: every command cleans up (temp files)
-            with signals_as_interrupts(then_ignore=self.ignore_signals_after):
-                return super().invoke(ctx)
+            try:
+                with signals_as_interrupts(then_ignore=self.ignore_signals_after):
+                    return super().invoke(ctx)
+            finally:
+                if self.ignore_signals_after:
+                    forget_blocks()  # one an interrupt left behind too: from here on a signal is ignored
         except BrokenPipeError:
             _broken_pipe()
         except KitError as e:

@@ -33,6 +33,7 @@ from kit.images import ImageInfo
 from kit.manifest import Manifest
 from kit.plan import Cell, Plan, make_plan
 from kit.plumbing.files import read_bounded
+from kit.plumbing.interrupts import back_to
 from kit.runtime import Runtime
 from kit.runtime.docker import DockerRuntime
 from kit.runtime.process import ProcessRuntime
@@ -208,8 +209,10 @@ def run_inputs(inputs: RunInputs, opts: RunOptions, events: Events | None = None
                     contextlib.nullcontext() if idle else reserved(exp.m, session.run_id, session.bundle.root):
                 status = exp.execute(session, idle=idle)
         except KeyboardInterrupt as e:
+            back_to(pending)  # first: the cells' stretch is over, whatever its exit did (kit.plumbing.interrupts)
             status, error = "interrupted", e
         except BaseException as e:  # noqa: BLE001 - anything: finalize first, then let it out
+            back_to(pending)
             status, error = "failed", storage_error(e) or e
         closing = Closing(exp.m, inputs.trust, key, exp.images, exp.failed)
         again = opts.resume_hint(session.bundle.root, key.public) if opts.resume_hint else resume_command(

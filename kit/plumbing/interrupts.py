@@ -7,11 +7,17 @@ collected. Entering or leaving a block is one step on that stack, never a swap o
 finds no moment between two states (review, clean clones: an interrupt landing while a block restored its
 handlers escaped the hold around it and cut the run's outcome short).
 
-- A stretch is interrupted once: the first signal raises and marks the stretch, and every block under it,
-  fired; later ones are collected and dropped, so that an interrupt in flight is never replaced by another one
-  halfway through the cleanups it runs.
-- A hold re-delivers what it collected when it ends, as a KeyboardInterrupt, unless it sits in a stretch that
-  was interrupted already, or in another hold (which then collects it).
+- A stretch is interrupted once while that interrupt is in flight: the first signal raises and marks the stretch,
+  and every block under it, fired; one that comes while an exception is being handled (the cleanups the
+  interrupt runs) is collected and dropped, so that it never replaces the interrupt halfway through them. One
+  that comes after (the interrupt was swallowed: a signal handled in a ``__del__`` is only printed) raises again.
+- A hold re-delivers what it collected when it ends, as a KeyboardInterrupt, under the same rule, or hands it to
+  the hold around it. A stretch entered in a hold that has collected a signal is interrupted at once (the signal
+  came between the two).
+- A dropping hold (``drop``: a run saying its outcome) marks the stretches around it done: they take no more
+  interrupts (a caller's work after it that must stay interruptible opens a stretch of its own).
+- Leaving a block cuts the stack back to where it stood: a block whose exit an interrupt skipped (one landing in
+  contextlib's ``__enter__`` or ``__exit__``, around the generator's own steps) is removed by the block around it.
 - A signal ignored when the outermost block begins (``cmd &`` starts with SIGINT ignored, ``nohup`` with SIGHUP)
   stays ignored.
 - The handlers of old are back when the outermost block ends, or with ``then_ignore`` the signals are then
@@ -23,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -36,7 +43,8 @@ HELD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 class _Block:
     raises: bool  # an interruptible stretch (a signal raises) or a hold (it is collected)
     pending: list[int] = field(default_factory=list)
-    fired: bool = False  # interrupted already (or the work it would stop has ended): later signals are collected
+    fired: bool = False  # interrupted already: signals while that interrupt's cleanups run are collected
+    done: bool = False  # the work it would stop has ended (a dropping hold inside it ended): signals are collected
 
 
 _stack: list[_Block] = []
@@ -49,15 +57,25 @@ def on_main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
+def _raises(b: _Block) -> bool:
+    """Whether a signal now interrupts the stretch ``b``."""
+    return b.raises and not b.done and not (b.fired and sys.exc_info()[1] is not None)
+
+
+def _fire() -> None:
+    """Mark the stack fired, top first (a signal landing from that step on is collected), and raise."""
+    _stack[-1].fired = True
+    for b in _stack:
+        b.fired = True
+    raise KeyboardInterrupt
+
+
 def _on_signal(signum: int, _frame: FrameType | None) -> None:
     if not _stack:
         return  # the outermost block is ending: the command is done
     top = _stack[-1]
-    if top.raises and not top.fired:
-        top.fired = True  # first, in one step: a signal landing from here on is collected
-        for b in _stack:
-            b.fired = True
-        raise KeyboardInterrupt
+    if _raises(top):
+        _fire()
     top.pending.append(signum)
 
 
@@ -82,14 +100,29 @@ def _in_force(b: _Block, *, then_ignore: bool = False, before_leaving: Callable[
     finally:
         if before_leaving is not None:
             before_leaving()  # while ``b`` is still on top
-        try:
-            _stack.remove(b)  # by identity (eq=False); absent if the try was cut short before the append
-        except ValueError:
-            pass
-        if not _stack:  # the outermost block: a signal now finds an empty stack and is ignored
-            for signum, handler in _saved.items():
-                signal.signal(signum, signal.SIG_IGN if _then_ignore[0] else handler)
-            _saved.clear()
+        at = next((i for i, x in enumerate(_stack) if x is b), None)  # None: cut by the block around it already
+        if at is not None:
+            del _stack[at:]  # b, and any block above it whose exit an interrupt skipped
+            if at == 0:  # the outermost block: a signal now finds an empty stack and is ignored
+                for signum, handler in _saved.items():
+                    signal.signal(signum, signal.SIG_IGN if _then_ignore[0] else handler)
+                _saved.clear()
+
+
+def back_to(pending: list[int]) -> None:
+    """The stretches entered in the hold whose list is ``pending`` are over: cut them off. Call it first thing in
+    the ``except`` that caught their interrupt. One whose exit that interrupt skipped (it landed in contextlib's
+    ``__exit__``, before the generator's ``finally``) would stay on the stack, fired, while the hold goes on
+    (a run saying its outcome), and a signal with no exception being handled would raise from it again."""
+    at = next((i for i, x in enumerate(_stack) if x.pending is pending), None)
+    if at is not None:
+        del _stack[at + 1:]
+
+
+forget_blocks = _stack.clear
+"""The command is over (``kit.cli``, where the process exits after it): every block is forgotten and a signal
+from the call on finds an empty stack, ignored. A C function: no interrupt can land between its call and its
+effect, as one can at the first step of a Python function."""
 
 
 @contextlib.contextmanager
@@ -101,6 +134,8 @@ def interruptible(*, then_ignore: bool = False) -> Iterator[None]:
         yield
         return
     with _in_force(_Block(raises=True), then_ignore=then_ignore):
+        if len(_stack) > 1 and not _stack[-2].raises and _stack[-2].pending:
+            _fire()  # a signal came between the hold around and this stretch: it interrupts the stretch now
         yield
 
 
@@ -118,7 +153,7 @@ def deferred_interrupts(*, drop: bool = False) -> Iterator[list[int]]:
 
     def ended() -> None:
         for outer in _stack:  # b is still on top: a signal meanwhile is collected by it
-            outer.fired = True
+            outer.done = True
 
     with _in_force(b, before_leaving=ended if drop else None):
         yield b.pending
@@ -127,7 +162,7 @@ def deferred_interrupts(*, drop: bool = False) -> Iterator[list[int]]:
     below = _stack[-1] if _stack else None
     if below is not None and not below.raises:
         below.pending.extend(b.pending)
-    elif below is None or not below.fired:
-        for outer in _stack:
-            outer.fired = True
+    elif below is None:
         raise KeyboardInterrupt
+    elif _raises(below):
+        _fire()

@@ -29,6 +29,7 @@ from kit.files.summary import Summary
 from kit.hints import reproduce_command
 from kit.manifest import load_manifest
 from kit.plan import make_plan
+from kit.plumbing.interrupts import interruptible
 from kit.reproduce.decide import Rule
 from kit.reproduce.dryrun import dry_run_lines
 from kit.reproduce.identity import identities
@@ -132,7 +133,8 @@ def reproduce(opts: ReproduceOptions, events: Events | None = None) -> Reproduce
             return ReproduceResult(None, None, dry_run_lines(src, inputs, opts.out_dir, opts.resume,
                                                                   opts.until_decided))
         result = run_inputs(inputs, run_opts, events)  # interrupted: its resume hint is kit reproduce's
-        report = seal(src, result.bundle, opts)
+        with interruptible():  # the run's outcome closed the command's stretch: judging and sealing stay stoppable
+            report = seal(src, result.bundle, opts)
         return ReproduceResult(result.bundle, report, lines(report))
 
 

@@ -57,6 +57,7 @@ def test_a_storm_never_replaces_the_outcome_nor_leaves_a_block_behind() -> None:
     between two states within the first second, out to pytest itself (and test_signal_storm[1.5] failed in CI:
     exit 130 without the resume command)."""
     from kit.experiment.signals import signals_as_interrupts
+    from kit.plumbing import interrupts
 
     class Outcome(Exception):
         pass
@@ -69,13 +70,14 @@ def test_a_storm_never_replaces_the_outcome_nor_leaves_a_block_behind() -> None:
     old = signal.signal(signal.SIGTERM, mine)  # between the rounds the storm meets this one
     storm = subprocess.Popen([sys.executable, "-c", STORM, str(os.getpid())])
     cells = {"begun": 0, "stopped": 0}
+    kept: list[BaseException] = []
     outcomes = {"outcome": 0, "escaped": 0, "interrupted in the cells": 0, "interrupted before the hold": 0}
     try:
-        end = time.monotonic() + 3.0
+        end = time.monotonic() + float(os.environ.get("KIT_STORM_S", "3"))  # longer: KIT_STORM_S=60
         while time.monotonic() < end:
             held = False
             try:
-                with signals_as_interrupts(), deferred_interrupts(drop=True):
+                with signals_as_interrupts(), deferred_interrupts(drop=True) as pending:
                     held = True  # an interrupt before this is the command's (kit: no bundle yet)
                     try:
                         with signals_as_interrupts(), deferred_interrupts():  # the cells, then one cell
@@ -87,14 +89,21 @@ def test_a_storm_never_replaces_the_outcome_nor_leaves_a_block_behind() -> None:
                                         pass
                             finally:
                                 cells["stopped"] += 1  # its server's stop: never cut short
-                    except KeyboardInterrupt:
+                    except KeyboardInterrupt as e:
+                        interrupts.back_to(pending)
                         outcomes["interrupted in the cells"] += 1
+                        kept.append(e)  # the run keeps it for its outcome (kit.experiment.run)
+                    stop = time.monotonic() + random.uniform(0, 1e-4)  # the outcome: sealing, the report
+                    while time.monotonic() < stop:
+                        pass
                     raise Outcome
             except Outcome:
                 outcomes["outcome"] += 1
             except KeyboardInterrupt:
                 outcomes["escaped" if held else "interrupted before the hold"] += 1
             assert signal.getsignal(signal.SIGTERM) is mine
+            assert interrupts._stack == []
+            kept.clear()
     finally:
         storm.kill()
         storm.wait()
@@ -147,3 +156,38 @@ def test_a_stretch_is_interrupted_once_and_its_cleanup_is_not_cut_short() -> Non
             steps.append("interrupted")
         assert pending == []  # the stretch's own extra signal went with it
     assert steps == ["cleanup done", "interrupted"]
+
+
+def test_a_signal_between_a_hold_and_its_stretch_interrupts_the_stretch_at_once() -> None:
+    """A cell's hold, then its stretch: a signal between the two (review) interrupts the work as it begins, not
+    after it (a cell's work can last hours)."""
+    from kit.experiment.signals import signals_as_interrupts
+
+    steps = []
+    with pytest.raises(KeyboardInterrupt), deferred_interrupts():
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.01)
+        with signals_as_interrupts():
+            steps.append("the work began")
+    assert steps == []
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the swallowed one
+def test_an_interrupt_a_finalizer_swallowed_does_not_deafen_the_stretch() -> None:
+    """Python prints and drops a KeyboardInterrupt raised in a ``__del__`` (review): the next signal, with no
+    exception being handled, interrupts again."""
+    from kit.experiment.signals import signals_as_interrupts
+
+    class Finalized:
+        def __del__(self) -> None:
+            os.kill(os.getpid(), signal.SIGTERM)  # handled in this frame: the interrupt dies with it
+            time.sleep(0.01)
+
+    steps = []
+    with pytest.raises(KeyboardInterrupt), signals_as_interrupts():
+        Finalized()
+        steps.append("the first interrupt was swallowed")
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(1)
+        steps.append("not reached")
+    assert steps == ["the first interrupt was swallowed"]
