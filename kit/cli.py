@@ -37,7 +37,7 @@ from kit.images import lock_manifest
 from kit.images.context import image_contexts
 from kit.manifest import load_manifest, on_this_host, refuse_placeholders, schema_text
 from kit.plumbing.files import atomic_write
-from kit.plumbing.interrupts import forget_blocks
+from kit.plumbing.interrupts import forget_blocks, ignore_from_now
 from kit.plumbing.redact import redact
 from kit.progress import RichEvents, render_result
 from kit.report.rebuild import rebuild
@@ -87,6 +87,7 @@ class KitGroup(click.Group):
             finally:
                 if self.ignore_signals_after:
                     forget_blocks()  # one an interrupt left behind too: from here on a signal is ignored
+                    ignore_from_now()
         except BrokenPipeError:
             _broken_pipe()
         except KitError as e:

@@ -8,9 +8,10 @@ finds no moment between two states (review, clean clones: an interrupt landing w
 handlers escaped the hold around it and cut the run's outcome short).
 
 - A stretch is interrupted once while that interrupt is in flight: the first signal raises and marks the stretch,
-  and every block under it, fired; one that comes while an exception is being handled (the cleanups the
-  interrupt runs) is collected and dropped, so that it never replaces the interrupt halfway through them. One
-  that comes after (the interrupt was swallowed: a signal handled in a ``__del__`` is only printed) raises again.
+  and every block under it, fired; later ones are collected and dropped while anything still holds that
+  interrupt (it unwinds, or a cleanup keeps it to raise after stopping the rest), so that none replaces it
+  halfway through the cleanups it runs. Once it is gone (a signal handled in a ``__del__`` is only printed, then
+  dropped; code that caught it went on), a new signal raises again.
 - A hold re-delivers what it collected when it ends, as a KeyboardInterrupt, under the same rule, or hands it to
   the hold around it. A stretch entered in a hold that has collected a signal is interrupted at once (the signal
   came between the two).
@@ -29,8 +30,8 @@ from __future__ import annotations
 
 import contextlib
 import signal
-import sys
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from types import FrameType
@@ -57,17 +58,32 @@ def on_main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
+class _Interrupt(KeyboardInterrupt):
+    """The KeyboardInterrupt a signal raises: an object of its own, so that whether it is still held is known."""
+
+
+_in_flight: list[weakref.ref[_Interrupt] | None] = [None]  # the last interrupt raised, while anything holds it
+
+
 def _raises(b: _Block) -> bool:
     """Whether a signal now interrupts the stretch ``b``."""
-    return b.raises and not b.done and not (b.fired and sys.exc_info()[1] is not None)
+    flying = _in_flight[0] is not None and _in_flight[0]() is not None
+    return b.raises and not b.done and not (b.fired and flying)
+
+
+def _interrupt() -> _Interrupt:
+    e = _Interrupt()
+    _in_flight[0] = weakref.ref(e)
+    return e
 
 
 def _fire() -> None:
-    """Mark the stack fired, top first (a signal landing from that step on is collected), and raise."""
+    """Mark the stack fired, top first (a signal landing from that step on is collected), and raise. (No local
+    names the interrupt: a frame of its own traceback holding it would keep it alive, 'in flight', for good.)"""
     _stack[-1].fired = True
     for b in _stack:
         b.fired = True
-    raise KeyboardInterrupt
+    raise _interrupt()
 
 
 def _on_signal(signum: int, _frame: FrameType | None) -> None:
@@ -122,7 +138,16 @@ def back_to(pending: list[int]) -> None:
 forget_blocks = _stack.clear
 """The command is over (``kit.cli``, where the process exits after it): every block is forgotten and a signal
 from the call on finds an empty stack, ignored. A C function: no interrupt can land between its call and its
-effect, as one can at the first step of a Python function."""
+effect, as one can at the first step of a Python function. Then ``ignore_from_now``."""
+
+
+def ignore_from_now() -> None:
+    """After ``forget_blocks``: SIGINT, SIGTERM and SIGHUP ignored for the rest of the process, also where the
+    outermost block's own exit was skipped (at shutdown Python resets its handlers to the default action, and a
+    storm's SIGTERM would end the process with 143)."""
+    for sig in HELD:
+        signal.signal(sig, signal.SIG_IGN)
+    _saved.clear()
 
 
 @contextlib.contextmanager

@@ -29,7 +29,7 @@ from kit.files.summary import Summary
 from kit.hints import reproduce_command
 from kit.manifest import load_manifest
 from kit.plan import make_plan
-from kit.plumbing.interrupts import interruptible
+from kit.plumbing.interrupts import deferred_interrupts, interruptible
 from kit.reproduce.decide import Rule
 from kit.reproduce.dryrun import dry_run_lines
 from kit.reproduce.identity import identities
@@ -197,16 +197,17 @@ def seal(src: Source, root: Path, opts: ReproduceOptions) -> ReproduceFile:
         notes=notes(src, run, bool(run.trust.get("signed")), m.runtime, m.model.path, m.model.digest)
         + [n for n in [sequential_note(src.summary, new), note(until) if until else None] if n])
     pieces = predicate(bundle)
-    bundle.remove_provenance()
-    copy_source(src.root, bundle)
-    bundle.write_json("reproduce.json", report)
-    bundle.write_bytes("reproduce.md", markdown(report, str(root)).encode())
-    flags = run.flags.model_dump()
-    if opts.allow_untrusted_source or "allow_untrusted_source" in flags:
-        flags["allow_untrusted_source"] = bool(flags.get("allow_untrusted_source")) or opts.allow_untrusted_source
-    run.flags = RunFlags.model_validate(flags)
-    run.reproduces = Reproduces(source=src.ref, verdict=report.verdict, file="reproduce.json")
-    bundle.write_json("run.json", run)
     key, _ = runner_key(opts.key)
-    sign_provenance(bundle, key, predicate=pieces.with_source(src.ref, flags))
+    with deferred_interrupts():  # unsealed to sealed again in one step, as kit report does
+        bundle.remove_provenance()
+        copy_source(src.root, bundle)
+        bundle.write_json("reproduce.json", report)
+        bundle.write_bytes("reproduce.md", markdown(report, str(root)).encode())
+        flags = run.flags.model_dump()
+        if opts.allow_untrusted_source or "allow_untrusted_source" in flags:
+            flags["allow_untrusted_source"] = bool(flags.get("allow_untrusted_source")) or opts.allow_untrusted_source
+        run.flags = RunFlags.model_validate(flags)
+        run.reproduces = Reproduces(source=src.ref, verdict=report.verdict, file="reproduce.json")
+        bundle.write_json("run.json", run)
+        sign_provenance(bundle, key, predicate=pieces.with_source(src.ref, flags))
     return report
