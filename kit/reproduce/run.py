@@ -20,6 +20,7 @@ from kit.errors import Imprecise, Inconsistent, SignatureError, UsageError
 from kit.experiment import Events, RunOptions
 from kit.experiment.inputs import RunInputs, inputs_of, load_for_run
 from kit.experiment.run import run_inputs
+from kit.experiment.signals import deferred_interrupts, signals_as_interrupts
 from kit.files.plan import PlanFile
 from kit.files.read import read_file
 from kit.files.reproduce import ReproduceFile, Reproduces
@@ -29,7 +30,6 @@ from kit.files.summary import Summary
 from kit.hints import reproduce_command
 from kit.manifest import load_manifest
 from kit.plan import make_plan
-from kit.plumbing.interrupts import deferred_interrupts, interruptible
 from kit.reproduce.decide import Rule
 from kit.reproduce.dryrun import dry_run_lines
 from kit.reproduce.identity import identities
@@ -133,7 +133,7 @@ def reproduce(opts: ReproduceOptions, events: Events | None = None) -> Reproduce
             return ReproduceResult(None, None, dry_run_lines(src, inputs, opts.out_dir, opts.resume,
                                                                   opts.until_decided))
         result = run_inputs(inputs, run_opts, events)  # interrupted: its resume hint is kit reproduce's
-        with interruptible():  # the run's outcome closed the command's stretch: judging and sealing stay stoppable
+        with signals_as_interrupts():  # the run's outcome closed the command's stretch: judging stays stoppable
             report = seal(src, result.bundle, opts)
         return ReproduceResult(result.bundle, report, lines(report))
 
