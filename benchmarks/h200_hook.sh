@@ -11,12 +11,11 @@
 # the benchmark runs even when tests fail (its own reference check marks any MISMATCH per cell), and the
 # script's exit status is the tests' (0 only if they all passed) unless the benchmark itself failed.
 #
-# The benchmark's forced variants (FORCED=a,b,... to choose others): split (the full-row kernels, the default
-# above the single threshold), split-w4 (the same at 4 warps where the default takes one), split-hint (light A
-# + repair B), split-hintfail (split-hint on ids that are never a plain top-k: both kernels on their fallback
-# in every program; over plain-dup) and noskip (the auto path with the skip rule off). Its "fallback A/B"
-# column: the share of split-hint programs that left the fast path on its own plain routing (bf16 logits,
-# torch.topk).
+# The benchmark's forced variants (FORCED=a,b,... to choose others; see FORCED in the benchmark): same (the
+# default again: one cell's noise), noprelaunch (kernel A after the router, in order, as before 2026-12-05's
+# prelaunch), single (the one-launch path forced), short / short-noprelaunch (the default and noprelaunch over
+# a one-kernel plain router, plain-short: what a fused gate such as sglang's leaves kernel A to hide behind)
+# and noskip (the skip rule off: what a batch that must be rerouted costs at 64-1024 rows).
 #
 # Needs on the device: python3 with torch (CUDA), triton, numpy, pytest (as the 2026-12-03 calls had).
 set -uo pipefail
@@ -42,7 +41,7 @@ echo "tests: exit $tests_rc in $((SECONDS - t0)) s; $(tail -n 1 "$OUT/tests.log"
 grep -E '^(FAILED|ERROR)' "$OUT/tests.log" | head -n 40 || true
 
 t0=$SECONDS
-timeout 270 $PY benchmarks/oea_hook_overhead.py --out "$OUT/hook" --forced "${FORCED:-split,split-w4,split-hint,split-hintfail,noskip}" \
+timeout 270 $PY benchmarks/oea_hook_overhead.py --out "$OUT/hook" --forced "${FORCED:-same,noprelaunch,single,short,short-noprelaunch,noskip}" \
   --samples 21 --max-seconds 200 > "$OUT/bench.log" 2>&1
 bench_rc=$?
 echo "benchmark: exit $bench_rc in $((SECONDS - t0)) s"

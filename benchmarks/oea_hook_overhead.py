@@ -84,6 +84,10 @@ class Case:
         self.bias = (torch.randn(n, generator=gen, device=device) * bias_scale) if shape["bias"] else None
         self.ids = torch.empty(m, k, dtype=torch.int32, device=device)
         self.w = torch.empty(m, k, dtype=torch.float32, device=device)
+        scores = torch.softmax(self.logits.float(), -1) if shape["softmax"] else torch.sigmoid(self.logits.float())
+        self.rank = scores if self.bias is None else scores + self.bias
+        self.short_w = torch.empty(m, k, dtype=torch.float32, device=device)
+        self.short_ids = torch.empty(m, k, dtype=torch.int64, device=device)
 
     def plain(self) -> None:
         s = self.shape
@@ -99,6 +103,12 @@ class Case:
             weights = weights * s["scale"]
         self.ids.copy_(top)
         self.w.copy_(weights)
+
+    def plain_short(self) -> None:
+        """A plain routing step of one top-k kernel on ready scores (sglang's fused gate kernels are one
+        launch; ``plain`` is several torch ops): the baseline against which a prelaunched kernel A has the
+        least to hide behind. Writes ids the hook does not read (it rewrites ``ids`` / ``w`` from ``plain``)."""
+        torch.topk(self.rank, self.shape["k"], dim=-1, out=(self.short_w, self.short_ids))
 
     def plain_dup(self) -> None:
         """Plain routing, then a repeated id in every row (the 1st slot's in the 2nd): never a plain top-k."""
@@ -118,9 +128,9 @@ class Case:
                 "routed_scaling_factor": s["scale"], "num_token_non_padded": None}  # fmt: skip
 
 
-BASELINES = ("plain", "hf-plain", "plain-dup")  # variants timed only as another's baseline
+BASELINES = ("plain", "hf-plain", "plain-dup", "plain-short")  # variants timed only as another's baseline
 KNOBS = ("KIT_OEA_PATH", "KIT_OEA_PDL", "KIT_OEA_SKIP_SLACK", "KIT_OEA_SPLIT_WARPS", "KIT_OEA_SINGLE_WARPS",
-         "KIT_OEA_SPLIT_ROWS")
+         "KIT_OEA_SPLIT_ROWS", "KIT_OEA_PRELAUNCH")
 # name -> (the knobs it sets, the batch sizes it runs at); the rest run with the defaults (auto path, PDL where
 # the GPU has it, skip slack n // 64, triton_oea's warps and rows per program), i.e. what kit's sglang patch runs.
 FORCED: dict[str, tuple[dict[str, str], tuple[int, int]]] = {
@@ -145,10 +155,18 @@ FORCED: dict[str, tuple[dict[str, str], tuple[int, int]]] = {
     "noskip-r2": ({"KIT_OEA_SKIP_SLACK": "off", "KIT_OEA_SPLIT_ROWS": "2"}, (128, 1 << 30)),
     "noskip": ({"KIT_OEA_SKIP_SLACK": "off"}, (64, 1 << 30)),
     "noskip-w4": ({"KIT_OEA_SKIP_SLACK": "off", "KIT_OEA_SPLIT_WARPS": "4"}, (512, 1 << 30)),
+    "same": ({}, (3, 1 << 30)),  # the default again, timed as another variant: how far one cell's noise goes
+    "noprelaunch": ({"KIT_OEA_PRELAUNCH": "0"}, (3, 1 << 30)),
+    "prelaunch-w4": ({"KIT_OEA_SPLIT_WARPS": "4"}, (3, 128)),  # kernel A after the router, in order (as before)
+    "noskip-noprelaunch": ({"KIT_OEA_SKIP_SLACK": "off", "KIT_OEA_PRELAUNCH": "0"}, (64, 1 << 30)),
+    # over plain-short (one top-k kernel): the default with kernel A prelaunched beside it, and without
+    "short": ({}, (1, 1 << 30)),
+    "short-noprelaunch": ({"KIT_OEA_PRELAUNCH": "0"}, (3, 1 << 30)),
 }
 
 
 ON_PLAIN_DUP = ("split-hintfail",)  # variants that start from plain_dup's ids (and are timed over it), not plain's
+ON_PLAIN_SHORT = ("short", "short-noprelaunch")  # timed over plain_short (the hook reads plain's ids, as check ran)
 
 
 def with_env(env: dict[str, str], fn: Fn) -> Fn:
@@ -192,8 +210,18 @@ def variants(case: Case, args: argparse.Namespace) -> dict[str, tuple[str, Fn]]:
     n = case.shape["n"]
 
     def kernel(env: dict[str, str], before: Fn = case.plain) -> Fn:
-        return with_env(env, lambda: (before(), triton_oea.oea_reroute_triton_(
-            case.ids, case.w, case.logits, softmax=soft, skip_at=policy_skip_at(n), **case.kwargs())))  # fmt: skip
+        """What kit's sglang patch runs around the router: kernel A prelaunched where the path has one
+        (``prelaunch_union``: None on the single path or with KIT_OEA_PRELAUNCH=0), the router, the hook."""
+
+        def run() -> None:
+            kw = case.kwargs()
+            pre = triton_oea.prelaunch_union(case.logits, k0=kw["k0"], k=kw["k"], softmax=soft,
+                                             correction_bias=case.bias, num_token_non_padded=None)  # fmt: skip
+            before()
+            triton_oea.oea_reroute_triton_(case.ids, case.w, case.logits, softmax=soft, skip_at=policy_skip_at(n),
+                                           prelaunched=pre, **kw)  # fmt: skip
+
+        return with_env(env, run)
 
     out["oea"] = ("plain", kernel({}))
     for name, (env, (lo, hi)) in FORCED.items():  # each path and option forced where it might matter
@@ -201,6 +229,9 @@ def variants(case: Case, args: argparse.Namespace) -> dict[str, tuple[str, Fn]]:
             if name in ON_PLAIN_DUP:
                 out["plain-dup"] = ("plain-dup", case.plain_dup)
                 out[name] = ("plain-dup", kernel(env, case.plain_dup))
+            elif name in ON_PLAIN_SHORT:
+                out["plain-short"] = ("plain-short", case.plain_short)
+                out[name] = ("plain-short", kernel(env, case.plain_short))
             else:
                 out[name] = ("plain", kernel(env))
     if soft and case.bias is None and case.shape["scale"] is None:

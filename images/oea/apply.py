@@ -147,6 +147,33 @@ TOPK_INIT = Edit(
     "            self.topk_config.fused_gate_packed_ids = False\n" + _TOPK_NEXT_METHOD,
 )
 
+TOPK_PRELAUNCH = insert_before(
+    "    # Only aiter_biased_grouped_topk wants the bias in the gating dtype. The JIT\n",
+    (
+        "    # kit OEA patch: the fused hook's first kernel (the union of every row's top-k0 needs only the\n"
+        "    # router logits) starts here on a side stream, beside the router's top-k; the hook joins it.\n"
+        "    _kit_oea_prelaunched = None\n"
+        "    if (\n"
+        "        topk_config.oea_k0\n"
+        "        and not routing_overridden\n"
+        "        and not _use_aiter\n"
+        "        and has_forward_context()\n"
+        "        and get_forward_context().oea_active\n"
+        "    ):\n"
+        "        from kit_oea.oea import oea_prelaunch_\n"
+        "\n"
+        "        _kit_oea_prelaunched = oea_prelaunch_(\n"
+        "            router_logits,\n"
+        "            k0=topk_config.oea_k0,\n"
+        "            k=top_k - num_shared_topk_slots,\n"
+        "            scoring_func=scoring_func,\n"
+        "            correction_bias=correction_bias,\n"
+        "            num_token_non_padded=num_token_non_padded,\n"
+        "        )\n"
+        "\n"
+    ),
+)
+
 TOPK_HOOK = insert_before(
     "    if routing_overridden:\n        apply_routing_simulation(\n",
     (
@@ -175,6 +202,7 @@ TOPK_HOOK = insert_before(
         "                else None\n"
         "            ),\n"
         "            num_token_non_padded=num_token_non_padded,\n"
+        "            prelaunched=_kit_oea_prelaunched,\n"
         "        )\n"
         "        # Ids the router packed for FlashInfer predate the rewrite; consumers re-pack without them.\n"
         "        packed_topk = None\n"
@@ -195,7 +223,7 @@ SERVER_INFO_MARKER = insert_after(
 EDITS: dict[str, tuple[Edit, ...]] = {
     "sglang/srt/environ.py": (ENVIRON_KNOB,),
     "sglang/srt/model_executor/forward_context.py": (CONTEXT_IMPORT, CONTEXT_FIELD, CONTEXT_FLAG),
-    "sglang/srt/layers/moe/topk.py": (TOPK_CONFIG_FIELD, TOPK_INIT, TOPK_HOOK),
+    "sglang/srt/layers/moe/topk.py": (TOPK_CONFIG_FIELD, TOPK_INIT, TOPK_PRELAUNCH, TOPK_HOOK),
     "sglang/srt/entrypoints/http_server.py": (SERVER_INFO_MARKER,),
 }
 

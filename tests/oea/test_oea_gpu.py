@@ -39,7 +39,7 @@ def inputs(m: int, seed: int, device: str) -> dict[str, Any]:
     }
 
 
-IMPLS = ["torch", "triton", "dispatch"]
+IMPLS = ["torch", "triton", "dispatch", "prelaunch"]  # prelaunch: as the patch calls it (kernel A before the router)
 
 
 def hook(x: dict[str, Any], impl: str = "dispatch") -> None:
@@ -61,9 +61,48 @@ def hook(x: dict[str, Any], impl: str = "dispatch") -> None:
     else:  # the spec these tests check is OEA itself: the skip rule is tested on its own below
         os.environ[oea.SKIP_KNOB] = "off"
         try:
-            oea.oea_reroute_(*args, scoring_func="sigmoid", **kwargs)
+            pre = None
+            if impl == "prelaunch":
+                pre = oea.oea_prelaunch_(x["logits"], k0=4, k=K, scoring_func="sigmoid", correction_bias=x["bias"],
+                                         num_token_non_padded=x["ntnp"])  # fmt: skip
+                assert (pre is None) == (x["logits"].shape[0] < 2)
+            oea.oea_reroute_(*args, scoring_func="sigmoid", prelaunched=pre, **kwargs)
         finally:
             os.environ.pop(oea.SKIP_KNOB)
+
+
+def test_prelaunch_is_joined_where_the_fused_path_does_not_apply() -> None:
+    """Kernel A forked, then ids the kernels do not take (a stride along the slots): oea_reroute_ joins the
+    side stream before the torch path, so a captured graph is valid (an unjoined fork fails the capture) and
+    the result is the spec's."""
+    m = 64
+    static = inputs(m, 0, "cuda")
+    wide = torch.full((m, 2 * TOP_K), -7, dtype=torch.int32, device="cuda")
+
+    def run(x: dict[str, Any]) -> None:
+        pre = oea.oea_prelaunch_(x["logits"], k0=4, k=K, scoring_func="sigmoid", correction_bias=x["bias"],
+                                 num_token_non_padded=x["ntnp"])  # fmt: skip
+        assert pre is not None
+        ids = wide[:, ::2]
+        ids.copy_(x["ids"])
+        assert oea._fused_module(x["logits"], ids, x["weights"], x["bias"]) is None
+        os.environ[oea.SKIP_KNOB] = "off"
+        try:
+            oea.oea_reroute_(ids, x["weights"], x["logits"], k0=4, k=K, scoring_func="sigmoid",
+                             correction_bias=x["bias"], renormalize=True, routed_scaling_factor=2.5,
+                             num_token_non_padded=x["ntnp"], prelaunched=pre)  # fmt: skip
+        finally:
+            os.environ.pop(oea.SKIP_KNOB)
+        x["ids"].copy_(ids)
+
+    run({key: value.clone() for key, value in static.items()})
+    before = {key: value.clone() for key, value in static.items()}
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        run(static)
+    graph.replay()
+    torch.cuda.synchronize()
+    check_against_spec(static, before)
 
 
 def test_dispatch_takes_the_fused_path_on_cuda() -> None:
@@ -246,7 +285,11 @@ def test_skip_is_decided_inside_the_captured_graph(m: int, impl: str) -> None:
         elif impl == "torch":
             oea.reroute_torch_(*args, scoring_func="sigmoid", skip_at=at, **kwargs)
         else:
-            oea.oea_reroute_(*args, scoring_func="sigmoid", **kwargs)
+            pre = None
+            if impl == "prelaunch":
+                pre = oea.oea_prelaunch_(static["logits"], k0=4, k=K, scoring_func="sigmoid",
+                                         correction_bias=static["bias"], num_token_non_padded=static["ntnp"])  # fmt: skip
+            oea.oea_reroute_(*args, scoring_func="sigmoid", prelaunched=pre, **kwargs)
 
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())

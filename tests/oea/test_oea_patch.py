@@ -192,6 +192,49 @@ def test_hook_call_matches_kit_oea_signature(sglang_tree: Path) -> None:
     assert ast.unparse(next(kw.value for kw in call.keywords if kw.arg == "k")) == "num_routed_topk"
 
 
+def test_prelaunch_sits_before_the_router_and_the_hook_joins_it(sglang_tree: Path) -> None:
+    """The fused hook's first kernel is forked before the router's top-k (after EPLB's input transform, so it
+    reads the same logits and bias as the hook), under the hook's own gate (plus no aiter: there the bias
+    changes dtype before the router), with the names select_experts() has bound by then, and the hook hands
+    its result back (it joins the side stream)."""
+    pytest.importorskip("torch", reason="kit_oea.oea imports torch")
+    from kit_oea.oea import oea_prelaunch_
+
+    patch(sglang_tree)
+    module = parse(sglang_tree, TOPK)
+    select = find_def(module, "select_experts")
+    body = select.body
+    pre_at = statement_index(body, lambda s: isinstance(s, ast.If) and has_call(s, "oea_prelaunch_"), "prelaunch")
+    pre = body[pre_at]
+    transform = statement_index(body, lambda s: has_call(s, "transform_select_experts_inputs"), "EPLB transform")
+    router = statement_index(
+        body, lambda s: isinstance(s, ast.If) and "dynamic_expert_bias is not None" in ast.unparse(s.test), "router"
+    )
+    hook_at, hook = oea_hook_statement(select)
+    assert transform < pre_at - 1 < pre_at < router < hook_at
+    assert ast.unparse(body[pre_at - 1]) == "_kit_oea_prelaunched = None"
+    for part in ("topk_config.oea_k0", "not routing_overridden", "not _use_aiter", "has_forward_context()",
+                 "get_forward_context().oea_active"):  # fmt: skip
+        assert part in ast.unparse(pre.test)
+    (call,) = calls_to(pre, "oea_prelaunch_")
+    params = inspect.signature(oea_prelaunch_).parameters.values()
+    assert [ast.unparse(a) for a in call.args] == [p.name for p in params if p.kind is p.POSITIONAL_OR_KEYWORD]
+    assert {kw.arg for kw in call.keywords} == {p.name for p in params if p.kind is p.KEYWORD_ONLY}
+    known = _module_names(module) | _bound_before(select, pre_at) | set(dir(builtins)) | {"oea_prelaunch_"}
+    loaded = {n.id for n in ast.walk(pre) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    assert loaded - known == set()
+    (reroute,) = calls_to(hook, "oea_reroute_")
+    assert ast.unparse(next(kw.value for kw in reroute.keywords if kw.arg == "prelaunched")) == "_kit_oea_prelaunched"
+    # What both read is the same object at both points: never rebound in between, except the bias's downcast,
+    # which sglang does only under aiter (where nothing is prelaunched).
+    for stmt in body[pre_at + 1 : hook_at]:
+        stored = {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        assert not stored & {"router_logits", "num_token_non_padded"}, ast.unparse(stmt)[:200]
+        if "correction_bias" in stored:
+            assert isinstance(stmt, ast.If) and isinstance(stmt.test, ast.BoolOp), ast.unparse(stmt)[:200]
+            assert isinstance(stmt.test.op, ast.And) and ast.unparse(stmt.test.values[0]) == "_use_aiter"
+
+
 def _module_names(tree: ast.Module) -> set[str]:
     names: set[str] = set()
     for stmt in ast.walk(tree):

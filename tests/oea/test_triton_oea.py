@@ -37,7 +37,10 @@ from oea_helpers import IMAGE_DIR, patch_triton_interpreter_scalars, reference  
 pytestmark = pytest.mark.slow  # ~11 s interpreted on 2 CPU cores
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-PATHS = ["single", "repl", "split", "split-hint", "split-light"]
+PATHS = ["single", "repl", "split", "split-hint", "split-light", "split-prelaunched"]
+# "split-prelaunched": the split path with kernel A started by prelaunch_union before the ids exist (counting
+# every row below num_token_non_padded) and kernel B checking the ids before it trusts that union.
+_MODE = {"prelaunch": False}
 KERNELS = ("_union_kernel", "_part_kernel", "_light_part_kernel", "_split_select_kernel", "_repair_select_kernel")
 
 
@@ -83,7 +86,9 @@ def _interpret(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(params=PATHS)
 def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    monkeypatch.setenv(TK.PATH_KNOB, request.param)
+    prelaunched = request.param == "split-prelaunched"
+    monkeypatch.setenv(TK.PATH_KNOB, "split" if prelaunched else request.param)
+    monkeypatch.setitem(_MODE, "prelaunch", prelaunched)
     yield request.param
 
 
@@ -134,9 +139,14 @@ def run_both(x: SimpleNamespace, *, k: int, k0: int, softmax: bool, renormalize:
         "corr": None if x.corr is None else x.corr.to(DEVICE),
         "nt": None if nt is None else nt.to(DEVICE),
     }
+    pre = None
+    if _MODE["prelaunch"]:
+        pre = TK.prelaunch_union(dev["logits"], k0=k0, k=k, softmax=softmax, correction_bias=dev["corr"],
+                                 num_token_non_padded=dev["nt"])  # fmt: skip
+        assert pre is not None  # the split path forced: kernel A prelaunched
     TK.oea_reroute_triton_(dev["ids"], dev["w"], dev["logits"], k0=k0, k=k, softmax=softmax,
                            correction_bias=dev["corr"], renormalize=renormalize, routed_scaling_factor=scale,
-                           num_token_non_padded=dev["nt"], skip_at=skip_at)  # fmt: skip
+                           num_token_non_padded=dev["nt"], skip_at=skip_at, prelaunched=pre)  # fmt: skip
     return ref_ids, ref_w, dev["ids"].cpu(), dev["w"].cpu()
 
 
@@ -268,12 +278,63 @@ def test_empty_batch_and_path_knob(monkeypatch: pytest.MonkeyPatch) -> None:
     assert TK._split_warps("split", 8, 256, 128) == 8
 
 
+@pytest.mark.parametrize("one_pass_rows", [1024, 16])
+def test_prelaunched_union_with_masked_rows_below_ntnp(one_pass_rows: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kernel A prelaunched counts every row below num_token_non_padded; kernel B must notice the rows whose
+    ids are all -1 (or whose first id is) and rebuild the union as the reference does, in one pass (every
+    row's first id in one block) and in blocks (``_ONE_PASS_ROWS`` lowered). Without that check the union
+    keeps a masked row's experts (checked: the first case fails with CHECK_ROWS off)."""
+    monkeypatch.setattr(TK, "_ONE_PASS_ROWS", one_pass_rows)
+    monkeypatch.setenv(TK.PATH_KNOB, "split")
+    monkeypatch.setitem(_MODE, "prelaunch", True)
+    for seed, minus, partial in ((1, (3,), ()), (2, (0, 17, 40), (5,)), (3, (), (0, 33))):
+        x = make(48, 64, 4, seed=seed, minus_one_rows=minus)
+        plain_top_k_(x, k=4, softmax=True)
+        for row in partial:  # a row whose first routed id is -1, the others not: valid, but B must look
+            x.ids[row, 0] = -1
+        assert_same(*run_both(x, k=4, k0=2, softmax=True, ntnp=45, incoming="random"))
+
+
+def test_prelaunch_choice_and_knobs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under auto, kernel A is prelaunched from KIT_OEA_PRELAUNCH_MIN rows (default 2), single below; a forced
+    path keeps its own choice; KIT_OEA_PRELAUNCH=0 turns it off; bad values are named."""
+    logits = torch.zeros(8, 256).to(DEVICE)
+    kw = {"k0": 4, "k": 8, "softmax": False, "correction_bias": None, "num_token_non_padded": None}
+    monkeypatch.setenv(TK.PATH_KNOB, "auto")
+    assert TK.prelaunch_union(logits[:1], **kw) is None
+    pre = TK.prelaunch_union(logits[:2], **kw)
+    assert pre is not None and (pre.m, pre.programs, pre.warps) == (2, 2, 4)
+    monkeypatch.setenv(TK.PRELAUNCH_MIN_KNOB, "3")
+    assert TK.prelaunch_union(logits[:2], **kw) is None
+    monkeypatch.setenv(TK.PATH_KNOB, "single")
+    assert TK.prelaunch_union(logits, **kw) is None
+    monkeypatch.setenv(TK.PATH_KNOB, "split")
+    monkeypatch.setenv(TK.PRELAUNCH_KNOB, "0")
+    assert TK.prelaunch_union(logits, **kw) is None
+    monkeypatch.setenv(TK.PRELAUNCH_KNOB, "yes")
+    with pytest.raises(ValueError, match="KIT_OEA_PRELAUNCH='yes': expected 1 or 0"):
+        TK.prelaunch_union(logits, **kw)
+    monkeypatch.setenv(TK.PRELAUNCH_KNOB, "1")
+    pre = TK.prelaunch_union(logits, **kw)
+    x = make(4, 256, 8, seed=0)
+    with pytest.raises(ValueError, match="prelaunched for 8 rows, called with 4"):
+        TK.oea_reroute_triton_(x.ids, x.weights, x.logits.to(DEVICE), k0=4, k=8, softmax=False, correction_bias=None,
+                               renormalize=True, routed_scaling_factor=None, num_token_non_padded=None,
+                               prelaunched=pre)  # fmt: skip
+
+
 @pytest.mark.skipif(DEVICE != "cuda", reason="compiled kernels on a real grid need a CUDA GPU")
+@pytest.mark.parametrize("prelaunch", [False, True])
 @pytest.mark.parametrize(("n", "k", "k0", "softmax", "bias"), [(128, 8, 3, True, False), (256, 8, 4, False, True)])
-def test_auto_path_on_the_gpu(n: int, k: int, k0: int, softmax: bool, bias: bool) -> None:
+def test_auto_path_on_the_gpu(
+    n: int, k: int, k0: int, softmax: bool, bias: bool, prelaunch: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The default path from 1 row to past one program per SM (132 on an H200), exact against the reference,
-    then replayed from a CUDA graph on new data (the scratch buffer of the split path comes from the graph)."""
+    then replayed from a CUDA graph on new data (the scratch buffer of the split path comes from the graph).
+    ``prelaunch``: as kit's sglang patch calls it, kernel A forked onto a side stream before the ids are
+    written (a parallel branch of the graph), joined by kernel B."""
     for m in (1, 4, 5, 8, 64, 131, 132, 133, 257, 1024, 3001):
+        monkeypatch.setitem(_MODE, "prelaunch", prelaunch and TK.choose_path(m, max(n, 32)) == "split")
         for incoming in ("plain", "random"):
             x = make(m, n, k, seed=m, bias=bias, minus_one_rows=(m // 2,) if m > 1 else ())
             assert_same(*run_both(x, k=k, k0=k0, softmax=softmax, ntnp=m - 1 if m > 1 else None, incoming=incoming))
@@ -285,7 +346,12 @@ def test_auto_path_on_the_gpu(n: int, k: int, k0: int, softmax: bool, bias: bool
           "routed_scaling_factor": None, "num_token_non_padded": None}  # fmt: skip
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        TK.oea_reroute_triton_(ids, w, logits, **kw)
+        pre = None
+        if prelaunch:  # forked before the ids exist: here the graph's branch runs beside nothing else
+            pre = TK.prelaunch_union(logits, k0=k0, k=k, softmax=softmax, correction_bias=corr,
+                                     num_token_non_padded=None)  # fmt: skip
+            assert pre is not None and pre.stream is not None
+        TK.oea_reroute_triton_(ids, w, logits, **kw, prelaunched=pre)
     for seed in (1, 2, 3):
         fresh = make(m, n, k, seed=seed, bias=bias)
         fresh.corr = x.corr

@@ -150,6 +150,7 @@ def oea_reroute_(
     renormalize: bool,
     routed_scaling_factor: float | None,
     num_token_non_padded: torch.Tensor | None,
+    prelaunched: Any = None,
 ) -> None:
     """Rewrite sglang's top-k output in place with OEA (the hook in the patched ``select_experts()``).
 
@@ -166,6 +167,9 @@ def oea_reroute_(
     all but at most ``KIT_OEA_SKIP_SLACK`` experts (see ``skip_at``), OEA could remove at most that many, and
     the routing is left exactly as plain top-k made it. That is decided on the device (a predicated kernel
     path; a ``torch.where`` on the torch path), never on the host.
+
+    ``prelaunched``: what ``oea_prelaunch_`` returned for these logits before the router ran (or None); the
+    fused path then joins it and launches only its second kernel; any other path joins it first.
     """
     m, n = router_logits.shape
     if topk_ids.dim() != 2 or topk_ids.shape[0] != m or topk_ids.shape[1] < k:
@@ -177,6 +181,9 @@ def oea_reroute_(
         raise ValueError(f"kit OEA supports scoring_func in {SUPPORTED_SCORING}, got {scoring_func!r}")
     at = skip_at(n, k=k)
     fused = _fused_module(router_logits, topk_ids, topk_weights, correction_bias)
+    if fused is None and prelaunched is not None:
+        _load_triton().join(prelaunched)  # never leave the side stream unjoined (a captured graph would fail)
+        prelaunched = None
     if fused is not None:
         fused.oea_reroute_triton_(
             topk_ids,
@@ -190,6 +197,7 @@ def oea_reroute_(
             routed_scaling_factor=routed_scaling_factor,
             num_token_non_padded=num_token_non_padded,
             skip_at=at,
+            prelaunched=prelaunched,
         )
         return
     reroute_torch_(
@@ -205,6 +213,33 @@ def oea_reroute_(
         num_token_non_padded=num_token_non_padded,
         skip_at=at,
     )
+
+
+def oea_prelaunch_(
+    router_logits: torch.Tensor,
+    *,
+    k0: int,
+    k: int,
+    scoring_func: str,
+    correction_bias: torch.Tensor | None,
+    num_token_non_padded: torch.Tensor | None,
+) -> Any:
+    """Called in the patched ``select_experts()`` before the router's top-k: where the fused path will take
+    its two-kernel form, its first kernel (the union of every row's top-``k0``, which needs only the logits)
+    starts now on a side stream, beside the router (``kit_oea.triton_oea.prelaunch_union``), so only the
+    second kernel is left on the critical path after it. Returns the handle to pass to ``oea_reroute_``
+    (which must then be called: it joins the side stream), or None where nothing was launched (CPU, the torch
+    path, one-kernel batches, unsupported tensors). Checks nothing itself: ``oea_reroute_`` does."""
+    if IMPL == "torch" or not router_logits.is_cuda or router_logits.dim() != 2:
+        return None
+    if scoring_func not in SUPPORTED_SCORING:
+        return None
+    fused = _load_triton()
+    if fused is None or not 1 <= k0 <= k <= router_logits.shape[1]:
+        return None
+    softmax = scoring_func == "softmax"
+    return fused.prelaunch_union(router_logits, k0=k0, k=k, softmax=softmax, correction_bias=correction_bias,
+                                 num_token_non_padded=num_token_non_padded)  # fmt: skip
 
 
 def reroute_torch_(

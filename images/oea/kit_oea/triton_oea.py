@@ -66,7 +66,9 @@ current stream with grids from shapes only: CUDA-graph safe.
 # ruff: noqa: N803 (Triton constexpr parameters are upper case by convention)
 from __future__ import annotations
 
+import contextlib
 import os
+from typing import Any, NamedTuple
 
 import torch
 import triton
@@ -81,6 +83,10 @@ REPL_MAX_KNOB = "KIT_OEA_REPL_MAX"
 PDL_KNOB = "KIT_OEA_PDL"
 WARPS_KNOB = "KIT_OEA_SPLIT_WARPS"  # warps per program of the split kernels (benchmarks; default _split_warps)
 SINGLE_WARPS_KNOB = "KIT_OEA_SINGLE_WARPS"  # warps of the single / repl program (benchmarks; default 4 or 8)
+PRELAUNCH_KNOB = "KIT_OEA_PRELAUNCH"  # 1 (default): kernel A beside the router's top-k (prelaunch_union); 0: after
+PRELAUNCH_MIN_KNOB = "KIT_OEA_PRELAUNCH_MIN"  # smallest batch whose kernel A is prelaunched (split) under auto
+DEFAULT_PRELAUNCH_MIN = 2
+_ONE_PASS_ROWS = 1024  # largest batch whose prelaunched kernel B reads every row's first id in one block
 ROWS_KNOB = "KIT_OEA_SPLIT_ROWS"  # rows per program of the split kernels (benchmarks; a power of 2 <= the tile)
 # Measured on one H200 (benchmarks/results/h200-hook-2026-12-03/): single wins up to 512 logits (4 rows of
 # Qwen3's 128 experts, 2 of GLM-5's 256), split above; repl never won by more than noise (forcible, off).
@@ -90,6 +96,7 @@ _SINGLE_TILE = 8192  # elements of one [BLOCK_M, BLOCK_N] tile in the single-pro
 _SPLIT_TILE = 2048  # the same for one program of the split path
 _REPL_ROWS = 1  # rows each program of the repl path selects for
 _sm_count: dict[int, int] = {}
+_side_streams: dict[int, Any] = {}  # device index -> the side stream prelaunched kernels run on
 _capability: dict[int, int] = {}
 
 
@@ -124,12 +131,15 @@ def _row_keys(logits_ptr, stride_l, bias_ptr, rows, rmask, offs, nmask,
 
 @triton.jit
 def _rows_valid(ids_ptr, stride_i, ntnp_ptr, rows, rmask, K: tl.constexpr, BLOCK_K: tl.constexpr,
-                HAS_NTNP: tl.constexpr):  # fmt: skip
-    """Rows that carry a token: in range, some incoming routed id >= 0, below num_token_non_padded."""
-    koffs = tl.arange(0, BLOCK_K)
-    m2 = rmask[:, None] & (koffs[None, :] < K)
-    ids = tl.load(ids_ptr + rows[:, None] * stride_i + koffs[None, :], mask=m2, other=-1)
-    valid = (tl.max((ids >= 0).to(tl.int32), axis=1) > 0) & rmask
+                HAS_NTNP: tl.constexpr, USE_IDS: tl.constexpr = True):  # fmt: skip
+    """Rows that carry a token: in range, some incoming routed id >= 0, below num_token_non_padded. Without
+    ``USE_IDS`` (a prelaunched kernel A: the ids do not exist yet) every in-range row below it."""
+    valid = rmask
+    if USE_IDS:
+        koffs = tl.arange(0, BLOCK_K)
+        m2 = rmask[:, None] & (koffs[None, :] < K)
+        ids = tl.load(ids_ptr + rows[:, None] * stride_i + koffs[None, :], mask=m2, other=-1)
+        valid = (tl.max((ids >= 0).to(tl.int32), axis=1) > 0) & rmask
     if HAS_NTNP:
         valid = valid & (rows < tl.load(ntnp_ptr))
     return valid
@@ -251,14 +261,35 @@ def _full_top_k0_words(key, valid, nmask, K0: tl.constexpr, WORDS: tl.constexpr)
 
 
 @triton.jit
+def _union_words(
+    logits_ptr, stride_l, bias_ptr, ids_ptr, stride_i, ntnp_ptr, M, N, K: tl.constexpr, K0: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, WORDS: tl.constexpr,
+    HAS_BIAS: tl.constexpr, HAS_NTNP: tl.constexpr, SOFTMAX: tl.constexpr,
+):  # fmt: skip
+    """The bit set of the union of every valid row's top-k0, built by one program from all M rows."""
+    offs = tl.arange(0, BLOCK_N)
+    nmask = offs < N
+    acc = tl.zeros([WORDS], dtype=tl.int32)
+    for start in range(0, M, BLOCK_M):
+        rows = start + tl.arange(0, BLOCK_M)
+        rmask = rows < M
+        key, _, _ = _row_keys(logits_ptr, stride_l, bias_ptr, rows, rmask, offs, nmask, BLOCK_N, HAS_BIAS, SOFTMAX)
+        valid = _rows_valid(ids_ptr, stride_i, ntnp_ptr, rows, rmask, K, BLOCK_K, HAS_NTNP)
+        acc = acc | _full_top_k0_words(key, valid, nmask, K0, WORDS)
+    return acc
+
+
+@triton.jit
 def _part_kernel(
     logits_ptr, stride_l, bias_ptr, ids_ptr, stride_i, ntnp_ptr, part_ptr, M, N,
     K: tl.constexpr, K0: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     WORDS: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_NTNP: tl.constexpr, SOFTMAX: tl.constexpr,
-    USE_PDL: tl.constexpr,
+    USE_PDL: tl.constexpr, USE_IDS: tl.constexpr = True,
 ):  # fmt: skip
     """Split path, kernel A: ``part[program]`` = the union of this program's valid rows' top-k0, as a bit set
-    of WORDS int32 words (expert e is bit e % 32 of word e // 32). Every program writes its words: no memset."""
+    of WORDS int32 words (expert e is bit e % 32 of word e // 32). Every program writes its words: no memset.
+    Prelaunched (``USE_IDS`` off: launched on a side stream before the router's top-k made the ids) it counts
+    every row below num_token_non_padded; kernel B then checks the ids before it trusts that union."""
     if USE_PDL:
         gdc_wait()
         gdc_launch_dependents()  # kernel B may start now; it waits for this grid before reading part
@@ -267,7 +298,7 @@ def _part_kernel(
     offs = tl.arange(0, BLOCK_N)
     nmask = offs < N
     key, _, _ = _row_keys(logits_ptr, stride_l, bias_ptr, rows, rmask, offs, nmask, BLOCK_N, HAS_BIAS, SOFTMAX)
-    valid = _rows_valid(ids_ptr, stride_i, ntnp_ptr, rows, rmask, K, BLOCK_K, HAS_NTNP)
+    valid = _rows_valid(ids_ptr, stride_i, ntnp_ptr, rows, rmask, K, BLOCK_K, HAS_NTNP, USE_IDS)
     words = _full_top_k0_words(key, valid, nmask, K0, WORDS)
     tl.store(part_ptr + tl.program_id(0) * WORDS + tl.arange(0, WORDS), words)
 
@@ -345,24 +376,55 @@ def _split_select_kernel(
     logits_ptr, stride_l, bias_ptr, ids_ptr, stride_i, w_ptr, stride_w, ntnp_ptr, part_ptr, M, N, P, scale, skip_at,
     K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, WORDS: tl.constexpr,
     BLOCK_P: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_NTNP: tl.constexpr, SOFTMAX: tl.constexpr,
-    RENORMALIZE: tl.constexpr, USE_PDL: tl.constexpr,
+    RENORMALIZE: tl.constexpr, USE_PDL: tl.constexpr, K0: tl.constexpr = 1, CHECK_ROWS: tl.constexpr = False,
+    BLOCK_R: tl.constexpr = 1024, BLOCK_U: tl.constexpr = 1, ONE_PASS: tl.constexpr = False,
 ):  # fmt: skip
     """Split path, kernel B: the union (OR of kernel A's P bit sets), its size, then, unless the union has
-    >= skip_at experts (then plain routing is left as it is), this program's rows' selection."""
+    >= skip_at experts (then plain routing is left as it is), this program's rows' selection. ``CHECK_ROWS``
+    (kernel A was prelaunched and counted every row below num_token_non_padded): where some such row's
+    first routed id is -1 (it may be a row the reference leaves out), the union is rebuilt here from every
+    row, the ids' masking included (``_union_words``), so the result is the reference's for any ids."""
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     rmask = rows < M
     offs = tl.arange(0, BLOCK_N)
     nmask = offs < N
-    # The router logits predate kernel A: read and ranked while kernel A still runs (PDL).
-    key, mx, den = _row_keys(logits_ptr, stride_l, bias_ptr, rows, rmask, offs, nmask, BLOCK_N, HAS_BIAS, SOFTMAX)
-    if USE_PDL:
-        gdc_wait()
-    acc = tl.zeros([WORDS], dtype=tl.int32)
     w_offs = tl.arange(0, WORDS)
-    for start in range(0, P, BLOCK_P):
-        p = start + tl.arange(0, BLOCK_P)
+    if ONE_PASS:
+        # Prelaunched, one block of bit sets and one of ids: kernel A is done and the ids are written, so the
+        # bit sets, the rows' first ids and the logits are all requested before any of them is used.
+        p = tl.arange(0, BLOCK_P)
         part = tl.load(part_ptr + p[:, None] * WORDS + w_offs[None, :], mask=(p < P)[:, None], other=0)
-        acc = acc | tl.reduce(part, 0, _or)
+        r = tl.arange(0, BLOCK_R)
+        first = tl.load(ids_ptr + r * stride_i, mask=r < M, other=0)
+        limit = M
+        if HAS_NTNP:
+            limit = tl.minimum(M, tl.load(ntnp_ptr).to(tl.int32))
+        key, mx, den = _row_keys(logits_ptr, stride_l, bias_ptr, rows, rmask, offs, nmask, BLOCK_N, HAS_BIAS, SOFTMAX)
+        acc = tl.reduce(part, 0, _or)
+        doubt = tl.max(((first < 0) & (r < limit)).to(tl.int32), axis=0)
+    else:
+        # The router logits predate kernel A: read and ranked while kernel A still runs (PDL).
+        key, mx, den = _row_keys(logits_ptr, stride_l, bias_ptr, rows, rmask, offs, nmask, BLOCK_N, HAS_BIAS, SOFTMAX)
+        if USE_PDL:
+            gdc_wait()
+        acc = tl.zeros([WORDS], dtype=tl.int32)
+        for start in range(0, P, BLOCK_P):
+            p = start + tl.arange(0, BLOCK_P)
+            part = tl.load(part_ptr + p[:, None] * WORDS + w_offs[None, :], mask=(p < P)[:, None], other=0)
+            acc = acc | tl.reduce(part, 0, _or)
+        doubt = tl.zeros([], dtype=tl.int32)
+        if CHECK_ROWS:
+            limit = M
+            if HAS_NTNP:
+                limit = tl.minimum(M, tl.load(ntnp_ptr).to(tl.int32))
+            for start in range(0, M, BLOCK_R):
+                r = start + tl.arange(0, BLOCK_R)
+                first = tl.load(ids_ptr + r * stride_i, mask=r < limit, other=0)
+                doubt = tl.maximum(doubt, tl.max((first < 0).to(tl.int32), axis=0))
+    if CHECK_ROWS:  # noqa: SIM102 (a constexpr branch around a device one)
+        if doubt > 0:  # a row below num_token_non_padded may be masked: the union from every row, as the reference
+            acc = _union_words(logits_ptr, stride_l, bias_ptr, ids_ptr, stride_i, ntnp_ptr, M, N, K, K0, BLOCK_U,
+                               BLOCK_N, BLOCK_K, WORDS, HAS_BIAS, HAS_NTNP, SOFTMAX)  # fmt: skip
     bits = (acc[:, None] >> tl.arange(0, 32)[None, :]) & 1  # [WORDS, 32]
     if tl.sum(tl.sum(bits, axis=1), axis=0) < skip_at:
         active = tl.reshape(bits, [BLOCK_N]) > 0
@@ -541,6 +603,106 @@ def _split_scratch(programs: int, words: int, device: torch.device) -> torch.Ten
     return torch.empty(programs * (words + 2), dtype=torch.int32, device=device)
 
 
+class Prelaunched(NamedTuple):
+    """The split path's kernel A, launched by ``prelaunch_union`` before the router's top-k (on a side
+    stream on CUDA), for ``oea_reroute_triton_(prelaunched=...)`` to join and finish with kernel B."""
+
+    part: torch.Tensor
+    m: int
+    block_m: int
+    programs: int
+    warps: int
+    stream: Any  # the side stream (torch.cuda.Stream), None where kernel A ran in order (CPU: the interpreter)
+
+
+def _split_layout(m: int, block_n: int, path: str, device: torch.device) -> tuple[int, int, int, int]:
+    """(rows per program, programs, bit-set words per program, warps) of the split kernels."""
+    per_program = triton.next_power_of_2(triton.cdiv(m, _sms(device)))
+    rows = _int_knob(ROWS_KNOB, per_program)
+    if rows < 1 or rows & (rows - 1):
+        raise ValueError(f"{ROWS_KNOB}={rows}: expected a power of 2")
+    block_m = min(rows, max(1, _SPLIT_TILE // block_n))
+    programs = triton.cdiv(m, block_m)
+    return block_m, programs, block_n // 32, _int_knob(WARPS_KNOB, _split_warps(path, block_m, block_n, programs))
+
+
+def prelaunch_enabled() -> bool:
+    """``KIT_OEA_PRELAUNCH``: ``1`` (default) or ``0`` (kernel A after the router, as before; benchmarks)."""
+    raw = os.environ.get(PRELAUNCH_KNOB, "1").strip() or "1"
+    if raw not in ("0", "1"):
+        raise ValueError(f"{PRELAUNCH_KNOB}={raw!r}: expected 1 or 0")
+    return raw == "1"
+
+
+def _prelaunch_path(m: int) -> str:
+    """The path of a batch whose kernel A may be prelaunched: ``KIT_OEA_PATH`` when forced, else split from
+    ``KIT_OEA_PRELAUNCH_MIN`` rows (default 2: prelaunched, the split path costs less than single from two
+    rows; H100, 2026-12-05), single below."""
+    path = os.environ.get(PATH_KNOB, "auto").strip().lower() or "auto"
+    if path != "auto":
+        return choose_path(m)
+    return "split" if m >= _int_knob(PRELAUNCH_MIN_KNOB, DEFAULT_PRELAUNCH_MIN) else "single"
+
+
+def prelaunch_union(
+    router_logits: torch.Tensor,
+    *,
+    k0: int,
+    k: int,
+    softmax: bool,
+    correction_bias: torch.Tensor | None,
+    num_token_non_padded: torch.Tensor | None,
+) -> Prelaunched | None:
+    """Kernel A of the split path started before the router's own top-k, so that it runs beside it: on CUDA
+    on a side stream forked from the current one (a parallel branch of a captured graph), which
+    ``oea_reroute_triton_(prelaunched=...)`` joins before kernel B. It needs only the router logits (and the
+    bias and num_token_non_padded): it counts every row below num_token_non_padded, and kernel B checks the
+    routed ids before it trusts that (``CHECK_ROWS``). None where the batch takes another path (single: one
+    launch already), where it is off (``KIT_OEA_PRELAUNCH=0``) or the tensors are unsupported; the caller
+    then calls ``oea_reroute_triton_`` without it. Shapes and knobs only decide: CUDA-graph safe."""
+    m, n = router_logits.shape
+    block_n, block_k = max(triton.next_power_of_2(n), 32), triton.next_power_of_2(k)
+    if (
+        m == 0
+        or n > MAX_EXPERTS
+        or router_logits.stride(1) != 1
+        or (correction_bias is not None and (correction_bias.dim() != 1 or not correction_bias.is_contiguous()))
+        or not prelaunch_enabled()
+        or _prelaunch_path(m) != "split"
+    ):
+        return None
+    device = router_logits.device
+    block_m, programs, words, _ = _split_layout(m, block_n, "split", device)
+    # Kernel B alone on the critical path: four warps at every size measured (H100, 2026-12-05: one warp, the
+    # in-order default for GLM-5 at 3-64 rows, cost 0.1 to 1.2 us more there), eight for 8 rows of 256.
+    warps = _int_knob(WARPS_KNOB, 8 if block_m * block_n >= 2048 else 4)
+    part = _split_scratch(programs, words, device)  # on the current stream; freed after B, which joins the side
+    dummy = router_logits
+    stream = None
+    if router_logits.is_cuda:
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        if index not in _side_streams:
+            _side_streams[index] = torch.cuda.Stream(device=index)
+        stream = _side_streams[index]
+        stream.wait_stream(torch.cuda.current_stream(index))
+    with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
+        _part_kernel[(programs,)](
+            router_logits, router_logits.stride(0), correction_bias if correction_bias is not None else dummy,
+            dummy, 0, num_token_non_padded if num_token_non_padded is not None else dummy, part, m, n,
+            K=k, K0=k0, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, WORDS=words, num_warps=warps,
+            HAS_BIAS=correction_bias is not None, HAS_NTNP=num_token_non_padded is not None, SOFTMAX=softmax,
+            USE_PDL=False, USE_IDS=False,
+        )  # fmt: skip
+    return Prelaunched(part, m, block_m, programs, warps, stream)
+
+
+def join(prelaunched: Prelaunched) -> None:
+    """Make the current stream wait for a prelaunched kernel A (its side stream): ``oea_reroute_triton_``
+    does this itself; a caller that takes another path after ``prelaunch_union`` must call it."""
+    if prelaunched.stream is not None:
+        torch.cuda.current_stream(prelaunched.part.device).wait_stream(prelaunched.stream)
+
+
 def oea_reroute_triton_(
     topk_ids: torch.Tensor,
     topk_weights: torch.Tensor,
@@ -554,11 +716,16 @@ def oea_reroute_triton_(
     routed_scaling_factor: float | None,
     num_token_non_padded: torch.Tensor | None,
     skip_at: int | None = None,
+    prelaunched: Prelaunched | None = None,
 ) -> None:
     """The fused OEA step; arguments already checked by ``kit_oea.oea.oea_reroute_``. When the union of the
     valid rows' top-k0 has ``skip_at`` experts or more (None: never), the kernels leave the routing as they
-    found it: a decision made on the device, from the data, with launches and grids fixed by the shapes."""
+    found it: a decision made on the device, from the data, with launches and grids fixed by the shapes.
+    ``prelaunched``: kernel A as ``prelaunch_union`` started it for these logits; only kernel B runs here."""
     m, n = router_logits.shape
+    if prelaunched is not None and prelaunched.m != m:
+        join(prelaunched)
+        raise ValueError(f"prelaunched for {prelaunched.m} rows, called with {m}")
     if m == 0:
         return
     block_n, block_k = max(triton.next_power_of_2(n), 32), triton.next_power_of_2(k)
@@ -572,6 +739,18 @@ def oea_reroute_triton_(
     scale = 1.0 if routed_scaling_factor is None else float(routed_scaling_factor)
     at = n + 1 if skip_at is None else int(skip_at)
     stride_l, stride_i, stride_w = router_logits.stride(0), topk_ids.stride(0), topk_weights.stride(0)
+    if prelaunched is not None:
+        join(prelaunched)
+        _split_select_kernel[(prelaunched.programs,)](
+            router_logits, stride_l, bias, topk_ids, stride_i, topk_weights, stride_w, ntnp, prelaunched.part, m, n,
+            prelaunched.programs, scale, at, K=k, BLOCK_M=prelaunched.block_m, BLOCK_N=block_n, BLOCK_K=block_k,
+            WORDS=block_n // 32, BLOCK_P=min(triton.next_power_of_2(prelaunched.programs), 256),
+            RENORMALIZE=renormalize, num_warps=prelaunched.warps, K0=k0, CHECK_ROWS=True,
+            BLOCK_R=min(triton.next_power_of_2(m), 1024),
+            BLOCK_U=min(triton.next_power_of_2(m), max(1, 256 * prelaunched.warps // block_n)),
+            ONE_PASS=prelaunched.programs <= 256 and m <= _ONE_PASS_ROWS, **{**flags, "USE_PDL": False},
+        )  # fmt: skip
+        return
     path = choose_path(m, block_n)
     if not path.startswith("split"):
         block_m = min(triton.next_power_of_2(m), max(1, _SINGLE_TILE // block_n))
@@ -584,15 +763,8 @@ def oea_reroute_triton_(
             **flags, **launch,
         )  # fmt: skip
         return
-    per_program = triton.next_power_of_2(triton.cdiv(m, _sms(router_logits.device)))
-    rows = _int_knob(ROWS_KNOB, per_program)
-    if rows < 1 or rows & (rows - 1):
-        raise ValueError(f"{ROWS_KNOB}={rows}: expected a power of 2")
-    block_m = min(rows, max(1, _SPLIT_TILE // block_n))
-    programs = triton.cdiv(m, block_m)
-    words = block_n // 32
+    block_m, programs, words, warps = _split_layout(m, block_n, path, router_logits.device)
     part = _split_scratch(programs, words, router_logits.device)
-    warps = _int_knob(WARPS_KNOB, _split_warps(path, block_m, block_n, programs))
     part_kernel = _part_kernel if path == "split" else _light_part_kernel
     part_kernel[(programs,)](
         router_logits, stride_l, bias, topk_ids, stride_i, ntnp, part, m, n,
