@@ -286,6 +286,7 @@ def test_prelaunched_union_with_masked_rows_below_ntnp(one_pass_rows: int, monke
     keeps a masked row's experts (checked: the first case fails with CHECK_ROWS off)."""
     monkeypatch.setattr(TK, "_ONE_PASS_ROWS", one_pass_rows)
     monkeypatch.setenv(TK.PATH_KNOB, "split")
+    monkeypatch.setenv(TK.ROWS_KNOB, "8")  # 6 programs of 8 rows (the interpreter runs programs one by one)
     monkeypatch.setitem(_MODE, "prelaunch", True)
     for seed, minus, partial in ((1, (3,), ()), (2, (0, 17, 40), (5,)), (3, (), (0, 33))):
         x = make(48, 64, 4, seed=seed, minus_one_rows=minus)

@@ -12,7 +12,8 @@ Two implementations of the in-place hook ``oea_reroute_``: fixed-shape torch ops
 reference and the CPU path) and fused Triton kernels (``kit_oea.triton_oea``: one launch up to 512 logits,
 two above), taken on CUDA when Triton imports (``KIT_OEA_IMPL`` overrides). Measured on one H200 under a CUDA
 graph, GLM-5 shape (256 experts, top-8, k0=4): the torch ops add 78-124 us per MoE layer (batch 1-1024; the
-plain routing step itself is 23-44 us), the fused kernels +3.0 to +6.5 us (docs/oea-hook.md).
+plain routing step itself is 23-44 us), the fused kernels +3.0 to +6.5 us; on one H100 with their first kernel
+prelaunched beside the router (``oea_prelaunch_``), +3.5 to +5.3 us but one noisy cell (docs/oea-hook.md).
 
 Where the union of top-k0 already holds all but ``KIT_OEA_SKIP_SLACK`` experts (default ``n // 64``) the hook
 keeps plain routing exactly (``skip_at``): decided on the device, so one captured graph serves both outcomes.

@@ -30,6 +30,13 @@ rows on those inputs; benchmarks/results/h200-hookfast-2026-12-03/.) Paths, chos
   the hint fails (``_plain_top_k_broken``). ``split-light`` is light A + the full-row B. Compiled on an H100
   (benchmarks/results/h100-hook-2026-12-05/) the hint kernels are exact (the GPU tests pass) but cost up to
   1.2 us more than the full-row ones, so they are forcible only.
+- **prelaunched split** (the default from 2 rows when the caller prelaunches, as kit's sglang patch does):
+  ``prelaunch_union`` starts kernel A on a side stream before the router's top-k (it needs only the logits,
+  and counts every row below num_token_non_padded); ``oea_reroute_triton_(prelaunched=...)`` joins it and
+  runs kernel B alone, which checks the ids first (a row below num_token_non_padded whose first id is -1 makes
+  it rebuild the union from every row, as the reference). One launch on the critical path: on one H100
+  (benchmarks/results/h100-prelaunch-2026-12-05/) +3.5 to +5.3 us at every batch 1-1024 but GLM-5's 1024
+  rows (+5.1 to +6.4 between timings), against +4.2 to +6.6 us without it.
 - **repl** (forced only): one launch, every program rebuilds the union from all rows (as single does) and
   selects for one row. Measured slower than split from 4 rows up; kept for measurement.
 
@@ -747,7 +754,10 @@ def oea_reroute_triton_(
             WORDS=block_n // 32, BLOCK_P=min(triton.next_power_of_2(prelaunched.programs), 256),
             RENORMALIZE=renormalize, num_warps=prelaunched.warps, K0=k0, CHECK_ROWS=True,
             BLOCK_R=min(triton.next_power_of_2(m), 1024),
-            BLOCK_U=min(triton.next_power_of_2(m), max(1, 256 * prelaunched.warps // block_n)),
+            # the fallback's rows per step: eight logits a thread on a GPU (more spilled registers and slowed
+            # even the fast path: H100, call 1), one block under the interpreter (CPU tensors; tests)
+            BLOCK_U=min(triton.next_power_of_2(m),
+                        max(1, (256 * prelaunched.warps if router_logits.is_cuda else 8192) // block_n)),
             ONE_PASS=prelaunched.programs <= 256 and m <= _ONE_PASS_ROWS, **{**flags, "USE_PDL": False},
         )  # fmt: skip
         return
