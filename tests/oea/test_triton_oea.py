@@ -185,8 +185,9 @@ def test_matches_torch_reference(
 ) -> None:  # fmt: skip
     """Every path, every shape, on the plain top-k (the hook's usual input) and on random incoming ids (what
     the reference accepts too: the split path's fast kernels must notice and still match it)."""
-    if incoming == "random" and path in ("repl", "split"):
-        pytest.skip(f"{path} reads the incoming ids only through _rows_valid, as single does (random ids: single)")
+    if incoming == "random" and path in ("repl", "split", "split-prelaunched"):
+        pytest.skip(f"{path} reads the incoming ids only through _rows_valid (and the prelaunched B their first"
+                    " id: test_prelaunched_*), as single does (random ids: single)")  # fmt: skip
     x = make(m, n, k, seed=m * 1000 + n, bias=bias, shared=shared, minus_one_rows=minus)
     shared_before = x.ids[:, k:].clone(), x.weights[:, k:].clone()
     ref_ids, ref_w, ids, w = run_both(x, k=k, k0=k0, softmax=softmax, scale=scale, ntnp=ntnp, incoming=incoming)
@@ -278,22 +279,85 @@ def test_empty_batch_and_path_knob(monkeypatch: pytest.MonkeyPatch) -> None:
     assert TK._split_warps("split", 8, 256, 128) == 8
 
 
+def _keep_scratch(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The split path's scratch buffers as they are made (their last words: which programs fell back)."""
+    scratch: list[Any] = []
+    real = TK._split_scratch
+
+    def keep(programs: int, words: int, device: Any) -> Any:
+        scratch.append((programs, words, real(programs, words, device)))
+        return scratch[-1][2]
+
+    monkeypatch.setattr(TK, "_split_scratch", keep)
+    return scratch
+
+
+def _rebuilt(scratch: list[Any]) -> list[int]:
+    """Per program of the last prelaunched kernel B: 1 where it rebuilt the union from every row."""
+    programs, words, buf = scratch[-1]
+    return [int(v) for v in buf.cpu()[programs * (words + 1) :]]
+
+
 @pytest.mark.parametrize("one_pass_rows", [1024, 16])
 def test_prelaunched_union_with_masked_rows_below_ntnp(one_pass_rows: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """Kernel A prelaunched counts every row below num_token_non_padded; kernel B must notice the rows whose
-    ids are all -1 (or whose first id is) and rebuild the union as the reference does, in one pass (every
-    row's first id in one block) and in blocks (``_ONE_PASS_ROWS`` lowered). Without that check the union
-    keeps a masked row's experts (checked: the first case fails with CHECK_ROWS off)."""
+    ids are all -1 (or whose first id is) and rebuild the union as the reference does, with every row's first
+    id read in one block and in blocks of 16 (``_ONE_PASS_ROWS`` lowered: 3 blocks). Every program rebuilds
+    where a row stays all -1 (the flag words); without the check the first two draws fail (checked by turning
+    CHECK_ROWS off)."""
     monkeypatch.setattr(TK, "_ONE_PASS_ROWS", one_pass_rows)
     monkeypatch.setenv(TK.PATH_KNOB, "split")
     monkeypatch.setenv(TK.ROWS_KNOB, "8")  # 6 programs of 8 rows (the interpreter runs programs one by one)
     monkeypatch.setitem(_MODE, "prelaunch", True)
+    scratch = _keep_scratch(monkeypatch)
     for seed, minus, partial in ((1, (3,), ()), (2, (0, 17, 40), (5,)), (3, (), (0, 33))):
         x = make(48, 64, 4, seed=seed, minus_one_rows=minus)
         plain_top_k_(x, k=4, softmax=True)
         for row in partial:  # a row whose first routed id is -1, the others not: valid, but B must look
             x.ids[row, 0] = -1
         assert_same(*run_both(x, k=4, k0=2, softmax=True, ntnp=45, incoming="random"))
+        rebuilt = _rebuilt(scratch)
+        if minus:  # a row that stays all -1: every program sees it, whenever it reads
+            assert rebuilt == [1] * 6
+        else:  # only partly masked rows: a program that reads after the row's own program rewrote it sees none
+            assert rebuilt[0] == 1 and rebuilt == sorted(rebuilt, reverse=True)  # (the interpreter runs in order)
+
+
+@pytest.mark.parametrize(("m", "one_pass_rows", "ntnp_dtype"), [(48, 1024, torch.int32), (48, 16, torch.int64),
+                                                                  (200, 1024, torch.int32)])  # fmt: skip
+def test_prelaunched_kernel_a_counts_only_rows_below_ntnp(
+    m: int, one_pass_rows: int, ntnp_dtype: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Padding rows (at and past num_token_non_padded, ids as a router left them, none -1) prefer experts no
+    real row prefers: the union is the real rows' alone, with no program rebuilding it, so kernel A's own
+    masking is what makes the result the reference's (a kernel A that counted every row fails here: checked).
+    With ntnp as int64 (compared in its own dtype, as the reference does), first ids read in blocks, and 200
+    rows."""
+    monkeypatch.setattr(TK, "_ONE_PASS_ROWS", one_pass_rows)
+    monkeypatch.setenv(TK.PATH_KNOB, "split")
+    monkeypatch.setenv(TK.ROWS_KNOB, "8")  # 6 or 25 programs (the interpreter runs programs one by one)
+    scratch = _keep_scratch(monkeypatch)
+    n, k, k0, ntnp = 64, 4, 2, m * 2 // 3
+    x = make(m, n, k, seed=m)
+    logits = x.logits.float()
+    logits[:ntnp, :2] += 20.0  # every real row's top-k0 is experts 0 and 1: the union is {0, 1} ...
+    logits[:ntnp, 48:] -= 20.0
+    logits[ntnp:, 48:] += 20.0  # ... while the padding rows' are among 48-63: counted, they would be taken
+    x.logits = logits.to(torch.bfloat16)
+    plain_top_k_(x, k=k, softmax=True)
+    nt = torch.tensor(ntnp, dtype=torch.int32)
+    ref_ids, ref_w = x.ids.clone(), x.weights.clone()
+    reroute_torch_(ref_ids, ref_w, x.logits, k0=k0, k=k, scoring_func="softmax", correction_bias=None,
+                   renormalize=True, routed_scaling_factor=None, num_token_non_padded=nt, skip_at=None)  # fmt: skip
+    assert set(ref_ids[:ntnp].unique().tolist()) == {0, 1}  # the top-1 fills the slots the union cannot
+    ids, w, logits_d = x.ids.clone().to(DEVICE), x.weights.clone().to(DEVICE), x.logits.to(DEVICE)
+    nt_d = nt.to(ntnp_dtype).to(DEVICE)
+    pre = TK.prelaunch_union(logits_d, k0=k0, k=k, softmax=True, correction_bias=None, num_token_non_padded=nt_d)
+    assert pre is not None
+    TK.oea_reroute_triton_(ids, w, logits_d, k0=k0, k=k, softmax=True, correction_bias=None, renormalize=True,
+                           routed_scaling_factor=None, num_token_non_padded=nt_d, prelaunched=pre)  # fmt: skip
+    assert_same(ref_ids, ref_w, ids.cpu(), w.cpu())
+    assert _rebuilt(scratch) == [0] * pre.programs
 
 
 def test_prelaunch_choice_and_knobs(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -318,7 +382,7 @@ def test_prelaunch_choice_and_knobs(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(TK.PRELAUNCH_KNOB, "1")
     pre = TK.prelaunch_union(logits, **kw)
     x = make(4, 256, 8, seed=0)
-    with pytest.raises(ValueError, match="prelaunched for 8 rows, called with 4"):
+    with pytest.raises(ValueError, match=r"prelaunched for \(logits shape, .*\(8, 256\).* called with \(\(4, 256\)"):
         TK.oea_reroute_triton_(x.ids, x.weights, x.logits.to(DEVICE), k0=4, k=8, softmax=False, correction_bias=None,
                                renormalize=True, routed_scaling_factor=None, num_token_non_padded=None,
                                prelaunched=pre)  # fmt: skip

@@ -13,7 +13,7 @@ reference and the CPU path) and fused Triton kernels (``kit_oea.triton_oea``: on
 two above), taken on CUDA when Triton imports (``KIT_OEA_IMPL`` overrides). Measured on one H200 under a CUDA
 graph, GLM-5 shape (256 experts, top-8, k0=4): the torch ops add 78-124 us per MoE layer (batch 1-1024; the
 plain routing step itself is 23-44 us), the fused kernels +3.0 to +6.5 us; on one H100 with their first kernel
-prelaunched beside the router (``oea_prelaunch_``), +3.5 to +5.3 us but one noisy cell (docs/oea-hook.md).
+prelaunched beside the router (``oea_prelaunch_``), +2.7 to +5.4 us but one noisy cell (docs/oea-hook.md).
 
 Where the union of top-k0 already holds all but ``KIT_OEA_SKIP_SLACK`` experts (default ``n // 64``) the hook
 keeps plain routing exactly (``skip_at``): decided on the device, so one captured graph serves both outcomes.
@@ -172,6 +172,28 @@ def oea_reroute_(
     ``prelaunched``: what ``oea_prelaunch_`` returned for these logits before the router ran (or None); the
     fused path then joins it and launches only its second kernel; any other path joins it first.
     """
+    try:
+        _reroute(topk_ids, topk_weights, router_logits, k0, k, scoring_func, correction_bias, renormalize,
+                 routed_scaling_factor, num_token_non_padded, prelaunched)  # fmt: skip
+    except BaseException:
+        if prelaunched is not None:  # never leave the side stream unjoined, whatever was refused
+            _load_triton().join(prelaunched)
+        raise
+
+
+def _reroute(
+    topk_ids: torch.Tensor,
+    topk_weights: torch.Tensor,
+    router_logits: torch.Tensor,
+    k0: int,
+    k: int,
+    scoring_func: str,
+    correction_bias: torch.Tensor | None,
+    renormalize: bool,
+    routed_scaling_factor: float | None,
+    num_token_non_padded: torch.Tensor | None,
+    prelaunched: Any,
+) -> None:
     m, n = router_logits.shape
     if topk_ids.dim() != 2 or topk_ids.shape[0] != m or topk_ids.shape[1] < k:
         raise ValueError(f"topk_ids must be [{m}, >={k}], got {tuple(topk_ids.shape)}")

@@ -35,8 +35,8 @@ rows on those inputs; benchmarks/results/h200-hookfast-2026-12-03/.) Paths, chos
   and counts every row below num_token_non_padded); ``oea_reroute_triton_(prelaunched=...)`` joins it and
   runs kernel B alone, which checks the ids first (a row below num_token_non_padded whose first id is -1 makes
   it rebuild the union from every row, as the reference). One launch on the critical path: on one H100
-  (benchmarks/results/h100-prelaunch-2026-12-05/) +3.5 to +5.3 us at every batch 1-1024 but GLM-5's 1024
-  rows (+5.1 to +6.4 between timings), against +4.2 to +6.6 us without it.
+  (benchmarks/results/h100-prelaunch-2026-12-05/) +2.7 to +5.4 us at every batch 1-1024 but GLM-5's 1024
+  rows (+5.1 to +6.4 between timings), against +3.7 to +6.6 us without it.
 - **repl** (forced only): one launch, every program rebuilds the union from all rows (as single does) and
   selects for one row. Measured slower than split from 4 rows up; kept for measurement.
 
@@ -93,7 +93,7 @@ SINGLE_WARPS_KNOB = "KIT_OEA_SINGLE_WARPS"  # warps of the single / repl program
 PRELAUNCH_KNOB = "KIT_OEA_PRELAUNCH"  # 1 (default): kernel A beside the router's top-k (prelaunch_union); 0: after
 PRELAUNCH_MIN_KNOB = "KIT_OEA_PRELAUNCH_MIN"  # smallest batch whose kernel A is prelaunched (split) under auto
 DEFAULT_PRELAUNCH_MIN = 2
-_ONE_PASS_ROWS = 1024  # largest batch whose prelaunched kernel B reads every row's first id in one block
+_ONE_PASS_ROWS = 1024  # (a power of 2) largest batch whose prelaunched kernel B reads every first id in one block
 ROWS_KNOB = "KIT_OEA_SPLIT_ROWS"  # rows per program of the split kernels (benchmarks; a power of 2 <= the tile)
 # Measured on one H200 (benchmarks/results/h200-hook-2026-12-03/): single wins up to 512 logits (4 rows of
 # Qwen3's 128 experts, 2 of GLM-5's 256), split above; repl never won by more than noise (forcible, off).
@@ -403,12 +403,12 @@ def _split_select_kernel(
         part = tl.load(part_ptr + p[:, None] * WORDS + w_offs[None, :], mask=(p < P)[:, None], other=0)
         r = tl.arange(0, BLOCK_R)
         first = tl.load(ids_ptr + r * stride_i, mask=r < M, other=0)
-        limit = M
+        counted = r < M  # the rows kernel A counted: below M and num_token_non_padded (in its own dtype, as A)
         if HAS_NTNP:
-            limit = tl.minimum(M, tl.load(ntnp_ptr).to(tl.int32))
+            counted = counted & (r < tl.load(ntnp_ptr))
         key, mx, den = _row_keys(logits_ptr, stride_l, bias_ptr, rows, rmask, offs, nmask, BLOCK_N, HAS_BIAS, SOFTMAX)
         acc = tl.reduce(part, 0, _or)
-        doubt = tl.max(((first < 0) & (r < limit)).to(tl.int32), axis=0)
+        doubt = tl.max(((first < 0) & counted).to(tl.int32), axis=0)
     else:
         # The router logits predate kernel A: read and ranked while kernel A still runs (PDL).
         key, mx, den = _row_keys(logits_ptr, stride_l, bias_ptr, rows, rmask, offs, nmask, BLOCK_N, HAS_BIAS, SOFTMAX)
@@ -421,14 +421,18 @@ def _split_select_kernel(
             acc = acc | tl.reduce(part, 0, _or)
         doubt = tl.zeros([], dtype=tl.int32)
         if CHECK_ROWS:
-            limit = M
-            if HAS_NTNP:
-                limit = tl.minimum(M, tl.load(ntnp_ptr).to(tl.int32))
             for start in range(0, M, BLOCK_R):
                 r = start + tl.arange(0, BLOCK_R)
-                first = tl.load(ids_ptr + r * stride_i, mask=r < limit, other=0)
+                counted = r < M
+                if HAS_NTNP:
+                    counted = counted & (r < tl.load(ntnp_ptr))
+                first = tl.load(ids_ptr + r * stride_i, mask=counted, other=0)
                 doubt = tl.maximum(doubt, tl.max((first < 0).to(tl.int32), axis=0))
-    if CHECK_ROWS:  # noqa: SIM102 (a constexpr branch around a device one)
+    if CHECK_ROWS:
+        # Programs rewrite their rows while others read first ids: a partly masked row's -1 may be gone when a
+        # later program looks, so programs may disagree on rebuilding, never on the union (such a row is valid,
+        # so A counted it rightly; a row the reference leaves out stays all -1, seen by every program).
+        tl.store(part_ptr + P * (WORDS + 1) + tl.program_id(0), doubt)  # 1: rebuilt below (read by tests)
         if doubt > 0:  # a row below num_token_non_padded may be masked: the union from every row, as the reference
             acc = _union_words(logits_ptr, stride_l, bias_ptr, ids_ptr, stride_i, ntnp_ptr, M, N, K, K0, BLOCK_U,
                                BLOCK_N, BLOCK_K, WORDS, HAS_BIAS, HAS_NTNP, SOFTMAX)  # fmt: skip
@@ -620,6 +624,7 @@ class Prelaunched(NamedTuple):
     programs: int
     warps: int
     stream: Any  # the side stream (torch.cuda.Stream), None where kernel A ran in order (CPU: the interpreter)
+    shape: tuple[object, ...]  # (logits shape, k0, k, softmax, bias, ntnp) it was launched for: B checks them
 
 
 def _split_layout(m: int, block_n: int, path: str, device: torch.device) -> tuple[int, int, int, int]:
@@ -683,7 +688,6 @@ def prelaunch_union(
     # Kernel B alone on the critical path: four warps at every size measured (H100, 2026-12-05: one warp, the
     # in-order default for GLM-5 at 3-64 rows, cost 0.1 to 1.2 us more there), eight for 8 rows of 256.
     warps = _int_knob(WARPS_KNOB, 8 if block_m * block_n >= 2048 else 4)
-    part = _split_scratch(programs, words, device)  # on the current stream; freed after B, which joins the side
     dummy = router_logits
     stream = None
     if router_logits.is_cuda:
@@ -693,6 +697,11 @@ def prelaunch_union(
         stream = _side_streams[index]
         stream.wait_stream(torch.cuda.current_stream(index))
     with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
+        # Allocated on the side stream: its memory goes back to that stream's pool, so nothing reuses it before
+        # kernel A is done, even if the caller never reaches the hook (an error in the router); the next
+        # reuse there is ordered after this layer's kernel B by the next fork (the side stream waits for the
+        # current one first).
+        part = _split_scratch(programs, words, device)
         _part_kernel[(programs,)](
             router_logits, router_logits.stride(0), correction_bias if correction_bias is not None else dummy,
             dummy, 0, num_token_non_padded if num_token_non_padded is not None else dummy, part, m, n,
@@ -700,7 +709,16 @@ def prelaunch_union(
             HAS_BIAS=correction_bias is not None, HAS_NTNP=num_token_non_padded is not None, SOFTMAX=softmax,
             USE_PDL=False, USE_IDS=False,
         )  # fmt: skip
-    return Prelaunched(part, m, block_m, programs, warps, stream)
+    shape = _launch_shape(router_logits, k0, k, softmax, correction_bias, num_token_non_padded)
+    return Prelaunched(part, m, block_m, programs, warps, stream, shape)
+
+
+def _launch_shape(
+    logits: torch.Tensor, k0: int, k: int, softmax: bool, bias: torch.Tensor | None, ntnp: torch.Tensor | None
+) -> tuple[object, ...]:
+    """What a prelaunched kernel A was launched for, which kernel B must be launched for as well."""
+    return (tuple(logits.shape), logits.data_ptr(), k0, k, softmax,
+            None if bias is None else bias.data_ptr(), None if ntnp is None else ntnp.data_ptr())  # fmt: skip
 
 
 def join(prelaunched: Prelaunched) -> None:
@@ -730,9 +748,12 @@ def oea_reroute_triton_(
     found it: a decision made on the device, from the data, with launches and grids fixed by the shapes.
     ``prelaunched``: kernel A as ``prelaunch_union`` started it for these logits; only kernel B runs here."""
     m, n = router_logits.shape
-    if prelaunched is not None and prelaunched.m != m:
-        join(prelaunched)
-        raise ValueError(f"prelaunched for {prelaunched.m} rows, called with {m}")
+    if prelaunched is not None:
+        here = _launch_shape(router_logits, k0, k, softmax, correction_bias, num_token_non_padded)
+        if prelaunched.shape != here:
+            join(prelaunched)
+            raise ValueError(f"prelaunched for (logits shape, logits, k0, k, softmax, bias, num_token_non_padded) = "
+                             f"{prelaunched.shape}, called with {here}")  # fmt: skip
     if m == 0:
         return
     block_n, block_k = max(triton.next_power_of_2(n), 32), triton.next_power_of_2(k)
@@ -753,7 +774,7 @@ def oea_reroute_triton_(
             prelaunched.programs, scale, at, K=k, BLOCK_M=prelaunched.block_m, BLOCK_N=block_n, BLOCK_K=block_k,
             WORDS=block_n // 32, BLOCK_P=min(triton.next_power_of_2(prelaunched.programs), 256),
             RENORMALIZE=renormalize, num_warps=prelaunched.warps, K0=k0, CHECK_ROWS=True,
-            BLOCK_R=min(triton.next_power_of_2(m), 1024),
+            BLOCK_R=min(triton.next_power_of_2(m), _ONE_PASS_ROWS),
             # the fallback's rows per step: eight logits a thread on a GPU (more spilled registers and slowed
             # even the fast path: H100, call 1), one block under the interpreter (CPU tensors; tests)
             BLOCK_U=min(triton.next_power_of_2(m),
