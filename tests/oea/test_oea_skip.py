@@ -123,7 +123,7 @@ VALUE_TESTS = HOST_READS | {"any", "all", "sum", "max", "min", "count_nonzero"}
 
 def _functions() -> list[tuple[str, ast.FunctionDef]]:
     spec_ = {
-        IMAGE_DIR / "kit_oea" / "oea.py": ("oea_reroute_", "_reroute", "reroute_torch_", "_select", "_weights",
+        IMAGE_DIR / "kit_oea" / "oea.py": ("oea_reroute_", "reroute_torch_", "_select", "_weights",
                                             "_valid_rows", "_score", "skip_at", "parse_skip_slack", "_fused_module",
                                             "oea_prelaunch_"),
         IMAGE_DIR / "kit_oea" / "triton_oea.py": ("oea_reroute_triton_", "choose_path", "use_pdl", "_sms",

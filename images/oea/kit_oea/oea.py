@@ -173,70 +173,52 @@ def oea_reroute_(
     fused path then joins it and launches only its second kernel; any other path joins it first.
     """
     try:
-        _reroute(topk_ids, topk_weights, router_logits, k0, k, scoring_func, correction_bias, renormalize,
-                 routed_scaling_factor, num_token_non_padded, prelaunched)  # fmt: skip
-    except BaseException:
-        if prelaunched is not None:  # never leave the side stream unjoined, whatever was refused
-            _load_triton().join(prelaunched)
-        raise
-
-
-def _reroute(
-    topk_ids: torch.Tensor,
-    topk_weights: torch.Tensor,
-    router_logits: torch.Tensor,
-    k0: int,
-    k: int,
-    scoring_func: str,
-    correction_bias: torch.Tensor | None,
-    renormalize: bool,
-    routed_scaling_factor: float | None,
-    num_token_non_padded: torch.Tensor | None,
-    prelaunched: Any,
-) -> None:
-    m, n = router_logits.shape
-    if topk_ids.dim() != 2 or topk_ids.shape[0] != m or topk_ids.shape[1] < k:
-        raise ValueError(f"topk_ids must be [{m}, >={k}], got {tuple(topk_ids.shape)}")
-    if tuple(topk_weights.shape) != tuple(topk_ids.shape):
-        raise ValueError(f"topk_weights shape {tuple(topk_weights.shape)} != topk_ids {tuple(topk_ids.shape)}")
-    _check_k(n, k, k0)
-    if scoring_func not in SUPPORTED_SCORING:
-        raise ValueError(f"kit OEA supports scoring_func in {SUPPORTED_SCORING}, got {scoring_func!r}")
-    at = skip_at(n, k=k)
-    fused = _fused_module(router_logits, topk_ids, topk_weights, correction_bias)
-    if fused is None and prelaunched is not None:
-        _load_triton().join(prelaunched)  # never leave the side stream unjoined (a captured graph would fail)
-        prelaunched = None
-    if fused is not None:
-        fused.oea_reroute_triton_(
+        m, n = router_logits.shape
+        if topk_ids.dim() != 2 or topk_ids.shape[0] != m or topk_ids.shape[1] < k:
+            raise ValueError(f"topk_ids must be [{m}, >={k}], got {tuple(topk_ids.shape)}")
+        if tuple(topk_weights.shape) != tuple(topk_ids.shape):
+            raise ValueError(f"topk_weights shape {tuple(topk_weights.shape)} != topk_ids {tuple(topk_ids.shape)}")
+        _check_k(n, k, k0)
+        if scoring_func not in SUPPORTED_SCORING:
+            raise ValueError(f"kit OEA supports scoring_func in {SUPPORTED_SCORING}, got {scoring_func!r}")
+        at = skip_at(n, k=k)
+        fused = _fused_module(router_logits, topk_ids, topk_weights, correction_bias)
+        if fused is None and prelaunched is not None:
+            _load_triton().join(prelaunched)  # never leave the side stream unjoined (a captured graph would fail)
+            prelaunched = None
+        if fused is not None:
+            fused.oea_reroute_triton_(
+                topk_ids,
+                topk_weights,
+                router_logits,
+                k0=k0,
+                k=k,
+                softmax=scoring_func == "softmax",
+                correction_bias=correction_bias,
+                renormalize=renormalize,
+                routed_scaling_factor=routed_scaling_factor,
+                num_token_non_padded=num_token_non_padded,
+                skip_at=at,
+                prelaunched=prelaunched,
+            )
+            return
+        reroute_torch_(
             topk_ids,
             topk_weights,
             router_logits,
             k0=k0,
             k=k,
-            softmax=scoring_func == "softmax",
+            scoring_func=scoring_func,
             correction_bias=correction_bias,
             renormalize=renormalize,
             routed_scaling_factor=routed_scaling_factor,
             num_token_non_padded=num_token_non_padded,
             skip_at=at,
-            prelaunched=prelaunched,
         )
-        return
-    reroute_torch_(
-        topk_ids,
-        topk_weights,
-        router_logits,
-        k0=k0,
-        k=k,
-        scoring_func=scoring_func,
-        correction_bias=correction_bias,
-        renormalize=renormalize,
-        routed_scaling_factor=routed_scaling_factor,
-        num_token_non_padded=num_token_non_padded,
-        skip_at=at,
-    )
-
+    except BaseException:
+        if prelaunched is not None:  # never leave the side stream unjoined, whatever was refused
+            _load_triton().join(prelaunched)
+        raise
 
 def oea_prelaunch_(
     router_logits: torch.Tensor,

@@ -599,7 +599,9 @@ def _split_warps(path: str, block_m: int, block_n: int, programs: int) -> int:
     """Warps per program of the split kernels. One where a program of the full-row kernels holds one row of
     256+ experts and ORs at most 64 bit sets: its reductions stay within a warp (measured on an H100,
     benchmarks/results/h100-hook-2026-12-05/: GLM-5 at 2-64 rows +4.9 to +5.4 us against +5.1 to +6.3 us with
-    4 warps; at 128 rows one warp cost +13.4 us). Eight from 8 rows of 256 (a warp per row), else four."""
+    4 warps; at 128 rows one warp cost +13.4 us); not for a prelaunched kernel B (``split-prelaunched``: alone
+    on the critical path, four warps won at every size measured, H100 2026-12-05: one warp cost 0.1 to 1.2 us
+    more at GLM-5's 3-64 rows). Eight from 8 rows of 256 (a warp per row), else four."""
     if path == "split" and block_m == 1 and block_n >= 256 and programs <= 64:
         return 1
     return 8 if block_m * block_n >= 2048 else 4
@@ -619,12 +621,16 @@ class Prelaunched(NamedTuple):
     stream on CUDA), for ``oea_reroute_triton_(prelaunched=...)`` to join and finish with kernel B."""
 
     part: torch.Tensor
-    m: int
     block_m: int
     programs: int
     warps: int
     stream: Any  # the side stream (torch.cuda.Stream), None where kernel A ran in order (CPU: the interpreter)
-    shape: tuple[object, ...]  # (logits shape, k0, k, softmax, bias, ntnp) it was launched for: B checks them
+    shape: tuple[object, ...]  # what it was launched for (``_launch_shape``): kernel B checks it
+
+    @property
+    def m(self) -> int:
+        """The batch's rows."""
+        return int(self.shape[0][0])  # type: ignore[index]
 
 
 def _split_layout(m: int, block_n: int, path: str, device: torch.device) -> tuple[int, int, int, int]:
@@ -684,10 +690,7 @@ def prelaunch_union(
     ):
         return None
     device = router_logits.device
-    block_m, programs, words, _ = _split_layout(m, block_n, "split", device)
-    # Kernel B alone on the critical path: four warps at every size measured (H100, 2026-12-05: one warp, the
-    # in-order default for GLM-5 at 3-64 rows, cost 0.1 to 1.2 us more there), eight for 8 rows of 256.
-    warps = _int_knob(WARPS_KNOB, 8 if block_m * block_n >= 2048 else 4)
+    block_m, programs, words, warps = _split_layout(m, block_n, "split-prelaunched", device)
     dummy = router_logits
     stream = None
     if router_logits.is_cuda:
@@ -710,7 +713,7 @@ def prelaunch_union(
             USE_PDL=False, USE_IDS=False,
         )  # fmt: skip
     shape = _launch_shape(router_logits, k0, k, softmax, correction_bias, num_token_non_padded)
-    return Prelaunched(part, m, block_m, programs, warps, stream, shape)
+    return Prelaunched(part, block_m, programs, warps, stream, shape)
 
 
 def _launch_shape(
