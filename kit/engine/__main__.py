@@ -12,6 +12,7 @@ import logging
 import os
 import ssl
 import sys
+from pathlib import Path
 
 from kit.engine.config import ModelConfig  # pure data, no numpy
 from kit.engine.ranks import parse_addr  # asyncio only, no numpy
@@ -63,7 +64,21 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"BLAS threads (default {DEFAULT_THREADS}, or OPENBLAS_NUM_THREADS if set)")
     p.add_argument("--tls-cert", default=None, help="serve https with this PEM certificate (chain)")
     p.add_argument("--tls-key", default=None, help="the certificate's private key (PEM; default: in --tls-cert)")
+    p.add_argument("--weights-cache", default=None, metavar="DIR",
+                   help="keep a draw of the random weights here and read it back at the next start (the same "
+                        "bytes, sha256-checked; default $XDG_CACHE_HOME/kit/engine-weights; 'none': always draw)")
     return p
+
+
+def weights_cache(value: str | None) -> Path | None:
+    """--weights-cache: the directory (default ``$XDG_CACHE_HOME/kit/engine-weights``, ``~/.cache`` without it),
+    or None for 'none'."""
+    if value is not None:
+        return None if value == "none" else Path(value)
+    try:
+        return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kit" / "engine-weights"
+    except RuntimeError:  # no home directory to be found: no cache
+        return None
 
 
 def server_tls(cert: str | None, key: str | None) -> ssl.SSLContext | None:
@@ -115,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("kit.engine").info("%d BLAS thread(s); %s", threads, cfg)
     return asyncio.run(serve(cfg, args.host, args.port, args.max_batch, args.served_name, nnodes=args.nnodes,
                              dist_init_addr=args.dist_init_addr, recorder_mode=args.expert_distribution_recorder_mode,
-                             tls=tls))
+                             tls=tls, weights_cache=weights_cache(args.weights_cache)))
 
 
 def check_ranks(args: argparse.Namespace) -> None:

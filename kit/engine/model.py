@@ -24,12 +24,14 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 
 from kit.engine.config import ModelConfig
 from kit.engine.routing import oea_route, topk_route
+from kit.engine.weights import Draw, load_or_draw
 
 FloatArray = npt.NDArray[np.float32]
 IntArray = npt.NDArray[np.int64]
@@ -74,33 +76,34 @@ def softmax(logits: FloatArray) -> FloatArray:
     return out
 
 
+def draws(cfg: ModelConfig) -> list[Draw]:
+    """The weights in the order they are drawn from ``default_rng(cfg.seed)``, each with its scale."""
+    n_l, n_e, n_h, n_f = cfg.layers, cfg.experts, cfg.hidden, cfg.expert_ffn
+    return [Draw("embedding", (cfg.vocab, n_h), 1.0),
+            Draw("mixer", (n_l, n_h, n_h), 1.0 / np.sqrt(n_h)),
+            Draw("w_in", (n_h, n_h), 1.0 / np.sqrt(n_h)),
+            Draw("router", (n_l, n_h, n_e), ROUTER_GAIN / np.sqrt(n_h)),
+            Draw("router_bias", (n_l, n_e), cfg.router_skew),
+            Draw("w1", (n_l, n_e, n_h, n_f), 1.0 / np.sqrt(n_h)),
+            Draw("w2", (n_l, n_e, n_f, n_h), EXPERT_GAIN / np.sqrt(n_f / 2.0))]
+
+
 class MoEModel:
     """Random-weight MoE decoder; all weights come from ``numpy.random.default_rng(cfg.seed)``."""
 
-    def __init__(self, cfg: ModelConfig) -> None:
+    def __init__(self, cfg: ModelConfig, weights_cache: Path | None = None) -> None:
+        """``weights_cache``: a directory to read the draw from, or keep it in (kit.engine.weights); None: draw."""
         cfg.validate()
         self.cfg = cfg
-        rng = np.random.default_rng(cfg.seed)
-        n_l, n_e, n_h, n_f = cfg.layers, cfg.experts, cfg.hidden, cfg.expert_ffn
-        self.embedding = self._normal(rng, (cfg.vocab, n_h), 1.0)
-        self.mixer = self._normal(rng, (n_l, n_h, n_h), 1.0 / np.sqrt(n_h))
-        w_in = self._normal(rng, (n_h, n_h), 1.0 / np.sqrt(n_h))
-        self.router = self._normal(rng, (n_l, n_h, n_e), ROUTER_GAIN / np.sqrt(n_h))
-        self.router_bias = self._normal(rng, (n_l, n_e), cfg.router_skew)
-        self.w1 = self._normal(rng, (n_l, n_e, n_h, n_f), 1.0 / np.sqrt(n_h))
-        self.w2 = self._normal(rng, (n_l, n_e, n_f, n_h), EXPERT_GAIN / np.sqrt(n_f / 2.0))
+        w, self.weights_source = load_or_draw(cfg.seed, draws(cfg), weights_cache)
+        self.embedding, self.mixer, w_in = w["embedding"], w["mixer"], w["w_in"]
+        self.router, self.router_bias, self.w1, self.w2 = w["router"], w["router_bias"], w["w1"], w["w2"]
         self.input_embedding: FloatArray = (self.embedding @ w_in) * INPUT_SCALE
         # Per-channel decay of the context mixer: time constants from 2 to ``context_memory`` tokens, with
         # variance-preserving input gains, so both recent and distant tokens shape the context.
-        tau = np.geomspace(2.0, float(cfg.context_memory), n_h)
+        tau = np.geomspace(2.0, float(cfg.context_memory), cfg.hidden)
         self._decay = (1.0 - 1.0 / tau).astype(np.float32)
         self._gain = np.sqrt(1.0 - self._decay.astype(np.float64) ** 2).astype(np.float32)
-
-    @staticmethod
-    def _normal(rng: np.random.Generator, shape: tuple[int, ...], std: float) -> FloatArray:
-        out = rng.standard_normal(size=shape, dtype=np.float32)
-        out *= np.float32(std)
-        return out
 
     # ----------------------------------------------------------------------------------------- steps
 

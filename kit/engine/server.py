@@ -19,6 +19,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -358,7 +359,7 @@ async def serve_rank(addr: str, rank: int, nnodes: int) -> int:
 
 async def serve(cfg: ModelConfig, host: str, port: int, max_batch: int, served_name: str,
                 nnodes: int = 1, dist_init_addr: str | None = None, recorder_mode: str | None = None,
-                tls: ssl.SSLContext | None = None) -> int:
+                tls: ssl.SSLContext | None = None, weights_cache: Path | None = None) -> int:
     """Build the model, listen, print the ready line, and run until SIGTERM/SIGINT (exit status 0), or, as rank 0
     of ``nnodes``, until another rank leaves (exit status 1)."""
     stop = _stop_event()
@@ -366,9 +367,9 @@ async def serve(cfg: ModelConfig, host: str, port: int, max_batch: int, served_n
     if nnodes > 1:
         await ranks.start(parse_addr(dist_init_addr or "")[1])
     t0 = time.perf_counter()
-    model = await asyncio.get_running_loop().run_in_executor(None, MoEModel, cfg)
-    log.info("built %d MiB of random weights in %.1fs (seed %d)", cfg.weight_bytes >> 20,
-             time.perf_counter() - t0, cfg.seed)
+    model = await asyncio.get_running_loop().run_in_executor(None, MoEModel, cfg, weights_cache)
+    log.info("%d MiB of random weights (seed %d) in %.1fs: %s", cfg.weight_bytes >> 20, cfg.seed,
+             time.perf_counter() - t0, model.weights_source)
     scheduler = Scheduler(model, EngineMetrics(layers=cfg.layers, info=engine_info(cfg)), max_batch,
                           recorder=ExpertRecorder(recorder_mode))
     app = build_app(scheduler, served_name, cfg.vocab, ready=lambda: nnodes == 1 or ranks.ready.is_set())

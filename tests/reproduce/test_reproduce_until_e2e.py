@@ -5,9 +5,9 @@ decides the verdict; `kit verify` of the new bundle recomputes every look; a tam
 
 Where it must stop early: a faithful re-run of so large an effect is inside the margin by look 3 of 4 unless a
 guardrail withheld the effect at a look (a CPU-starved load client: client-bound, no verdict, which no rule may
-decide) or the machine's cell-to-cell noise was large (a pair's log-ratio SD over NOISY); then the test says which
-and skips. Any other run to the maximum fails it. Everything else (verify, the tampered look, the resumes) is
-checked either way."""
+decide) or the machine's cell-to-cell noise was large in either run (a pair's log-ratio SD over NOISY); then the
+test says which and skips. Any other run to the maximum fails it. Everything else (verify, the tampered look, the
+resumes) is checked either way."""
 
 from __future__ import annotations
 
@@ -187,9 +187,13 @@ def test_until_decided_killed_resumes_stops_verifies_and_a_tampered_look_fails(m
     if withheld:
         pytest.skip(f"a guardrail withheld the effect at a look ({', '.join(sorted(set(withheld)))}): kit gives no "
                     "verdict there, so nothing could stop the run early on this machine")
-    c = last["comparisons"][0]  # the maximum: the new run's own SE on its 8 pairs
-    sd = c["se_new"] * math.sqrt(c["cells"]["new"]) if c.get("se_new") else math.inf  # a pair's log-ratio SD
-    if sd > NOISY:
-        pytest.skip(f"the machine's cell-to-cell noise (SD of a pair's log ratio {sd:.2f}, over {NOISY}) is too large "
-                    "to decide before the maximum")
-    pytest.fail(f"ran to the maximum with precise cells (pair SD {sd:.2f}) and no look withheld: {json.dumps(c)}")
+    c = last["comparisons"][0]  # the maximum: each run's own SE on its 8 pairs
+    # a pair's log-ratio SD in each run: the original's counts as much as the new one's (CI's run of cde2a84: new
+    # 0.09, original 0.56, measured while the other tiers' simulations held the cores; decided at look 4)
+    sds = {run: c[f"se_{run}"] * math.sqrt(c["cells"][run]) if c.get(f"se_{run}") else math.inf
+           for run in ("original", "new")}
+    noisy = {run: sd for run, sd in sds.items() if sd > NOISY}
+    if noisy:
+        pytest.skip("the machine's cell-to-cell noise is too large to decide before the maximum: SD of a pair's log "
+                    f"ratio {', '.join(f'{sd:.2f} in the {run} run' for run, sd in noisy.items())}, over {NOISY}")
+    pytest.fail(f"ran to the maximum with precise cells (pair SD {sds}) and no look withheld: {json.dumps(c)}")

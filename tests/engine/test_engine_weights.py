@@ -1,0 +1,196 @@
+"""The engine's weights cache (kit/engine/weights.py): a read-back draw is the draw, byte for byte; anything
+wrong with the cache (damaged, short, foreign, unwritable) is a logged line and a fresh draw, never an error."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from pathlib import Path
+
+import numpy as np
+import pytest
+from engine_helpers import EngineProcess
+
+from kit.engine.__main__ import build_parser, weights_cache
+from kit.engine.config import ModelConfig
+from kit.engine.model import MoEModel, draws
+from kit.engine.weights import KEEP, MAGIC, Draw, load_or_draw
+
+CFG = ModelConfig(experts=16, top_k=4, layers=2, hidden=64, expert_ffn=32, vocab=128)
+# a server of more than weights.MIN_BYTES (64 MiB: cached by default), still quick to draw
+CACHED_SERVER = ["--experts", "64", "--top-k", "8", "--layers", "2", "--hidden", "256", "--expert-ffn", "256",
+                 "--vocab", "256"]
+
+
+def cached(cache: Path, cfg: ModelConfig = CFG) -> tuple[dict[str, np.ndarray], str]:
+    return load_or_draw(cfg.seed, draws(cfg), cache, min_bytes=0)
+
+
+def only_file(cache: Path) -> Path:
+    files = list(cache.glob("*.bin"))
+    assert len(files) == 1, files
+    return files[0]
+
+
+def test_the_draw_is_numpys_default_rng_stream_in_order() -> None:
+    """Checked against numpy itself: one default_rng(seed), standard normals in float32, each array scaled."""
+    rng = np.random.default_rng(CFG.seed)
+    expected = {}
+    for d in draws(CFG):
+        expected[d.name] = rng.standard_normal(size=d.shape, dtype=np.float32) * np.float32(d.std)
+    got, how = load_or_draw(CFG.seed, draws(CFG), None)
+    assert how == "drawn"
+    for name, a in expected.items():
+        assert got[name].dtype == np.float32 and np.array_equal(got[name], a), name
+
+
+def test_read_back_is_byte_identical_and_both_arms_share_one_file(tmp_path: Path) -> None:
+    fresh, _ = load_or_draw(CFG.seed, draws(CFG), None)
+    _, how = cached(tmp_path)
+    assert how == f"drawn and cached in {only_file(tmp_path)}"
+    arrays, how = load_or_draw(CFG.seed, draws(dataclasses.replace(CFG, oea_k0=2)), tmp_path, min_bytes=0)
+    assert how == f"read from {only_file(tmp_path)}"  # the OEA arm reads the baseline's draw
+    for d in draws(CFG):
+        a = arrays[d.name]
+        assert a.dtype == np.float32 and a.flags.c_contiguous and a.shape == d.shape
+        assert a.tobytes() == fresh[d.name].tobytes(), d.name
+
+
+def test_a_draw_under_min_bytes_is_not_cached(tmp_path: Path) -> None:
+    m = MoEModel(CFG, tmp_path)  # 0.2 MiB: drawn faster than hashed
+    assert m.weights_source == "drawn" and not any(tmp_path.iterdir())
+    assert np.array_equal(m.w1, MoEModel(CFG).w1)
+
+
+def test_a_model_built_from_the_cache_generates_what_a_drawn_one_does(tmp_path: Path) -> None:
+    cfg = dataclasses.replace(CFG, experts=64, top_k=8)
+    arrays, _ = cached(tmp_path, cfg)
+    arrays, how = cached(tmp_path, cfg)
+    assert how.startswith("read from")
+    drawn = MoEModel(cfg)
+    m = MoEModel(cfg)
+    for name in ("embedding", "mixer", "router", "router_bias", "w1", "w2"):
+        setattr(m, name, arrays[name])
+    prompts = [[1, 2, 3], [9, 8, 7, 6]]
+    a, b = drawn.prefill(prompts), m.prefill(prompts)
+    for _ in range(8):
+        assert np.array_equal(a.next_tokens, b.next_tokens)
+        a, b = drawn.decode(a.next_tokens, a.state), m.decode(b.next_tokens, b.state)
+
+
+def _flip_a_value_byte(p: Path) -> None:
+    data = bytearray(p.read_bytes())
+    data[-5] ^= 0x40
+    p.write_bytes(bytes(data))
+
+
+def _truncate(p: Path) -> None:
+    p.write_bytes(p.read_bytes()[:-4096])
+
+
+def _append(p: Path) -> None:
+    p.write_bytes(p.read_bytes() + b"\0\0\0\0")
+
+
+def _no_header(p: Path) -> None:
+    p.write_bytes(MAGIC + b"x" * (70 << 10))
+
+
+def _not_ours(p: Path) -> None:
+    p.write_bytes(b"\x93NUMPY" + b"\0" * 100)
+
+
+def _junk_header(p: Path) -> None:
+    data = p.read_bytes()
+    p.write_bytes(MAGIC + b"[1, 2\n" + data[data.index(b"\n", len(MAGIC)) + 1:])
+
+
+@pytest.mark.parametrize(("damage", "why"), [
+    (_flip_a_value_byte, "sha256 differs"), (_truncate, "bytes of values"), (_append, "trailing bytes"),
+    (_no_header, "no header line"), (_not_ours, "not a weights file"), (_junk_header, "Expecting"),
+])
+def test_a_damaged_file_is_drawn_again_and_replaced(tmp_path: Path, caplog: pytest.LogCaptureFixture,
+                                                    damage: object, why: str) -> None:
+    good, _ = cached(tmp_path)
+    p = only_file(tmp_path)
+    damage(p)  # type: ignore[operator]
+    with caplog.at_level(logging.WARNING, "kit.engine"):
+        arrays, how = cached(tmp_path)
+    assert how.startswith("drawn and cached in "), how
+    assert f"ignored {p}" in caplog.text and why in caplog.text, caplog.text
+    assert all(np.array_equal(arrays[k], good[k]) for k in good)
+    _, how = cached(tmp_path)
+    assert how.startswith("read from")  # rewritten whole
+
+
+def test_a_file_written_for_other_weights_is_not_used(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    cached(tmp_path, dataclasses.replace(CFG, seed=1))
+    other = only_file(tmp_path)
+    mine, _ = cached(tmp_path)
+    other.replace(only_file_but(tmp_path, other))  # seed 1's file under seed 0's name
+    with caplog.at_level(logging.WARNING, "kit.engine"):
+        arrays, how = cached(tmp_path)
+    assert how.startswith("drawn and cached") and "written for other weights" in caplog.text
+    assert all(np.array_equal(arrays[k], mine[k]) for k in mine)
+
+
+def only_file_but(cache: Path, other: Path) -> Path:
+    files = [p for p in cache.glob("*.bin") if p != other]
+    assert len(files) == 1
+    return files[0]
+
+
+def test_an_unwritable_cache_draws_and_says_why(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    arrays, how = cached(blocker / "cache")
+    assert how.startswith("drawn (not cached: ") and arrays["w1"].shape == draws(CFG)[5].shape
+    assert not list(tmp_path.glob("**/*.tmp"))
+
+
+def test_at_most_keep_files_the_most_recently_used_stay(tmp_path: Path) -> None:
+    for seed in range(KEEP + 3):
+        cached(tmp_path, dataclasses.replace(CFG, seed=seed))
+    assert len(list(tmp_path.glob("*.bin"))) == KEEP
+    _, how = cached(tmp_path, dataclasses.replace(CFG, seed=KEEP + 2))
+    assert how.startswith("read from")
+    _, how = cached(tmp_path, dataclasses.replace(CFG, seed=0))
+    assert how.startswith("drawn and cached")  # evicted
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_a_change_of_shape_or_scale_names_another_file(tmp_path: Path) -> None:
+    base = draws(CFG)
+    load_or_draw(0, base, tmp_path, min_bytes=0)
+    scaled = [dataclasses.replace(d, std=d.std * 2) if d.name == "w2" else d for d in base]
+    _, how = load_or_draw(0, scaled, tmp_path, min_bytes=0)
+    assert how.startswith("drawn and cached")
+    _, how = load_or_draw(0, [*base, Draw("extra", (3,), 1.0)], tmp_path, min_bytes=0)
+    assert how.startswith("drawn and cached") and len(list(tmp_path.glob("*.bin"))) == 3
+
+
+def test_the_command_line_picks_the_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert weights_cache(None) == tmp_path / "kit" / "engine-weights"
+    assert weights_cache("none") is None and weights_cache("/x") == Path("/x")
+    args = build_parser().parse_args(["--port", "0", "--weights-cache", "none"])
+    assert args.weights_cache == "none"
+
+
+def test_a_second_server_start_reads_the_weights_back_and_answers_alike(tmp_path: Path) -> None:
+    """The real server, started twice on one cache: the second reads the first's draw, and greedy generation of
+    the same prompt gives the same tokens."""
+    cache = tmp_path / "cache"
+    answers, logs = [], []
+    for i in range(2):
+        eng = EngineProcess([*CACHED_SERVER, "--weights-cache", str(cache)], tmp_path / f"e{i}.log")
+        try:
+            status, body = eng.post_json("/v1/completions", {"prompt": "one two three", "max_tokens": 12})
+            assert status == 200
+            answers.append(body["choices"][0]["text"])
+        finally:
+            eng.stop()
+        logs.append((tmp_path / f"e{i}.log").read_text())
+    f = only_file(cache)
+    assert f"drawn and cached in {f}" in logs[0] and f"read from {f}" in logs[1], logs
+    assert answers[0] == answers[1] and answers[0].count(" w") == 12
