@@ -23,6 +23,7 @@ Prefill uses plain top-k routing; decode steps use OEA when ``oea_k0 > 0``.
 from __future__ import annotations
 
 import itertools
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -95,7 +96,9 @@ class MoEModel:
         """``weights_cache``: a directory to read the draw from, or keep it in (kit.engine.weights); None: draw."""
         cfg.validate()
         self.cfg = cfg
-        w, self.weights_source = load_or_draw(cfg.seed, draws(cfg), weights_cache)
+        t0 = time.perf_counter()
+        w, how = load_or_draw(cfg.seed, draws(cfg), weights_cache)
+        self.weights_source = f"{how} in {time.perf_counter() - t0:.1f}s"
         self.embedding, self.mixer, w_in = w["embedding"], w["mixer"], w["w_in"]
         self.router, self.router_bias, self.w1, self.w2 = w["router"], w["router_bias"], w["w1"], w["w2"]
         self.input_embedding: FloatArray = (self.embedding @ w_in) * INPUT_SCALE

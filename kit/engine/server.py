@@ -366,10 +366,8 @@ async def serve(cfg: ModelConfig, host: str, port: int, max_batch: int, served_n
     ranks = Rendezvous(nnodes)
     if nnodes > 1:
         await ranks.start(parse_addr(dist_init_addr or "")[1])
-    t0 = time.perf_counter()
     model = await asyncio.get_running_loop().run_in_executor(None, MoEModel, cfg, weights_cache)
-    log.info("%d MiB of random weights (seed %d) in %.1fs: %s", cfg.weight_bytes >> 20, cfg.seed,
-             time.perf_counter() - t0, model.weights_source)
+    log.info("%d MiB of random weights (seed %d) %s", cfg.weight_bytes >> 20, cfg.seed, model.weights_source)
     scheduler = Scheduler(model, EngineMetrics(layers=cfg.layers, info=engine_info(cfg)), max_batch,
                           recorder=ExpertRecorder(recorder_mode))
     app = build_app(scheduler, served_name, cfg.vocab, ready=lambda: nnodes == 1 or ranks.ready.is_set())
