@@ -75,8 +75,9 @@ def weights_cache(value: str | None) -> Path | None:
     or None for 'none'."""
     if value is not None:
         return None if value == "none" else Path(value)
-    try:
-        return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kit" / "engine-weights"
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    try:  # a relative XDG_CACHE_HOME is ignored, as the XDG spec says
+        return Path(xdg if os.path.isabs(xdg) else Path.home() / ".cache") / "kit" / "engine-weights"
     except RuntimeError:  # no home directory to be found: no cache
         return None
 

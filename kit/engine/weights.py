@@ -15,7 +15,9 @@ import hashlib
 import json
 import logging
 import os
+import re
 import tempfile
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from io import BufferedReader
@@ -33,6 +35,10 @@ MAGIC = b"kit-engine-weights\n"
 HEADER_MAX = 64 << 10  # bytes of the header line read before any check
 MIN_BYTES = 32 << 20
 KEEP = 4
+TMP_SUFFIX = ".tmp"
+OURS = re.compile(r"[0-9a-f]{64}\.bin")  # a draw's file: key(...).bin
+OURS_TMP = re.compile(r"\.[0-9a-f]{16}\.[A-Za-z0-9_]+\.tmp")  # a writer's, before its rename
+STALE_TMP_S = 3600.0
 
 
 @dataclass(frozen=True)
@@ -75,11 +81,11 @@ def load_or_draw(seed: int, draws: Sequence[Draw], cache: Path | None, *,
         return draw(seed, draws), "drawn"
     name = key(seed, draws)
     path = cache / f"{name}.bin"
-    if path.is_file():
-        arrays, problem = _read(path, name, draws)
-        if arrays is not None:
-            _touch(path)
-            return arrays, f"read from {path}"
+    arrays, problem = _read(path, name, draws)
+    if arrays is not None:
+        _touch(path)
+        return arrays, f"read from {path}"
+    if problem:
         log.warning("weights cache: ignored %s (%s); drawing again", path, problem)
     arrays = draw(seed, draws)
     unwritten = _write(cache, path, name, draws, arrays)
@@ -87,8 +93,11 @@ def load_or_draw(seed: int, draws: Sequence[Draw], cache: Path | None, *,
 
 
 def _read(path: Path, name: str, draws: Sequence[Draw]) -> tuple[dict[str, FloatArray] | None, str]:
+    """The arrays in ``path``, or None and what is wrong with it ("" where there is no such file)."""
     total = sum(d.count for d in draws)
     try:
+        if not path.is_file():
+            return None, ""
         with open(path, "rb") as f:
             if f.read(len(MAGIC)) != MAGIC:
                 return None, "not a weights file"
@@ -102,7 +111,7 @@ def _read(path: Path, name: str, draws: Sequence[Draw]) -> tuple[dict[str, Float
             got = _read_into(f, flat.data.cast("B"))
             if got != flat.nbytes or f.read(1):
                 return None, f"{got} of {flat.nbytes} bytes of values" if got != flat.nbytes else "trailing bytes"
-    except (OSError, ValueError) as exc:  # json.JSONDecodeError is a ValueError
+    except (OSError, ValueError, RecursionError) as exc:  # json.JSONDecodeError is a ValueError; a deep header
         return None, str(exc) or type(exc).__name__
     if hashlib.sha256(flat.data).hexdigest() != header.get("sha256"):
         return None, "sha256 differs from its header"
@@ -130,15 +139,16 @@ def _write(cache: Path, path: Path, name: str, draws: Sequence[Draw], arrays: di
     """Write the draw next to its final name and rename it into place (a reader sees all of it or none); keep the
     ``KEEP`` newest files. What went wrong, or None. No fsync: a file a crash left short or torn fails its sha256
     at the next read and is drawn again."""
-    digest = hashlib.sha256()
-    for d in draws:
-        digest.update(np.ascontiguousarray(arrays[d.name], dtype="<f4").data)
-    header = {"key": name, "count": sum(d.count for d in draws), "sha256": digest.hexdigest(),
-              "draws": [[d.name, list(d.shape)] for d in draws]}
     tmp: str | None = None
     try:
         cache.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=cache, prefix=f".{name[:16]}.", suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(dir=cache, prefix=f".{name[:16]}.", suffix=TMP_SUFFIX)
+        os.fchmod(fd, 0o644)  # readable by the other users of a shared cache, as a file made with open() would be
+        digest = hashlib.sha256()
+        for d in draws:
+            digest.update(np.ascontiguousarray(arrays[d.name], dtype="<f4").data)
+        header = {"key": name, "count": sum(d.count for d in draws), "sha256": digest.hexdigest(),
+                  "draws": [[d.name, list(d.shape)] for d in draws]}
         with os.fdopen(fd, "wb") as f:
             f.write(MAGIC + json.dumps(header).encode() + b"\n")
             for d in draws:
@@ -162,11 +172,21 @@ def _touch(path: Path) -> None:
 
 
 def _evict(cache: Path, keep: Path) -> None:
-    """Remove all but the ``KEEP`` most recently used weights files (``keep`` stays)."""
-    try:
-        files = sorted((p for p in cache.glob("*.bin") if p != keep),
-                       key=lambda p: p.stat().st_mtime, reverse=True)
-        for old in files[KEEP - 1:]:
+    """Remove all but the ``KEEP`` most recently used weights files (``keep`` stays), and the temporary files of
+    writers killed mid-write over an hour ago. Only names this module makes are touched: a directory given with
+    --weights-cache may hold other files."""
+    now = time.time()
+    dated: list[tuple[float, Path]] = []
+    for p in cache.iterdir() if cache.is_dir() else ():
+        try:
+            if OURS.fullmatch(p.name) and p != keep:
+                dated.append((p.lstat().st_mtime, p))
+            elif OURS_TMP.fullmatch(p.name) and now - p.lstat().st_mtime > STALE_TMP_S:
+                p.unlink(missing_ok=True)
+        except OSError:  # gone meanwhile (another engine's eviction), or unreadable: not ours to judge
+            continue
+    for _, old in sorted(dated, reverse=True)[KEEP - 1:]:
+        try:
             old.unlink(missing_ok=True)
-    except OSError:
-        pass
+        except OSError:
+            continue

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -14,10 +16,10 @@ from engine_helpers import EngineProcess
 from kit.engine.__main__ import build_parser, weights_cache
 from kit.engine.config import ModelConfig
 from kit.engine.model import MoEModel, draws
-from kit.engine.weights import KEEP, MAGIC, Draw, load_or_draw
+from kit.engine.weights import KEEP, MAGIC, Draw, key, load_or_draw
 
 CFG = ModelConfig(experts=16, top_k=4, layers=2, hidden=64, expert_ffn=32, vocab=128)
-# a server of more than weights.MIN_BYTES (64 MiB: cached by default), still quick to draw
+# a server of 64 MiB of weights (over weights.MIN_BYTES: cached by default), still quick to draw
 CACHED_SERVER = ["--experts", "64", "--top-k", "8", "--layers", "2", "--hidden", "256", "--expert-ffn", "256",
                  "--vocab", "256"]
 
@@ -172,6 +174,9 @@ def test_a_change_of_shape_or_scale_names_another_file(tmp_path: Path) -> None:
 def test_the_command_line_picks_the_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert weights_cache(None) == tmp_path / "kit" / "engine-weights"
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/dir")  # ignored, as the XDG spec says
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert weights_cache(None) == tmp_path / "home" / ".cache" / "kit" / "engine-weights"
     assert weights_cache("none") is None and weights_cache("/x") == Path("/x")
     args = build_parser().parse_args(["--port", "0", "--weights-cache", "none"])
     assert args.weights_cache == "none"
@@ -194,3 +199,45 @@ def test_a_second_server_start_reads_the_weights_back_and_answers_alike(tmp_path
     f = only_file(cache)
     assert f"drawn and cached in {f}" in logs[0] and f"read from {f}" in logs[1], logs
     assert answers[0] == answers[1] and answers[0].count(" w") == 12
+
+
+def test_eviction_touches_only_the_caches_own_files(tmp_path: Path) -> None:
+    """--weights-cache may name a directory holding other files: only <sha256>.bin draws and the temporary files of
+    writers killed over an hour ago are removed; a dangling link named like a draw does not stop the eviction."""
+    theirs = [tmp_path / n for n in ("model.bin", "tokenizer.bin", f"{'0' * 63}.bin", ".x.tmp")]
+    for p in theirs:
+        p.write_text("precious")
+    (tmp_path / f"{'f' * 64}.bin").symlink_to(tmp_path / "nowhere")
+    stale, fresh = tmp_path / f".{'a' * 16}.k1lled_.tmp", tmp_path / f".{'b' * 16}.writing.tmp"
+    stale.write_bytes(b"half")
+    fresh.write_bytes(b"half")
+    os.utime(stale, (time.time() - 7200, time.time() - 7200))
+    for seed in range(KEEP + 2):
+        cached(tmp_path, dataclasses.replace(CFG, seed=seed))
+    assert all(p.read_text() == "precious" for p in theirs)
+    assert len([p for p in tmp_path.glob("*.bin") if len(p.stem) == 64 and p.stem != "0" * 63]) == KEEP
+    assert not stale.exists() and fresh.exists()
+
+
+def test_a_cache_path_that_cannot_be_looked_at_draws(tmp_path: Path) -> None:
+    """A cache path whose very lookup fails is never an error: a name too long for the file system (the lookup
+    raises, as it does for a directory the user may not enter: EACCES), or a directory where the file should be."""
+    arrays, how = cached(tmp_path / ("x" * 300))
+    assert arrays["w1"].shape == draws(CFG)[5].shape and how.startswith("drawn (not cached: "), how
+    assert "File name too long" in how
+    (tmp_path / f"{key(CFG.seed, draws(CFG))}.bin").mkdir()
+    arrays, how = cached(tmp_path)
+    assert arrays["w1"].shape == draws(CFG)[5].shape and how.startswith("drawn (not cached: "), how
+
+
+def test_a_deep_header_is_a_damaged_file(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    cached(tmp_path)
+    only_file(tmp_path).write_bytes(MAGIC + b"[" * 60000 + b"\n")
+    with caplog.at_level(logging.WARNING, "kit.engine"):
+        _, how = cached(tmp_path)
+    assert how.startswith("drawn and cached") and "ignored" in caplog.text
+
+
+def test_a_cached_file_is_readable_by_other_users(tmp_path: Path) -> None:
+    cached(tmp_path)
+    assert only_file(tmp_path).stat().st_mode & 0o777 == 0o644
