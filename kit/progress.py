@@ -72,3 +72,5 @@ def render_result(result: RunResult, out: TextIO = sys.stdout) -> None:
         print("verdicts:", file=out)
         for line in result.verdicts:
             print(f"  {line}", file=out)
+    for step in result.next_steps:
+        print(f"next: {step}", file=out)

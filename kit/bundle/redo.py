@@ -91,6 +91,19 @@ def to_redo(root: Path, cell_ids: Sequence[str], reasons: Sequence[str]) -> list
             if (root / "cells" / c / "cell.json").is_file() and why_redo(root / "cells" / c, reasons) is not None]
 
 
+def client_bound_hint(root: Path, again: str) -> str | None:
+    """After a run whose cells include client-bound ones (their level has no verdict) that no sequential look was
+    taken on: which, and ``again`` (the command that resumes the run) with ``--redo client-bound``, which re-measures
+    only them. None otherwise."""
+    cells = to_redo(root, sorted(p.name for p in (root / "cells").iterdir() if p.is_dir()), ["client-bound"])
+    if not cells or set(cells) & looked_at(root):
+        return None
+    return (f"no verdict where a cell was client-bound ({', '.join(cells)}): the load client, not the server, may "
+            f"have set its numbers. Re-measure only those cells (each flagged attempt stays in the bundle, under "
+            f"{REDONE}/; design.redo_client_bound: 1 re-measures such a cell at once, beside its block, in a later "
+            f"run): {again} --redo client-bound")
+
+
 def redo_problems(root: Path) -> list[str]:
     """What breaks the rule in a bundle (``kit verify``): empty when every replaced attempt is recorded and shows
     its recorded reason."""

@@ -73,3 +73,4 @@ class RunResult:
     failed_cells: dict[str, str]
     notices: list[str] = field(default_factory=list)
     summary: JsonObject = field(default_factory=dict)
+    next_steps: list[str] = field(default_factory=list)  # printed after the verdicts: what would decide them

@@ -8,7 +8,7 @@ import shlex
 from pathlib import Path
 
 from kit.bundle import PROVENANCE, Bundle, runner_key
-from kit.bundle.redo import to_redo
+from kit.bundle.redo import client_bound_hint, to_redo
 from kit.cleanup import refuse_live_runs
 from kit.errors import BundleError, CellsFailed, Interrupted, KitError, StorageError, SummaryFailed, storage_error
 from kit.experiment.cells import CellRunner, NodeGates, gate_report
@@ -286,5 +286,7 @@ def outcome(session: BundleSession, c: Closing, status: str, error: BaseExceptio
         raise SummaryFailed(f"every cell ran and summary.json holds the verdicts, but report.md could not be "
                             f"rendered ({c.report_error})", hint=f"the bundle is complete and signed; once the cause "
                             f"is fixed (e.g. a newer kit), {shlex.join(['kit', 'report', str(root)])} renders it")
+    redo = client_bound_hint(root, again) if summary else None
     return RunResult(bundle=root, status=status, verdicts=lines,
-                     failed_cells={cid: f.reason for cid, f in c.failed.items()}, notices=c.notices, summary=summary)
+                     failed_cells={cid: f.reason for cid, f in c.failed.items()}, notices=c.notices, summary=summary,
+                     next_steps=[redo] if redo else [])

@@ -6,6 +6,7 @@ run.json and measured again at once, before the next cell; the run completes and
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -78,6 +79,51 @@ def test_a_client_bound_cell_is_measured_again_at_once(tmp_path: Path, isolated:
     flat = " ".join(output.split())
     assert f"cell {first}: client-bound" in flat and "measuring it again (1 of 1" in flat, output
     assert (b / f"cells/{first}/cell.json").is_file()  # measured again
+    v = subprocess.run([sys.executable, "-m", "kit", "verify", str(b), "--integrity-only"], env=isolated,
+                       capture_output=True, text=True, timeout=300, check=False)
+    assert v.returncode == 0, v.stdout + v.stderr
+
+
+def test_without_redo_in_the_run_the_printed_next_step_re_measures_only_the_flagged_cells(
+        tmp_path: Path, isolated: dict[str, str]) -> None:
+    """design.redo_client_bound 0 (a fixed design's default): the flagged cell withholds its level's verdict, and the
+    run ends with a `next:` line naming it and the command that re-measures it; that command, pasted into a shell as
+    printed, does so: the run's resume records the flagged attempt under redone/ and the bundle verifies."""
+    m = write_manifest(tmp_path / "remeasure.yaml", manifest_data(
+        "later", port=free_port(), server={"ready_timeout_s": 60, "stop_grace_s": 5},
+        load={"levels": [1], "requests_per_level": REQUESTS, "warmup_requests": 1, "prompt_tokens": 8, "output_tokens": 16,
+              "seed": 3, "request_timeout_s": 60},
+        design={"repeats": 1, "order": "interleaved"}, gates={"port_deadline_s": 5}))
+    out = tmp_path / "results"
+    kit = subprocess.Popen([sys.executable, "-m", "kit", "run", str(m), "--out", str(out), "--allow-unsigned"],
+                           env=isolated, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    done = threading.Event()
+    disturber = threading.Thread(target=_disturb_first_driver, args=(kit, out, done), daemon=True)
+    disturber.start()
+    try:
+        output, _ = kit.communicate(timeout=600)
+    finally:
+        done.set()
+        disturber.join()
+    assert kit.returncode == 0, output
+    b = bundle_of(out)
+    first = json.loads((b / "plan.json").read_text())["cells"][0]["id"]
+    [step] = [line for line in output.splitlines() if line.startswith("next: ")] or [output]
+    assert f"client-bound ({first}" in step and "under redone/" in step, output
+    command = step[step.index("run): kit run --resume ") + len("run): "):]
+    assert command.endswith(" --redo client-bound") and "--allow-unsigned" in command, command
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    (shim / "kit").write_text(f'#!/bin/sh\nexec {sys.executable} -m kit "$@"\n')
+    (shim / "kit").chmod(0o755)
+    again = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=600, check=False,
+                           env={**os.environ, **isolated, "PATH": f"{shim}:{os.environ['PATH']}"})
+    assert again.returncode == 0, again.stdout + again.stderr
+    run = json.loads((b / "run.json").read_text())
+    redone = [r for res in run["resumed"] for r in res["redone"]]
+    assert [r["cell"] for r in redone if r["cell"] == first] == [first], run["resumed"]
+    assert all(r["reason"] == "client-bound" for r in redone)
+    assert (b / f"redone/{first}-a1/level-1/records.jsonl").is_file()
     v = subprocess.run([sys.executable, "-m", "kit", "verify", str(b), "--integrity-only"], env=isolated,
                        capture_output=True, text=True, timeout=300, check=False)
     assert v.returncode == 0, v.stdout + v.stderr
