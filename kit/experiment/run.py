@@ -286,7 +286,10 @@ def outcome(session: BundleSession, c: Closing, status: str, error: BaseExceptio
         raise SummaryFailed(f"every cell ran and summary.json holds the verdicts, but report.md could not be "
                             f"rendered ({c.report_error})", hint=f"the bundle is complete and signed; once the cause "
                             f"is fixed (e.g. a newer kit), {shlex.join(['kit', 'report', str(root)])} renders it")
-    redo = client_bound_hint(root, again) if summary else None
+    try:
+        redo = client_bound_hint(root, again) if summary else None
+    except (KitError, OSError):  # a courtesy line: it never turns a sealed, complete run into an error
+        redo = None
     return RunResult(bundle=root, status=status, verdicts=lines,
                      failed_cells={cid: f.reason for cid, f in c.failed.items()}, notices=c.notices, summary=summary,
                      next_steps=[redo] if redo else [])
