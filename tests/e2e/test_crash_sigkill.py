@@ -25,6 +25,7 @@ from crash_helpers import (
     start_kit,
 )
 from e2e_helpers import ROOT, bundle_of, read_json
+from support.pasted import pasted
 from support.ports import free_port
 
 from kit.bundle import runner_key
@@ -175,12 +176,7 @@ def test_sigkill_before_the_first_checkpoint_says_so_and_the_printed_command_run
     assert "Traceback" not in r.stderr
     [command] = re.findall(r"records, from where it ran\): (kit run .*?); this directory", r.stderr) or [r.stderr]
     assert shlex.split(command) == ["kit", "run", str(m), "--out", str(out), "--allow-unsigned"], command
-    shim = tmp_path / "bin"
-    shim.mkdir()
-    (shim / "kit").write_text(f'#!/bin/sh\nexec {sys.executable} -m kit "$@"\n')
-    (shim / "kit").chmod(0o755)
-    again = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=400, cwd=ROOT, check=False,
-                           env={**os.environ, **env, "PATH": f"{shim}:{os.environ['PATH']}"})
+    again = pasted(command, tmp_path / "bin", env=env, cwd=ROOT, timeout=400)
     assert again.returncode == 0, again.stdout + again.stderr
     [new] = [p for p in out.iterdir() if p.is_dir() and p != b]
     assert read_json(new / "run.json")["status"] == "complete"

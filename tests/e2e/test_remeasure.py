@@ -6,7 +6,6 @@ run.json and measured again at once, before the next cell; the run completes and
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -18,6 +17,7 @@ import psutil
 import pytest
 from e2e_helpers import bundle_of
 from support.manifests import manifest_data, write_manifest
+from support.pasted import pasted
 from support.ports import free_port
 
 pytestmark = pytest.mark.slow
@@ -51,13 +51,9 @@ def _disturb_first_driver(kit: subprocess.Popen[str], out: Path, done: threading
             return
 
 
-def test_a_client_bound_cell_is_measured_again_at_once(tmp_path: Path, isolated: dict[str, str]) -> None:
-    m = write_manifest(tmp_path / "remeasure.yaml", manifest_data(
-        "remeasure", port=free_port(), server={"ready_timeout_s": 60, "stop_grace_s": 5},
-        load={"levels": [1], "requests_per_level": REQUESTS, "warmup_requests": 1, "prompt_tokens": 8, "output_tokens": 16,
-              "seed": 3, "request_timeout_s": 60},
-        design={"repeats": 1, "order": "interleaved", "redo_client_bound": 1}, gates={"port_deadline_s": 5}))
-    out = tmp_path / "results"
+def _run_disturbed(m: Path, out: Path, isolated: dict[str, str]) -> tuple[str, Path]:
+    """`kit run` of ``m`` with its first cell's load driver disturbed (``_disturb_first_driver``): its output (it must
+    exit 0) and its bundle."""
     kit = subprocess.Popen([sys.executable, "-m", "kit", "run", str(m), "--out", str(out), "--allow-unsigned"],
                            env=isolated, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     done = threading.Event()
@@ -69,7 +65,16 @@ def test_a_client_bound_cell_is_measured_again_at_once(tmp_path: Path, isolated:
         done.set()
         disturber.join()
     assert kit.returncode == 0, output
-    b = bundle_of(out)
+    return output, bundle_of(out)
+
+
+def test_a_client_bound_cell_is_measured_again_at_once(tmp_path: Path, isolated: dict[str, str]) -> None:
+    m = write_manifest(tmp_path / "remeasure.yaml", manifest_data(
+        "remeasure", port=free_port(), server={"ready_timeout_s": 60, "stop_grace_s": 5},
+        load={"levels": [1], "requests_per_level": REQUESTS, "warmup_requests": 1, "prompt_tokens": 8, "output_tokens": 16,
+              "seed": 3, "request_timeout_s": 60},
+        design={"repeats": 1, "order": "interleaved", "redo_client_bound": 1}, gates={"port_deadline_s": 5}))
+    output, b = _run_disturbed(m, tmp_path / "results", isolated)
     first = json.loads((b / "plan.json").read_text())["cells"][0]["id"]
     run = json.loads((b / "run.json").read_text())
     [record] = [r for r in run["redone"] if r["cell"] == first]  # a busy machine may flag another cell too
@@ -94,30 +99,13 @@ def test_without_redo_in_the_run_the_printed_next_step_re_measures_only_the_flag
         load={"levels": [1], "requests_per_level": REQUESTS, "warmup_requests": 1, "prompt_tokens": 8, "output_tokens": 16,
               "seed": 3, "request_timeout_s": 60},
         design={"repeats": 1, "order": "interleaved"}, gates={"port_deadline_s": 5}))
-    out = tmp_path / "results"
-    kit = subprocess.Popen([sys.executable, "-m", "kit", "run", str(m), "--out", str(out), "--allow-unsigned"],
-                           env=isolated, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    done = threading.Event()
-    disturber = threading.Thread(target=_disturb_first_driver, args=(kit, out, done), daemon=True)
-    disturber.start()
-    try:
-        output, _ = kit.communicate(timeout=600)
-    finally:
-        done.set()
-        disturber.join()
-    assert kit.returncode == 0, output
-    b = bundle_of(out)
+    output, b = _run_disturbed(m, tmp_path / "results", isolated)
     first = json.loads((b / "plan.json").read_text())["cells"][0]["id"]
     [step] = [line for line in output.splitlines() if line.startswith("next: ")] or [output]
     assert f"client-bound ({first}" in step and "under redone/" in step, output
     command = step[step.index("run): kit run --resume ") + len("run): "):]
     assert command.endswith(" --redo client-bound") and "--allow-unsigned" in command, command
-    shim = tmp_path / "bin"
-    shim.mkdir()
-    (shim / "kit").write_text(f'#!/bin/sh\nexec {sys.executable} -m kit "$@"\n')
-    (shim / "kit").chmod(0o755)
-    again = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=600, check=False,
-                           env={**os.environ, **isolated, "PATH": f"{shim}:{os.environ['PATH']}"})
+    again = pasted(command, tmp_path / "bin", env=isolated, cwd=tmp_path, timeout=600)
     assert again.returncode == 0, again.stdout + again.stderr
     run = json.loads((b / "run.json").read_text())
     redone = [r for res in run["resumed"] for r in res["redone"]]

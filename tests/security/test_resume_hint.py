@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from support.manifests import ab_arms, manifest_data, write_manifest
+from support.pasted import pasted
 from support.terminal import popen_as_from_a_terminal
 from trust_helpers import ROOT, key
 
@@ -79,13 +80,8 @@ def _interrupted_run(tmp_path: Path, port: int, flag: str) -> tuple[str, Path]:
 
 def _pasted(tmp_path: Path, command: str) -> subprocess.CompletedProcess[str]:
     """``command`` pasted into a shell elsewhere, `kit` being this checkout's kit."""
-    shim = tmp_path / "bin"
-    shim.mkdir(exist_ok=True)
-    (shim / "kit").write_text(f'#!/bin/sh\nexec {sys.executable} -m kit "$@"\n')
-    (shim / "kit").chmod(0o755)
-    env = {**os.environ, **_env(tmp_path), "PATH": f"{shim}:{os.environ['PATH']}", "PYTHONPATH": str(ROOT)}
-    return subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path,
-                          check=False)
+    return pasted(command, tmp_path / "bin", env={**_env(tmp_path), "PYTHONPATH": str(ROOT)}, cwd=tmp_path,
+                  timeout=300)
 
 
 def _printed_command(stderr: str, command: str = "kit run --resume") -> str:

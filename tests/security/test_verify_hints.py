@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from support.manifests import ab_arms, manifest_data, write_manifest
+from support.pasted import pasted
 from trust_helpers import ROOT
 
 from kit.plumbing.poll import poll_until
@@ -77,15 +78,10 @@ def _printed_command(hint_output: str, start: str) -> str:
 
 def _pasted(tmp_path: Path, command: str) -> subprocess.CompletedProcess[str]:
     """``command`` pasted into a shell in another directory, `kit` being this checkout's kit."""
-    shim = tmp_path / "bin"
-    shim.mkdir(exist_ok=True)
-    (shim / "kit").write_text(f'#!/bin/sh\nexec {sys.executable} -m kit "$@"\n')
-    (shim / "kit").chmod(0o755)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir(exist_ok=True)
-    env = {**os.environ, **_env(tmp_path), "PATH": f"{shim}:{os.environ['PATH']}", "PYTHONPATH": str(ROOT)}
-    return subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=400, env=env, cwd=elsewhere,
-                          check=False)
+    return pasted(command, tmp_path / "bin", env={**_env(tmp_path), "PYTHONPATH": str(ROOT)}, cwd=elsewhere,
+                  timeout=400)
 
 
 def test_a_live_run_is_in_progress_and_once_killed_the_printed_resume_finishes_it(tmp_path: Path, port: int) -> None:
