@@ -157,7 +157,6 @@ FORCED: dict[str, tuple[dict[str, str], tuple[int, int]]] = {
     "noskip-w4": ({"KIT_OEA_SKIP_SLACK": "off", "KIT_OEA_SPLIT_WARPS": "4"}, (512, 1 << 30)),
     "same": ({}, (3, 1 << 30)),  # the default again, timed as another variant: how far one cell's noise goes
     "noprelaunch": ({"KIT_OEA_PRELAUNCH": "0"}, (3, 1 << 30)),
-    "prelaunch-nopdl": ({"KIT_OEA_PDL": "0"}, (2, 1 << 30)),  # the prelaunched kernel B launched in order (before 12-05)
     "prelaunch-w4": ({"KIT_OEA_SPLIT_WARPS": "4"}, (3, 128)),  # kernel A after the router, in order (as before)
     "noskip-noprelaunch": ({"KIT_OEA_SKIP_SLACK": "off", "KIT_OEA_PRELAUNCH": "0"}, (64, 1 << 30)),
     # over plain-short (one top-k kernel): the default with kernel A prelaunched beside it, and without

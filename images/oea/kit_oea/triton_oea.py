@@ -397,13 +397,8 @@ def _split_select_kernel(
     nmask = offs < N
     w_offs = tl.arange(0, WORDS)
     if ONE_PASS:
-        # Prelaunched, one block of bit sets and one of ids. With PDL (launched programmatically after the
-        # router's last kernel, kernel A joined) the logits are ranked before the wait, while that kernel ends;
-        # without, kernel A is done and the ids are written, so all is requested before any of it is used.
-        if USE_PDL:
-            key, mx, den = _row_keys(logits_ptr, stride_l, bias_ptr, rows, rmask, offs, nmask, BLOCK_N, HAS_BIAS,
-                                     SOFTMAX)  # fmt: skip
-            gdc_wait()
+        # Prelaunched, one block of bit sets and one of ids: kernel A is done and the ids are written, so the
+        # bit sets, the rows' first ids and the logits are all requested before any of them is used.
         p = tl.arange(0, BLOCK_P)
         part = tl.load(part_ptr + p[:, None] * WORDS + w_offs[None, :], mask=(p < P)[:, None], other=0)
         r = tl.arange(0, BLOCK_R)
@@ -411,9 +406,7 @@ def _split_select_kernel(
         counted = r < M  # the rows kernel A counted: below M and num_token_non_padded (in its own dtype, as A)
         if HAS_NTNP:
             counted = counted & (r < tl.load(ntnp_ptr))
-        if not USE_PDL:
-            key, mx, den = _row_keys(logits_ptr, stride_l, bias_ptr, rows, rmask, offs, nmask, BLOCK_N, HAS_BIAS,
-                                     SOFTMAX)  # fmt: skip
+        key, mx, den = _row_keys(logits_ptr, stride_l, bias_ptr, rows, rmask, offs, nmask, BLOCK_N, HAS_BIAS, SOFTMAX)
         acc = tl.reduce(part, 0, _or)
         doubt = tl.max(((first < 0) & counted).to(tl.int32), axis=0)
     else:
@@ -789,7 +782,7 @@ def oea_reroute_triton_(
             # even the fast path: H100, call 1), one block under the interpreter (CPU tensors; tests)
             BLOCK_U=min(triton.next_power_of_2(m),
                         max(1, (256 * prelaunched.warps if router_logits.is_cuda else 8192) // block_n)),
-            ONE_PASS=prelaunched.programs <= 256 and m <= _ONE_PASS_ROWS, **flags, **launch,
+            ONE_PASS=prelaunched.programs <= 256 and m <= _ONE_PASS_ROWS, **{**flags, "USE_PDL": False},
         )  # fmt: skip
         return
     path = choose_path(m, block_n)
