@@ -33,6 +33,7 @@ always decides). Target: <= 5 us everywhere. On the CPU
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
 import time
@@ -415,5 +416,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "images" / "oea"))
+    if importlib.util.find_spec("kit_oea") is None:  # else the kit_oea on PYTHONPATH (h200_hook_ab.sh: a base tree)
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "images" / "oea"))
     raise SystemExit(main())

@@ -169,14 +169,18 @@ def _select_store(
     K: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SOFTMAX: tl.constexpr,
     RENORMALIZE: tl.constexpr,
 ):  # fmt: skip
-    """Every row's top-k among ``active`` (fillers: its top-1, weight 0), weights, written in place."""
+    """Every row's top-k among ``active`` (fillers: its top-1, weight 0), weights, written in place. A valid
+    row's top-1 is in ``active`` (the union of the valid rows' top-k0), so its best active expert, the first
+    round's, is that filler: no reduction of its own. (A row with no active expert is not valid: expert 0,
+    a safe index, stands in until it is written as -1.)"""
     koffs = tl.arange(0, BLOCK_K)
-    top1 = _key_index(tl.max(key, axis=1), BLOCK_N)
     akey = tl.where(active[None, :], key, -9223372036854775807)
-    out_ids = tl.zeros([key.shape[0], BLOCK_K], dtype=tl.int32) + top1[:, None]
-    take = tl.zeros([key.shape[0], BLOCK_K], dtype=tl.int1)
-    prev = tl.zeros_like(top1).to(tl.int64) + 9223372036854775807
-    for j in tl.static_range(K):
+    best = tl.max(akey, axis=1)
+    found = best > -9223372036854775807
+    out_ids = tl.zeros([key.shape[0], BLOCK_K], dtype=tl.int32) + tl.where(found, _key_index(best, BLOCK_N), 0)[:, None]
+    take = (koffs[None, :] == 0) & found[:, None]
+    prev = best
+    for j in tl.static_range(1, K):
         best = _next_key(akey, prev)
         ok = best > -9223372036854775807
         here = (koffs[None, :] == j) & ok[:, None]
@@ -407,6 +411,7 @@ def _split_select_kernel(
         if HAS_NTNP:
             counted = counted & (r < tl.load(ntnp_ptr))
         key, mx, den = _row_keys(logits_ptr, stride_l, bias_ptr, rows, rmask, offs, nmask, BLOCK_N, HAS_BIAS, SOFTMAX)
+        valid = _rows_valid(ids_ptr, stride_i, ntnp_ptr, rows, rmask, K, BLOCK_K, HAS_NTNP)  # with the rest
         acc = tl.reduce(part, 0, _or)
         doubt = tl.max(((first < 0) & counted).to(tl.int32), axis=0)
     else:
@@ -439,7 +444,8 @@ def _split_select_kernel(
     bits = (acc[:, None] >> tl.arange(0, 32)[None, :]) & 1  # [WORDS, 32]
     if tl.sum(tl.sum(bits, axis=1), axis=0) < skip_at:
         active = tl.reshape(bits, [BLOCK_N]) > 0
-        valid = _rows_valid(ids_ptr, stride_i, ntnp_ptr, rows, rmask, K, BLOCK_K, HAS_NTNP)
+        if not ONE_PASS:
+            valid = _rows_valid(ids_ptr, stride_i, ntnp_ptr, rows, rmask, K, BLOCK_K, HAS_NTNP)
         _select_store(key, mx, den, active, rows, rmask, valid, logits_ptr, stride_l, ids_ptr, stride_i,
                       w_ptr, stride_w, scale, K, BLOCK_N, BLOCK_K, SOFTMAX, RENORMALIZE)  # fmt: skip
 
