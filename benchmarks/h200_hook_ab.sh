@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Two versions of the OEA hook's kernels timed against each other in ONE device call (<= 10 minutes): the
 # compiled GPU tests of the working tree's kernels, then benchmarks/oea_hook_overhead.py on the tree given as
-# the baseline (a folder holding a kit_oea package, e.g. one unpacked by `git archive REV images/oea/kit_oea`)
-# and on the working tree's images/oea, alternated ROUNDS times (base, new, base, new, ...), so that drift of
-# the machine shows as a difference between rounds of the same tree, not as an effect. Run from the
-# repository root:
+# the baseline (a folder holding a kit_oea package, untracked so that it travels to the device: `mkdir abtmp &&
+# git archive REV images/oea/kit_oea | tar -x -C abtmp --strip-components=2`) and on the working tree's
+# images/oea, alternated ROUNDS times (base, new, base, new, ...), so that drift of the machine shows as a
+# difference between rounds of the same tree, not as an effect. Run from the repository root:
 #
 #   bash benchmarks/h200_hook_ab.sh BASE_DIR OUT     (on the device: ... "$OUT")
 #
