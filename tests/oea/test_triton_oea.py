@@ -277,6 +277,14 @@ def test_empty_batch_and_path_knob(monkeypatch: pytest.MonkeyPatch) -> None:
     assert [TK._split_warps("split", 1, 256, p) for p in (3, 64, 65)] == [1, 1, 4]
     assert (TK._split_warps("split-hint", 1, 256, 8), TK._split_warps("split", 1, 128, 8)) == (4, 4)
     assert TK._split_warps("split", 8, 256, 128) == 8
+    # prelaunched (kernel B alone after the router): one for 64+ programs of at most 2 rows of at most 128
+    # experts (Qwen3 at 64-256 rows on 132 SMs), two for a full tile (GLM-5 at 1024 rows), else four
+    pre = "split-prelaunched"
+    monkeypatch.delenv(TK.ROWS_KNOB)  # rows per program from the batch (132 SMs where there is no GPU)
+    assert [TK._split_warps(pre, bm, 128, p) for bm, p in ((1, 63), (1, 64), (2, 128), (4, 128))] == [4, 1, 1, 4]
+    assert [TK._split_warps(pre, bm, 256, 128) for bm in (1, 2, 4, 8)] == [4, 4, 4, 2]
+    assert [TK._split_layout(m, 128, pre, TK.torch.device("cpu"))[3] for m in (32, 64, 256, 1024)] == [4, 1, 1, 4]
+    assert [TK._split_layout(m, 256, pre, TK.torch.device("cpu"))[3] for m in (64, 256, 512, 1024)] == [4, 4, 4, 2]
 
 
 def _keep_scratch(monkeypatch: pytest.MonkeyPatch) -> list[Any]:

@@ -169,18 +169,14 @@ def _select_store(
     K: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SOFTMAX: tl.constexpr,
     RENORMALIZE: tl.constexpr,
 ):  # fmt: skip
-    """Every row's top-k among ``active`` (fillers: its top-1, weight 0), weights, written in place. A valid
-    row's top-1 is in ``active`` (the union of the valid rows' top-k0), so its best active expert, the first
-    round's, is that filler: no reduction of its own. (A row with no active expert is not valid: expert 0,
-    a safe index, stands in until it is written as -1.)"""
+    """Every row's top-k among ``active`` (fillers: its top-1, weight 0), weights, written in place."""
     koffs = tl.arange(0, BLOCK_K)
+    top1 = _key_index(tl.max(key, axis=1), BLOCK_N)
     akey = tl.where(active[None, :], key, -9223372036854775807)
-    best = tl.max(akey, axis=1)
-    found = best > -9223372036854775807
-    out_ids = tl.zeros([key.shape[0], BLOCK_K], dtype=tl.int32) + tl.where(found, _key_index(best, BLOCK_N), 0)[:, None]
-    take = (koffs[None, :] == 0) & found[:, None]
-    prev = best
-    for j in tl.static_range(1, K):
+    out_ids = tl.zeros([key.shape[0], BLOCK_K], dtype=tl.int32) + top1[:, None]
+    take = tl.zeros([key.shape[0], BLOCK_K], dtype=tl.int1)
+    prev = tl.zeros_like(top1).to(tl.int64) + 9223372036854775807
+    for j in tl.static_range(K):
         best = _next_key(akey, prev)
         ok = best > -9223372036854775807
         here = (koffs[None, :] == j) & ok[:, None]
@@ -411,7 +407,6 @@ def _split_select_kernel(
         if HAS_NTNP:
             counted = counted & (r < tl.load(ntnp_ptr))
         key, mx, den = _row_keys(logits_ptr, stride_l, bias_ptr, rows, rmask, offs, nmask, BLOCK_N, HAS_BIAS, SOFTMAX)
-        valid = _rows_valid(ids_ptr, stride_i, ntnp_ptr, rows, rmask, K, BLOCK_K, HAS_NTNP)  # with the rest
         acc = tl.reduce(part, 0, _or)
         doubt = tl.max(((first < 0) & counted).to(tl.int32), axis=0)
     else:
@@ -444,8 +439,7 @@ def _split_select_kernel(
     bits = (acc[:, None] >> tl.arange(0, 32)[None, :]) & 1  # [WORDS, 32]
     if tl.sum(tl.sum(bits, axis=1), axis=0) < skip_at:
         active = tl.reshape(bits, [BLOCK_N]) > 0
-        if not ONE_PASS:
-            valid = _rows_valid(ids_ptr, stride_i, ntnp_ptr, rows, rmask, K, BLOCK_K, HAS_NTNP)
+        valid = _rows_valid(ids_ptr, stride_i, ntnp_ptr, rows, rmask, K, BLOCK_K, HAS_NTNP)
         _select_store(key, mx, den, active, rows, rmask, valid, logits_ptr, stride_l, ids_ptr, stride_i,
                       w_ptr, stride_w, scale, K, BLOCK_N, BLOCK_K, SOFTMAX, RENORMALIZE)  # fmt: skip
 
@@ -602,15 +596,24 @@ def _sms(device: torch.device) -> int:
 
 
 def _split_warps(path: str, block_m: int, block_n: int, programs: int) -> int:
-    """Warps per program of the split kernels. One where a program of the full-row kernels holds one row of
-    256+ experts and ORs at most 64 bit sets: its reductions stay within a warp (measured on an H100,
-    benchmarks/results/h100-hook-2026-12-05/: GLM-5 at 2-64 rows +4.9 to +5.4 us against +5.1 to +6.3 us with
-    4 warps; at 128 rows one warp cost +13.4 us); not for a prelaunched kernel B (``split-prelaunched``: alone
-    on the critical path, four warps won at every size measured, H100 2026-12-05: one warp cost 0.1 to 1.2 us
-    more at GLM-5's 3-64 rows). Eight from 8 rows of 256 (a warp per row), else four."""
+    """Warps per program of the split kernels (measured on H100s; the calls are named in docs/oea-hook.md).
+
+    - ``split`` (kernel A after the router): one where a program holds one row of 256+ experts and ORs at most
+      64 bit sets, its reductions within a warp (h100-hook-2026-12-05: GLM-5 at 2-64 rows +4.9 to +5.4 us
+      against +5.1 to +6.3 with four; at 128 rows one warp cost +13.4 us); eight for a full tile, else four.
+    - ``split-prelaunched`` (kernel A beside the router, kernel B alone on the critical path): one where a
+      program holds at most two rows of at most 128 experts and there are 64+ programs (Qwen3 at 64-256 rows:
+      0.5 to 0.9 us less than four, h100-hookb-2026-12-05 call 2, four timings); two for a full tile
+      (``_SPLIT_TILE`` logits, GLM-5 at 1024 rows: 0.3 to 0.6 us less than eight in four calls, two sessions);
+      else four (one warp cost 0.1 to 1.2 us more at GLM-5's 3-64 rows, and 1.3 to 2.8 us more at Qwen3's
+      1024 rows; two cost 1.1 to 1.7 us more at GLM-5's 256 rows)."""
+    if path == "split-prelaunched":
+        if block_n <= 128 and block_m <= 2 and programs >= 64:
+            return 1
+        return 2 if block_m * block_n >= _SPLIT_TILE else 4
     if path == "split" and block_m == 1 and block_n >= 256 and programs <= 64:
         return 1
-    return 8 if block_m * block_n >= 2048 else 4
+    return 8 if block_m * block_n >= _SPLIT_TILE else 4
 
 
 def _split_scratch(programs: int, words: int, device: torch.device) -> torch.Tensor:
