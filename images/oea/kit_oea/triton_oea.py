@@ -603,10 +603,10 @@ def _split_warps(path: str, block_m: int, block_n: int, programs: int) -> int:
       against +5.1 to +6.3 with four; at 128 rows one warp cost +13.4 us); eight for a full tile, else four.
     - ``split-prelaunched`` (kernel A beside the router, kernel B alone on the critical path): one where a
       program holds at most two rows of at most 128 experts and there are 64+ programs (Qwen3 at 64-256 rows:
-      0.5 to 0.9 us less than four, h100-hookb-2026-12-05 call 2, four timings); two for a full tile
-      (``_SPLIT_TILE`` logits, GLM-5 at 1024 rows: 0.3 to 0.6 us less than eight in four calls, two sessions);
-      else four (one warp cost 0.1 to 1.2 us more at GLM-5's 3-64 rows, and 1.3 to 2.8 us more at Qwen3's
-      1024 rows; two cost 1.1 to 1.7 us more at GLM-5's 256 rows)."""
+      0.5 to 1.0 us less than four, h100-hookb-2026-12-05 call 2, four timings); two for a full tile
+      (``_SPLIT_TILE`` logits, GLM-5 at 1024 rows: 0.3 to 0.5 us less than eight's lower timing, in three
+      calls); else four (one warp cost 0.1 to 1.2 us more at GLM-5's 3-64 rows, and 3.0 to 3.4 us more at
+      Qwen3's 1024 rows; two cost 0.9 to 1.5 us more at GLM-5's 256 rows)."""
     if path == "split-prelaunched":
         if block_n <= 128 and block_m <= 2 and programs >= 64:
             return 1
