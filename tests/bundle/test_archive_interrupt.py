@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support.terminal import popen_as_from_a_terminal
 
 from kit.bundle import Bundle
 
@@ -25,8 +26,10 @@ def test_a_signal_during_kit_archive_leaves_no_temp_file(bundle: Bundle, tmp_pat
     out_dir = tmp_path / "out"
     out_dir.mkdir()
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-    proc = subprocess.Popen([sys.executable, "-m", "kit", "archive", str(bundle.root), "-o", str(out_dir / "b.tar.gz")],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # as from a terminal: under `nohup make test` a plain child would start with SIGHUP ignored, and kit keeps it so
+    proc = popen_as_from_a_terminal([sys.executable, "-m", "kit", "archive", str(bundle.root), "-o",
+                                     str(out_dir / "b.tar.gz")], env=env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT)  # fmt: skip
     deadline = time.monotonic() + 60
     while not any(out_dir.iterdir()) and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.001)
