@@ -37,7 +37,7 @@ MIN_BYTES = 32 << 20
 KEEP = 4
 TMP_SUFFIX = ".tmp"
 OURS = re.compile(r"[0-9a-f]{64}\.bin")  # a draw's file: key(...).bin
-OURS_TMP = re.compile(r"\.[0-9a-f]{16}\.[A-Za-z0-9_]+\.tmp")  # a writer's, before its rename
+OURS_TMP = re.compile(r"\.[0-9a-f]{16}\.[A-Za-z0-9_]+" + re.escape(TMP_SUFFIX))  # a writer's, before its rename
 STALE_TMP_S = 3600.0
 
 
@@ -144,15 +144,16 @@ def _write(cache: Path, path: Path, name: str, draws: Sequence[Draw], arrays: di
         cache.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=cache, prefix=f".{name[:16]}.", suffix=TMP_SUFFIX)
         os.fchmod(fd, 0o644)  # readable by the other users of a shared cache, as a file made with open() would be
+        blobs = [np.ascontiguousarray(arrays[d.name], dtype="<f4").data for d in draws]  # views, no copies
         digest = hashlib.sha256()
-        for d in draws:
-            digest.update(np.ascontiguousarray(arrays[d.name], dtype="<f4").data)
+        for blob in blobs:
+            digest.update(blob)
         header = {"key": name, "count": sum(d.count for d in draws), "sha256": digest.hexdigest(),
                   "draws": [[d.name, list(d.shape)] for d in draws]}
         with os.fdopen(fd, "wb") as f:
             f.write(MAGIC + json.dumps(header).encode() + b"\n")
-            for d in draws:
-                f.write(np.ascontiguousarray(arrays[d.name], dtype="<f4").data)
+            for blob in blobs:
+                f.write(blob)
         os.replace(tmp, path)
         tmp = None
     except OSError as exc:
@@ -177,7 +178,11 @@ def _evict(cache: Path, keep: Path) -> None:
     --weights-cache may hold other files."""
     now = time.time()
     dated: list[tuple[float, Path]] = []
-    for p in cache.iterdir() if cache.is_dir() else ():
+    try:
+        names = list(cache.iterdir())
+    except OSError:  # a directory it may write but not list: nothing is evicted
+        return
+    for p in names:
         try:
             if OURS.fullmatch(p.name) and p != keep:
                 dated.append((p.lstat().st_mtime, p))

@@ -8,6 +8,7 @@ import logging
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -241,3 +242,20 @@ def test_a_deep_header_is_a_damaged_file(tmp_path: Path, caplog: pytest.LogCaptu
 def test_a_cached_file_is_readable_by_other_users(tmp_path: Path) -> None:
     cached(tmp_path)
     assert only_file(tmp_path).stat().st_mode & 0o777 == 0o644
+
+
+def test_a_cache_it_may_write_but_not_list_keeps_its_draw(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A directory of mode -wx (root is not held by its mode, so listing is made to fail as EACCES would): the draw
+    is written and used, and eviction, which must list the directory, is skipped rather than an error."""
+    real = Path.iterdir
+
+    def unlistable(self: Path) -> Any:
+        if self == tmp_path:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self)
+
+    monkeypatch.setattr(Path, "iterdir", unlistable)
+    arrays, how = cached(tmp_path)
+    assert how.startswith("drawn and cached in ") and arrays["w1"].shape == draws(CFG)[5].shape, how
+    monkeypatch.undo()
+    assert cached(tmp_path)[1] == f"read from {only_file(tmp_path)}"
