@@ -51,6 +51,21 @@ def _disturb_first_driver(kit: subprocess.Popen[str], out: Path, done: threading
             return
 
 
+def _manifest(tmp_path: Path, name: str, design: dict[str, object]) -> Path:
+    """One level of one request at a time, REQUESTS of them per cell: one cell per arm and repeat."""
+    return write_manifest(tmp_path / "remeasure.yaml", manifest_data(
+        name, port=free_port(), server={"ready_timeout_s": 60, "stop_grace_s": 5},
+        load={"levels": [1], "requests_per_level": REQUESTS, "warmup_requests": 1, "prompt_tokens": 8, "output_tokens": 16,
+              "seed": 3, "request_timeout_s": 60},
+        design={"repeats": 1, "order": "interleaved", **design}, gates={"port_deadline_s": 5}))
+
+
+def _verifies(b: Path, isolated: dict[str, str]) -> None:
+    v = subprocess.run([sys.executable, "-m", "kit", "verify", str(b), "--integrity-only"], env=isolated,
+                       capture_output=True, text=True, timeout=300, check=False)
+    assert v.returncode == 0, v.stdout + v.stderr
+
+
 def _run_disturbed(m: Path, out: Path, isolated: dict[str, str]) -> tuple[str, Path]:
     """`kit run` of ``m`` with its first cell's load driver disturbed (``_disturb_first_driver``): its output (it must
     exit 0) and its bundle."""
@@ -69,11 +84,7 @@ def _run_disturbed(m: Path, out: Path, isolated: dict[str, str]) -> tuple[str, P
 
 
 def test_a_client_bound_cell_is_measured_again_at_once(tmp_path: Path, isolated: dict[str, str]) -> None:
-    m = write_manifest(tmp_path / "remeasure.yaml", manifest_data(
-        "remeasure", port=free_port(), server={"ready_timeout_s": 60, "stop_grace_s": 5},
-        load={"levels": [1], "requests_per_level": REQUESTS, "warmup_requests": 1, "prompt_tokens": 8, "output_tokens": 16,
-              "seed": 3, "request_timeout_s": 60},
-        design={"repeats": 1, "order": "interleaved", "redo_client_bound": 1}, gates={"port_deadline_s": 5}))
+    m = _manifest(tmp_path, "remeasure", {"redo_client_bound": 1})
     output, b = _run_disturbed(m, tmp_path / "results", isolated)
     first = json.loads((b / "plan.json").read_text())["cells"][0]["id"]
     run = json.loads((b / "run.json").read_text())
@@ -84,9 +95,7 @@ def test_a_client_bound_cell_is_measured_again_at_once(tmp_path: Path, isolated:
     flat = " ".join(output.split())
     assert f"cell {first}: client-bound" in flat and "measuring it again (1 of 1" in flat, output
     assert (b / f"cells/{first}/cell.json").is_file()  # measured again
-    v = subprocess.run([sys.executable, "-m", "kit", "verify", str(b), "--integrity-only"], env=isolated,
-                       capture_output=True, text=True, timeout=300, check=False)
-    assert v.returncode == 0, v.stdout + v.stderr
+    _verifies(b, isolated)
 
 
 def test_without_redo_in_the_run_the_printed_next_step_re_measures_only_the_flagged_cells(
@@ -94,11 +103,7 @@ def test_without_redo_in_the_run_the_printed_next_step_re_measures_only_the_flag
     """design.redo_client_bound 0 (a fixed design's default): the flagged cell withholds its level's verdict, and the
     run ends with a `next:` line naming it and the command that re-measures it; that command, pasted into a shell as
     printed, does so: the run's resume records the flagged attempt under redone/ and the bundle verifies."""
-    m = write_manifest(tmp_path / "remeasure.yaml", manifest_data(
-        "later", port=free_port(), server={"ready_timeout_s": 60, "stop_grace_s": 5},
-        load={"levels": [1], "requests_per_level": REQUESTS, "warmup_requests": 1, "prompt_tokens": 8, "output_tokens": 16,
-              "seed": 3, "request_timeout_s": 60},
-        design={"repeats": 1, "order": "interleaved"}, gates={"port_deadline_s": 5}))
+    m = _manifest(tmp_path, "later", {})
     output, b = _run_disturbed(m, tmp_path / "results", isolated)
     first = json.loads((b / "plan.json").read_text())["cells"][0]["id"]
     [step] = [line for line in output.splitlines() if line.startswith("next: ")] or [output]
@@ -112,6 +117,4 @@ def test_without_redo_in_the_run_the_printed_next_step_re_measures_only_the_flag
     assert [r["cell"] for r in redone if r["cell"] == first] == [first], run["resumed"]
     assert all(r["reason"] == "client-bound" for r in redone)
     assert (b / f"redone/{first}-a1/level-1/records.jsonl").is_file()
-    v = subprocess.run([sys.executable, "-m", "kit", "verify", str(b), "--integrity-only"], env=isolated,
-                       capture_output=True, text=True, timeout=300, check=False)
-    assert v.returncode == 0, v.stdout + v.stderr
+    _verifies(b, isolated)
