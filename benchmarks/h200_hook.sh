@@ -25,20 +25,11 @@ mkdir -p "$OUT/hook"
 export PYTHONUNBUFFERED=1
 export PYTHONPATH="$PWD:$PWD/images/oea:$PWD/benchmarks:$PWD/tests/oea${PYTHONPATH:+:$PYTHONPATH}"
 PY=${PY:-python3}
+. benchmarks/hook_common.sh
 
-{
-  echo "date: $(date -u +%FT%TZ)"
-  echo "git: $(git rev-parse HEAD 2>/dev/null || echo unknown) $(git status --porcelain 2>/dev/null | wc -l) changed files"
-  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader || true
-  $PY -c 'import torch, triton; print("torch", torch.__version__, "cuda", torch.version.cuda, "triton", triton.__version__, torch.cuda.get_device_name(0))'
-} 2>&1 | tee "$OUT/env.txt"
-
-t0=$SECONDS
-timeout 300 $PY -m pytest -q -p no:cacheprovider -m "gpu or slow or not slow" -rfE --junitxml "$OUT/tests.xml" \
-  tests/oea/test_triton_oea.py tests/oea/test_oea_gpu.py > "$OUT/tests.log" 2>&1
+hook_env 2>&1 | tee "$OUT/env.txt"
+hook_tests "$OUT"
 tests_rc=$?
-echo "tests: exit $tests_rc in $((SECONDS - t0)) s; $(tail -n 1 "$OUT/tests.log")"
-grep -E '^(FAILED|ERROR)' "$OUT/tests.log" | head -n 40 || true
 
 t0=$SECONDS
 timeout 270 $PY benchmarks/oea_hook_overhead.py --out "$OUT/hook" --forced "${FORCED:-same,noprelaunch,single,short,short-noprelaunch,noskip}" \

@@ -8,7 +8,7 @@
 #
 #   bash benchmarks/h200_hook_ab.sh BASE_DIR OUT     (on the device: ... "$OUT")
 #
-# Writes OUT/env.txt, OUT/tests.log, OUT/{base,new}{1..ROUNDS}/ (the benchmark's json / md) and OUT/ab.log.
+# Writes OUT/env.txt, OUT/tests.log and OUT/tests.xml, OUT/{base,new}{1..ROUNDS}/ (the benchmark's json / md) and OUT/ab.log.
 # BATCHES (default 32,64,128,256,512,1024), FORCED (default same,short), ROUNDS (default 2), TESTS (0: skip).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -19,23 +19,18 @@ mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 PY=${PY:-python3}
 common="$PWD:$PWD/benchmarks:$PWD/tests/oea"
+. benchmarks/hook_common.sh
 
 {
-  echo "date: $(date -u +%FT%TZ)"
-  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader || true
-  $PY -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__, torch.cuda.get_device_name(0))'
+  hook_env
   echo "base: $BASE ($(sha256sum "$BASE/kit_oea/triton_oea.py" | cut -c1-16))"
   echo "new: images/oea ($(sha256sum images/oea/kit_oea/triton_oea.py | cut -c1-16))"
 } 2>&1 | tee "$OUT/env.txt"
 
 tests_rc=0
 if [ "${TESTS:-1}" != 0 ]; then
-  t0=$SECONDS
-  PYTHONPATH="$common:$PWD/images/oea" timeout 240 $PY -m pytest -q -p no:cacheprovider -m "gpu or slow or not slow" \
-    -rfE tests/oea/test_triton_oea.py tests/oea/test_oea_gpu.py > "$OUT/tests.log" 2>&1
+  PYTHONPATH="$common:$PWD/images/oea" hook_tests "$OUT"
   tests_rc=$?
-  echo "tests: exit $tests_rc in $((SECONDS - t0)) s; $(tail -n 1 "$OUT/tests.log")"
-  grep -E '^(FAILED|ERROR)' "$OUT/tests.log" | head -n 20 || true
 fi
 
 for round in $(seq 1 "${ROUNDS:-2}"); do
