@@ -10,7 +10,8 @@ TEST_STAMP := $(VENV)/.kit-test-extras
 
 # The test tiers run on pytest-xdist workers: the unit tier on UNIT_WORKERS (2 on 2 cores: 143 s against 165 s
 # with 4, measured), the others on SLOW_WORKERS (4: the docker and Slurm groups each hold a worker for long
-# stretches of waiting). --dist loadgroup keeps the tests that share something outside their tmp_path (Docker,
+# stretches of waiting; 5 was slower: the docker, slow and gpu tiers in 909 s against 786 s with 4, one warm clone,
+# 2026-12-06). --dist loadgroup keeps the tests that share something outside their tmp_path (Docker,
 # the Slurm cluster, shared caches, a module-scoped fixture) in one group each, run by one worker:
 # tests/conftest.py picks the groups from markers and fixtures, and prints each tier's time after every run.
 UNIT_WORKERS ?= 2
