@@ -61,7 +61,9 @@ lint: setup
 	$(BIN)/mypy
 
 ## Set everything up (including a Docker engine when none answers) and run every test tier this machine supports:
-## the unit tier first, then the docker, slow and gpu tiers; every test runs once. Each step's wall time is printed,
+## the unit tier first, then the docker, slow and gpu tiers, then the few `quiet` tests alone (a sequential run that
+## must stop early: with the parallel tiers loading 2 cores its load client is flagged client-bound, so it could only
+## ever skip there); every test runs once. Each step's wall time is printed,
 ## each tier's too (pytest's "time per tier" section), and the total.
 test: $(TEST_STAMP)
 	@echo "setup: $$(( $$(date +%s) - $(MAKE_START) )) s wall"
@@ -69,7 +71,8 @@ test: $(TEST_STAMP)
 	./scripts/ensure-slurm
 	$(call timed,ruff and mypy,$(BIN)/ruff check kit tests benchmarks && $(BIN)/mypy)
 	$(call timed,unit tier (budget 120 s on 2 cores),$(PYTEST) -n $(UNIT_WORKERS) -m "$(UNIT)")
-	$(call timed,docker + slow + gpu tiers,$(PYTEST) -n $(SLOW_WORKERS) -m "not ($(UNIT))")
+	$(call timed,docker + slow + gpu tiers,$(PYTEST) -n $(SLOW_WORKERS) -m "not ($(UNIT)) and not quiet")
+	$(call timed,quiet tests (alone),$(PYTEST) -n 0 -m "quiet and not ($(UNIT))")
 	@echo "make test: $$(( $$(date +%s) - $(MAKE_START) )) s wall in all, setup included (budget 20 minutes on 2 cores)"
 
 ## The fast tier (no Docker, no GPU, nothing slow; torch optional): under 2 minutes on 2 cores.
