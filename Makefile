@@ -70,9 +70,9 @@ test: $(TEST_STAMP)
 	./scripts/ensure-docker
 	./scripts/ensure-slurm
 	$(call timed,ruff and mypy,$(BIN)/ruff check kit tests benchmarks && $(BIN)/mypy)
-	$(call timed,unit tier (budget 120 s on 2 cores),$(PYTEST) -n $(UNIT_WORKERS) -m "$(UNIT)")
+	$(call timed,unit tier (budget 120 s on 2 cores),$(PYTEST) -n $(UNIT_WORKERS) -m "($(UNIT)) and not quiet")
 	$(call timed,docker + slow + gpu tiers,$(PYTEST) -n $(SLOW_WORKERS) -m "not ($(UNIT)) and not quiet")
-	$(call timed,quiet tests (alone),$(PYTEST) -n 0 -m "quiet and not ($(UNIT))")
+	$(call timed,quiet tests (alone),$(PYTEST) -n 0 -m quiet)
 	@echo "make test: $$(( $$(date +%s) - $(MAKE_START) )) s wall in all, setup included (budget 20 minutes on 2 cores)"
 
 ## The fast tier (no Docker, no GPU, nothing slow; torch optional): under 2 minutes on 2 cores.
