@@ -60,13 +60,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--reps", type=int, default=100, help="calls per CUDA graph")
     p.add_argument("--samples", type=int, default=25, help="timed replays per variant")
     p.add_argument("--with-torch", action="store_true", help="also time the torch-ops reference")
-    p.add_argument("--forced", type=lambda t: [x for x in t.split(",") if x], default=list(FORCED),
-                   help=f"forced variants to time, of {','.join(FORCED)} (empty: none)")  # fmt: skip
+    p.add_argument("--forced", type=lambda t: [x for x in t.split(",") if x], default=[n for n in FORCED if n not in SWEEP],
+                   help=f"forced variants to time, of {','.join(n for n in FORCED if n not in SWEEP)}, or sweep "
+                        "(the prelaunched layouts; empty: none)")  # fmt: skip
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--max-seconds", type=float, default=150.0, help="stop starting new cells after this")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
-    unknown = [name for name in args.forced if name not in FORCED]
+    unknown = [name for name in args.forced if name not in FORCED and name != "sweep"]
     if unknown:
         p.error(f"--forced: unknown variant(s) {','.join(unknown)}; expected some of {','.join(FORCED)}")
     return args
@@ -131,7 +132,7 @@ class Case:
 
 BASELINES = ("plain", "hf-plain", "plain-dup", "plain-short")  # variants timed only as another's baseline
 KNOBS = ("KIT_OEA_PATH", "KIT_OEA_PDL", "KIT_OEA_SKIP_SLACK", "KIT_OEA_SPLIT_WARPS", "KIT_OEA_SINGLE_WARPS",
-         "KIT_OEA_SPLIT_ROWS", "KIT_OEA_PRELAUNCH")
+         "KIT_OEA_SPLIT_ROWS", "KIT_OEA_PRELAUNCH", "KIT_OEA_UNION")
 # name -> (the knobs it sets, the batch sizes it runs at); the rest run with the defaults (auto path, PDL where
 # the GPU has it, skip slack n // 64, triton_oea's warps and rows per program), i.e. what kit's sglang patch runs.
 FORCED: dict[str, tuple[dict[str, str], tuple[int, int]]] = {
@@ -163,11 +164,19 @@ FORCED: dict[str, tuple[dict[str, str], tuple[int, int]]] = {
     # over plain-short (one top-k kernel): the default with kernel A prelaunched beside it, and without
     "short": ({}, (1, 1 << 30)),
     "short-noprelaunch": ({"KIT_OEA_PRELAUNCH": "0"}, (3, 1 << 30)),
+    # kernel A's programs OR into one set that kernel B reads alone (KIT_OEA_UNION=atomic), over either router
+    "atomic": ({"KIT_OEA_UNION": "atomic"}, (2, 1 << 30)),
+    "atomic-short": ({"KIT_OEA_UNION": "atomic"}, (2, 1 << 30)),
 }
+# The prelaunched layout swept (``--forced sweep``): rows per program R, warps W, either union, at 64-256 rows.
+SWEEP = {f"{u}-r{r}-w{w}": ({"KIT_OEA_SPLIT_ROWS": str(r), "KIT_OEA_SPLIT_WARPS": str(w), "KIT_OEA_UNION": u},
+                            (64, 256))
+         for u in ("sets", "atomic") for r in (1, 2, 4) for w in (1, 2, 4, 8)}  # fmt: skip
+FORCED.update(SWEEP)
 
 
 ON_PLAIN_DUP = ("split-hintfail",)  # variants that start from plain_dup's ids (and are timed over it), not plain's
-ON_PLAIN_SHORT = ("short", "short-noprelaunch")  # timed over plain_short (the hook reads plain's ids, as check ran)
+ON_PLAIN_SHORT = ("short", "short-noprelaunch", "atomic-short")  # timed over plain_short (the hook reads plain's ids, as check ran)
 
 
 def with_env(env: dict[str, str], fn: Fn) -> Fn:
@@ -226,7 +235,7 @@ def variants(case: Case, args: argparse.Namespace) -> dict[str, tuple[str, Fn]]:
 
     out["oea"] = ("plain", kernel({}))
     for name, (env, (lo, hi)) in FORCED.items():  # each path and option forced where it might matter
-        if lo <= case.m <= hi and name in args.forced:
+        if lo <= case.m <= hi and (name in args.forced or ("sweep" in args.forced and name in SWEEP)):
             if name in ON_PLAIN_DUP:
                 out["plain-dup"] = ("plain-dup", case.plain_dup)
                 out[name] = ("plain-dup", kernel(env, case.plain_dup))

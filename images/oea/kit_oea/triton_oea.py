@@ -94,6 +94,7 @@ PRELAUNCH_KNOB = "KIT_OEA_PRELAUNCH"  # 1 (default): kernel A beside the router'
 PRELAUNCH_MIN_KNOB = "KIT_OEA_PRELAUNCH_MIN"  # smallest batch whose kernel A is prelaunched (split) under auto
 DEFAULT_PRELAUNCH_MIN = 2
 _ONE_PASS_ROWS = 1024  # (a power of 2) largest batch whose prelaunched kernel B reads every first id in one block
+UNION_KNOB = "KIT_OEA_UNION"  # sets (default): kernel B ORs kernel A's bit sets; atomic: A ORs into one set
 ROWS_KNOB = "KIT_OEA_SPLIT_ROWS"  # rows per program of the split kernels (benchmarks; a power of 2 <= the tile)
 # Measured on one H200 (benchmarks/results/h200-hook-2026-12-03/): single wins up to 512 logits (4 rows of
 # Qwen3's 128 experts, 2 of GLM-5's 256), split above; repl never won by more than noise (forcible, off).
@@ -291,12 +292,14 @@ def _part_kernel(
     logits_ptr, stride_l, bias_ptr, ids_ptr, stride_i, ntnp_ptr, part_ptr, M, N,
     K: tl.constexpr, K0: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     WORDS: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_NTNP: tl.constexpr, SOFTMAX: tl.constexpr,
-    USE_PDL: tl.constexpr, USE_IDS: tl.constexpr = True,
+    USE_PDL: tl.constexpr, USE_IDS: tl.constexpr = True, ATOMIC: tl.constexpr = False, union_ptr=None,
 ):  # fmt: skip
     """Split path, kernel A: ``part[program]`` = the union of this program's valid rows' top-k0, as a bit set
     of WORDS int32 words (expert e is bit e % 32 of word e // 32). Every program writes its words: no memset.
     Prelaunched (``USE_IDS`` off: launched on a side stream before the router's top-k made the ids) it counts
-    every row below num_token_non_padded; kernel B then checks the ids before it trusts that union."""
+    every row below num_token_non_padded; kernel B then checks the ids before it trusts that union.
+    ``ATOMIC`` (prelaunched, ``KIT_OEA_UNION=atomic``): instead, every program ORs its words into the one set
+    at ``union_ptr`` (zeroed before, on the same stream), so kernel B reads WORDS words, not P sets."""
     if USE_PDL:
         gdc_wait()
         gdc_launch_dependents()  # kernel B may start now; it waits for this grid before reading part
@@ -307,7 +310,10 @@ def _part_kernel(
     key, _, _ = _row_keys(logits_ptr, stride_l, bias_ptr, rows, rmask, offs, nmask, BLOCK_N, HAS_BIAS, SOFTMAX)
     valid = _rows_valid(ids_ptr, stride_i, ntnp_ptr, rows, rmask, K, BLOCK_K, HAS_NTNP, USE_IDS)
     words = _full_top_k0_words(key, valid, nmask, K0, WORDS)
-    tl.store(part_ptr + tl.program_id(0) * WORDS + tl.arange(0, WORDS), words)
+    if ATOMIC:
+        tl.atomic_or(union_ptr + tl.arange(0, WORDS), words, sem="relaxed")
+    else:
+        tl.store(part_ptr + tl.program_id(0) * WORDS + tl.arange(0, WORDS), words)
 
 
 @triton.jit
@@ -385,12 +391,14 @@ def _split_select_kernel(
     BLOCK_P: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_NTNP: tl.constexpr, SOFTMAX: tl.constexpr,
     RENORMALIZE: tl.constexpr, USE_PDL: tl.constexpr, K0: tl.constexpr = 1, CHECK_ROWS: tl.constexpr = False,
     BLOCK_R: tl.constexpr = 1024, BLOCK_U: tl.constexpr = 1, ONE_PASS: tl.constexpr = False,
+    ATOMIC: tl.constexpr = False, union_ptr=None,
 ):  # fmt: skip
     """Split path, kernel B: the union (OR of kernel A's P bit sets), its size, then, unless the union has
     >= skip_at experts (then plain routing is left as it is), this program's rows' selection. ``CHECK_ROWS``
     (kernel A was prelaunched and counted every row below num_token_non_padded): where some such row's
     first routed id is -1 (it may be a row the reference leaves out), the union is rebuilt here from every
-    row, the ids' masking included (``_union_words``), so the result is the reference's for any ids."""
+    row, the ids' masking included (``_union_words``), so the result is the reference's for any ids.
+    ``ATOMIC``: kernel A (prelaunched) left the union as one set at ``union_ptr``: read as it stands."""
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     rmask = rows < M
     offs = tl.arange(0, BLOCK_N)
@@ -399,26 +407,32 @@ def _split_select_kernel(
     if ONE_PASS:
         # Prelaunched, one block of bit sets and one of ids: kernel A is done and the ids are written, so the
         # bit sets, the rows' first ids and the logits are all requested before any of them is used.
-        p = tl.arange(0, BLOCK_P)
-        part = tl.load(part_ptr + p[:, None] * WORDS + w_offs[None, :], mask=(p < P)[:, None], other=0)
+        if ATOMIC:
+            acc = tl.load(union_ptr + w_offs)
+        else:
+            p = tl.arange(0, BLOCK_P)
+            part = tl.load(part_ptr + p[:, None] * WORDS + w_offs[None, :], mask=(p < P)[:, None], other=0)
+            acc = tl.reduce(part, 0, _or)
         r = tl.arange(0, BLOCK_R)
         first = tl.load(ids_ptr + r * stride_i, mask=r < M, other=0)
         counted = r < M  # the rows kernel A counted: below M and num_token_non_padded (in its own dtype, as A)
         if HAS_NTNP:
             counted = counted & (r < tl.load(ntnp_ptr))
         key, mx, den = _row_keys(logits_ptr, stride_l, bias_ptr, rows, rmask, offs, nmask, BLOCK_N, HAS_BIAS, SOFTMAX)
-        acc = tl.reduce(part, 0, _or)
         doubt = tl.max(((first < 0) & counted).to(tl.int32), axis=0)
     else:
         # The router logits predate kernel A: read and ranked while kernel A still runs (PDL).
         key, mx, den = _row_keys(logits_ptr, stride_l, bias_ptr, rows, rmask, offs, nmask, BLOCK_N, HAS_BIAS, SOFTMAX)
         if USE_PDL:
             gdc_wait()
-        acc = tl.zeros([WORDS], dtype=tl.int32)
-        for start in range(0, P, BLOCK_P):
-            p = start + tl.arange(0, BLOCK_P)
-            part = tl.load(part_ptr + p[:, None] * WORDS + w_offs[None, :], mask=(p < P)[:, None], other=0)
-            acc = acc | tl.reduce(part, 0, _or)
+        if ATOMIC:
+            acc = tl.load(union_ptr + w_offs)
+        else:
+            acc = tl.zeros([WORDS], dtype=tl.int32)
+            for start in range(0, P, BLOCK_P):
+                p = start + tl.arange(0, BLOCK_P)
+                part = tl.load(part_ptr + p[:, None] * WORDS + w_offs[None, :], mask=(p < P)[:, None], other=0)
+                acc = acc | tl.reduce(part, 0, _or)
         doubt = tl.zeros([], dtype=tl.int32)
         if CHECK_ROWS:
             for start in range(0, M, BLOCK_R):
@@ -635,6 +649,7 @@ class Prelaunched(NamedTuple):
     warps: int
     stream: Any  # the side stream (torch.cuda.Stream), None where kernel A ran in order (CPU: the interpreter)
     shape: tuple[object, ...]  # what it was launched for (``_launch_shape``): kernel B checks it
+    union: torch.Tensor | None = None  # KIT_OEA_UNION=atomic: the one bit set kernel A's programs OR into
 
     @property
     def m(self) -> int:
@@ -651,6 +666,15 @@ def _split_layout(m: int, block_n: int, path: str, device: torch.device) -> tupl
     block_m = min(rows, max(1, _SPLIT_TILE // block_n))
     programs = triton.cdiv(m, block_m)
     return block_m, programs, block_n // 32, _int_knob(WARPS_KNOB, _split_warps(path, block_m, block_n, programs))
+
+
+def union_mode() -> str:
+    """``KIT_OEA_UNION``: ``sets`` (default: kernel A writes one bit set per program, the prelaunched kernel B
+    ORs them) or ``atomic`` (kernel A's programs OR into one zeroed set; B reads it alone)."""
+    raw = os.environ.get(UNION_KNOB, "sets").strip().lower() or "sets"
+    if raw not in ("sets", "atomic"):
+        raise ValueError(f"{UNION_KNOB}={raw!r}: expected sets or atomic")
+    return raw
 
 
 def prelaunch_enabled() -> bool:
@@ -714,15 +738,17 @@ def prelaunch_union(
         # reuse there is ordered after this layer's kernel B by the next fork (the side stream waits for the
         # current one first).
         part = _split_scratch(programs, words, device)
+        # atomic: the one set, zeroed on this stream before kernel A ORs into it
+        union = torch.zeros(words, dtype=torch.int32, device=device) if union_mode() == "atomic" else None
         _part_kernel[(programs,)](
             router_logits, router_logits.stride(0), correction_bias if correction_bias is not None else dummy,
             dummy, 0, num_token_non_padded if num_token_non_padded is not None else dummy, part, m, n,
             K=k, K0=k0, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, WORDS=words, num_warps=warps,
             HAS_BIAS=correction_bias is not None, HAS_NTNP=num_token_non_padded is not None, SOFTMAX=softmax,
-            USE_PDL=False, USE_IDS=False,
+            USE_PDL=False, USE_IDS=False, ATOMIC=union is not None, union_ptr=union,
         )  # fmt: skip
     shape = _launch_shape(router_logits, k0, k, softmax, correction_bias, num_token_non_padded)
-    return Prelaunched(part, block_m, programs, warps, stream, shape)
+    return Prelaunched(part, block_m, programs, warps, stream, shape, union)
 
 
 def _launch_shape(
@@ -792,6 +818,7 @@ def oea_reroute_triton_(
             BLOCK_U=min(triton.next_power_of_2(m),
                         max(1, (256 * prelaunched.warps if router_logits.is_cuda else 8192) // block_n)),
             ONE_PASS=prelaunched.programs <= 256 and m <= _ONE_PASS_ROWS, **{**flags, "USE_PDL": False},
+            ATOMIC=prelaunched.union is not None, union_ptr=prelaunched.union,
         )  # fmt: skip
         return
     path = choose_path(m, block_n)
