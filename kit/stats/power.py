@@ -55,11 +55,32 @@ def _nodes(k_arm: int, k_base: int) -> tuple[FArray, FArray]:
     return (1 + x) / 2, w / w.sum()
 
 
+def _t_ppf(q: float, df: FArray | float) -> FArray:
+    """scipy.stats.t.ppf(q, df) for 0 < q < 1 and df > 0: scipy.special.stdtrit, the function it calls
+    (``kit.stats.model.t_ppf``, vectorised over df). Through scipy.special, not scipy.stats, whose import costs
+    ~0.7 s of CPU that every report's power section paid (tests/stats/test_power.py checks they agree)."""
+    out: FArray = lazy.special().stdtrit(df, q)
+    return out
+
+
+def _nct_sf(x: FArray | float, df: float, nc: float) -> FArray:
+    """scipy.stats.nct.sf(x, df, nc) for finite x and df > 0 without importing scipy.stats: the ufunc that
+    scipy's ``nct._sf`` calls (Boost's complement, scipy.special._ufuncs._nct_sf), clipped to [0, 1] as it clips;
+    scipy.stats itself where that ufunc is missing (tests/stats/test_power.py checks they agree)."""
+    ufunc = getattr(lazy.special(), "_ufuncs", None)
+    nct_sf = getattr(ufunc, "_nct_sf", None)
+    if nct_sf is None:
+        fallback: FArray = lazy.stats().nct.sf(x, df, nc)
+        return fallback
+    with np.errstate(over="ignore"):
+        out: FArray = np.clip(nct_sf(x, df, nc), 0, 1)
+    return out
+
+
 def _tail_probability(crit: FArray | float, df: float, nc: float) -> FArray:
     """P(|T| > crit) for T noncentral t (df, nc): the upper tail at nc plus the lower, written as the upper at −nc
     (scipy's nct.cdf far in the lower tail returns NaN at large nc; nct.sf at −nc does not)."""
-    sps = lazy.stats()
-    out: FArray = sps.nct.sf(crit, df, nc) + sps.nct.sf(crit, df, -nc)
+    out: FArray = _nct_sf(crit, df, nc) + _nct_sf(crit, df, -nc)
     return np.clip(out, 0.0, 1.0)
 
 
@@ -83,12 +104,11 @@ def blocked_power(effect: float, sd: float, k_arm: int, k_base: int, tail: float
     """P(kit's blocked test rejects at two-sided ``tail``): Student's t with the residual df (``df``, default
     ``blocked_df``: complete blocks) and se = sd·sqrt(2/min(K_a, K_b)), the paired t's, exact for complete blocks
     when ``sd`` is the within-block (residual) SD: SD(block difference)/sqrt(2)."""
-    sps = lazy.stats()
     df = blocked_df(k_arm, k_base) if df is None else df
     if df < 1:
         return 0.0
     nc = abs(effect) / (sd * math.sqrt(2 / min(k_arm, k_base)))
-    return float(_tail_probability(float(sps.t.ppf(1 - tail / 2, df)), df, nc))
+    return float(_tail_probability(float(_t_ppf(1 - tail / 2, df)), df, nc))
 
 
 def power(effect: float, sd: float, k_arm: int, k_base: int, tail: float, method: str = "welch",
@@ -102,24 +122,22 @@ def power(effect: float, sd: float, k_arm: int, k_base: int, tail: float, method
         return 0.0
     if method == "blocked":
         return blocked_power(effect, sd, k_arm, k_base, tail, df)
-    sps = lazy.stats()
     nu = k_arm + k_base - 2
     q = 1 / k_arm + 1 / k_base
     nc = abs(effect) / (sd * math.sqrt(q))
     r, w = _nodes(k_arm, k_base)
     h = r / ((k_arm - 1) * k_arm) + (1 - r) / ((k_base - 1) * k_base)  # se² / (σ² χ²_ν)
     g = np.sqrt(q / (nu * h))  # Welch's statistic = g(R) × a noncentral t with ν df
-    crit = sps.t.ppf(1 - tail / 2, welch_df(r, k_arm, k_base)) / g
+    crit = _t_ppf(1 - tail / 2, welch_df(r, k_arm, k_base)) / g
     return float(np.dot(w, _tail_probability(crit, nu, nc)))
 
 
 def student_power(effect: float, sd: float, k_arm: int, k_base: int, tail: float) -> float:
     """The textbook power of the pooled (Student) t: noncentral t with K_a + K_b − 2 df (statsmodels'
     TTestIndPower); above kit's Welch power at few cells, shown for comparison in docs/statistics.md."""
-    sps = lazy.stats()
     nu = k_arm + k_base - 2
     nc = abs(effect) / (sd * math.sqrt(1 / k_arm + 1 / k_base))
-    return float(_tail_probability(float(sps.t.ppf(1 - tail / 2, nu)), nu, nc))
+    return float(_tail_probability(float(_t_ppf(1 - tail / 2, nu)), nu, nc))
 
 
 def mde(sd: float, k_arm: int, k_base: int, tail: float, target: float = TARGET_POWER,
@@ -185,11 +203,10 @@ def sd_from_interval(ratio_ci: Sequence[float], df: float, confidence: float, k_
                      k_base: int) -> float | None:
     """The between-cell SD implied by a comparison's symmetric log interval: se = log(hi/lo) / (2 t), then
     se / sqrt(1/K_a + 1/K_b) (with equal counts exactly the pooled within-arm SD)."""
-    sps = lazy.stats()
     lo, hi = ratio_ci
     if not (lo > 0 and hi > lo and df > 0 and 0 < confidence < 1 and k_arm >= 2 and k_base >= 2):
         return None
-    se = math.log(hi / lo) / (2 * float(sps.t.ppf(1 - (1 - confidence) / 2, df)))
+    se = math.log(hi / lo) / (2 * float(_t_ppf(1 - (1 - confidence) / 2, df)))
     return se / math.sqrt(1 / k_arm + 1 / k_base)
 
 

@@ -146,3 +146,34 @@ def test_sd_read_back_from_an_interval() -> None:
     pooled = pooled_log_sd([a, b])
     assert sd is not None and pooled is not None and sd == pytest.approx(pooled[0], rel=1e-10)
     assert sd_from_interval([1.0, 1.0], 4.0, 0.95, 3, 3) is None
+
+
+def test_the_scipy_special_quantile_and_tail_are_scipy_stats_own() -> None:
+    """The t quantile and the noncentral t tail the power takes through scipy.special (not scipy.stats, whose import
+    a report paid) are bit for bit scipy.stats.t.ppf and scipy.stats.nct.sf, on the values the power code passes:
+    arrays of fractional df, scalars, both signs of nc, far tails."""
+    qs = [0.5 + 1e-9, 0.6, 0.9, 0.975, 0.99, 1 - 0.05 / 24, 1 - 1e-9]
+    dfs = np.array([0.5, 1.0, 1.37, 2.0, 3.5, 7.0, 29.9, 250.0, 1e5])
+    for q in qs:
+        np.testing.assert_array_equal(power._t_ppf(q, dfs), sps.t.ppf(q, dfs))
+        for df in dfs:
+            assert float(power._t_ppf(q, float(df))) == float(sps.t.ppf(q, float(df)))
+    xs = np.array([-50.0, -3.0, -0.1, 0.0, 0.4, 1.96, 4.3, 12.0, 80.0])
+    for df in (1.0, 2.0, 3.7, 10.0, 58.0):
+        for nc in (0.0, 0.3, -0.3, 2.5, -2.5, 9.0, -9.0, 40.0, -40.0):
+            np.testing.assert_array_equal(power._nct_sf(xs, df, nc), sps.nct.sf(xs, df, nc))
+            assert float(power._nct_sf(2.1, df, nc)) == float(sps.nct.sf(2.1, df, nc))
+
+
+def test_a_report_power_section_needs_no_scipy_stats() -> None:
+    """What a report computes (the read-back SD, the MDE under both tests) imports scipy.special and scipy.optimize,
+    never scipy.stats (~0.7 s of CPU at every run's end)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from kit.stats import power; "
+            "sd = power.sd_from_interval([0.9, 1.1], 5.3, 0.95, 3, 3); "
+            "assert power.mde(sd, 3, 3, 0.025) and power.mde(sd, 4, 4, 0.025, method='blocked', df=1); "
+            "print('scipy.stats' in sys.modules)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert r.stdout.strip() == "False", r.stdout + r.stderr
