@@ -207,24 +207,31 @@ def run(s: Scenario, n: int, method: str = "welch") -> Result:
     """n experiments of a scenario (its own seed: the first n of the full run are the fast and slow tiers'), the
     comparison under ``method`` (analysis.method: "welch", or "blocked", kit's default: ABBA blocks of 2 repeats,
     each cell's repeat from its id)."""
+    return run_methods(s, n, (method,))[method]
+
+
+def run_methods(s: Scenario, n: int, methods: Sequence[str]) -> dict[str, Result]:
+    """``run`` under each of ``methods`` on the same n experiments: each is simulated once and compared under every
+    method (the comparison draws nothing from the generator, so each method's counts are exactly ``run``'s)."""
     rng = np.random.default_rng(s.seed)
     d = s.design
-    r = Result(s.key)
+    results = {m: Result(s.key) for m in methods}
     # where both see the same cells (every request ok), kit's p is scipy's Welch p, or larger with unequal counts
     same = not any(a.timeout_frac or a.error_frac for a in d.arms.values())
     for _ in range(n):
         exp = simulate(rng, d)
-        comps, _, _ = compare_levels(exp.levels, list(ARMS), "a", primary="tpot_mean_ms", correction="holm",
-                                     confidence=CONFIDENCE, method=method)
-        _count(r, comps, d)
-        if s.kind == "effect" or method != "welch":
-            continue
-        alarm, ps = _scipy_alarm(exp, d)
-        r.scipy_fw += alarm
-        if same:
-            prim = [c["p_value"] for c in comps if c["role"] == "primary"]
-            r.p_values.extend((k, p) for k, p in zip(prim, ps, strict=True) if k is not None)
-    return r
+        for method, r in results.items():
+            comps, _, _ = compare_levels(exp.levels, list(ARMS), "a", primary="tpot_mean_ms", correction="holm",
+                                         confidence=CONFIDENCE, method=method)
+            _count(r, comps, d)
+            if s.kind == "effect" or method != "welch":
+                continue
+            alarm, ps = _scipy_alarm(exp, d)
+            r.scipy_fw += alarm
+            if same:
+                prim = [c["p_value"] for c in comps if c["role"] == "primary"]
+                r.p_values.extend((k, p) for k, p in zip(prim, ps, strict=True) if k is not None)
+    return results
 
 
 def run_all(tier: str, keys: Sequence[str] | None = None) -> dict[str, Result]:

@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from sim import ARMS, level_samples, simulate
-from sim_run import BY_KEY, SCENARIOS, Result, lower95, run, upper95
+from sim_run import BY_KEY, SCENARIOS, Result, lower95, run_methods, upper95
 from sim_table import END, START, number, parse_block, replace_block
 
 from kit.stats import LevelRecords, reduce_records
@@ -58,24 +58,41 @@ EFFECTS = [s.key for s in SCENARIOS if s.kind == "effect"]
 SLOW = os.environ.get("KIT_SIM_TIER", "slow")  # the slow tests' counts: "slow" (make test) or "full" (stats-table)
 
 
-def _run(key: str, tier: str) -> Result:
-    return run(BY_KEY[key], BY_KEY[key].count(tier))
+# The blocked analysis (analysis.method: blocked, the default) on the same generator: the A/A scenarios in ABBA
+# order (see the blocked tests below for why interleaved is left out).
+BLOCKED_AA = [s.key for s in SCENARIOS if s.kind != "effect" and s.design.order == "abba"]
+
+
+def _run(key: str, tier: str, methods: tuple[str, ...] = ("welch",)) -> dict[str, Result]:
+    return run_methods(BY_KEY[key], BY_KEY[key].count(tier), methods)
+
+
+def _jobs(tier: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Every scenario under Welch at a tier's counts; at the slow tier's, the BLOCKED_AA ones under the blocked test
+    too, on the same experiments (simulated once: the comparison draws nothing from the generator)."""
+    return tuple((s.key, ("welch", "blocked") if tier == "slow" and s.key in BLOCKED_AA else ("welch",))
+                 for s in SCENARIOS)
 
 
 @functools.cache
-def many_results(tier: str) -> dict[str, Result]:
-    """Every scenario at a tier's counts, on every core (each scenario has its own seed: the counts are the ones a
-    single process gets, only sooner)."""
-    workers = max(1, min(len(os.sched_getaffinity(0)), len(SCENARIOS)))
+def _pool(tier: str, jobs: tuple[tuple[str, tuple[str, ...]], ...]) -> dict[str, dict[str, Result]]:
+    """The jobs' scenarios at a tier's counts, on every core (each scenario has its own seed: the counts are the ones
+    a single process gets, only sooner)."""
+    workers = max(1, min(len(os.sched_getaffinity(0)), len(jobs)))
     with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
-        futures = {s.key: pool.submit(_run, s.key, tier) for s in SCENARIOS}
+        futures = {key: pool.submit(_run, key, tier, methods) for key, methods in jobs}
         return {key: f.result() for key, f in futures.items()}
+
+
+def many_results(tier: str) -> dict[str, Result]:
+    """Every scenario at a tier's counts (Welch)."""
+    return {key: r["welch"] for key, r in _pool(tier, _jobs(tier)).items()}
 
 
 @functools.cache
 def result(key: str, tier: str) -> Result:
     s = BY_KEY[key]
-    r = _run(key, tier) if tier == "fast" else many_results(tier)[key]
+    r = _run(key, tier)["welch"] if tier == "fast" else many_results(tier)[key]
     print(f"\n{s.label} ({tier} tier): {r}")
     return r
 
@@ -240,15 +257,15 @@ def test_many_coverage_pooled() -> None:
 # each cell's repeat from its id. Interleaved order is left out on purpose: under a 1 %/cell drift A B A B puts
 # every B after its A inside a block, a bias the blocked test's smaller standard error turns into false alarms
 # (7.3 % family-wise in 300 experiments; Welch 2.9 %): docs/statistics.md says to use abba with blocked.
-BLOCKED_AA = [s.key for s in SCENARIOS if s.kind != "effect" and s.design.order == "abba"]
 
 
 @functools.cache
 def blocked_results() -> dict[str, Result]:
-    workers = max(1, min(len(os.sched_getaffinity(0)), len(BLOCKED_AA)))
-    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
-        futures = {k: pool.submit(run, BY_KEY[k], BY_KEY[k].count("slow"), "blocked") for k in BLOCKED_AA}
-        return {k: f.result() for k, f in futures.items()}
+    """BLOCKED_AA at the slow tier's counts under the blocked test: with the slow tier's Welch results, from the same
+    simulated experiments (many_results); under KIT_SIM_TIER=full on their own."""
+    jobs = _jobs("slow") if SLOW == "slow" else tuple((k, ("blocked",)) for k in BLOCKED_AA)
+    pool = _pool("slow", jobs)
+    return {k: pool[k]["blocked"] for k in BLOCKED_AA}
 
 
 @pytest.mark.slow
