@@ -179,12 +179,18 @@ def reduce_records(records: Iterable[RecordLike], unparsable: int = 0, requested
                 censored.append(row)
             continue
         wanted = asked(rec, requested)
-        ttft, e2e_f, tokens = _float(rec, "ttft_ns"), _float(rec, "e2e_ns"), output_tokens(rec, wanted)
+        ttft, e2e_f = _float(rec, "ttft_ns"), _float(rec, "e2e_ns")
+        # output_tokens(rec, wanted) and usage_flagged(rec, wanted), each part computed once (the hot path of every
+        # summary: asked(rec, wanted) is wanted, and the client's count is the same in both)
+        client = client_tokens(rec)
+        said = rec.get("usage_completion_tokens")
+        reported = usage_count(said)
+        flag = rec.get("usage_flag")
+        bad = (isinstance(flag, str) and bool(flag)) or usage_problem(said, client, wanted) is not None
+        tokens = reported if reported is not None and not bad else client
         chunks = _chunks(rec)
-        reported = usage_count(rec.get("usage_completion_tokens"))
-        bad = usage_flagged(rec, wanted)
         flagged += bad
-        if reported is not None and reported != client_tokens(rec):
+        if reported is not None and reported != client:
             mismatch += 1
         tpot = tpot_ns(ttft, e2e_f, tokens)
         n = len(chunks)
