@@ -58,8 +58,8 @@ from kit.runtime.records import (
 
 __all__ = ["LeftoverStops", "ProcessRuntime", "ProcessServer", "kill_leftover_groups", "port_bindable"]
 
-READY_FIRST_S = 0.05  # readiness polls: 50 ms, then x1.5 up to 1 s
-READY_BACKOFF = 1.5
+READY_FIRST_S = 0.05  # readiness polls: 50 ms, then x1.2 up to 1 s (a start of 0.4-2 s is seen within 20 % of it)
+READY_BACKOFF = 1.2
 READY_MAX_S = 1.0
 ELSEWHERE_GRACE_S = 10.0  # HTTP answered elsewhere this long (and nothing listens where kit connects): wrong port
 ELSEWHERE_PROBES = 8  # at most this many of the group's other listeners asked for HTTP per poll
