@@ -164,19 +164,22 @@ FORCED: dict[str, tuple[dict[str, str], tuple[int, int]]] = {
     # over plain-short (one top-k kernel): the default with kernel A prelaunched beside it, and without
     "short": ({}, (1, 1 << 30)),
     "short-noprelaunch": ({"KIT_OEA_PRELAUNCH": "0"}, (3, 1 << 30)),
+    "same-short": ({}, (1, 1 << 30)),  # short again: how far one cell's noise goes over that router
     # kernel A's programs OR into one set that kernel B reads alone (KIT_OEA_UNION=atomic), over either router
     "atomic": ({"KIT_OEA_UNION": "atomic"}, (2, 1 << 30)),
     "atomic-short": ({"KIT_OEA_UNION": "atomic"}, (2, 1 << 30)),
 }
-# The prelaunched layout swept (``--forced sweep``): rows per program R, warps W, either union, at 64-256 rows.
-SWEEP = {f"{u}-r{r}-w{w}": ({"KIT_OEA_SPLIT_ROWS": str(r), "KIT_OEA_SPLIT_WARPS": str(w), "KIT_OEA_UNION": u},
-                            (64, 256))
-         for u in ("sets", "atomic") for r in (1, 2, 4) for w in (1, 2, 4, 8)}  # fmt: skip
+# The prelaunched layout swept (``--forced sweep``): rows per program R, warps W, either union, over either router
+# (``-short``: over plain-short), at 32-512 rows. (The first sweep, R 1/2/4 x W 1/2/4/8 over the torch-ops router
+# at 64-256 rows: benchmarks/results/h100-hooksweep-2026-12-06/.)
+SWEEP = {f"{u}-r{r}-w{w}{over}": ({"KIT_OEA_SPLIT_ROWS": str(r), "KIT_OEA_SPLIT_WARPS": str(w), "KIT_OEA_UNION": u},
+                                  (32, 512))
+         for u in ("sets", "atomic") for r in (2, 4, 8) for w in (2, 4) for over in ("", "-short")}  # fmt: skip
 FORCED.update(SWEEP)
 
 
 ON_PLAIN_DUP = ("split-hintfail",)  # variants that start from plain_dup's ids (and are timed over it), not plain's
-ON_PLAIN_SHORT = ("short", "short-noprelaunch", "atomic-short")  # timed over plain_short (the hook reads plain's ids, as check ran)
+ON_PLAIN_SHORT = ("short", "short-noprelaunch", "same-short", "atomic-short", *(n for n in SWEEP if n.endswith("-short")))  # timed over plain_short (the hook reads plain's ids, as check ran)
 
 
 def with_env(env: dict[str, str], fn: Fn) -> Fn:
