@@ -7,6 +7,7 @@ throughputs). With one cell, cells stay fixed and only requests are resampled (t
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -32,6 +33,14 @@ class CellSample:
     requests: int | None = None  # every request of the cell at the level, failed ones too (None: matrix rows)
     wall_s: float | None = None  # the level's wall time in the cell (goodput's denominator)
     gaps: FArray | None = None  # every inter-chunk gap of the ok requests (ITL statistics other than the mean)
+
+    @functools.cached_property
+    def column_sums(self) -> FArray:
+        """``matrix.sum(axis=0)``, made once per cell (a comparison reads each cell's mean statistics once per
+        metric, test and family); read-only, like the matrix it sums."""
+        sums: FArray = self.matrix.sum(axis=0)
+        sums.flags.writeable = False
+        return sums
 
 
 def cell_stats(cells: Sequence[CellSample], metrics: Sequence[Metric]) -> FArray:
