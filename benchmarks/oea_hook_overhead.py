@@ -166,6 +166,8 @@ FORCED: dict[str, tuple[dict[str, str], tuple[int, int]]] = {
     "short-noprelaunch": ({"KIT_OEA_PRELAUNCH": "0"}, (3, 1 << 30)),
     "same-short": ({}, (1, 1 << 30)),  # short again: how far one cell's noise goes over that router
     # kernel A's programs OR into one set that kernel B reads alone (KIT_OEA_UNION=atomic), over either router
+    "sets": ({"KIT_OEA_UNION": "sets"}, (2, 1 << 30)),  # the union as bit sets per program at every batch
+    "sets-short": ({"KIT_OEA_UNION": "sets"}, (2, 1 << 30)),
     "atomic": ({"KIT_OEA_UNION": "atomic"}, (2, 1 << 30)),
     "atomic-short": ({"KIT_OEA_UNION": "atomic"}, (2, 1 << 30)),
 }
@@ -179,7 +181,7 @@ FORCED.update(SWEEP)
 
 
 ON_PLAIN_DUP = ("split-hintfail",)  # variants that start from plain_dup's ids (and are timed over it), not plain's
-ON_PLAIN_SHORT = ("short", "short-noprelaunch", "same-short", "atomic-short", *(n for n in SWEEP if n.endswith("-short")))  # timed over plain_short (the hook reads plain's ids, as check ran)
+ON_PLAIN_SHORT = ("short", "short-noprelaunch", "same-short", "sets-short", "atomic-short", *(n for n in SWEEP if n.endswith("-short")))  # timed over plain_short (the hook reads plain's ids, as check ran)
 
 
 def with_env(env: dict[str, str], fn: Fn) -> Fn:

@@ -37,9 +37,10 @@ from oea_helpers import IMAGE_DIR, patch_triton_interpreter_scalars, reference  
 pytestmark = pytest.mark.slow  # ~11 s interpreted on 2 CPU cores
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-PATHS = ["single", "repl", "split", "split-hint", "split-light", "split-prelaunched"]
+PATHS = ["single", "repl", "split", "split-hint", "split-light", "split-prelaunched", "split-prelaunched-atomic"]
 # "split-prelaunched": the split path with kernel A started by prelaunch_union before the ids exist (counting
-# every row below num_token_non_padded) and kernel B checking the ids before it trusts that union.
+# every row below num_token_non_padded) and kernel B checking the ids before it trusts that union; "-atomic":
+# the same with kernel A's programs OR-ing into one set (KIT_OEA_UNION=atomic, auto's choice at 64-256 rows).
 _MODE = {"prelaunch": False}
 KERNELS = ("_union_kernel", "_part_kernel", "_light_part_kernel", "_split_select_kernel", "_repair_select_kernel")
 
@@ -86,8 +87,9 @@ def _interpret(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(params=PATHS)
 def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    prelaunched = request.param == "split-prelaunched"
+    prelaunched = request.param.startswith("split-prelaunched")
     monkeypatch.setenv(TK.PATH_KNOB, "split" if prelaunched else request.param)
+    monkeypatch.setenv(TK.UNION_KNOB, "atomic" if request.param.endswith("-atomic") else "sets")
     monkeypatch.setitem(_MODE, "prelaunch", prelaunched)
     yield request.param
 
@@ -185,7 +187,7 @@ def test_matches_torch_reference(
 ) -> None:  # fmt: skip
     """Every path, every shape, on the plain top-k (the hook's usual input) and on random incoming ids (what
     the reference accepts too: the split path's fast kernels must notice and still match it)."""
-    if incoming == "random" and path in ("repl", "split", "split-prelaunched"):
+    if incoming == "random" and path in ("repl", "split", "split-prelaunched", "split-prelaunched-atomic"):
         pytest.skip(f"{path} reads the incoming ids only through _rows_valid (and the prelaunched B their first"
                     " id: test_prelaunched_*), as single does (random ids: single)")  # fmt: skip
     x = make(m, n, k, seed=m * 1000 + n, bias=bias, shared=shared, minus_one_rows=minus)
@@ -285,6 +287,26 @@ def test_empty_batch_and_path_knob(monkeypatch: pytest.MonkeyPatch) -> None:
     assert [TK._split_warps(pre, bm, 256, 128) for bm in (1, 2, 4, 8)] == [4, 4, 4, 2]
     assert [TK._split_layout(m, 128, pre, TK.torch.device("cpu"))[3] for m in (32, 64, 256, 1024)] == [4, 1, 1, 4]
     assert [TK._split_layout(m, 256, pre, TK.torch.device("cpu"))[3] for m in (64, 256, 512, 1024)] == [4, 4, 4, 2]
+
+
+def test_union_layout_and_knob(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under auto the prelaunched kernel A ORs into one set, four rows a program, at 64 to 256 rows (GLM-5 at
+    128 rows: 32 programs of four warps); bit sets per program elsewhere; KIT_OEA_UNION forces either (rows
+    per program then from the batch), and a bad value is refused before any launch."""
+    monkeypatch.delenv(TK.UNION_KNOB, raising=False)
+    assert [TK._union_layout(m) for m in (32, 63, 64, 128, 256, 257, 1024)] == [
+        (False, 1), (False, 1), (True, 4), (True, 4), (True, 4), (False, 1), (False, 1)]  # fmt: skip
+    cpu = TK.torch.device("cpu")
+    assert TK._split_layout(128, 256, "split-prelaunched", cpu, 4) == (4, 32, 8, 4)
+    assert TK._split_layout(128, 128, "split-prelaunched", cpu, 4) == (4, 32, 4, 4)
+    monkeypatch.setenv(TK.UNION_KNOB, "atomic")
+    assert [TK._union_layout(m) for m in (2, 128, 1024)] == [(True, 1)] * 3
+    monkeypatch.setenv(TK.UNION_KNOB, "sets")
+    assert TK._union_layout(128) == (False, 1)
+    monkeypatch.setenv(TK.UNION_KNOB, "both")
+    logits = TK.torch.randn(128, 64)
+    with pytest.raises(ValueError, match="KIT_OEA_UNION='both': expected auto, sets or atomic"):
+        TK.prelaunch_union(logits, k0=2, k=4, softmax=True, correction_bias=None, num_token_non_padded=None)
 
 
 def _keep_scratch(monkeypatch: pytest.MonkeyPatch) -> list[Any]:

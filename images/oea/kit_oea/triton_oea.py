@@ -94,7 +94,7 @@ PRELAUNCH_KNOB = "KIT_OEA_PRELAUNCH"  # 1 (default): kernel A beside the router'
 PRELAUNCH_MIN_KNOB = "KIT_OEA_PRELAUNCH_MIN"  # smallest batch whose kernel A is prelaunched (split) under auto
 DEFAULT_PRELAUNCH_MIN = 2
 _ONE_PASS_ROWS = 1024  # (a power of 2) largest batch whose prelaunched kernel B reads every first id in one block
-UNION_KNOB = "KIT_OEA_UNION"  # sets (default): kernel B ORs kernel A's bit sets; atomic: A ORs into one set
+UNION_KNOB = "KIT_OEA_UNION"  # auto | sets | atomic: how prelaunched kernel A hands its union to B (union_mode)
 ROWS_KNOB = "KIT_OEA_SPLIT_ROWS"  # rows per program of the split kernels (benchmarks; a power of 2 <= the tile)
 # Measured on one H200 (benchmarks/results/h200-hook-2026-12-03/): single wins up to 512 logits (4 rows of
 # Qwen3's 128 experts, 2 of GLM-5's 256), split above; repl never won by more than noise (forcible, off).
@@ -657,9 +657,12 @@ class Prelaunched(NamedTuple):
         return int(self.shape[0][0])  # type: ignore[index]
 
 
-def _split_layout(m: int, block_n: int, path: str, device: torch.device) -> tuple[int, int, int, int]:
-    """(rows per program, programs, bit-set words per program, warps) of the split kernels."""
-    per_program = triton.next_power_of_2(triton.cdiv(m, _sms(device)))
+def _split_layout(
+    m: int, block_n: int, path: str, device: torch.device, min_rows: int = 1
+) -> tuple[int, int, int, int]:
+    """(rows per program, programs, bit-set words per program, warps) of the split kernels; ``min_rows``: at
+    least that many rows per program (the atomic union's layout, ``union_mode``), unless ``KIT_OEA_SPLIT_ROWS``."""
+    per_program = max(triton.next_power_of_2(triton.cdiv(m, _sms(device))), min_rows)
     rows = _int_knob(ROWS_KNOB, per_program)
     if rows < 1 or rows & (rows - 1):
         raise ValueError(f"{ROWS_KNOB}={rows}: expected a power of 2")
@@ -668,13 +671,31 @@ def _split_layout(m: int, block_n: int, path: str, device: torch.device) -> tupl
     return block_m, programs, block_n // 32, _int_knob(WARPS_KNOB, _split_warps(path, block_m, block_n, programs))
 
 
-def union_mode() -> str:
-    """``KIT_OEA_UNION``: ``sets`` (default: kernel A writes one bit set per program, the prelaunched kernel B
-    ORs them) or ``atomic`` (kernel A's programs OR into one zeroed set; B reads it alone)."""
-    raw = os.environ.get(UNION_KNOB, "sets").strip().lower() or "sets"
-    if raw not in ("sets", "atomic"):
-        raise ValueError(f"{UNION_KNOB}={raw!r}: expected sets or atomic")
-    return raw
+ATOMIC_ROWS = (64, 256)  # batches whose prelaunched kernel A ORs into one set under auto (union_mode)
+ATOMIC_MIN_ROWS = 4  # rows per program of that layout
+
+
+def union_mode(m: int) -> str:
+    """How the prelaunched kernel A hands its union to kernel B, for a batch of ``m`` rows (``KIT_OEA_UNION``):
+    ``sets`` (one bit set per program of A, which B ORs) or ``atomic`` (A's programs OR into one set, zeroed
+    on the side stream first; B reads WORDS words). ``auto`` (default): atomic, with at least four rows per
+    program, at 64 to 256 rows, sets elsewhere. Measured on one H100 (benchmarks/results/h100-hooksweep-
+    2026-12-06/, two rounds, over the torch-ops router): at 64-256 rows that layout cost the least of 24
+    (rows 1/2/4 x warps 1/2/4/8 x either union), GLM-5 +4.53 / +4.75 / +4.80 us at 64 / 128 / 256 rows
+    against +4.84 / +5.27 / +5.56 for sets with the rows and warps before it; at 1024 rows atomic cost 5.5 us
+    more over a one-kernel router (its side branch, the zeroing and kernel A, was then the longer one)."""
+    return "atomic" if _union_layout(m)[0] else "sets"
+
+
+def _union_layout(m: int) -> tuple[bool, int]:
+    """(atomic union, at least this many rows per program) of a prelaunched batch of ``m`` rows."""
+    raw = os.environ.get(UNION_KNOB, "auto").strip().lower() or "auto"
+    if raw not in ("auto", "sets", "atomic"):
+        raise ValueError(f"{UNION_KNOB}={raw!r}: expected auto, sets or atomic")
+    if raw != "auto":
+        return raw == "atomic", 1
+    atomic = ATOMIC_ROWS[0] <= m <= ATOMIC_ROWS[1]
+    return atomic, ATOMIC_MIN_ROWS if atomic else 1
 
 
 def prelaunch_enabled() -> bool:
@@ -723,7 +744,8 @@ def prelaunch_union(
     ):
         return None
     device = router_logits.device
-    block_m, programs, words, warps = _split_layout(m, block_n, "split-prelaunched", device)
+    atomic, min_rows = _union_layout(m)
+    block_m, programs, words, warps = _split_layout(m, block_n, "split-prelaunched", device, min_rows)
     dummy = router_logits
     stream = None
     if router_logits.is_cuda:
@@ -739,7 +761,7 @@ def prelaunch_union(
         # current one first).
         part = _split_scratch(programs, words, device)
         # atomic: the one set, zeroed on this stream before kernel A ORs into it
-        union = torch.zeros(words, dtype=torch.int32, device=device) if union_mode() == "atomic" else None
+        union = torch.zeros(words, dtype=torch.int32, device=device) if atomic else None
         _part_kernel[(programs,)](
             router_logits, router_logits.stride(0), correction_bias if correction_bias is not None else dummy,
             dummy, 0, num_token_non_padded if num_token_non_padded is not None else dummy, part, m, n,
