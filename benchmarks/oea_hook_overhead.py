@@ -172,11 +172,11 @@ FORCED: dict[str, tuple[dict[str, str], tuple[int, int]]] = {
     "atomic-short": ({"KIT_OEA_UNION": "atomic"}, (2, 1 << 30)),
 }
 # The prelaunched layout swept (``--forced sweep``): rows per program R, warps W, either union, over either router
-# (``-short``: over plain-short), at 32-512 rows. (The first sweep, R 1/2/4 x W 1/2/4/8 over the torch-ops router
+# (``-short``: over plain-short), at 256 rows. (The first sweep, R 1/2/4 x W 1/2/4/8 over the torch-ops router
 # at 64-256 rows: benchmarks/results/h100-hooksweep-2026-12-06/.)
 SWEEP = {f"{u}-r{r}-w{w}{over}": ({"KIT_OEA_SPLIT_ROWS": str(r), "KIT_OEA_SPLIT_WARPS": str(w), "KIT_OEA_UNION": u},
-                                  (32, 512))
-         for u in ("sets", "atomic") for r in (2, 4, 8) for w in (2, 4) for over in ("", "-short")}  # fmt: skip
+                                  (256, 256))
+         for u in ("sets", "atomic") for r in (1, 2, 4) for w in (2, 4) for over in ("", "-short")}  # fmt: skip
 FORCED.update(SWEEP)
 
 

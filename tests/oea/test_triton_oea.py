@@ -40,7 +40,7 @@ DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 PATHS = ["single", "repl", "split", "split-hint", "split-light", "split-prelaunched", "split-prelaunched-atomic"]
 # "split-prelaunched": the split path with kernel A started by prelaunch_union before the ids exist (counting
 # every row below num_token_non_padded) and kernel B checking the ids before it trusts that union; "-atomic":
-# the same with kernel A's programs OR-ing into one set (KIT_OEA_UNION=atomic, auto's choice at 64-256 rows).
+# the same with kernel A's programs OR-ing into one set (KIT_OEA_UNION=atomic, auto's choice at 64-128 rows).
 _MODE = {"prelaunch": False}
 KERNELS = ("_union_kernel", "_part_kernel", "_light_part_kernel", "_split_select_kernel", "_repair_select_kernel")
 
@@ -290,12 +290,12 @@ def test_empty_batch_and_path_knob(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_union_layout_and_knob(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Under auto the prelaunched kernel A ORs into one set, four rows a program, at 64 to 256 rows (GLM-5 at
+    """Under auto the prelaunched kernel A ORs into one set, four rows a program, at 64 to 128 rows (GLM-5 at
     128 rows: 32 programs of four warps); bit sets per program elsewhere; KIT_OEA_UNION forces either (rows
     per program then from the batch), and a bad value is refused before any launch."""
     monkeypatch.delenv(TK.UNION_KNOB, raising=False)
     assert [TK._union_layout(m) for m in (32, 63, 64, 128, 256, 257, 1024)] == [
-        (False, 1), (False, 1), (True, 4), (True, 4), (True, 4), (False, 1), (False, 1)]  # fmt: skip
+        (False, 1), (False, 1), (True, 4), (True, 4), (False, 1), (False, 1), (False, 1)]  # fmt: skip
     cpu = TK.torch.device("cpu")
     assert TK._split_layout(128, 256, "split-prelaunched", cpu, 4) == (4, 32, 8, 4)
     assert TK._split_layout(128, 128, "split-prelaunched", cpu, 4) == (4, 32, 4, 4)

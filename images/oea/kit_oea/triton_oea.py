@@ -671,7 +671,7 @@ def _split_layout(
     return block_m, programs, block_n // 32, _int_knob(WARPS_KNOB, _split_warps(path, block_m, block_n, programs))
 
 
-ATOMIC_ROWS = (64, 256)  # batches whose prelaunched kernel A ORs into one set under auto (union_mode)
+ATOMIC_ROWS = (64, 128)  # batches whose prelaunched kernel A ORs into one set under auto (union_mode)
 ATOMIC_MIN_ROWS = 4  # rows per program of that layout
 
 
@@ -679,11 +679,13 @@ def union_mode(m: int) -> str:
     """How the prelaunched kernel A hands its union to kernel B, for a batch of ``m`` rows (``KIT_OEA_UNION``):
     ``sets`` (one bit set per program of A, which B ORs) or ``atomic`` (A's programs OR into one set, zeroed
     on the side stream first; B reads WORDS words). ``auto`` (default): atomic, with at least four rows per
-    program, at 64 to 256 rows, sets elsewhere. Measured on one H100 (benchmarks/results/h100-hooksweep-
-    2026-12-06/, two rounds, over the torch-ops router): at 64-256 rows that layout cost the least of 24
-    (rows 1/2/4 x warps 1/2/4/8 x either union), GLM-5 +4.53 / +4.75 / +4.80 us at 64 / 128 / 256 rows
-    against +4.84 / +5.27 / +5.56 for sets with the rows and warps before it; at 1024 rows atomic cost 5.5 us
-    more over a one-kernel router (its side branch, the zeroing and kernel A, was then the longer one)."""
+    program, at 64 to 128 rows, sets elsewhere. Measured on one H100 (benchmarks/results/h100-hooksweep-
+    2026-12-06/: 24 layouts over the torch-ops router; h100-hookatomic-2026-12-06/: both routers, every batch,
+    two rounds each): at 64 and 128 rows that layout cost GLM-5 +4.2 / +4.5 us over the torch-ops router and
+    +4.0 / +4.9 over a one-kernel router, against +4.8 / +5.2 and +4.3 / +4.8 with the bit sets; Qwen3 0.1 to
+    0.4 us less. Not at 256 rows and up: there, with four or more rows a program, the atomic union cost 10 to
+    15 us MORE over the one-kernel router (GLM-5 256 rows +19.8, forced at 512 / 1024 rows +16.0 / +10.1; over
+    the torch-ops router, which hides kernel A's branch, it cost less), a cause not yet found."""
     return "atomic" if _union_layout(m)[0] else "sets"
 
 
