@@ -37,10 +37,11 @@ SCRIPT = textwrap.dedent(
     tk = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tk)
     TYPES = {"logits_ptr": "*bf16", "bias_ptr": "*fp32", "ids_ptr": "*i32", "w_ptr": "*fp32", "ntnp_ptr": "*i32",
-             "part_ptr": "*i32", "scale": "fp32"}
+             "part_ptr": "*i32", "union_ptr": "*i32", "scale": "fp32"}
     CONSTS = {"K": 8, "K0": 4, "BLOCK_M": 8, "BLOCK_N": 256, "BLOCK_K": 8, "WORDS": 8, "BLOCK_P": 256,
               "HAS_BIAS": True, "HAS_NTNP": True, "SOFTMAX": False, "USE_PDL": True, "RENORMALIZE": True,
-              "USE_IDS": True, "CHECK_ROWS": False, "BLOCK_R": 1024, "BLOCK_U": 1, "ONE_PASS": False}
+              "USE_IDS": True, "CHECK_ROWS": False, "BLOCK_R": 1024, "BLOCK_U": 1, "ONE_PASS": False,
+              "ATOMIC": False}  # (the atomic union is the prelaunched path's, which runs without PDL)
     DEF = re.compile(r"^\s*(?:@!?%p\d+\s+)?([a-z][\w.]*)\s+(%rd\d+),(.*);")
 
     def bases(reg, lines, end, seen):
