@@ -54,12 +54,22 @@ def client_tokens(rec: RecordLike) -> int:
     return client if isinstance(client, int) and not isinstance(client, bool) else len(_chunks(rec))
 
 
+def _read_usage(rec: RecordLike, wanted: int | None) -> tuple[int, bool, int | None, int]:
+    """(the output tokens counted, whether the usage count is not believed, the server's count, the client's) of
+    one record that asked for ``wanted`` tokens (``asked``): ``output_tokens``' and ``usage_flagged``'s one
+    reading, which ``reduce_records`` makes once per record."""
+    client = client_tokens(rec)
+    said = rec.get("usage_completion_tokens")
+    reported = usage_count(said)
+    flag = rec.get("usage_flag")
+    bad = (isinstance(flag, str) and bool(flag)) or usage_problem(said, client, wanted) is not None
+    return (reported if reported is not None and not bad else client), bad, reported, client
+
+
 def usage_flagged(rec: RecordLike, requested: int | None = None) -> bool:
     """The record's usage count is not believed: flagged by the driver, or implausible or contradicted here
     (against the record's own max_tokens, else ``requested``: the tokens asked, None when unknown)."""
-    flag = rec.get("usage_flag")
-    return (isinstance(flag, str) and bool(flag)) or \
-        usage_problem(rec.get("usage_completion_tokens"), client_tokens(rec), asked(rec, requested)) is not None
+    return _read_usage(rec, asked(rec, requested))[1]
 
 
 def asked(rec: RecordLike, requested: int | None = None) -> int | None:
@@ -72,10 +82,7 @@ def asked(rec: RecordLike, requested: int | None = None) -> int | None:
 
 def output_tokens(rec: RecordLike, requested: int | None = None) -> int:
     """The server's count (``usage_completion_tokens``) when present and not flagged, else the client's count."""
-    usage = usage_count(rec.get("usage_completion_tokens"))
-    if usage is not None and not usage_flagged(rec, requested):
-        return usage
-    return client_tokens(rec)
+    return _read_usage(rec, asked(rec, requested))[0]
 
 
 def tpot_ns(ttft: float, e2e: float, tokens: int) -> float | None:
@@ -180,14 +187,7 @@ def reduce_records(records: Iterable[RecordLike], unparsable: int = 0, requested
             continue
         wanted = asked(rec, requested)
         ttft, e2e_f = _float(rec, "ttft_ns"), _float(rec, "e2e_ns")
-        # output_tokens(rec, wanted) and usage_flagged(rec, wanted), each part computed once (the hot path of every
-        # summary: asked(rec, wanted) is wanted, and the client's count is the same in both)
-        client = client_tokens(rec)
-        said = rec.get("usage_completion_tokens")
-        reported = usage_count(said)
-        flag = rec.get("usage_flag")
-        bad = (isinstance(flag, str) and bool(flag)) or usage_problem(said, client, wanted) is not None
-        tokens = reported if reported is not None and not bad else client
+        tokens, bad, reported, client = _read_usage(rec, wanted)  # output_tokens and usage_flagged, read once
         chunks = _chunks(rec)
         flagged += bad
         if reported is not None and reported != client:
