@@ -47,9 +47,18 @@ def cell_stats(cells: Sequence[CellSample], metrics: Sequence[Metric]) -> FArray
     """(K, metrics) per-cell statistics."""
     out = np.full((len(cells), len(metrics)), np.nan)
     for i, c in enumerate(cells):
-        sums = c.matrix.sum(axis=0)
-        out[i] = _stat_from_sums(sums[None, :], np.array([c.tok_s]), metrics)[0]
+        out[i] = [cell_stat(c, m) for m in metrics]
     return out
+
+
+def cell_stat(cell: CellSample, metric: Metric) -> float:
+    """One cell's statistic of ``metric`` (an entry of ``cell_stats``; ``_stat_from_sums`` on one row): its
+    throughput, or the ratio of its column sums, NaN where the denominator is not > 0."""
+    if metric.num is None or metric.den is None:
+        return float(cell.tok_s)
+    sums = cell.column_sums
+    den = sums[metric.den]
+    return float(sums[metric.num] / den) if den > 0 else math.nan
 
 
 def _stat_from_sums(sums: FArray, tok_s: FArray, metrics: Sequence[Metric]) -> FArray:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kit.stats import lazy
-from kit.stats.bootstrap import CellSample
+from kit.stats.bootstrap import CellSample, cell_stat
 from kit.stats.metrics import (
     ATTAINMENT,
     C_E2E,
@@ -129,12 +129,8 @@ def cell_value(cell: CellSample, metric: Metric, rule: CellRule = MEAN) -> float
             return n / cell.wall_s if cell.wall_s and cell.wall_s > 0 else math.nan
         total = _requests(cell)
         return n / total if total > 0 else math.nan
-    if metric.num is None or metric.den is None:  # throughput: the cell's own
-        return float(cell.tok_s)
-    if rule.statistic == "mean":  # cell_stats([cell], [metric])[0, 0], from the cell's column sums made once
-        sums = cell.column_sums
-        den = sums[metric.den]
-        return float(sums[metric.num] / den) if den > 0 else math.nan
+    if metric.num is None or metric.den is None or rule.statistic == "mean":  # throughput, or the mean's ratio
+        return cell_stat(cell, metric)
     return summarize(request_values(cell, metric), rule)
 
 
