@@ -94,7 +94,7 @@ PRELAUNCH_KNOB = "KIT_OEA_PRELAUNCH"  # 1 (default): kernel A beside the router'
 PRELAUNCH_MIN_KNOB = "KIT_OEA_PRELAUNCH_MIN"  # smallest batch whose kernel A is prelaunched (split) under auto
 DEFAULT_PRELAUNCH_MIN = 2
 _ONE_PASS_ROWS = 1024  # (a power of 2) largest batch whose prelaunched kernel B reads every first id in one block
-UNION_KNOB = "KIT_OEA_UNION"  # auto | sets | atomic: how prelaunched kernel A hands its union to B (union_mode)
+UNION_KNOB = "KIT_OEA_UNION"  # auto | sets | atomic: how prelaunched kernel A hands its union to B (_union_layout)
 ROWS_KNOB = "KIT_OEA_SPLIT_ROWS"  # rows per program of the split kernels (benchmarks; a power of 2 <= the tile)
 # Measured on one H200 (benchmarks/results/h200-hook-2026-12-03/): single wins up to 512 logits (4 rows of
 # Qwen3's 128 experts, 2 of GLM-5's 256), split above; repl never won by more than noise (forcible, off).
@@ -661,7 +661,7 @@ def _split_layout(
     m: int, block_n: int, path: str, device: torch.device, min_rows: int = 1
 ) -> tuple[int, int, int, int]:
     """(rows per program, programs, bit-set words per program, warps) of the split kernels; ``min_rows``: at
-    least that many rows per program (the atomic union's layout, ``union_mode``), unless ``KIT_OEA_SPLIT_ROWS``."""
+    least that many rows per program (the atomic union's layout, ``_union_layout``), unless ``KIT_OEA_SPLIT_ROWS``."""
     per_program = max(triton.next_power_of_2(triton.cdiv(m, _sms(device))), min_rows)
     rows = _int_knob(ROWS_KNOB, per_program)
     if rows < 1 or rows & (rows - 1):
@@ -671,12 +671,13 @@ def _split_layout(
     return block_m, programs, block_n // 32, _int_knob(WARPS_KNOB, _split_warps(path, block_m, block_n, programs))
 
 
-ATOMIC_ROWS = (64, 128)  # batches whose prelaunched kernel A ORs into one set under auto (union_mode)
+ATOMIC_ROWS = (64, 128)  # batches whose prelaunched kernel A ORs into one set under auto (_union_layout)
 ATOMIC_MIN_ROWS = 4  # rows per program of that layout
 
 
-def union_mode(m: int) -> str:
-    """How the prelaunched kernel A hands its union to kernel B, for a batch of ``m`` rows (``KIT_OEA_UNION``):
+def _union_layout(m: int) -> tuple[bool, int]:
+    """(atomic union, at least this many rows per program) of a prelaunched batch of ``m`` rows: how its
+    kernel A hands the union to kernel B (``KIT_OEA_UNION``):
     ``sets`` (one bit set per program of A, which B ORs) or ``atomic`` (A's programs OR into one set, zeroed
     on the side stream first; B reads WORDS words). ``auto`` (default): atomic, with at least four rows per
     program, at 64 to 128 rows, sets elsewhere. Measured on one H100 (benchmarks/results/h100-hooksweep-
@@ -686,11 +687,6 @@ def union_mode(m: int) -> str:
     0.4 us less. Not at 256 rows and up: there, with four or more rows a program, the atomic union cost 10 to
     15 us MORE over the one-kernel router (GLM-5 256 rows +19.8, forced at 512 / 1024 rows +16.0 / +10.1; over
     the torch-ops router, which hides kernel A's branch, it cost less), a cause not yet found."""
-    return "atomic" if _union_layout(m)[0] else "sets"
-
-
-def _union_layout(m: int) -> tuple[bool, int]:
-    """(atomic union, at least this many rows per program) of a prelaunched batch of ``m`` rows."""
     raw = os.environ.get(UNION_KNOB, "auto").strip().lower() or "auto"
     if raw not in ("auto", "sets", "atomic"):
         raise ValueError(f"{UNION_KNOB}={raw!r}: expected auto, sets or atomic")
