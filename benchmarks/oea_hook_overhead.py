@@ -60,9 +60,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--reps", type=int, default=100, help="calls per CUDA graph")
     p.add_argument("--samples", type=int, default=25, help="timed replays per variant")
     p.add_argument("--with-torch", action="store_true", help="also time the torch-ops reference")
-    p.add_argument("--forced", type=lambda t: [x for x in t.split(",") if x], default=[n for n in FORCED if n not in SWEEP],
-                   help=f"forced variants to time, of {','.join(n for n in FORCED if n not in SWEEP)}, or sweep "
-                        "(the prelaunched layouts; empty: none)")  # fmt: skip
+    p.add_argument("--forced", type=lambda t: [x for x in t.split(",") if x], default=list(DEFAULT_FORCED),
+                   help=f"forced variants to time, of {','.join(DEFAULT_FORCED)}, or sweep (the prelaunched "
+                        "layouts; empty: none)")  # fmt: skip
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--max-seconds", type=float, default=150.0, help="stop starting new cells after this")
     p.add_argument("--seed", type=int, default=0)
@@ -177,11 +177,13 @@ FORCED: dict[str, tuple[dict[str, str], tuple[int, int]]] = {
 SWEEP = {f"{u}-r{r}-w{w}{over}": ({"KIT_OEA_SPLIT_ROWS": str(r), "KIT_OEA_SPLIT_WARPS": str(w), "KIT_OEA_UNION": u},
                                   (256, 256))
          for u in ("sets", "atomic") for r in (1, 2, 4) for w in (2, 4) for over in ("", "-short")}  # fmt: skip
+DEFAULT_FORCED = tuple(FORCED)  # what --forced names one by one (and times by default); the sweep by "sweep"
 FORCED.update(SWEEP)
 
 
 ON_PLAIN_DUP = ("split-hintfail",)  # variants that start from plain_dup's ids (and are timed over it), not plain's
-ON_PLAIN_SHORT = ("short", "short-noprelaunch", "same-short", "sets-short", "atomic-short", *(n for n in SWEEP if n.endswith("-short")))  # timed over plain_short (the hook reads plain's ids, as check ran)
+# timed over plain_short (the hook reads plain's ids, as check ran): short and every variant named "...-short"
+ON_PLAIN_SHORT = ("short-noprelaunch", *(n for n in FORCED if n == "short" or n.endswith("-short")))
 
 
 def with_env(env: dict[str, str], fn: Fn) -> Fn:
