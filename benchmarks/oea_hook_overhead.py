@@ -132,7 +132,7 @@ class Case:
 
 BASELINES = ("plain", "hf-plain", "plain-dup", "plain-short")  # variants timed only as another's baseline
 KNOBS = ("KIT_OEA_PATH", "KIT_OEA_PDL", "KIT_OEA_SKIP_SLACK", "KIT_OEA_SPLIT_WARPS", "KIT_OEA_SINGLE_WARPS",
-         "KIT_OEA_SPLIT_ROWS", "KIT_OEA_PRELAUNCH", "KIT_OEA_UNION")
+         "KIT_OEA_SPLIT_ROWS", "KIT_OEA_PRELAUNCH", "KIT_OEA_UNION", "KIT_OEA_A_ROWS", "KIT_OEA_A_WARPS")
 # name -> (the knobs it sets, the batch sizes it runs at); the rest run with the defaults (auto path, PDL where
 # the GPU has it, skip slack n // 64, triton_oea's warps and rows per program), i.e. what kit's sglang patch runs.
 FORCED: dict[str, tuple[dict[str, str], tuple[int, int]]] = {
@@ -171,12 +171,13 @@ FORCED: dict[str, tuple[dict[str, str], tuple[int, int]]] = {
     "atomic": ({"KIT_OEA_UNION": "atomic"}, (2, 1 << 30)),
     "atomic-short": ({"KIT_OEA_UNION": "atomic"}, (2, 1 << 30)),
 }
-# The prelaunched layout swept (``--forced sweep``): rows per program R, warps W, either union, over either router
-# (``-short``: over plain-short), at 256 rows. (The first sweep, R 1/2/4 x W 1/2/4/8 over the torch-ops router
-# at 64-256 rows: benchmarks/results/h100-hooksweep-2026-12-06/.)
-SWEEP = {f"{u}-r{r}-w{w}{over}": ({"KIT_OEA_SPLIT_ROWS": str(r), "KIT_OEA_SPLIT_WARPS": str(w), "KIT_OEA_UNION": u},
-                                  (256, 256))
-         for u in ("sets", "atomic") for r in (1, 2, 4) for w in (2, 4) for over in ("", "-short")}  # fmt: skip
+# The prelaunched layout swept (``--forced sweep``): the atomic union with kernel B's rows per program B and kernel
+# A's own rows A and warps W (its grid is free there), over either router (``-short``: over plain-short), at 128
+# and 256 rows. (Earlier sweeps: rows x warps x either union over the torch-ops router at 64-256 rows,
+# benchmarks/results/h100-hooksweep-2026-12-06/; sets and atomic x rows x warps at 256 rows over either router, in 3cfa0b6, never run.)
+SWEEP = {f"atomic-b{rb}-a{ra}w{wa}{over}": ({"KIT_OEA_UNION": "atomic", "KIT_OEA_SPLIT_ROWS": str(rb),
+                                             "KIT_OEA_A_ROWS": str(ra), "KIT_OEA_A_WARPS": str(wa)}, (128, 256))
+         for rb in (2, 4) for ra in (1, 2, 4) for wa in (2, 4) for over in ("", "-short")}  # fmt: skip
 DEFAULT_FORCED = tuple(FORCED)  # what --forced names one by one (and times by default); the sweep by "sweep"
 FORCED.update(SWEEP)
 

@@ -37,10 +37,12 @@ from oea_helpers import IMAGE_DIR, patch_triton_interpreter_scalars, reference  
 pytestmark = pytest.mark.slow  # ~11 s interpreted on 2 CPU cores
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-PATHS = ["single", "repl", "split", "split-hint", "split-light", "split-prelaunched", "split-prelaunched-atomic"]
+PATHS = ["single", "repl", "split", "split-hint", "split-light", "split-prelaunched", "split-prelaunched-atomic",
+         "split-prelaunched-atomic-apart"]
 # "split-prelaunched": the split path with kernel A started by prelaunch_union before the ids exist (counting
 # every row below num_token_non_padded) and kernel B checking the ids before it trusts that union; "-atomic":
-# the same with kernel A's programs OR-ing into one set (KIT_OEA_UNION=atomic, auto's choice at 64-128 rows).
+# the same with kernel A's programs OR-ing into one set (KIT_OEA_UNION=atomic, auto's choice at 64-128 rows);
+# "-apart": that, with kernel A's grid apart from kernel B's (one row a program of A, two of B: KIT_OEA_A_ROWS).
 _MODE = {"prelaunch": False}
 KERNELS = ("_union_kernel", "_part_kernel", "_light_part_kernel", "_split_select_kernel", "_repair_select_kernel")
 
@@ -89,7 +91,10 @@ def _interpret(monkeypatch: pytest.MonkeyPatch) -> None:
 def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     prelaunched = request.param.startswith("split-prelaunched")
     monkeypatch.setenv(TK.PATH_KNOB, "split" if prelaunched else request.param)
-    monkeypatch.setenv(TK.UNION_KNOB, "atomic" if request.param.endswith("-atomic") else "sets")
+    monkeypatch.setenv(TK.UNION_KNOB, "atomic" if "-atomic" in request.param else "sets")
+    if request.param.endswith("-apart"):
+        monkeypatch.setenv(TK.ROWS_KNOB, "2")
+        monkeypatch.setenv(TK.A_ROWS_KNOB, "1")
     monkeypatch.setitem(_MODE, "prelaunch", prelaunched)
     yield request.param
 
@@ -187,7 +192,7 @@ def test_matches_torch_reference(
 ) -> None:  # fmt: skip
     """Every path, every shape, on the plain top-k (the hook's usual input) and on random incoming ids (what
     the reference accepts too: the split path's fast kernels must notice and still match it)."""
-    if incoming == "random" and path in ("repl", "split", "split-prelaunched", "split-prelaunched-atomic"):
+    if incoming == "random" and (path in ("repl", "split") or path.startswith("split-prelaunched")):
         pytest.skip(f"{path} reads the incoming ids only through _rows_valid (and the prelaunched B their first"
                     " id: test_prelaunched_*), as single does (random ids: single)")  # fmt: skip
     x = make(m, n, k, seed=m * 1000 + n, bias=bias, shared=shared, minus_one_rows=minus)
@@ -303,6 +308,14 @@ def test_union_layout_and_knob(monkeypatch: pytest.MonkeyPatch) -> None:
     assert [TK._union_layout(m) for m in (2, 128, 1024)] == [(True, 1)] * 3
     monkeypatch.setenv(TK.UNION_KNOB, "sets")
     assert TK._union_layout(128) == (False, 1)
+    # kernel A's own grid (KIT_OEA_A_ROWS / _WARPS, the atomic union only): B's layout is unchanged
+    assert TK._split_layout(256, 256, "split-prelaunched", cpu, 4, (TK.A_ROWS_KNOB, TK.A_WARPS_KNOB)) == (4, 64, 8, 4)
+    monkeypatch.setenv(TK.A_ROWS_KNOB, "3")
+    with pytest.raises(ValueError, match="KIT_OEA_A_ROWS=3: expected a power of 2"):
+        TK._split_layout(256, 256, "split-prelaunched", cpu, 4, (TK.A_ROWS_KNOB, TK.A_WARPS_KNOB))
+    monkeypatch.setenv(TK.A_ROWS_KNOB, "1")
+    monkeypatch.setenv(TK.A_WARPS_KNOB, "2")
+    assert TK._split_layout(256, 256, "split-prelaunched", cpu, 4, (TK.A_ROWS_KNOB, TK.A_WARPS_KNOB)) == (1, 256, 8, 2)
     monkeypatch.setenv(TK.UNION_KNOB, "both")
     logits = TK.torch.randn(128, 64)
     with pytest.raises(ValueError, match="KIT_OEA_UNION='both': expected auto, sets or atomic"):

@@ -66,8 +66,9 @@ one gather.
 Knobs, read per call so that benchmarks and tests can force each choice: ``KIT_OEA_PATH`` (``auto`` |
 ``single`` | ``repl`` | ``split`` | ``split-hint`` | ``split-light``), ``KIT_OEA_SINGLE_MAX`` (largest batch
 for single under ``auto``; default from the 512-logit rule), ``KIT_OEA_REPL_MAX`` (default 0), ``KIT_OEA_PDL``
-(``auto`` | ``1`` | ``0``), ``KIT_OEA_SPLIT_WARPS``, ``KIT_OEA_SINGLE_WARPS``. All launches are on the
-current stream with grids from shapes only: CUDA-graph safe.
+(``auto`` | ``1`` | ``0``), ``KIT_OEA_SPLIT_WARPS``, ``KIT_OEA_SPLIT_ROWS``, ``KIT_OEA_SINGLE_WARPS``,
+``KIT_OEA_UNION``, and for the atomic union's kernel A alone ``KIT_OEA_A_ROWS`` / ``KIT_OEA_A_WARPS``. All
+launches are on the current stream with grids from shapes only: CUDA-graph safe.
 """
 
 # ruff: noqa: N803 (Triton constexpr parameters are upper case by convention)
@@ -96,6 +97,9 @@ DEFAULT_PRELAUNCH_MIN = 2
 _ONE_PASS_ROWS = 1024  # (a power of 2) largest batch whose prelaunched kernel B reads every first id in one block
 UNION_KNOB = "KIT_OEA_UNION"  # auto | sets | atomic: how prelaunched kernel A hands its union to B (_union_layout)
 ROWS_KNOB = "KIT_OEA_SPLIT_ROWS"  # rows per program of the split kernels (benchmarks; a power of 2 <= the tile)
+# the atomic union's kernel A alone (its grid is free there: B reads one set): rows per program, warps (benchmarks)
+A_ROWS_KNOB = "KIT_OEA_A_ROWS"
+A_WARPS_KNOB = "KIT_OEA_A_WARPS"
 # Measured on one H200 (benchmarks/results/h200-hook-2026-12-03/): single wins up to 512 logits (4 rows of
 # Qwen3's 128 experts, 2 of GLM-5's 256), split above; repl never won by more than noise (forcible, off).
 DEFAULT_SINGLE_ELEMENTS = 512
@@ -658,17 +662,19 @@ class Prelaunched(NamedTuple):
 
 
 def _split_layout(
-    m: int, block_n: int, path: str, device: torch.device, min_rows: int = 1
+    m: int, block_n: int, path: str, device: torch.device, min_rows: int = 1, knobs: tuple[str, str] | None = None
 ) -> tuple[int, int, int, int]:
     """(rows per program, programs, bit-set words per program, warps) of the split kernels; ``min_rows``: at
-    least that many rows per program (the atomic union's layout, ``_union_layout``), unless ``KIT_OEA_SPLIT_ROWS``."""
+    least that many rows per program (the atomic union's layout, ``_union_layout``), unless the rows knob
+    (``knobs``: rows and warps knobs, default ``KIT_OEA_SPLIT_ROWS`` / ``KIT_OEA_SPLIT_WARPS``) says."""
+    rows_knob, warps_knob = knobs or (ROWS_KNOB, WARPS_KNOB)
     per_program = max(triton.next_power_of_2(triton.cdiv(m, _sms(device))), min_rows)
-    rows = _int_knob(ROWS_KNOB, per_program)
+    rows = _int_knob(rows_knob, per_program)
     if rows < 1 or rows & (rows - 1):
-        raise ValueError(f"{ROWS_KNOB}={rows}: expected a power of 2")
+        raise ValueError(f"{rows_knob}={rows}: expected a power of 2")
     block_m = min(rows, max(1, _SPLIT_TILE // block_n))
     programs = triton.cdiv(m, block_m)
-    return block_m, programs, block_n // 32, _int_knob(WARPS_KNOB, _split_warps(path, block_m, block_n, programs))
+    return block_m, programs, block_n // 32, _int_knob(warps_knob, _split_warps(path, block_m, block_n, programs))
 
 
 ATOMIC_ROWS = (64, 128)  # batches whose prelaunched kernel A ORs into one set under auto (_union_layout)
@@ -744,6 +750,11 @@ def prelaunch_union(
     device = router_logits.device
     atomic, min_rows = _union_layout(m)
     block_m, programs, words, warps = _split_layout(m, block_n, "split-prelaunched", device, min_rows)
+    a_rows, a_programs, a_warps = block_m, programs, warps  # kernel A's grid: kernel B's, as B reads A's sets
+    if atomic and (os.environ.get(A_ROWS_KNOB, "").strip() or os.environ.get(A_WARPS_KNOB, "").strip()):
+        # the atomic union leaves A's grid free (B reads the one set): forced apart from B's by the benchmarks
+        a_rows, a_programs, _, a_warps = _split_layout(m, block_n, "split-prelaunched", device, min_rows,
+                                                       (A_ROWS_KNOB, A_WARPS_KNOB))  # fmt: skip
     dummy = router_logits
     stream = None
     if router_logits.is_cuda:
@@ -760,10 +771,10 @@ def prelaunch_union(
         part = _split_scratch(programs, words, device)
         # atomic: the one set, zeroed on this stream before kernel A ORs into it
         union = torch.zeros(words, dtype=torch.int32, device=device) if atomic else None
-        _part_kernel[(programs,)](
+        _part_kernel[(a_programs,)](
             router_logits, router_logits.stride(0), correction_bias if correction_bias is not None else dummy,
             dummy, 0, num_token_non_padded if num_token_non_padded is not None else dummy, part, m, n,
-            K=k, K0=k0, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, WORDS=words, num_warps=warps,
+            K=k, K0=k0, BLOCK_M=a_rows, BLOCK_N=block_n, BLOCK_K=block_k, WORDS=words, num_warps=a_warps,
             HAS_BIAS=correction_bias is not None, HAS_NTNP=num_token_non_padded is not None, SOFTMAX=softmax,
             USE_PDL=False, USE_IDS=False, ATOMIC=union is not None, union_ptr=union,
         )  # fmt: skip
