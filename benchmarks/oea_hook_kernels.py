@@ -27,13 +27,12 @@ from oea_hook_overhead import SHAPES, Case, policy_skip_at
 VARIANTS: dict[str, dict[str, str]] = {
     "default": {},
     "sets": {"KIT_OEA_UNION": "sets"},
-    "atomic-r2": {"KIT_OEA_UNION": "atomic", "KIT_OEA_SPLIT_ROWS": "2", "KIT_OEA_SPLIT_WARPS": "4"},
-    "atomic-r4": {"KIT_OEA_UNION": "atomic", "KIT_OEA_SPLIT_ROWS": "4", "KIT_OEA_SPLIT_WARPS": "4"},
+    "atomic": {"KIT_OEA_UNION": "atomic"},  # (forced: kernel B's rows per program from the batch)
+    "atomic-r2": {"KIT_OEA_UNION": "atomic", "KIT_OEA_SPLIT_ROWS": "2", "KIT_OEA_A_ROWS": "2", "KIT_OEA_A_WARPS": "4"},
+    "atomic-r4": {"KIT_OEA_UNION": "atomic", "KIT_OEA_SPLIT_ROWS": "4", "KIT_OEA_A_ROWS": "4", "KIT_OEA_A_WARPS": "4"},
     "sets-r4": {"KIT_OEA_UNION": "sets", "KIT_OEA_SPLIT_ROWS": "4", "KIT_OEA_SPLIT_WARPS": "4"},
-    "atomic-r4-a2": {"KIT_OEA_UNION": "atomic", "KIT_OEA_SPLIT_ROWS": "4", "KIT_OEA_SPLIT_WARPS": "4",
-                     "KIT_OEA_A_ROWS": "2", "KIT_OEA_A_WARPS": "4"},
-    "atomic-r4-a1": {"KIT_OEA_UNION": "atomic", "KIT_OEA_SPLIT_ROWS": "4", "KIT_OEA_SPLIT_WARPS": "4",
-                     "KIT_OEA_A_ROWS": "1", "KIT_OEA_A_WARPS": "4"},
+    "atomic-r4-a2": {"KIT_OEA_UNION": "atomic", "KIT_OEA_SPLIT_ROWS": "4", "KIT_OEA_A_ROWS": "2", "KIT_OEA_A_WARPS": "4"},
+    "atomic-r4-a1": {"KIT_OEA_UNION": "atomic", "KIT_OEA_SPLIT_ROWS": "4", "KIT_OEA_A_ROWS": "1", "KIT_OEA_A_WARPS": "4"},
 }  # fmt: skip
 KNOBS = sorted({k for env in VARIANTS.values() for k in env})
 

@@ -42,7 +42,8 @@ PATHS = ["single", "repl", "split", "split-hint", "split-light", "split-prelaunc
 # "split-prelaunched": the split path with kernel A started by prelaunch_union before the ids exist (counting
 # every row below num_token_non_padded) and kernel B checking the ids before it trusts that union; "-atomic":
 # the same with kernel A's programs OR-ing into one set (KIT_OEA_UNION=atomic, auto's choice at 64-128 rows);
-# "-apart": that, with kernel A's grid apart from kernel B's (one row a program of A, two of B: KIT_OEA_A_ROWS).
+# "-apart": that, with kernel A's grid apart from kernel B's otherwise (two rows a program of A, four of B; under
+# auto A takes one row a program, B four).
 _MODE = {"prelaunch": False}
 KERNELS = ("_union_kernel", "_part_kernel", "_light_part_kernel", "_split_select_kernel", "_repair_select_kernel")
 
@@ -93,8 +94,8 @@ def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Ite
     monkeypatch.setenv(TK.PATH_KNOB, "split" if prelaunched else request.param)
     monkeypatch.setenv(TK.UNION_KNOB, "atomic" if "-atomic" in request.param else "sets")
     if request.param.endswith("-apart"):
-        monkeypatch.setenv(TK.ROWS_KNOB, "2")
-        monkeypatch.setenv(TK.A_ROWS_KNOB, "1")
+        monkeypatch.setenv(TK.ROWS_KNOB, "4")
+        monkeypatch.setenv(TK.A_ROWS_KNOB, "2")
     monkeypatch.setitem(_MODE, "prelaunch", prelaunched)
     yield request.param
 
@@ -295,27 +296,29 @@ def test_empty_batch_and_path_knob(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_union_layout_and_knob(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Under auto the prelaunched kernel A ORs into one set, four rows a program, at 64 to 128 rows (GLM-5 at
-    128 rows: 32 programs of four warps); bit sets per program elsewhere; KIT_OEA_UNION forces either (rows
-    per program then from the batch), and a bad value is refused before any launch."""
-    monkeypatch.delenv(TK.UNION_KNOB, raising=False)
+    """Under auto the prelaunched kernel A ORs into one set at 64 to 256 rows, kernel B with four rows a
+    program (GLM-5 at 128 rows: 32 programs of four warps) and A with its own layout (one row a program, two
+    warps); bit sets per program elsewhere; KIT_OEA_UNION forces either (B's rows per program then from the
+    batch), KIT_OEA_A_ROWS / _WARPS A's layout; bad values are refused before any launch."""
+    for knob in (TK.UNION_KNOB, TK.A_ROWS_KNOB, TK.A_WARPS_KNOB):
+        monkeypatch.delenv(knob, raising=False)
     assert [TK._union_layout(m) for m in (32, 63, 64, 128, 256, 257, 1024)] == [
-        (False, 1), (False, 1), (True, 4), (True, 4), (False, 1), (False, 1), (False, 1)]  # fmt: skip
+        (False, 1), (False, 1), (True, 4), (True, 4), (True, 4), (False, 1), (False, 1)]  # fmt: skip
     cpu = TK.torch.device("cpu")
     assert TK._split_layout(128, 256, "split-prelaunched", cpu, 4) == (4, 32, 8, 4)
     assert TK._split_layout(128, 128, "split-prelaunched", cpu, 4) == (4, 32, 4, 4)
+    assert TK._atomic_a_layout(256, 256) == (1, 256, 2)
     monkeypatch.setenv(TK.UNION_KNOB, "atomic")
     assert [TK._union_layout(m) for m in (2, 128, 1024)] == [(True, 1)] * 3
     monkeypatch.setenv(TK.UNION_KNOB, "sets")
     assert TK._union_layout(128) == (False, 1)
-    # kernel A's own grid (KIT_OEA_A_ROWS / _WARPS, the atomic union only): B's layout is unchanged
-    assert TK._split_layout(256, 256, "split-prelaunched", cpu, 4, (TK.A_ROWS_KNOB, TK.A_WARPS_KNOB)) == (4, 64, 8, 4)
+    monkeypatch.setenv(TK.A_ROWS_KNOB, "4")
+    monkeypatch.setenv(TK.A_WARPS_KNOB, "8")
+    assert TK._atomic_a_layout(256, 256) == (4, 64, 8)
+    assert TK._atomic_a_layout(1024, 1024) == (2, 512, 8)  # at most a tile (2048 logits) a program
     monkeypatch.setenv(TK.A_ROWS_KNOB, "3")
     with pytest.raises(ValueError, match="KIT_OEA_A_ROWS=3: expected a power of 2"):
-        TK._split_layout(256, 256, "split-prelaunched", cpu, 4, (TK.A_ROWS_KNOB, TK.A_WARPS_KNOB))
-    monkeypatch.setenv(TK.A_ROWS_KNOB, "1")
-    monkeypatch.setenv(TK.A_WARPS_KNOB, "2")
-    assert TK._split_layout(256, 256, "split-prelaunched", cpu, 4, (TK.A_ROWS_KNOB, TK.A_WARPS_KNOB)) == (1, 256, 8, 2)
+        TK._atomic_a_layout(256, 256)
     monkeypatch.setenv(TK.UNION_KNOB, "both")
     logits = TK.torch.randn(128, 64)
     with pytest.raises(ValueError, match="KIT_OEA_UNION='both': expected auto, sets or atomic"):

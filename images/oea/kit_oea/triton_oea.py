@@ -97,7 +97,8 @@ DEFAULT_PRELAUNCH_MIN = 2
 _ONE_PASS_ROWS = 1024  # (a power of 2) largest batch whose prelaunched kernel B reads every first id in one block
 UNION_KNOB = "KIT_OEA_UNION"  # auto | sets | atomic: how prelaunched kernel A hands its union to B (_union_layout)
 ROWS_KNOB = "KIT_OEA_SPLIT_ROWS"  # rows per program of the split kernels (benchmarks; a power of 2 <= the tile)
-# the atomic union's kernel A alone (its grid is free there: B reads one set): rows per program, warps (benchmarks)
+# the atomic union's kernel A alone (its grid is free there: B reads one set): rows per program, warps
+# (benchmarks; default ATOMIC_A_ROWS / ATOMIC_A_WARPS)
 A_ROWS_KNOB = "KIT_OEA_A_ROWS"
 A_WARPS_KNOB = "KIT_OEA_A_WARPS"
 # Measured on one H200 (benchmarks/results/h200-hook-2026-12-03/): single wins up to 512 logits (4 rows of
@@ -662,37 +663,36 @@ class Prelaunched(NamedTuple):
 
 
 def _split_layout(
-    m: int, block_n: int, path: str, device: torch.device, min_rows: int = 1, knobs: tuple[str, str] | None = None
+    m: int, block_n: int, path: str, device: torch.device, min_rows: int = 1
 ) -> tuple[int, int, int, int]:
     """(rows per program, programs, bit-set words per program, warps) of the split kernels; ``min_rows``: at
-    least that many rows per program (the atomic union's layout, ``_union_layout``), unless the rows knob
-    (``knobs``: rows and warps knobs, default ``KIT_OEA_SPLIT_ROWS`` / ``KIT_OEA_SPLIT_WARPS``) says."""
-    rows_knob, warps_knob = knobs or (ROWS_KNOB, WARPS_KNOB)
+    least that many rows per program (the atomic union's kernel B, ``_union_layout``), unless ``KIT_OEA_SPLIT_ROWS``."""
     per_program = max(triton.next_power_of_2(triton.cdiv(m, _sms(device))), min_rows)
-    rows = _int_knob(rows_knob, per_program)
+    rows = _int_knob(ROWS_KNOB, per_program)
     if rows < 1 or rows & (rows - 1):
-        raise ValueError(f"{rows_knob}={rows}: expected a power of 2")
+        raise ValueError(f"{ROWS_KNOB}={rows}: expected a power of 2")
     block_m = min(rows, max(1, _SPLIT_TILE // block_n))
     programs = triton.cdiv(m, block_m)
-    return block_m, programs, block_n // 32, _int_knob(warps_knob, _split_warps(path, block_m, block_n, programs))
+    return block_m, programs, block_n // 32, _int_knob(WARPS_KNOB, _split_warps(path, block_m, block_n, programs))
 
 
-ATOMIC_ROWS = (64, 128)  # batches whose prelaunched kernel A ORs into one set under auto (_union_layout)
-ATOMIC_MIN_ROWS = 4  # rows per program of that layout
+ATOMIC_ROWS = (64, 256)  # batches whose prelaunched kernel A ORs into one set under auto (_union_layout)
+ATOMIC_MIN_ROWS = 4  # kernel B's rows per program there
+ATOMIC_A_ROWS, ATOMIC_A_WARPS = 1, 2  # kernel A's own layout with the atomic union (_atomic_a_layout)
 
 
 def _union_layout(m: int) -> tuple[bool, int]:
-    """(atomic union, at least this many rows per program) of a prelaunched batch of ``m`` rows: how its
+    """(atomic union, kernel B's rows per program at least) of a prelaunched batch of ``m`` rows: how its
     kernel A hands the union to kernel B (``KIT_OEA_UNION``):
     ``sets`` (one bit set per program of A, which B ORs) or ``atomic`` (A's programs OR into one set, zeroed
-    on the side stream first; B reads WORDS words). ``auto`` (default): atomic, with at least four rows per
-    program, at 64 to 128 rows, sets elsewhere. Measured on one H100 (benchmarks/results/h100-hooksweep-
-    2026-12-06/: 24 layouts over the torch-ops router; h100-hookatomic-2026-12-06/: both routers, every batch,
-    two rounds each): at 64 and 128 rows that layout cost GLM-5 +4.2 / +4.5 us over the torch-ops router and
-    +4.0 / +4.9 over a one-kernel router, against +4.8 / +5.2 and +4.3 / +4.8 with the bit sets; Qwen3 0.1 to
-    0.4 us less. Not at 256 rows and up: there, with four or more rows a program, the atomic union cost 10 to
-    15 us MORE over the one-kernel router (GLM-5 256 rows +19.8, forced at 512 / 1024 rows +16.0 / +10.1; over
-    the torch-ops router, which hides kernel A's branch, it cost less), a cause not yet found."""
+    on the side stream first; B reads WORDS words). ``auto`` (default): atomic at 64 to 256 rows, B with at
+    least four rows a program, A with its own layout (``_atomic_a_layout``); sets elsewhere. Measured on one
+    H100 (docs/oea-hook.md, "Kernel A's union as one set"): kernel B reading one set, four rows a program,
+    took 3.4 / 3.5 us at GLM-5's 128 / 256 rows under torch.profiler, against 4.0 / 4.4 reading the bit sets
+    (one / two rows a program, the default there); but kernel A itself, with the atomic union, grows with its
+    rows per program (GLM-5 at 128 / 256 rows, A alone: 2.7 / 3.7 us at one row a program, 7.7 / 8.1 at two,
+    12.4 / 22.5 at four, against the bit sets' 2.3 to 5.0), so A keeps one row a program. Not above 256 rows:
+    A at one row a program took 8.4 us at 512 rows (the bit sets, four rows a program, 5.3)."""
     raw = os.environ.get(UNION_KNOB, "auto").strip().lower() or "auto"
     if raw not in ("auto", "sets", "atomic"):
         raise ValueError(f"{UNION_KNOB}={raw!r}: expected auto, sets or atomic")
@@ -700,6 +700,16 @@ def _union_layout(m: int) -> tuple[bool, int]:
         return raw == "atomic", 1
     atomic = ATOMIC_ROWS[0] <= m <= ATOMIC_ROWS[1]
     return atomic, ATOMIC_MIN_ROWS if atomic else 1
+
+
+def _atomic_a_layout(m: int, block_n: int) -> tuple[int, int, int]:
+    """(rows per program, programs, warps) of kernel A with the atomic union, whose grid is free (kernel B
+    reads the one set): ``ATOMIC_A_ROWS`` / ``ATOMIC_A_WARPS`` unless ``KIT_OEA_A_ROWS`` / ``KIT_OEA_A_WARPS``."""
+    rows = _int_knob(A_ROWS_KNOB, ATOMIC_A_ROWS)
+    if rows < 1 or rows & (rows - 1):
+        raise ValueError(f"{A_ROWS_KNOB}={rows}: expected a power of 2")
+    block_m = min(rows, max(1, _SPLIT_TILE // block_n))
+    return block_m, triton.cdiv(m, block_m), _int_knob(A_WARPS_KNOB, ATOMIC_A_WARPS)
 
 
 def prelaunch_enabled() -> bool:
@@ -750,11 +760,8 @@ def prelaunch_union(
     device = router_logits.device
     atomic, min_rows = _union_layout(m)
     block_m, programs, words, warps = _split_layout(m, block_n, "split-prelaunched", device, min_rows)
-    a_rows, a_programs, a_warps = block_m, programs, warps  # kernel A's grid: kernel B's, as B reads A's sets
-    if atomic and (os.environ.get(A_ROWS_KNOB, "").strip() or os.environ.get(A_WARPS_KNOB, "").strip()):
-        # the atomic union leaves A's grid free (B reads the one set): forced apart from B's by the benchmarks
-        a_rows, a_programs, _, a_warps = _split_layout(m, block_n, "split-prelaunched", device, min_rows,
-                                                       (A_ROWS_KNOB, A_WARPS_KNOB))  # fmt: skip
+    # kernel A's grid: kernel B's where B reads A's bit sets; its own with the atomic union
+    a_rows, a_programs, a_warps = _atomic_a_layout(m, block_n) if atomic else (block_m, programs, warps)
     dummy = router_logits
     stream = None
     if router_logits.is_cuda:
