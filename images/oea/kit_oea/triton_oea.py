@@ -676,7 +676,7 @@ def _split_layout(
     return block_m, programs, block_n // 32, _int_knob(WARPS_KNOB, _split_warps(path, block_m, block_n, programs))
 
 
-ATOMIC_ROWS = (64, 256)  # batches whose prelaunched kernel A ORs into one set under auto (_union_layout)
+ATOMIC_ROWS = (64, 1024)  # batches whose prelaunched kernel A ORs into one set under auto (_union_layout)
 ATOMIC_MIN_ROWS = 4  # kernel B's rows per program there
 ATOMIC_A_ROWS, ATOMIC_A_WARPS = 1, 2  # kernel A's own layout with the atomic union (_atomic_a_layout)
 
@@ -685,14 +685,19 @@ def _union_layout(m: int) -> tuple[bool, int]:
     """(atomic union, kernel B's rows per program at least) of a prelaunched batch of ``m`` rows: how its
     kernel A hands the union to kernel B (``KIT_OEA_UNION``):
     ``sets`` (one bit set per program of A, which B ORs) or ``atomic`` (A's programs OR into one set, zeroed
-    on the side stream first; B reads WORDS words). ``auto`` (default): atomic at 64 to 256 rows, B with at
-    least four rows a program, A with its own layout (``_atomic_a_layout``); sets elsewhere. Measured on one
-    H100 (docs/oea-hook.md, "Kernel A's union as one set"): kernel B reading one set, four rows a program,
-    took 3.4 / 3.5 us at GLM-5's 128 / 256 rows under torch.profiler, against 4.0 / 4.4 reading the bit sets
-    (one / two rows a program, the default there); but kernel A itself, with the atomic union, grows with its
-    rows per program (GLM-5 at 128 / 256 rows, A alone: 2.7 / 3.7 us at one row a program, 7.7 / 8.1 at two,
-    12.4 / 22.5 at four, against the bit sets' 2.3 to 5.0), so A keeps one row a program. Not above 256 rows:
-    A at one row a program took 8.4 us at 512 rows (the bit sets, four rows a program, 5.3)."""
+    on the side stream first; B reads WORDS words). ``auto`` (default): atomic at 64 to 1024 rows, B with at
+    least four rows a program, A with its own layout (``_atomic_a_layout``); sets below 64 rows (there the
+    atomic union cost 0.1 to 0.7 us more) and above 1024 (not measured). Measured on one H100
+    (docs/oea-hook.md, "Kernel A's union as one set"; benchmarks/results/h100-hookdiag-2026-12-06/ and
+    h100-hookapart-2026-12-06/): kernel B reading one set, four rows a program, took 3.4 / 3.5 us at GLM-5's
+    128 / 256 rows under torch.profiler, against 4.0 / 4.4 reading the bit sets; over plain routing, two rounds,
+    GLM-5 at 128 / 256 / 512 / 1024 rows cost +4.4 / +4.8 / +2.3 to +2.5 / +2.8 to +3.0 us over the torch-ops
+    router with it, +5.1 / +5.0 / +4.6 to +4.7 / +4.4 to +5.1 with the bit sets. Kernel A itself, with the
+    atomic union, grows with its rows per program (GLM-5 at 128 / 256 rows, A alone: 2.7 / 3.7 us at one row
+    a program, 7.7 / 8.1 at two, 12.4 / 22.5 at four, against the bit sets' 2.3 to 5.0: four rows a program
+    cost +19.7 us over a one-kernel router at 256 rows), so A keeps one row a program. Why the atomic OR slows
+    A so is not found: its PTX is the bit sets' but for the last 8 stores (one atomic per word and program,
+    ptxas: the same 48 registers, no spills)."""
     raw = os.environ.get(UNION_KNOB, "auto").strip().lower() or "auto"
     if raw not in ("auto", "sets", "atomic"):
         raise ValueError(f"{UNION_KNOB}={raw!r}: expected auto, sets or atomic")
