@@ -5,8 +5,9 @@
 
 ``oea_hook_overhead.py`` times whole graphs (the hook over plain routing); this says which kernel of the
 hook's branch is long or late. For each cell (shape:rows) and variant (knobs), one CUDA graph of ``--reps``
-layers (kernel A prelaunched on its side stream, the one-kernel router ``plain_short`` beside it, kernel B
-after both, as ``oea_hook_overhead.py``'s ``short`` variants) is replayed under ``torch.profiler`` (CUPTI
+layers (kernel A prelaunched on its side stream, the router beside it: ``plain_short``, torch.topk, or with
+``--router fused`` ``plain_fused``, one Triton kernel; kernel B after both, as ``oea_hook_overhead.py``'s
+``short`` / ``fused`` variants) is replayed under ``torch.profiler`` (CUPTI
 traces the kernels a graph launches). Printed per kernel name: how many per layer, mean duration, and the mean
 start and end relative to the layer's first kernel; and the layer's mean span (first start to last end). A
 layer's span is what the graph's time per layer is made of, less the launch gaps between layers.
@@ -27,6 +28,7 @@ from oea_hook_overhead import SHAPES, Case, policy_skip_at
 VARIANTS: dict[str, dict[str, str]] = {
     "default": {},
     "sets": {"KIT_OEA_UNION": "sets"},
+    "noprelaunch": {"KIT_OEA_PRELAUNCH": "0"},
     "atomic": {"KIT_OEA_UNION": "atomic"},  # (forced: kernel B's rows per program from the batch)
     "atomic-r2": {"KIT_OEA_UNION": "atomic", "KIT_OEA_SPLIT_ROWS": "2", "KIT_OEA_A_ROWS": "2", "KIT_OEA_A_WARPS": "4"},
     "atomic-r4": {"KIT_OEA_UNION": "atomic", "KIT_OEA_SPLIT_ROWS": "4", "KIT_OEA_A_ROWS": "4", "KIT_OEA_A_WARPS": "4"},
@@ -37,7 +39,7 @@ VARIANTS: dict[str, dict[str, str]] = {
 KNOBS = sorted({k for env in VARIANTS.values() for k in env})
 
 
-def layer_fn(case: Case, env: dict[str, str]) -> Any:
+def layer_fn(case: Case, env: dict[str, str], router: Any) -> Any:
     from kit_oea import triton_oea
 
     soft = case.shape["softmax"]
@@ -49,7 +51,7 @@ def layer_fn(case: Case, env: dict[str, str]) -> Any:
         try:
             pre = triton_oea.prelaunch_union(case.logits, k0=kw["k0"], k=kw["k"], softmax=soft,
                                              correction_bias=case.bias, num_token_non_padded=None)  # fmt: skip
-            case.plain_short()
+            router()
             triton_oea.oea_reroute_triton_(case.ids, case.w, case.logits, softmax=soft,
                                            skip_at=policy_skip_at(case.shape["n"]), prelaunched=pre, **kw)  # fmt: skip
         finally:
@@ -60,11 +62,14 @@ def layer_fn(case: Case, env: dict[str, str]) -> Any:
     return run
 
 
-def profile_cell(shape_name: str, m: int, env: dict[str, str], reps: int, with_hook: bool) -> dict[str, Any]:
+def profile_cell(
+    shape_name: str, m: int, env: dict[str, str], reps: int, with_hook: bool, router_name: str
+) -> dict[str, Any]:
     device = torch.device("cuda")
     case = Case(SHAPES[shape_name], m, device, seed=m)
     case.plain()
-    fn = layer_fn(case, env) if with_hook else case.plain_short
+    router = case.plain_fused if router_name == "fused" else case.plain_short
+    fn = layer_fn(case, env, router) if with_hook else router
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
@@ -134,16 +139,18 @@ def main() -> int:
     p.add_argument("--cells", default="glm5:128,glm5:256,glm5:512")
     p.add_argument("--variants", default=",".join(VARIANTS))
     p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--router", choices=("short", "fused"), default="short",
+                   help="plain_short (torch.topk: two kernels) or plain_fused (one Triton kernel, fused_router.py)")
     args = p.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     results: list[dict[str, Any]] = []
     with torch.inference_mode():
         for cell in args.cells.split(","):
             shape_name, m = cell.split(":")[0], int(cell.split(":")[1])
-            runs = [("plain-short", {}, False)] + [(v, VARIANTS[v], True) for v in args.variants.split(",")]
+            runs = [(f"plain-{args.router}", {}, False)] + [(v, VARIANTS[v], True) for v in args.variants.split(",")]
             for name, env, hook in runs:
                 try:
-                    raw = profile_cell(shape_name, m, env, args.reps, hook)
+                    raw = profile_cell(shape_name, m, env, args.reps, hook, args.router)
                     row = {"cell": cell, "variant": name, "us_per_layer": raw["us_per_layer"],
                            **summarise(raw["kernels"], args.reps)}  # fmt: skip
                 except Exception as exc:  # noqa: BLE001 (one variant's failure is reported; the others still run)

@@ -107,10 +107,19 @@ class Case:
         self.w.copy_(weights)
 
     def plain_short(self) -> None:
-        """A plain routing step of one top-k kernel on ready scores (sglang's fused gate kernels are one
-        launch; ``plain`` is several torch ops): the baseline against which a prelaunched kernel A has the
-        least to hide behind. Writes ids the hook does not read (it rewrites ``ids`` / ``w`` from ``plain``)."""
+        """A plain routing step of one ``torch.topk`` on ready scores (``plain`` is 6 to 9 torch ops). Called
+        the one-kernel router until 2026-12-06: torch.topk is two kernels (gatherTopK, bitonicSortKVInPlace;
+        12 to 25 us at 128-1024 rows on an H100, torch.profiler), slower than sglang's fused gates, which
+        ``plain_fused`` stands for. Writes ids the hook does not read (it rewrites ``ids`` / ``w`` from ``plain``)."""
         torch.topk(self.rank, self.shape["k"], dim=-1, out=(self.short_w, self.short_ids))
+
+    def plain_fused(self) -> None:
+        """A plain routing step in ONE kernel written into ``ids`` / ``w`` as sglang's fused gates do
+        (``fused_router.py``): the fastest router here, so the least for a prelaunched kernel A to hide behind."""
+        from fused_router import fused_route
+
+        s = self.shape
+        fused_route(self.logits, self.bias, self.ids, self.w, k=s["k"], softmax=s["softmax"], scale=s["scale"])
 
     def plain_dup(self) -> None:
         """Plain routing, then a repeated id in every row (the 1st slot's in the 2nd): never a plain top-k."""
@@ -130,7 +139,8 @@ class Case:
                 "routed_scaling_factor": s["scale"], "num_token_non_padded": None}  # fmt: skip
 
 
-BASELINES = ("plain", "hf-plain", "plain-dup", "plain-short")  # variants timed only as another's baseline
+# variants timed only as another's baseline
+BASELINES = ("plain", "hf-plain", "plain-dup", "plain-short", "plain-fused")
 KNOBS = ("KIT_OEA_PATH", "KIT_OEA_PDL", "KIT_OEA_SKIP_SLACK", "KIT_OEA_SPLIT_WARPS", "KIT_OEA_SINGLE_WARPS",
          "KIT_OEA_SPLIT_ROWS", "KIT_OEA_PRELAUNCH", "KIT_OEA_UNION", "KIT_OEA_A_ROWS", "KIT_OEA_A_WARPS")
 # name -> (the knobs it sets, the batch sizes it runs at); the rest run with the defaults (auto path, PDL where
@@ -161,7 +171,7 @@ FORCED: dict[str, tuple[dict[str, str], tuple[int, int]]] = {
     "noprelaunch": ({"KIT_OEA_PRELAUNCH": "0"}, (3, 1 << 30)),
     "prelaunch-w4": ({"KIT_OEA_SPLIT_WARPS": "4"}, (3, 128)),  # kernel A after the router, in order (as before)
     "noskip-noprelaunch": ({"KIT_OEA_SKIP_SLACK": "off", "KIT_OEA_PRELAUNCH": "0"}, (64, 1 << 30)),
-    # over plain-short (one top-k kernel): the default with kernel A prelaunched beside it, and without
+    # over plain-short (one torch.topk: two kernels): the default with kernel A prelaunched beside it, and without
     "short": ({}, (1, 1 << 30)),
     "short-noprelaunch": ({"KIT_OEA_PRELAUNCH": "0"}, (3, 1 << 30)),
     "same-short": ({}, (1, 1 << 30)),  # short again: how far one cell's noise goes over that router
@@ -176,6 +186,12 @@ FORCED: dict[str, tuple[dict[str, str], tuple[int, int]]] = {
     "atomic-a4-short": ({"KIT_OEA_A_ROWS": "4", "KIT_OEA_A_WARPS": "4"}, (64, 256)),
     "bw2": ({"KIT_OEA_SPLIT_WARPS": "2"}, (64, 256)),
     "bw2-short": ({"KIT_OEA_SPLIT_WARPS": "2"}, (64, 256)),
+    # over plain-fused (one Triton kernel, as sglang's fused gates): the default, again, with the bit sets,
+    # kernel A after the router (in order, nothing to hide behind)
+    "fused": ({}, (1, 1 << 30)),
+    "same-fused": ({}, (1, 1 << 30)),
+    "sets-fused": ({"KIT_OEA_UNION": "sets"}, (2, 1 << 30)),
+    "noprelaunch-fused": ({"KIT_OEA_PRELAUNCH": "0"}, (3, 1 << 30)),
 }
 # The prelaunched layout swept (``--forced sweep``): the atomic union with kernel B's rows per program B and kernel
 # A's own rows A and warps W (its grid is free there), over either router (``-short``: over plain-short), at 128
@@ -191,6 +207,8 @@ FORCED.update(SWEEP)
 ON_PLAIN_DUP = ("split-hintfail",)  # variants that start from plain_dup's ids (and are timed over it), not plain's
 # timed over plain_short (the hook reads plain's ids, as check ran): short and every variant named "...-short"
 ON_PLAIN_SHORT = ("short-noprelaunch", *(n for n in FORCED if n == "short" or n.endswith("-short")))
+# timed over plain_fused, which writes the ids the hook reads (check starts the reference from them too)
+ON_PLAIN_FUSED = tuple(n for n in FORCED if n == "fused" or n.endswith("-fused"))
 
 
 def with_env(env: dict[str, str], fn: Fn) -> Fn:
@@ -253,6 +271,9 @@ def variants(case: Case, args: argparse.Namespace) -> dict[str, tuple[str, Fn]]:
             if name in ON_PLAIN_DUP:
                 out["plain-dup"] = ("plain-dup", case.plain_dup)
                 out[name] = ("plain-dup", kernel(env, case.plain_dup))
+            elif name in ON_PLAIN_FUSED:
+                out["plain-fused"] = ("plain-fused", case.plain_fused)
+                out[name] = ("plain-fused", kernel(env, case.plain_fused))
             elif name in ON_PLAIN_SHORT:
                 out["plain-short"] = ("plain-short", case.plain_short)
                 out[name] = ("plain-short", kernel(env, case.plain_short))
@@ -279,7 +300,7 @@ def check(name: str, fn: Fn, shape: dict[str, Any], m: int, device: torch.device
     # The reference starts from the variant's own incoming ids (where the skip rule keeps plain_dup's as found,
     # the repeated id stays; 2026-12-05's first H100 call reported those skipped cells as mismatches because
     # the reference started from plain's).
-    (case.plain_dup if name in ON_PLAIN_DUP else case.plain)()
+    (case.plain_dup if name in ON_PLAIN_DUP else case.plain_fused if name in ON_PLAIN_FUSED else case.plain)()
     ref_ids, ref_w = case.ids.clone(), case.w.clone()
     env = FORCED[name][0] if name in FORCED else {}
     with_env(env, lambda: reroute_torch_(ref_ids, ref_w, case.logits, skip_at=policy_skip_at(shape["n"]),
