@@ -676,9 +676,9 @@ def _split_layout(
     return block_m, programs, block_n // 32, _int_knob(WARPS_KNOB, _split_warps(path, block_m, block_n, programs))
 
 
-ATOMIC_ROWS = (64, 1024)  # batches whose prelaunched kernel A ORs into one set under auto (_union_layout)
+ATOMIC_ROWS = (64, 256)  # batches whose prelaunched kernel A ORs into one set under auto (_union_layout)
 ATOMIC_MIN_ROWS = 4  # kernel B's rows per program there
-ATOMIC_A_ROWS, ATOMIC_A_WARPS = 1, 2  # kernel A's own layout with the atomic union (_atomic_a_layout)
+ATOMIC_A_ROWS, ATOMIC_A_WARPS = 1, 4  # kernel A's own layout with the atomic union (_atomic_a_layout)
 
 
 def _union_layout(m: int) -> tuple[bool, int]:
