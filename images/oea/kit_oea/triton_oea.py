@@ -75,6 +75,7 @@ launches are on the current stream with grids from shapes only: CUDA-graph safe.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 from typing import Any, NamedTuple
 
@@ -676,34 +677,41 @@ def _split_layout(
     return block_m, programs, block_n // 32, _int_knob(WARPS_KNOB, _split_warps(path, block_m, block_n, programs))
 
 
-ATOMIC_ROWS = (64, 256)  # batches whose prelaunched kernel A ORs into one set under auto (_union_layout)
+# auto takes the atomic union for a batch whose nearest power of two (log scale) is one of these (_union_layout)
+ATOMIC_AT = (64, 256)
 ATOMIC_MIN_ROWS = 4  # kernel B's rows per program there
-ATOMIC_A_ROWS, ATOMIC_A_WARPS = 1, 4  # kernel A's own layout with the atomic union (_atomic_a_layout)
+ATOMIC_A_ROWS, ATOMIC_A_WARPS = 1, 2  # kernel A's own layout with the atomic union (_atomic_a_layout)
 
 
 def _union_layout(m: int) -> tuple[bool, int]:
     """(atomic union, kernel B's rows per program at least) of a prelaunched batch of ``m`` rows: how its
-    kernel A hands the union to kernel B (``KIT_OEA_UNION``):
-    ``sets`` (one bit set per program of A, which B ORs) or ``atomic`` (A's programs OR into one set, zeroed
-    on the side stream first; B reads WORDS words). ``auto`` (default): atomic at 64 to 1024 rows, B with at
-    least four rows a program, A with its own layout (``_atomic_a_layout``); sets below 64 rows (there the
-    atomic union cost 0.1 to 0.7 us more) and above 1024 (not measured). Measured on one H100
-    (docs/oea-hook.md, "Kernel A's union as one set"; benchmarks/results/h100-hookdiag-2026-12-06/ and
-    h100-hookapart-2026-12-06/): kernel B reading one set, four rows a program, took 3.4 / 3.5 us at GLM-5's
-    128 / 256 rows under torch.profiler, against 4.0 / 4.4 reading the bit sets; over plain routing, two rounds,
-    GLM-5 at 128 / 256 / 512 / 1024 rows cost +4.4 / +4.8 / +2.3 to +2.5 / +2.8 to +3.0 us over the torch-ops
-    router with it, +5.1 / +5.0 / +4.6 to +4.7 / +4.4 to +5.1 with the bit sets. Kernel A itself, with the
-    atomic union, grows with its rows per program (GLM-5 at 128 / 256 rows, A alone: 2.7 / 3.7 us at one row
-    a program, 7.7 / 8.1 at two, 12.4 / 22.5 at four, against the bit sets' 2.3 to 5.0: four rows a program
-    cost +19.7 us over a one-kernel router at 256 rows), so A keeps one row a program. Why the atomic OR slows
-    A so is not found: its PTX is the bit sets' but for the last 8 stores (one atomic per word and program,
-    ptxas: the same 48 registers, no spills)."""
+    kernel A hands the union to kernel B (``KIT_OEA_UNION``): ``sets`` (one bit set per program of A, which B
+    ORs) or ``atomic`` (A's programs OR into one set, zeroed on the side stream first; B reads WORDS words).
+    ``auto`` (default): the layout measured best, over all three routers of ``oea_hook_overhead.py``, at the
+    power of two nearest ``m`` (log scale): the atomic union (B four rows a program, A ``_atomic_a_layout``)
+    where that is 64 or 256 (46 to 90 and 182 to 362 rows), the bit sets elsewhere. Measured on one H100
+    (docs/oea-hook.md, "Kernel A's union as one set"; benchmarks/results/h100-hook*-2026-12-06/), GLM-5, us
+    over plain routing by router (torch ops / torch.topk / one fused kernel), atomic against bit sets:
+
+    - 64 rows: +3.9-4.3 / +4.0-4.1 / +4.0 against +4.5-4.6 / +4.3-4.4 / +4.3; 256 rows: +4.1-4.9 / +4.4 /
+      +4.6 against +5.0-5.6 / +5.4-5.5 / +5.0 (kernel B reading one set: 3.5 us against 4.4, torch.profiler).
+    - 128 rows: +4.4-5.0 / +4.0-4.1 / **+7.8** against +5.1-5.2 / +4.5-4.7 / +4.4; 512 / 1024 rows: +2.3-2.9 /
+      +2.0-2.5 / **+7.6** and +2.8-3.6 / +2.6-3.4 / **+8.6-8.7** against +4.6-4.9 / +3.1-3.5 / +4.3 and
+      +4.4-5.3 / +4.4-5.0 / +6.2: there kernel A's branch (the zeroing, then A at one row a program: 6.3 us at 128 rows,
+      10.5 at 1024, against the bit sets' 2.3 and 7.2) is longer than a fused router (3.1 to 5.3 us) and shows.
+    - Below 64 rows the atomic union cost 0.1 to 0.7 us more over every router.
+
+    Why the atomic OR makes kernel A slow, and why so unevenly (one row a program, two warps: 2.3 / 6.3-6.4 /
+    2.9-6.7 us at 64 / 128 / 256 rows; four rows a program 12.4 / 22.5 at 128 / 256), is not found: its PTX is
+    the bit sets' but for the last 8 stores (one atomic per word and program; ptxas: same registers, no
+    spills). Between the measured sizes the rule is the nearest measurement, not a measurement."""
     raw = os.environ.get(UNION_KNOB, "auto").strip().lower() or "auto"
     if raw not in ("auto", "sets", "atomic"):
         raise ValueError(f"{UNION_KNOB}={raw!r}: expected auto, sets or atomic")
     if raw != "auto":
         return raw == "atomic", 1
-    atomic = ATOMIC_ROWS[0] <= m <= ATOMIC_ROWS[1]
+    nearest = 1 << max(0, round(math.log2(m))) if m > 0 else 0
+    atomic = nearest in ATOMIC_AT
     return atomic, ATOMIC_MIN_ROWS if atomic else 1
 
 
