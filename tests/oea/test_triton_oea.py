@@ -296,24 +296,25 @@ def test_empty_batch_and_path_knob(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_union_layout_and_knob(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Under auto the prelaunched kernel A ORs into one set where the batch's nearest power of two is 64 or
-    256 (46-90 and 182-362 rows), kernel B with four rows a program (GLM-5 at 128 rows: 32 programs of four
+    """Under auto the prelaunched kernel A of 256 experts (GLM-5) ORs into one set where the batch's nearest
+    power of two is 64 or 256 (46-90 and 182-362 rows), kernel B with four rows a program (GLM-5 at 128 rows: 32 programs of four
     warps) and A with its own layout (one row a program, two warps); bit sets per program elsewhere;
     KIT_OEA_UNION forces either (B's rows per program then from the batch), KIT_OEA_A_ROWS / _WARPS A's
     layout; bad values are refused before any launch."""
     for knob in (TK.UNION_KNOB, TK.A_ROWS_KNOB, TK.A_WARPS_KNOB):
         monkeypatch.delenv(knob, raising=False)
     nearest_64_or_256 = (46, 63, 64, 90, 182, 256, 257, 362)
-    assert all(TK._union_layout(m) == (True, 4) for m in nearest_64_or_256)
-    assert all(TK._union_layout(m) == (False, 1) for m in (1, 2, 32, 45, 91, 128, 181, 363, 512, 1024, 4096))
+    assert all(TK._union_layout(m, 256) == (True, 4) for m in nearest_64_or_256)
+    assert all(TK._union_layout(m, 256) == (False, 1) for m in (1, 2, 32, 45, 91, 128, 181, 363, 512, 1024, 4096))
+    assert all(TK._union_layout(m, n) == (False, 1) for m in nearest_64_or_256 for n in (32, 64, 128, 512))
     cpu = TK.torch.device("cpu")
     assert TK._split_layout(128, 256, "split-prelaunched", cpu, 4) == (4, 32, 8, 4)
     assert TK._split_layout(128, 128, "split-prelaunched", cpu, 4) == (4, 32, 4, 4)
     assert TK._atomic_a_layout(256, 256) == (1, 256, 2)
     monkeypatch.setenv(TK.UNION_KNOB, "atomic")
-    assert [TK._union_layout(m) for m in (2, 128, 1024)] == [(True, 1)] * 3
+    assert [TK._union_layout(m, n) for m, n in ((2, 256), (128, 128), (1024, 256))] == [(True, 1)] * 3
     monkeypatch.setenv(TK.UNION_KNOB, "sets")
-    assert TK._union_layout(128) == (False, 1)
+    assert TK._union_layout(256, 256) == (False, 1)
     monkeypatch.setenv(TK.A_ROWS_KNOB, "4")
     monkeypatch.setenv(TK.A_WARPS_KNOB, "8")
     assert TK._atomic_a_layout(256, 256) == (4, 64, 8)

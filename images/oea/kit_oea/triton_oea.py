@@ -677,19 +677,22 @@ def _split_layout(
     return block_m, programs, block_n // 32, _int_knob(WARPS_KNOB, _split_warps(path, block_m, block_n, programs))
 
 
-# auto takes the atomic union for a batch whose nearest power of two (log scale) is one of these (_union_layout)
-ATOMIC_AT = (64, 256)
+# auto takes the atomic union for rows of this many (power-of-two padded) experts where the batch's nearest power
+# of two (log scale) is one of these (_union_layout): measured best over three routers for GLM-5's 256 experts
+ATOMIC_AT: dict[int, tuple[int, ...]] = {256: (64, 256)}
 ATOMIC_MIN_ROWS = 4  # kernel B's rows per program there
 ATOMIC_A_ROWS, ATOMIC_A_WARPS = 1, 2  # kernel A's own layout with the atomic union (_atomic_a_layout)
 
 
-def _union_layout(m: int) -> tuple[bool, int]:
-    """(atomic union, kernel B's rows per program at least) of a prelaunched batch of ``m`` rows: how its
-    kernel A hands the union to kernel B (``KIT_OEA_UNION``): ``sets`` (one bit set per program of A, which B
-    ORs) or ``atomic`` (A's programs OR into one set, zeroed on the side stream first; B reads WORDS words).
-    ``auto`` (default): the layout measured best, over all three routers of ``oea_hook_overhead.py``, at the
-    power of two nearest ``m`` (log scale): the atomic union (B four rows a program, A ``_atomic_a_layout``)
-    where that is 64 or 256 (46 to 90 and 182 to 362 rows), the bit sets elsewhere. Measured on one H100
+def _union_layout(m: int, block_n: int) -> tuple[bool, int]:
+    """(atomic union, kernel B's rows per program at least) of a prelaunched batch of ``m`` rows of
+    ``block_n`` (padded) experts: how its kernel A hands the union to kernel B (``KIT_OEA_UNION``): ``sets``
+    (one bit set per program of A, which B ORs) or ``atomic`` (A's programs OR into one set, zeroed on the side
+    stream first; B reads WORDS words). ``auto`` (default): the layout measured best, over all three routers of
+    ``oea_hook_overhead.py``, at the power of two nearest ``m`` (log scale): for 256 experts the atomic union
+    (B four rows a program, A ``_atomic_a_layout``) where that is 64 or 256 (46 to 90 and 182 to 362 rows),
+    the bit sets elsewhere and for other expert counts (Qwen3's 128: the atomic union cost 0.1 to 0.4 us less
+    at 64 rows, but +6.1 over the fused router at 256 rows against the bit sets' +2.4). Measured on one H100
     (docs/oea-hook.md, "Kernel A's union as one set"; benchmarks/results/h100-hook*-2026-12-06/), GLM-5, us
     over plain routing by router (torch ops / torch.topk / one fused kernel), atomic against bit sets:
 
@@ -711,7 +714,7 @@ def _union_layout(m: int) -> tuple[bool, int]:
     if raw != "auto":
         return raw == "atomic", 1
     nearest = 1 << max(0, round(math.log2(m))) if m > 0 else 0
-    atomic = nearest in ATOMIC_AT
+    atomic = nearest in ATOMIC_AT.get(block_n, ())
     return atomic, ATOMIC_MIN_ROWS if atomic else 1
 
 
@@ -771,7 +774,7 @@ def prelaunch_union(
     ):
         return None
     device = router_logits.device
-    atomic, min_rows = _union_layout(m)
+    atomic, min_rows = _union_layout(m, block_n)
     block_m, programs, words, warps = _split_layout(m, block_n, "split-prelaunched", device, min_rows)
     # kernel A's grid: kernel B's where B reads A's bit sets; its own with the atomic union
     a_rows, a_programs, a_warps = _atomic_a_layout(m, block_n) if atomic else (block_m, programs, warps)
