@@ -142,6 +142,9 @@ def main() -> int:
     p.add_argument("--router", choices=("short", "fused"), default="short",
                    help="plain_short (torch.topk: two kernels) or plain_fused (one Triton kernel, fused_router.py)")
     args = p.parse_args()
+    unknown = [v for v in args.variants.split(",") if v not in VARIANTS]
+    if unknown:
+        p.error(f"--variants: unknown {','.join(unknown)}; expected some of {','.join(VARIANTS)}")
     args.out.mkdir(parents=True, exist_ok=True)
     results: list[dict[str, Any]] = []
     with torch.inference_mode():

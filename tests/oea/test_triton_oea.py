@@ -296,18 +296,22 @@ def test_empty_batch_and_path_knob(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_union_layout_and_knob(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Under auto the prelaunched kernel A of 256 experts (GLM-5) ORs into one set where the batch's nearest
-    power of two is 64 or 256 (46-90 and 182-362 rows), kernel B with four rows a program (GLM-5 at 128 rows: 32 programs of four
-    warps) and A with its own layout (one row a program, two warps); bit sets per program elsewhere;
-    KIT_OEA_UNION forces either (B's rows per program then from the batch), KIT_OEA_A_ROWS / _WARPS A's
-    layout; bad values are refused before any launch."""
+    """Under auto the prelaunched kernel A ORs into one set where the batch's nearest power of two is 64 or
+    256 (46-90 and 182-362 rows) for 256 experts (GLM-5), 64 for 128 (Qwen3); kernel B then four rows a
+    program (GLM-5 at 256 rows: 64 programs of four warps), A its own layout (one row a program, two warps);
+    bit sets per program elsewhere; KIT_OEA_UNION forces either (B's rows per program then from the batch),
+    KIT_OEA_A_ROWS / _WARPS A's layout; bad values are refused before any launch."""
     for knob in (TK.UNION_KNOB, TK.A_ROWS_KNOB, TK.A_WARPS_KNOB):
         monkeypatch.delenv(knob, raising=False)
-    nearest_64_or_256 = (46, 63, 64, 90, 182, 256, 257, 362)
-    assert all(TK._union_layout(m, 256) == (True, 4) for m in nearest_64_or_256)
-    assert all(TK._union_layout(m, 256) == (False, 1) for m in (1, 2, 32, 45, 91, 128, 181, 363, 512, 1024, 4096))
-    assert all(TK._union_layout(m, n) == (False, 1) for m in nearest_64_or_256 for n in (32, 64, 128, 512))
+    nearest_64, nearest_256 = (46, 63, 64, 90), (182, 256, 257, 362)
+    others = (1, 2, 32, 45, 91, 128, 181, 363, 512, 1024, 4096)
+    assert all(TK._union_layout(m, 256) == (True, 4) for m in nearest_64 + nearest_256)
+    assert all(TK._union_layout(m, 256) == (False, 1) for m in others)
+    assert all(TK._union_layout(m, 128) == (True, 4) for m in nearest_64)  # Qwen3: near 64 rows only
+    assert all(TK._union_layout(m, 128) == (False, 1) for m in nearest_256 + others)
+    assert all(TK._union_layout(m, n) == (False, 1) for m in nearest_64 + nearest_256 for n in (32, 64, 512))
     cpu = TK.torch.device("cpu")
+    assert TK._split_layout(256, 256, "split-prelaunched", cpu, 4) == (4, 64, 8, 4)
     assert TK._split_layout(128, 256, "split-prelaunched", cpu, 4) == (4, 32, 8, 4)
     assert TK._split_layout(128, 128, "split-prelaunched", cpu, 4) == (4, 32, 4, 4)
     assert TK._atomic_a_layout(256, 256) == (1, 256, 2)
@@ -319,6 +323,9 @@ def test_union_layout_and_knob(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(TK.A_WARPS_KNOB, "8")
     assert TK._atomic_a_layout(256, 256) == (4, 64, 8)
     assert TK._atomic_a_layout(1024, 1024) == (2, 512, 8)  # at most a tile (2048 logits) a program
+    monkeypatch.setenv(TK.A_WARPS_KNOB, "3")
+    with pytest.raises(ValueError, match="KIT_OEA_A_WARPS=3: expected 1, 2, 4, 8, 16 or 32"):
+        TK._atomic_a_layout(256, 256)
     monkeypatch.setenv(TK.A_ROWS_KNOB, "3")
     with pytest.raises(ValueError, match="KIT_OEA_A_ROWS=3: expected a power of 2"):
         TK._atomic_a_layout(256, 256)

@@ -36,7 +36,9 @@ rows on those inputs; benchmarks/results/h200-hookfast-2026-12-03/.) Paths, chos
   runs kernel B alone, which checks the ids first (a row below num_token_non_padded whose first id is -1 makes
   it rebuild the union from every row, as the reference). One launch on the critical path: on one H100
   (benchmarks/results/h100-prelaunch-2026-12-05/) +2.7 to +5.4 us at every batch 1-1024 but GLM-5's 1024
-  rows (+5.1 to +6.4 between timings), against +3.7 to +6.6 us without it.
+  rows (+5.1 to +6.4 between timings), against +3.7 to +6.6 us without it. Where ``_union_layout`` says so
+  (GLM-5 near 64 and 256 rows, Qwen3 near 64), kernel A's programs OR into one set instead of a bit set each
+  (the atomic union), on a grid of their own (``_atomic_a_layout``), and B reads that one set.
 - **repl** (forced only): one launch, every program rebuilds the union from all rows (as single does) and
   selects for one row. Measured slower than split from 4 rows up; kept for measurement.
 
@@ -304,7 +306,8 @@ def _part_kernel(
     of WORDS int32 words (expert e is bit e % 32 of word e // 32). Every program writes its words: no memset.
     Prelaunched (``USE_IDS`` off: launched on a side stream before the router's top-k made the ids) it counts
     every row below num_token_non_padded; kernel B then checks the ids before it trusts that union.
-    ``ATOMIC`` (prelaunched, ``KIT_OEA_UNION=atomic``): instead, every program ORs its words into the one set
+    ``ATOMIC`` (prelaunched, where ``_union_layout`` picks the atomic union): instead, every program ORs its words
+    into the one set
     at ``union_ptr`` (zeroed before, on the same stream), so kernel B reads WORDS words, not P sets."""
     if USE_PDL:
         gdc_wait()
@@ -584,6 +587,14 @@ def choose_path(m: int, block_n: int = 128) -> str:
     return "repl" if m <= _int_knob(REPL_MAX_KNOB, DEFAULT_REPL_MAX) else "split"
 
 
+def _warps_knob(name: str, default: int) -> int:
+    """A warps-per-program knob: 1, 2, 4, 8, 16 or 32 (refused before any launch, so before a side stream forks)."""
+    warps = _int_knob(name, default)
+    if warps not in (1, 2, 4, 8, 16, 32):
+        raise ValueError(f"{name}={warps}: expected 1, 2, 4, 8, 16 or 32")
+    return warps
+
+
 def _int_knob(name: str, default: int) -> int:
     raw = os.environ.get(name, "").strip()
     try:
@@ -641,7 +652,8 @@ def _split_scratch(programs: int, words: int, device: torch.device) -> torch.Ten
     bit sets (``programs * words``), then one word per program from the light kernel A and one from the
     repair kernel B, 1 where that program took the full-row computation because a row's incoming ids failed
     the plain-top-k check, else 0 (the old kernels leave them unwritten). Nothing on the hook's path reads
-    those last words; tests replace this function to read them."""
+    those last words; tests replace this function to read them. With the atomic union kernel A writes none of
+    it (the bit-set words stay unused) and ``programs`` is kernel B's."""
     return torch.empty(programs * (words + 2), dtype=torch.int32, device=device)
 
 
@@ -674,12 +686,12 @@ def _split_layout(
         raise ValueError(f"{ROWS_KNOB}={rows}: expected a power of 2")
     block_m = min(rows, max(1, _SPLIT_TILE // block_n))
     programs = triton.cdiv(m, block_m)
-    return block_m, programs, block_n // 32, _int_knob(WARPS_KNOB, _split_warps(path, block_m, block_n, programs))
+    return block_m, programs, block_n // 32, _warps_knob(WARPS_KNOB, _split_warps(path, block_m, block_n, programs))
 
 
 # auto takes the atomic union for rows of this many (power-of-two padded) experts where the batch's nearest power
-# of two (log scale) is one of these (_union_layout): measured best over three routers for GLM-5's 256 experts
-ATOMIC_AT: dict[int, tuple[int, ...]] = {256: (64, 256)}
+# of two (log scale) is one of these (_union_layout): measured best over three routers (GLM-5's 256, Qwen3's 128)
+ATOMIC_AT: dict[int, tuple[int, ...]] = {256: (64, 256), 128: (64,)}
 ATOMIC_MIN_ROWS = 4  # kernel B's rows per program there
 ATOMIC_A_ROWS, ATOMIC_A_WARPS = 1, 2  # kernel A's own layout with the atomic union (_atomic_a_layout)
 
@@ -689,25 +701,29 @@ def _union_layout(m: int, block_n: int) -> tuple[bool, int]:
     ``block_n`` (padded) experts: how its kernel A hands the union to kernel B (``KIT_OEA_UNION``): ``sets``
     (one bit set per program of A, which B ORs) or ``atomic`` (A's programs OR into one set, zeroed on the side
     stream first; B reads WORDS words). ``auto`` (default): the layout measured best, over all three routers of
-    ``oea_hook_overhead.py``, at the power of two nearest ``m`` (log scale): for 256 experts the atomic union
-    (B four rows a program, A ``_atomic_a_layout``) where that is 64 or 256 (46 to 90 and 182 to 362 rows),
-    the bit sets elsewhere and for other expert counts (Qwen3's 128: the atomic union cost 0.1 to 0.4 us less
-    at 64 rows, but +6.1 over the fused router at 256 rows against the bit sets' +2.4). Measured on one H100
+    ``oea_hook_overhead.py``, at the power of two nearest ``m`` (log scale): the atomic union (B four rows a
+    program, A ``_atomic_a_layout``) for 256 experts where that is 64 or 256 (46 to 90 and 182 to 362 rows),
+    for 128 experts where it is 64 (Qwen3 at 64 rows +3.73-4.00 / +3.66-3.74 / +3.36-3.39 against the bit
+    sets' +3.93-4.14 / +3.77-3.86 / +3.57; at 256 rows +6.1 over the fused router against their +2.4); the
+    bit sets elsewhere and for other padded expert counts (not measured). Measured on one H100
     (docs/oea-hook.md, "Kernel A's union as one set"; benchmarks/results/h100-hook*-2026-12-06/), GLM-5, us
     over plain routing by router (torch ops / torch.topk / one fused kernel), atomic against bit sets:
 
     - 64 rows: +3.9-4.3 / +4.0-4.1 / +4.0 against +4.5-4.6 / +4.3-4.4 / +4.3; 256 rows: +4.1-4.9 / +4.4 /
       +4.6 against +5.0-5.6 / +5.4-5.5 / +5.0 (kernel B reading one set: 3.5 us against 4.4, torch.profiler).
     - 128 rows: +4.4-5.0 / +4.0-4.1 / **+7.8** against +5.1-5.2 / +4.5-4.7 / +4.4; 512 / 1024 rows: +2.3-2.9 /
-      +2.0-2.5 / **+7.6** and +2.8-3.6 / +2.6-3.4 / **+8.6-8.7** against +4.6-4.9 / +3.1-3.5 / +4.3 and
-      +4.4-5.3 / +4.4-5.0 / +6.2: there kernel A's branch (the zeroing, then A at one row a program: 6.3 us at 128 rows,
-      10.5 at 1024, against the bit sets' 2.3 and 7.2) is longer than a fused router (3.1 to 5.3 us) and shows.
-    - Below 64 rows the atomic union cost 0.1 to 0.7 us more over every router.
+      +2.0-2.5 / **+7.6** and +2.8-3.6 / +2.6-3.4 / **+8.6-8.7** against +4.5-4.9 / +3.1-3.5 / +4.3 and
+      +4.0-5.3 / +4.4-5.2 / +6.2: there kernel A's branch (the zeroing, then A at one row a program: 6.3 us at
+      128 rows, 10.5 at 1024, against the bit sets' 2.3 and 7.2) is longer than a fused router (2.9 to 5.3 us)
+      and shows.
+    - Below 64 rows (timed over torch ops and torch.topk only) the atomic union cost 0.2 to 0.6 us more over
+      torch.topk and -0.15 to +0.7 over torch ops.
 
     Why the atomic OR makes kernel A slow, and why so unevenly (one row a program, two warps: 2.3 / 6.3-6.4 /
     2.9-6.7 us at 64 / 128 / 256 rows; four rows a program 12.4 / 22.5 at 128 / 256), is not found: its PTX is
-    the bit sets' but for the last 8 stores (one atomic per word and program; ptxas: same registers, no
-    spills). Between the measured sizes the rule is the nearest measurement, not a measurement."""
+    the bit sets' but for the last 8 stores (one atomic per word and program; ptxas: 40 registers either way
+    at four rows a program, 31 against 28 at two, no spills; benchmarks/results/h100-hookdiag-2026-12-06/ptx.txt). Between the measured sizes the rule is the
+    nearest measurement, not a measurement."""
     raw = os.environ.get(UNION_KNOB, "auto").strip().lower() or "auto"
     if raw not in ("auto", "sets", "atomic"):
         raise ValueError(f"{UNION_KNOB}={raw!r}: expected auto, sets or atomic")
@@ -725,7 +741,7 @@ def _atomic_a_layout(m: int, block_n: int) -> tuple[int, int, int]:
     if rows < 1 or rows & (rows - 1):
         raise ValueError(f"{A_ROWS_KNOB}={rows}: expected a power of 2")
     block_m = min(rows, max(1, _SPLIT_TILE // block_n))
-    return block_m, triton.cdiv(m, block_m), _int_knob(A_WARPS_KNOB, ATOMIC_A_WARPS)
+    return block_m, triton.cdiv(m, block_m), _warps_knob(A_WARPS_KNOB, ATOMIC_A_WARPS)
 
 
 def prelaunch_enabled() -> bool:
@@ -883,7 +899,7 @@ def oea_reroute_triton_(
         _union_kernel[(triton.cdiv(m, rows),)](
             router_logits, stride_l, bias, topk_ids, stride_i, topk_weights, stride_w, ntnp, m, n, scale, at, rows,
             K=k, K0=k0, BLOCK_M=block_m, BLOCK_M2=block_m2, BLOCK_N=block_n, BLOCK_K=block_k,
-            RENORMALIZE=renormalize, num_warps=_int_knob(SINGLE_WARPS_KNOB, 8 if block_m * block_n >= 4096 else 4),
+            RENORMALIZE=renormalize, num_warps=_warps_knob(SINGLE_WARPS_KNOB, 8 if block_m * block_n >= 4096 else 4),
             **flags, **launch,
         )  # fmt: skip
         return
