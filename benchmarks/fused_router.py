@@ -39,7 +39,8 @@ def fused_route(
     """Plain top-k routing of ``logits`` [M, N] into ``ids`` / ``w`` [M, k], one launch."""
     m, n = logits.shape
     block_n, block_k = max(triton.next_power_of_2(n), 32), triton.next_power_of_2(k)
-    block_m = min(triton.next_power_of_2(triton.cdiv(m, tk._sms(logits.device))), max(1, 2048 // block_n))
+    # the split kernels' default rows per program (not _split_layout: its knob would move this baseline too)
+    block_m = min(triton.next_power_of_2(triton.cdiv(m, tk._sms(logits.device))), max(1, tk._SPLIT_TILE // block_n))
     _fused_router_kernel[(triton.cdiv(m, block_m),)](
         logits, logits.stride(0), bias if bias is not None else logits, ids, ids.stride(0), w, w.stride(0), m, n,
         1.0 if scale is None else float(scale), K=k, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,

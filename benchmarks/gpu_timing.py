@@ -56,7 +56,7 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _capture(fn: Fn, reps: int, warmup: int) -> tuple[Any, str]:
+def capture(fn: Fn, reps: int, warmup: int) -> tuple[Any, str]:
     """A CUDA graph of ``reps`` calls of ``fn`` (warmed up on a side stream first), or (None, why not)."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
@@ -113,7 +113,7 @@ def measure(
     graphs: list[Any] = []
     for name, fn in fns.items():
         if device.type == "cuda" and graph:
-            g, why = _capture(fn, reps, warmup)
+            g, why = capture(fn, reps, warmup)
             if g is not None:
                 graphs.append(g)
                 runners[name], modes[name] = g.replay, "graph"

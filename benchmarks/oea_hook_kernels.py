@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 from pathlib import Path
 from typing import Any
 
 import torch
-from oea_hook_overhead import SHAPES, Case, policy_skip_at
+from gpu_timing import capture, measure
+from oea_hook_overhead import SHAPES, Case, hooked
 
 VARIANTS: dict[str, dict[str, str]] = {
     "default": {},
@@ -36,30 +36,6 @@ VARIANTS: dict[str, dict[str, str]] = {
     "atomic-r4-a2": {"KIT_OEA_UNION": "atomic", "KIT_OEA_SPLIT_ROWS": "4", "KIT_OEA_A_ROWS": "2", "KIT_OEA_A_WARPS": "4"},
     "atomic-r4-a1": {"KIT_OEA_UNION": "atomic", "KIT_OEA_SPLIT_ROWS": "4", "KIT_OEA_A_ROWS": "1", "KIT_OEA_A_WARPS": "4"},
 }  # fmt: skip
-KNOBS = sorted({k for env in VARIANTS.values() for k in env})
-
-
-def layer_fn(case: Case, env: dict[str, str], router: Any) -> Any:
-    from kit_oea import triton_oea
-
-    soft = case.shape["softmax"]
-    kw = case.kwargs()
-
-    def run() -> None:
-        saved = {name: os.environ.pop(name, None) for name in KNOBS}
-        os.environ.update(env)
-        try:
-            pre = triton_oea.prelaunch_union(case.logits, k0=kw["k0"], k=kw["k"], softmax=soft,
-                                             correction_bias=case.bias, num_token_non_padded=None)  # fmt: skip
-            router()
-            triton_oea.oea_reroute_triton_(case.ids, case.w, case.logits, softmax=soft,
-                                           skip_at=policy_skip_at(case.shape["n"]), prelaunched=pre, **kw)  # fmt: skip
-        finally:
-            for name in KNOBS:
-                os.environ.pop(name, None)
-            os.environ.update({k: v for k, v in saved.items() if v is not None})
-
-    return run
 
 
 def profile_cell(
@@ -69,28 +45,11 @@ def profile_cell(
     case = Case(SHAPES[shape_name], m, device, seed=m)
     case.plain()
     router = case.plain_fused if router_name == "fused" else case.plain_short
-    fn = layer_fn(case, env, router) if with_hook else router
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(reps):
-            fn()
-    for _ in range(5):
-        graph.replay()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    per_layer = []
-    for _ in range(11):
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        per_layer.append(start.elapsed_time(end) * 1000.0 / reps)
+    graph, why = capture(hooked(case, env, router) if with_hook else router, reps, warmup=3)
+    if graph is None:
+        raise RuntimeError(f"CUDA graph capture failed: {why}")
+    # the graph's replays timed as one-call variants (measure's event loop, 5 warm-up replays)
+    timed = measure({"layer": graph.replay}, device, reps=1, samples=11, warmup=5, graph=False)
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
@@ -101,7 +60,7 @@ def profile_cell(
         key=lambda t: t[0],
     )
     del graph
-    return {"us_per_layer": round(statistics.median(per_layer), 3), "kernels": kernels}
+    return {"us_per_layer": round(timed["layer"]["median_us"] / reps, 3), "kernels": kernels}
 
 
 def summarise(kernels: list[tuple[float, float, str]], reps: int) -> dict[str, Any]:

@@ -233,6 +233,25 @@ def policy_skip_at(n: int) -> int | None:
     return skip_at(n)
 
 
+def hooked(case: Case, env: dict[str, str], before: Fn) -> Fn:
+    """What kit's sglang patch runs around the router ``before``, with the knobs ``env``: kernel A prelaunched
+    where the path has one (``prelaunch_union``: None on the single path or with KIT_OEA_PRELAUNCH=0), the
+    router, the hook."""
+    from kit_oea import triton_oea
+
+    soft = case.shape["softmax"]
+
+    def run() -> None:
+        kw = case.kwargs()
+        pre = triton_oea.prelaunch_union(case.logits, k0=kw["k0"], k=kw["k"], softmax=soft,
+                                         correction_bias=case.bias, num_token_non_padded=None)  # fmt: skip
+        before()
+        triton_oea.oea_reroute_triton_(case.ids, case.w, case.logits, softmax=soft,
+                                       skip_at=policy_skip_at(case.shape["n"]), prelaunched=pre, **kw)  # fmt: skip
+
+    return with_env(env, run)
+
+
 def variants(case: Case, args: argparse.Namespace) -> dict[str, tuple[str, Fn]]:
     """name -> (baseline name, callable)."""
     from kit_oea.hf import reroute_router_output
@@ -247,38 +266,20 @@ def variants(case: Case, args: argparse.Namespace) -> dict[str, tuple[str, Fn]]:
                                                                       scoring_func=scoring, **case.kwargs())))  # fmt: skip
     if case.device.type != "cuda":
         return out
-    from kit_oea import triton_oea
-
-    n = case.shape["n"]
-
-    def kernel(env: dict[str, str], before: Fn = case.plain) -> Fn:
-        """What kit's sglang patch runs around the router: kernel A prelaunched where the path has one
-        (``prelaunch_union``: None on the single path or with KIT_OEA_PRELAUNCH=0), the router, the hook."""
-
-        def run() -> None:
-            kw = case.kwargs()
-            pre = triton_oea.prelaunch_union(case.logits, k0=kw["k0"], k=kw["k"], softmax=soft,
-                                             correction_bias=case.bias, num_token_non_padded=None)  # fmt: skip
-            before()
-            triton_oea.oea_reroute_triton_(case.ids, case.w, case.logits, softmax=soft, skip_at=policy_skip_at(n),
-                                           prelaunched=pre, **kw)  # fmt: skip
-
-        return with_env(env, run)
-
-    out["oea"] = ("plain", kernel({}))
+    out["oea"] = ("plain", hooked(case, {}, case.plain))
     for name, (env, (lo, hi)) in FORCED.items():  # each path and option forced where it might matter
         if lo <= case.m <= hi and (name in args.forced or ("sweep" in args.forced and name in SWEEP)):
             if name in ON_PLAIN_DUP:
                 out["plain-dup"] = ("plain-dup", case.plain_dup)
-                out[name] = ("plain-dup", kernel(env, case.plain_dup))
+                out[name] = ("plain-dup", hooked(case, env, case.plain_dup))
             elif name in ON_PLAIN_FUSED:
                 out["plain-fused"] = ("plain-fused", case.plain_fused)
-                out[name] = ("plain-fused", kernel(env, case.plain_fused))
+                out[name] = ("plain-fused", hooked(case, env, case.plain_fused))
             elif name in ON_PLAIN_SHORT:
                 out["plain-short"] = ("plain-short", case.plain_short)
-                out[name] = ("plain-short", kernel(env, case.plain_short))
+                out[name] = ("plain-short", hooked(case, env, case.plain_short))
             else:
-                out[name] = ("plain", kernel(env))
+                out[name] = ("plain", hooked(case, env, case.plain))
     if soft and case.bias is None and case.shape["scale"] is None:
         k0 = case.shape["k0"]
 

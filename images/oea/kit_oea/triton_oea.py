@@ -306,9 +306,9 @@ def _part_kernel(
     of WORDS int32 words (expert e is bit e % 32 of word e // 32). Every program writes its words: no memset.
     Prelaunched (``USE_IDS`` off: launched on a side stream before the router's top-k made the ids) it counts
     every row below num_token_non_padded; kernel B then checks the ids before it trusts that union.
-    ``ATOMIC`` (prelaunched, where ``_union_layout`` picks the atomic union): instead, every program ORs its words
-    into the one set
-    at ``union_ptr`` (zeroed before, on the same stream), so kernel B reads WORDS words, not P sets."""
+    ``ATOMIC`` (prelaunched, where ``_union_layout`` picks the atomic union): instead, every program ORs its
+    words into the one set at ``union_ptr`` (zeroed before, on the same stream), so kernel B reads WORDS words,
+    not P sets."""
     if USE_PDL:
         gdc_wait()
         gdc_launch_dependents()  # kernel B may start now; it waits for this grid before reading part
@@ -587,6 +587,15 @@ def choose_path(m: int, block_n: int = 128) -> str:
     return "repl" if m <= _int_knob(REPL_MAX_KNOB, DEFAULT_REPL_MAX) else "split"
 
 
+def _rows_knob(name: str, default: int, block_n: int) -> int:
+    """A split kernel's rows per program: the knob (a power of 2) or ``default``, at most one tile
+    (``_SPLIT_TILE`` logits) of ``block_n`` experts."""
+    rows = _int_knob(name, default)
+    if rows < 1 or rows & (rows - 1):
+        raise ValueError(f"{name}={rows}: expected a power of 2")
+    return min(rows, max(1, _SPLIT_TILE // block_n))
+
+
 def _warps_knob(name: str, default: int) -> int:
     """A warps-per-program knob: 1, 2, 4, 8, 16 or 32 (refused before any launch, so before a side stream forks)."""
     warps = _int_knob(name, default)
@@ -681,10 +690,7 @@ def _split_layout(
     """(rows per program, programs, bit-set words per program, warps) of the split kernels; ``min_rows``: at
     least that many rows per program (the atomic union's kernel B, ``_union_layout``), unless ``KIT_OEA_SPLIT_ROWS``."""
     per_program = max(triton.next_power_of_2(triton.cdiv(m, _sms(device))), min_rows)
-    rows = _int_knob(ROWS_KNOB, per_program)
-    if rows < 1 or rows & (rows - 1):
-        raise ValueError(f"{ROWS_KNOB}={rows}: expected a power of 2")
-    block_m = min(rows, max(1, _SPLIT_TILE // block_n))
+    block_m = _rows_knob(ROWS_KNOB, per_program, block_n)
     programs = triton.cdiv(m, block_m)
     return block_m, programs, block_n // 32, _warps_knob(WARPS_KNOB, _split_warps(path, block_m, block_n, programs))
 
@@ -722,8 +728,8 @@ def _union_layout(m: int, block_n: int) -> tuple[bool, int]:
     Why the atomic OR makes kernel A slow, and why so unevenly (one row a program, two warps: 2.3 / 6.3-6.4 /
     2.9-6.7 us at 64 / 128 / 256 rows; four rows a program 12.4 / 22.5 at 128 / 256), is not found: its PTX is
     the bit sets' but for the last 8 stores (one atomic per word and program; ptxas: 40 registers either way
-    at four rows a program, 31 against 28 at two, no spills; benchmarks/results/h100-hookdiag-2026-12-06/ptx.txt). Between the measured sizes the rule is the
-    nearest measurement, not a measurement."""
+    at four rows a program, 31 against 28 at two, no spills; benchmarks/results/h100-hookdiag-2026-12-06/
+    ptx.txt). Between the measured sizes the rule is the nearest measurement, not a measurement."""
     raw = os.environ.get(UNION_KNOB, "auto").strip().lower() or "auto"
     if raw not in ("auto", "sets", "atomic"):
         raise ValueError(f"{UNION_KNOB}={raw!r}: expected auto, sets or atomic")
@@ -737,10 +743,7 @@ def _union_layout(m: int, block_n: int) -> tuple[bool, int]:
 def _atomic_a_layout(m: int, block_n: int) -> tuple[int, int, int]:
     """(rows per program, programs, warps) of kernel A with the atomic union, whose grid is free (kernel B
     reads the one set): ``ATOMIC_A_ROWS`` / ``ATOMIC_A_WARPS`` unless ``KIT_OEA_A_ROWS`` / ``KIT_OEA_A_WARPS``."""
-    rows = _int_knob(A_ROWS_KNOB, ATOMIC_A_ROWS)
-    if rows < 1 or rows & (rows - 1):
-        raise ValueError(f"{A_ROWS_KNOB}={rows}: expected a power of 2")
-    block_m = min(rows, max(1, _SPLIT_TILE // block_n))
+    block_m = _rows_knob(A_ROWS_KNOB, ATOMIC_A_ROWS, block_n)
     return block_m, triton.cdiv(m, block_m), _warps_knob(A_WARPS_KNOB, ATOMIC_A_WARPS)
 
 
