@@ -35,6 +35,10 @@ VARIANTS: dict[str, dict[str, str]] = {
     "sets-r4": {"KIT_OEA_UNION": "sets", "KIT_OEA_SPLIT_ROWS": "4", "KIT_OEA_SPLIT_WARPS": "4"},
     "atomic-r4-a2": {"KIT_OEA_UNION": "atomic", "KIT_OEA_SPLIT_ROWS": "4", "KIT_OEA_A_ROWS": "2", "KIT_OEA_A_WARPS": "4"},
     "atomic-r4-a1": {"KIT_OEA_UNION": "atomic", "KIT_OEA_SPLIT_ROWS": "4", "KIT_OEA_A_ROWS": "1", "KIT_OEA_A_WARPS": "4"},
+    # the bit sets with kernel A on its own grid (B's the default's)
+    "sets-a4w4": {"KIT_OEA_UNION": "sets", "KIT_OEA_A_ROWS": "4", "KIT_OEA_A_WARPS": "4"},
+    "sets-a2w4": {"KIT_OEA_UNION": "sets", "KIT_OEA_A_ROWS": "2", "KIT_OEA_A_WARPS": "4"},
+    "sets-a4w2": {"KIT_OEA_UNION": "sets", "KIT_OEA_A_ROWS": "4", "KIT_OEA_A_WARPS": "2"},
 }  # fmt: skip
 
 

@@ -61,13 +61,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--samples", type=int, default=25, help="timed replays per variant")
     p.add_argument("--with-torch", action="store_true", help="also time the torch-ops reference")
     p.add_argument("--forced", type=lambda t: [x for x in t.split(",") if x], default=list(DEFAULT_FORCED),
-                   help=f"forced variants to time, of {','.join(DEFAULT_FORCED)}, or sweep (the prelaunched "
-                        "layouts; empty: none)")  # fmt: skip
+                   help=f"forced variants to time, of {','.join(DEFAULT_FORCED)}, or sweep / sweep-sets (the "
+                        "prelaunched layouts; empty: none)")  # fmt: skip
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--max-seconds", type=float, default=150.0, help="stop starting new cells after this")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
-    unknown = [name for name in args.forced if name not in FORCED and name != "sweep"]
+    unknown = [name for name in args.forced if name not in FORCED and name not in ("sweep", "sweep-sets")]
     if unknown:
         p.error(f"--forced: unknown variant(s) {','.join(unknown)}; expected some of {','.join(FORCED)}")
     return args
@@ -200,8 +200,15 @@ FORCED: dict[str, tuple[dict[str, str], tuple[int, int]]] = {
 SWEEP = {f"atomic-b{rb}-a{ra}w{wa}{over}": ({"KIT_OEA_UNION": "atomic", "KIT_OEA_SPLIT_ROWS": str(rb),
                                              "KIT_OEA_A_ROWS": str(ra), "KIT_OEA_A_WARPS": str(wa)}, (128, 256))
          for rb in (2, 4) for ra in (1, 2, 4) for wa in (2, 4) for over in ("", "-short")}  # fmt: skip
-DEFAULT_FORCED = tuple(FORCED)  # what --forced names one by one (and times by default); the sweep by "sweep"
+# ``--forced sweep-sets``: the bit sets (B's layout the default's) with kernel A's own rows A and warps W (its
+# grid apart from B's since 2026-12-07: B ORs all of A's sets), over the torch-ops router and the fused one, at
+# 128 to 1024 rows (where the hook was over 5 us: kernel A's branch longer than the fused router, or B's OR).
+SETS_SWEEP = {f"sets-a{ra}w{wa}{over}": ({"KIT_OEA_UNION": "sets", "KIT_OEA_A_ROWS": str(ra),
+                                          "KIT_OEA_A_WARPS": str(wa)}, (128, 1024))
+              for ra in (1, 2, 4, 8) for wa in (1, 2, 4) for over in ("", "-fused")}  # fmt: skip
+DEFAULT_FORCED = tuple(FORCED)  # what --forced names one by one (and times by default); the sweeps by keyword
 FORCED.update(SWEEP)
+FORCED.update(SETS_SWEEP)
 
 
 ON_PLAIN_DUP = ("split-hintfail",)  # variants that start from plain_dup's ids (and are timed over it), not plain's
@@ -268,7 +275,8 @@ def variants(case: Case, args: argparse.Namespace) -> dict[str, tuple[str, Fn]]:
         return out
     out["oea"] = ("plain", hooked(case, {}, case.plain))
     for name, (env, (lo, hi)) in FORCED.items():  # each path and option forced where it might matter
-        if lo <= case.m <= hi and (name in args.forced or ("sweep" in args.forced and name in SWEEP)):
+        swept = ("sweep" in args.forced and name in SWEEP) or ("sweep-sets" in args.forced and name in SETS_SWEEP)
+        if lo <= case.m <= hi and (name in args.forced or swept):
             if name in ON_PLAIN_DUP:
                 out["plain-dup"] = ("plain-dup", case.plain_dup)
                 out[name] = ("plain-dup", hooked(case, env, case.plain_dup))

@@ -37,13 +37,14 @@ from oea_helpers import IMAGE_DIR, patch_triton_interpreter_scalars, reference  
 pytestmark = pytest.mark.slow  # ~11 s interpreted on 2 CPU cores
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-PATHS = ["single", "repl", "split", "split-hint", "split-light", "split-prelaunched", "split-prelaunched-atomic",
-         "split-prelaunched-atomic-apart"]
+PATHS = ["single", "repl", "split", "split-hint", "split-light", "split-prelaunched", "split-prelaunched-apart",
+         "split-prelaunched-atomic", "split-prelaunched-atomic-apart"]
 # "split-prelaunched": the split path with kernel A started by prelaunch_union before the ids exist (counting
 # every row below num_token_non_padded) and kernel B checking the ids before it trusts that union; "-atomic":
 # the same with kernel A's programs OR-ing into one set (KIT_OEA_UNION=atomic, auto's choice near 64 and 256 rows);
-# "-apart": that, with kernel A's grid apart from kernel B's otherwise (two rows a program of A, four of B; under
-# auto A takes one row a program, B four).
+# "-apart": kernel A's grid apart from kernel B's otherwise: with the atomic union two rows a program of A, four
+# of B (under auto A takes one row a program, B four); with the bit sets four of A, two of B (B ORs A's sets,
+# fewer than its own programs: the rebuild words then sit past A's sets, _split_scratch).
 _MODE = {"prelaunch": False}
 KERNELS = ("_union_kernel", "_part_kernel", "_light_part_kernel", "_split_select_kernel", "_repair_select_kernel")
 
@@ -94,8 +95,9 @@ def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Ite
     monkeypatch.setenv(TK.PATH_KNOB, "split" if prelaunched else request.param)
     monkeypatch.setenv(TK.UNION_KNOB, "atomic" if "-atomic" in request.param else "sets")
     if request.param.endswith("-apart"):
-        monkeypatch.setenv(TK.ROWS_KNOB, "4")
-        monkeypatch.setenv(TK.A_ROWS_KNOB, "2")
+        atomic = "-atomic" in request.param
+        monkeypatch.setenv(TK.ROWS_KNOB, "4" if atomic else "2")
+        monkeypatch.setenv(TK.A_ROWS_KNOB, "2" if atomic else "4")
     monkeypatch.setitem(_MODE, "prelaunch", prelaunched)
     yield request.param
 
@@ -314,21 +316,23 @@ def test_union_layout_and_knob(monkeypatch: pytest.MonkeyPatch) -> None:
     assert TK._split_layout(256, 256, "split-prelaunched", cpu, 4) == (4, 64, 8, 4)
     assert TK._split_layout(128, 256, "split-prelaunched", cpu, 4) == (4, 32, 8, 4)
     assert TK._split_layout(128, 128, "split-prelaunched", cpu, 4) == (4, 32, 4, 4)
-    assert TK._atomic_a_layout(256, 256) == (1, 256, 2)
+    assert TK._a_layout(256, 256, True, 4, 4) == (1, 256, 2)  # atomic: A's own default
+    assert TK._a_layout(1024, 256, False, 8, 2) == (8, 128, 2)  # bit sets: B's layout unless a knob says
     monkeypatch.setenv(TK.UNION_KNOB, "atomic")
     assert [TK._union_layout(m, n) for m, n in ((2, 256), (128, 128), (1024, 256))] == [(True, 1)] * 3
     monkeypatch.setenv(TK.UNION_KNOB, "sets")
     assert TK._union_layout(256, 256) == (False, 1)
     monkeypatch.setenv(TK.A_ROWS_KNOB, "4")
     monkeypatch.setenv(TK.A_WARPS_KNOB, "8")
-    assert TK._atomic_a_layout(256, 256) == (4, 64, 8)
-    assert TK._atomic_a_layout(1024, 1024) == (2, 512, 8)  # at most a tile (2048 logits) a program
+    assert TK._a_layout(256, 256, True, 4, 4) == (4, 64, 8)
+    assert TK._a_layout(1024, 256, False, 8, 2) == (4, 256, 8)
+    assert TK._a_layout(1024, 1024, True, 4, 4) == (2, 512, 8)  # at most a tile (2048 logits) a program
     monkeypatch.setenv(TK.A_WARPS_KNOB, "3")
     with pytest.raises(ValueError, match="KIT_OEA_A_WARPS=3: expected 1, 2, 4, 8, 16 or 32"):
-        TK._atomic_a_layout(256, 256)
+        TK._a_layout(256, 256, False, 1, 4)
     monkeypatch.setenv(TK.A_ROWS_KNOB, "3")
     with pytest.raises(ValueError, match="KIT_OEA_A_ROWS=3: expected a power of 2"):
-        TK._atomic_a_layout(256, 256)
+        TK._a_layout(256, 256, True, 4, 4)
     monkeypatch.setenv(TK.UNION_KNOB, "both")
     logits = TK.torch.randn(128, 64)
     with pytest.raises(ValueError, match="KIT_OEA_UNION='both': expected auto, sets or atomic"):
@@ -340,30 +344,38 @@ def _keep_scratch(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     scratch: list[Any] = []
     real = TK._split_scratch
 
-    def keep(programs: int, words: int, device: Any) -> Any:
-        scratch.append((programs, words, real(programs, words, device)))
-        return scratch[-1][2]
+    def keep(programs: int, words: int, device: Any, sets: int | None = None) -> Any:
+        sets = programs if sets is None else sets
+        scratch.append((programs, words, sets, real(programs, words, device, sets)))
+        return scratch[-1][3]
 
     monkeypatch.setattr(TK, "_split_scratch", keep)
     return scratch
 
 
 def _rebuilt(scratch: list[Any]) -> list[int]:
-    """Per program of the last prelaunched kernel B: 1 where it rebuilt the union from every row."""
-    programs, words, buf = scratch[-1]
-    return [int(v) for v in buf.cpu()[programs * (words + 1) :]]
+    """Per program of the last prelaunched kernel B: 1 where it rebuilt the union from every row (the words
+    past kernel A's sets and a word per program of B)."""
+    programs, words, sets, buf = scratch[-1]
+    assert buf.numel() == sets * words + 2 * programs
+    return [int(v) for v in buf.cpu()[sets * words + programs :]]
 
 
-@pytest.mark.parametrize("one_pass_rows", [1024, 16])
-def test_prelaunched_union_with_masked_rows_below_ntnp(one_pass_rows: int, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(("one_pass_rows", "a_rows"), [(1024, "8"), (16, "8"), (1024, "16"), (1024, "4")])
+def test_prelaunched_union_with_masked_rows_below_ntnp(
+    one_pass_rows: int, a_rows: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Kernel A prelaunched counts every row below num_token_non_padded; kernel B must notice the rows whose
     ids are all -1 (or whose first id is) and rebuild the union as the reference does, with every row's first
-    id read in one block and in blocks of 16 (``_ONE_PASS_ROWS`` lowered: 3 blocks). Every program rebuilds
-    where a row stays all -1 (the flag words); without the check the first two draws fail (checked by turning
-    CHECK_ROWS off)."""
+    id read in one block and in blocks of 16 (``_ONE_PASS_ROWS`` lowered: 3 blocks), and with kernel A's grid
+    apart from B's (3 or 12 bit sets for B's 6 programs: B's flag words sit past A's sets). Every program
+    rebuilds where a row stays all -1 (the flag words); without the check the first two draws fail (checked
+    by turning CHECK_ROWS off)."""
     monkeypatch.setattr(TK, "_ONE_PASS_ROWS", one_pass_rows)
     monkeypatch.setenv(TK.PATH_KNOB, "split")
+    monkeypatch.setenv(TK.UNION_KNOB, "sets")
     monkeypatch.setenv(TK.ROWS_KNOB, "8")  # 6 programs of 8 rows (the interpreter runs programs one by one)
+    monkeypatch.setenv(TK.A_ROWS_KNOB, a_rows)
     monkeypatch.setitem(_MODE, "prelaunch", True)
     scratch = _keep_scratch(monkeypatch)
     for seed, minus, partial in ((1, (3,), ()), (2, (0, 17, 40), (5,)), (3, (), (0, 33))):

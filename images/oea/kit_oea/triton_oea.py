@@ -38,7 +38,7 @@ rows on those inputs; benchmarks/results/h200-hookfast-2026-12-03/.) Paths, chos
   (benchmarks/results/h100-prelaunch-2026-12-05/) +2.7 to +5.4 us at every batch 1-1024 but GLM-5's 1024
   rows (+5.1 to +6.4 between timings), against +3.7 to +6.6 us without it. Where ``_union_layout`` says so
   (GLM-5 near 64 and 256 rows, Qwen3 near 64), kernel A's programs OR into one set instead of a bit set each
-  (the atomic union), on a grid of their own (``_atomic_a_layout``), and B reads that one set.
+  (the atomic union), on a grid of their own (``_a_layout``), and B reads that one set.
 - **repl** (forced only): one launch, every program rebuilds the union from all rows (as single does) and
   selects for one row. Measured slower than split from 4 rows up; kept for measurement.
 
@@ -69,7 +69,7 @@ Knobs, read per call so that benchmarks and tests can force each choice: ``KIT_O
 ``single`` | ``repl`` | ``split`` | ``split-hint`` | ``split-light``), ``KIT_OEA_SINGLE_MAX`` (largest batch
 for single under ``auto``; default from the 512-logit rule), ``KIT_OEA_REPL_MAX`` (default 0), ``KIT_OEA_PDL``
 (``auto`` | ``1`` | ``0``), ``KIT_OEA_SPLIT_WARPS``, ``KIT_OEA_SPLIT_ROWS``, ``KIT_OEA_SINGLE_WARPS``,
-``KIT_OEA_UNION``, and for the atomic union's kernel A alone ``KIT_OEA_A_ROWS`` / ``KIT_OEA_A_WARPS``. All
+``KIT_OEA_UNION``, and for the prelaunched kernel A alone ``KIT_OEA_A_ROWS`` / ``KIT_OEA_A_WARPS``. All
 launches are on the current stream with grids from shapes only: CUDA-graph safe.
 """
 
@@ -455,7 +455,8 @@ def _split_select_kernel(
         # Programs rewrite their rows while others read first ids: a partly masked row's -1 may be gone when a
         # later program looks, so programs may disagree on rebuilding, never on the union (such a row is valid,
         # so A counted it rightly; a row the reference leaves out stays all -1, seen by every program).
-        tl.store(part_ptr + P * (WORDS + 1) + tl.program_id(0), doubt)  # 1: rebuilt below (read by tests)
+        # 1: rebuilt below (read by tests); after A's P sets and a word per program of this grid (_split_scratch)
+        tl.store(part_ptr + P * WORDS + tl.num_programs(0) + tl.program_id(0), doubt)
         if doubt > 0:  # a row below num_token_non_padded may be masked: the union from every row, as the reference
             acc = _union_words(logits_ptr, stride_l, bias_ptr, ids_ptr, stride_i, ntnp_ptr, M, N, K, K0, BLOCK_U,
                                BLOCK_N, BLOCK_K, WORDS, HAS_BIAS, HAS_NTNP, SOFTMAX)  # fmt: skip
@@ -656,14 +657,16 @@ def _split_warps(path: str, block_m: int, block_n: int, programs: int) -> int:
     return 8 if block_m * block_n >= _SPLIT_TILE else 4
 
 
-def _split_scratch(programs: int, words: int, device: torch.device) -> torch.Tensor:
+def _split_scratch(programs: int, words: int, device: torch.device, sets: int | None = None) -> torch.Tensor:
     """The split path's scratch, int32, uninitialised (each word is written before it is read): kernel A's
-    bit sets (``programs * words``), then one word per program from the light kernel A and one from the
-    repair kernel B, 1 where that program took the full-row computation because a row's incoming ids failed
-    the plain-top-k check, else 0 (the old kernels leave them unwritten). Nothing on the hook's path reads
-    those last words; tests replace this function to read them. With the atomic union kernel A writes none of
-    it (the bit-set words stay unused) and ``programs`` is kernel B's."""
-    return torch.empty(programs * (words + 2), dtype=torch.int32, device=device)
+    bit sets (``sets * words``; ``sets``: kernel A's programs, None: ``programs``), then one word per program
+    of kernel B from the light kernel A and one from the repair kernel B (or the prelaunched kernel B: 1 where
+    it rebuilt the union), 1 where that program took the full-row computation because a row's incoming ids
+    failed the plain-top-k check, else 0 (the old kernels leave them unwritten). ``programs``: kernel B's
+    programs. Nothing on the hook's path reads those last words; tests replace this function to read them.
+    With the atomic union kernel A writes none of it (``sets`` = 0)."""
+    sets = programs if sets is None else sets
+    return torch.empty(sets * words + 2 * programs, dtype=torch.int32, device=device)
 
 
 class Prelaunched(NamedTuple):
@@ -672,8 +675,9 @@ class Prelaunched(NamedTuple):
 
     part: torch.Tensor
     block_m: int
-    programs: int
-    warps: int
+    programs: int  # kernel B's
+    warps: int  # kernel B's
+    sets: int  # kernel A's bit sets (its programs; 0 with the atomic union)
     stream: Any  # the side stream (torch.cuda.Stream), None where kernel A ran in order (CPU: the interpreter)
     shape: tuple[object, ...]  # what it was launched for (``_launch_shape``): kernel B checks it
     union: torch.Tensor | None = None  # KIT_OEA_UNION=atomic: the one bit set kernel A's programs OR into
@@ -699,7 +703,7 @@ def _split_layout(
 # of two (log scale) is one of these (_union_layout): measured best over three routers (GLM-5's 256, Qwen3's 128)
 ATOMIC_AT: dict[int, tuple[int, ...]] = {256: (64, 256), 128: (64,)}
 ATOMIC_MIN_ROWS = 4  # kernel B's rows per program there
-ATOMIC_A_ROWS, ATOMIC_A_WARPS = 1, 2  # kernel A's own layout with the atomic union (_atomic_a_layout)
+ATOMIC_A_ROWS, ATOMIC_A_WARPS = 1, 2  # kernel A's own layout with the atomic union (_a_layout)
 
 
 def _union_layout(m: int, block_n: int) -> tuple[bool, int]:
@@ -708,7 +712,7 @@ def _union_layout(m: int, block_n: int) -> tuple[bool, int]:
     (one bit set per program of A, which B ORs) or ``atomic`` (A's programs OR into one set, zeroed on the side
     stream first; B reads WORDS words). ``auto`` (default): the layout measured best, over all three routers of
     ``oea_hook_overhead.py``, at the power of two nearest ``m`` (log scale): the atomic union (B four rows a
-    program, A ``_atomic_a_layout``) for 256 experts where that is 64 or 256 (46 to 90 and 182 to 362 rows),
+    program, A ``_a_layout``) for 256 experts where that is 64 or 256 (46 to 90 and 182 to 362 rows),
     for 128 experts where it is 64 (Qwen3 at 64 rows +3.73-4.00 / +3.66-3.74 / +3.36-3.39 against the bit
     sets' +3.93-4.14 / +3.77-3.86 / +3.57; at 256 rows +6.1 over the fused router against their +2.4); the
     bit sets elsewhere and for other padded expert counts (not measured). Measured on one H100
@@ -740,11 +744,14 @@ def _union_layout(m: int, block_n: int) -> tuple[bool, int]:
     return atomic, ATOMIC_MIN_ROWS if atomic else 1
 
 
-def _atomic_a_layout(m: int, block_n: int) -> tuple[int, int, int]:
-    """(rows per program, programs, warps) of kernel A with the atomic union, whose grid is free (kernel B
-    reads the one set): ``ATOMIC_A_ROWS`` / ``ATOMIC_A_WARPS`` unless ``KIT_OEA_A_ROWS`` / ``KIT_OEA_A_WARPS``."""
-    block_m = _rows_knob(A_ROWS_KNOB, ATOMIC_A_ROWS, block_n)
-    return block_m, triton.cdiv(m, block_m), _warps_knob(A_WARPS_KNOB, ATOMIC_A_WARPS)
+def _a_layout(m: int, block_n: int, atomic: bool, b_rows: int, b_warps: int) -> tuple[int, int, int]:
+    """(rows per program, programs, warps) of the prelaunched kernel A, whose grid is its own (kernel B reads
+    all of A's sets, or the one set, whatever its own grid): with the atomic union ``ATOMIC_A_ROWS`` /
+    ``ATOMIC_A_WARPS``, with the bit sets kernel B's (``b_rows``, ``b_warps``), unless ``KIT_OEA_A_ROWS`` /
+    ``KIT_OEA_A_WARPS``."""
+    rows, warps = (ATOMIC_A_ROWS, ATOMIC_A_WARPS) if atomic else (b_rows, b_warps)
+    block_m = _rows_knob(A_ROWS_KNOB, rows, block_n)
+    return block_m, triton.cdiv(m, block_m), _warps_knob(A_WARPS_KNOB, warps)
 
 
 def prelaunch_enabled() -> bool:
@@ -795,8 +802,7 @@ def prelaunch_union(
     device = router_logits.device
     atomic, min_rows = _union_layout(m, block_n)
     block_m, programs, words, warps = _split_layout(m, block_n, "split-prelaunched", device, min_rows)
-    # kernel A's grid: kernel B's where B reads A's bit sets; its own with the atomic union
-    a_rows, a_programs, a_warps = _atomic_a_layout(m, block_n) if atomic else (block_m, programs, warps)
+    a_rows, a_programs, a_warps = _a_layout(m, block_n, atomic, block_m, warps)
     dummy = router_logits
     stream = None
     if router_logits.is_cuda:
@@ -810,7 +816,7 @@ def prelaunch_union(
         # kernel A is done, even if the caller never reaches the hook (an error in the router); the next
         # reuse there is ordered after this layer's kernel B by the next fork (the side stream waits for the
         # current one first).
-        part = _split_scratch(programs, words, device)
+        part = _split_scratch(programs, words, device, sets=0 if atomic else a_programs)
         # atomic: the one set, zeroed on this stream before kernel A ORs into it
         union = torch.zeros(words, dtype=torch.int32, device=device) if atomic else None
         _part_kernel[(a_programs,)](
@@ -821,7 +827,7 @@ def prelaunch_union(
             USE_PDL=False, USE_IDS=False, ATOMIC=union is not None, union_ptr=union,
         )  # fmt: skip
     shape = _launch_shape(router_logits, k0, k, softmax, correction_bias, num_token_non_padded)
-    return Prelaunched(part, block_m, programs, warps, stream, shape, union)
+    return Prelaunched(part, block_m, programs, warps, 0 if atomic else a_programs, stream, shape, union)
 
 
 def _launch_shape(
@@ -882,15 +888,15 @@ def oea_reroute_triton_(
         join(prelaunched)
         _split_select_kernel[(prelaunched.programs,)](
             router_logits, stride_l, bias, topk_ids, stride_i, topk_weights, stride_w, ntnp, prelaunched.part, m, n,
-            prelaunched.programs, scale, at, K=k, BLOCK_M=prelaunched.block_m, BLOCK_N=block_n, BLOCK_K=block_k,
-            WORDS=block_n // 32, BLOCK_P=min(triton.next_power_of_2(prelaunched.programs), 256),
+            prelaunched.sets, scale, at, K=k, BLOCK_M=prelaunched.block_m, BLOCK_N=block_n, BLOCK_K=block_k,
+            WORDS=block_n // 32, BLOCK_P=min(triton.next_power_of_2(max(prelaunched.sets, 1)), 256),
             RENORMALIZE=renormalize, num_warps=prelaunched.warps, K0=k0, CHECK_ROWS=True,
             BLOCK_R=min(triton.next_power_of_2(m), _ONE_PASS_ROWS),
             # the fallback's rows per step: eight logits a thread on a GPU (more spilled registers and slowed
             # even the fast path: H100, call 1), one block under the interpreter (CPU tensors; tests)
             BLOCK_U=min(triton.next_power_of_2(m),
                         max(1, (256 * prelaunched.warps if router_logits.is_cuda else 8192) // block_n)),
-            ONE_PASS=prelaunched.programs <= 256 and m <= _ONE_PASS_ROWS, **{**flags, "USE_PDL": False},
+            ONE_PASS=prelaunched.sets <= 256 and m <= _ONE_PASS_ROWS, **{**flags, "USE_PDL": False},
             ATOMIC=prelaunched.union is not None, union_ptr=prelaunched.union,
         )  # fmt: skip
         return
