@@ -5,7 +5,7 @@
 #
 #   bash benchmarks/h200_hook.sh OUT        (on the device: bash benchmarks/h200_hook.sh "$OUT")
 #
-# Writes OUT/env.txt (GPU, driver, torch / triton versions, git revision), OUT/tests.log and OUT/tests.xml
+# Writes OUT/env.txt (GPU, driver, torch / triton versions, git revision), OUT/tests-*.log and OUT/tests-*.xml
 # (tests/oea/test_triton_oea.py and tests/oea/test_oea_gpu.py, compiled, every tier), OUT/hook/
 # (benchmarks/oea_hook_overhead.py: oea_hook_overhead.json / .md) and OUT/bench.log. Each step is bounded;
 # the benchmark runs even when tests fail (its own reference check marks any MISMATCH per cell), and the

@@ -8,7 +8,7 @@
 #
 #   bash benchmarks/h200_hook_ab.sh BASE_DIR OUT     (on the device: ... "$OUT")
 #
-# Writes OUT/env.txt, OUT/tests.log and OUT/tests.xml, OUT/{base,new}{1..ROUNDS}/ (the benchmark's json / md) and OUT/ab.log.
+# Writes OUT/env.txt, OUT/tests-*.log and OUT/tests-*.xml, OUT/{base,new}{1..ROUNDS}/ (the benchmark's json / md) and OUT/ab.log.
 # BATCHES (default 32,64,128,256,512,1024), FORCED (default same,short), ROUNDS (default 2), TESTS (0: skip).
 set -uo pipefail
 cd "$(dirname "$0")/.."

@@ -201,7 +201,7 @@ SWEEP = {f"atomic-b{rb}-a{ra}w{wa}{over}": ({"KIT_OEA_UNION": "atomic", "KIT_OEA
                                              "KIT_OEA_A_ROWS": str(ra), "KIT_OEA_A_WARPS": str(wa)}, (128, 256))
          for rb in (2, 4) for ra in (1, 2, 4) for wa in (2, 4) for over in ("", "-short")}  # fmt: skip
 # ``--forced sweep-sets``: the bit sets (B's layout the default's) with kernel A's own rows A and warps W (its
-# grid apart from B's since 2026-12-07: B ORs all of A's sets), over the torch-ops router and the fused one, at
+# grid apart from B's since 2026-12-06, fourth session: B ORs all of A's sets), over the torch-ops router and the fused one, at
 # 128 to 1024 rows (where the hook was over 5 us: kernel A's branch longer than the fused router, or B's OR).
 SETS_SWEEP = {f"sets-a{ra}w{wa}{over}": ({"KIT_OEA_UNION": "sets", "KIT_OEA_A_ROWS": str(ra),
                                           "KIT_OEA_A_WARPS": str(wa)}, (128, 1024))

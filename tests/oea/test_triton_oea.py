@@ -316,23 +316,27 @@ def test_union_layout_and_knob(monkeypatch: pytest.MonkeyPatch) -> None:
     assert TK._split_layout(256, 256, "split-prelaunched", cpu, 4) == (4, 64, 8, 4)
     assert TK._split_layout(128, 256, "split-prelaunched", cpu, 4) == (4, 32, 8, 4)
     assert TK._split_layout(128, 128, "split-prelaunched", cpu, 4) == (4, 32, 4, 4)
-    assert TK._a_layout(256, 256, True, 4, 4) == (1, 256, 2)  # atomic: A's own default
-    assert TK._a_layout(1024, 256, False, 8, 2) == (8, 128, 2)  # bit sets: B's layout unless a knob says
+    assert TK._a_layout(256, 256, True, 4) == (1, 256, 2)  # atomic: A's own default
+    # bit sets: B's rows, at most 512 logits a program, four warps
+    assert TK._a_layout(1024, 256, False, 8) == (2, 512, 4)
+    assert TK._a_layout(1024, 128, False, 8) == (4, 256, 4)
+    assert TK._a_layout(128, 256, False, 1) == (1, 128, 4)
+    assert TK._a_layout(16, 64, False, 1) == (1, 16, 4)
     monkeypatch.setenv(TK.UNION_KNOB, "atomic")
     assert [TK._union_layout(m, n) for m, n in ((2, 256), (128, 128), (1024, 256))] == [(True, 1)] * 3
     monkeypatch.setenv(TK.UNION_KNOB, "sets")
     assert TK._union_layout(256, 256) == (False, 1)
     monkeypatch.setenv(TK.A_ROWS_KNOB, "4")
     monkeypatch.setenv(TK.A_WARPS_KNOB, "8")
-    assert TK._a_layout(256, 256, True, 4, 4) == (4, 64, 8)
-    assert TK._a_layout(1024, 256, False, 8, 2) == (4, 256, 8)
-    assert TK._a_layout(1024, 1024, True, 4, 4) == (2, 512, 8)  # at most a tile (2048 logits) a program
+    assert TK._a_layout(256, 256, True, 4) == (4, 64, 8)
+    assert TK._a_layout(1024, 256, False, 8) == (4, 256, 8)
+    assert TK._a_layout(1024, 1024, True, 4) == (2, 512, 8)  # at most a tile (2048 logits) a program
     monkeypatch.setenv(TK.A_WARPS_KNOB, "3")
     with pytest.raises(ValueError, match="KIT_OEA_A_WARPS=3: expected 1, 2, 4, 8, 16 or 32"):
-        TK._a_layout(256, 256, False, 1, 4)
+        TK._a_layout(256, 256, False, 1)
     monkeypatch.setenv(TK.A_ROWS_KNOB, "3")
     with pytest.raises(ValueError, match="KIT_OEA_A_ROWS=3: expected a power of 2"):
-        TK._a_layout(256, 256, True, 4, 4)
+        TK._a_layout(256, 256, True, 4)
     monkeypatch.setenv(TK.UNION_KNOB, "both")
     logits = TK.torch.randn(128, 64)
     with pytest.raises(ValueError, match="KIT_OEA_UNION='both': expected auto, sets or atomic"):

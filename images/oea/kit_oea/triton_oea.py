@@ -704,6 +704,7 @@ def _split_layout(
 ATOMIC_AT: dict[int, tuple[int, ...]] = {256: (64, 256), 128: (64,)}
 ATOMIC_MIN_ROWS = 4  # kernel B's rows per program there
 ATOMIC_A_ROWS, ATOMIC_A_WARPS = 1, 2  # kernel A's own layout with the atomic union (_a_layout)
+SETS_A_LOGITS, SETS_A_WARPS = 512, 4  # with the bit sets: at most this many logits a program of A (_a_layout)
 
 
 def _union_layout(m: int, block_n: int) -> tuple[bool, int]:
@@ -744,12 +745,24 @@ def _union_layout(m: int, block_n: int) -> tuple[bool, int]:
     return atomic, ATOMIC_MIN_ROWS if atomic else 1
 
 
-def _a_layout(m: int, block_n: int, atomic: bool, b_rows: int, b_warps: int) -> tuple[int, int, int]:
+def _a_layout(m: int, block_n: int, atomic: bool, b_rows: int) -> tuple[int, int, int]:
     """(rows per program, programs, warps) of the prelaunched kernel A, whose grid is its own (kernel B reads
-    all of A's sets, or the one set, whatever its own grid): with the atomic union ``ATOMIC_A_ROWS`` /
-    ``ATOMIC_A_WARPS``, with the bit sets kernel B's (``b_rows``, ``b_warps``), unless ``KIT_OEA_A_ROWS`` /
-    ``KIT_OEA_A_WARPS``."""
-    rows, warps = (ATOMIC_A_ROWS, ATOMIC_A_WARPS) if atomic else (b_rows, b_warps)
+    all of A's sets, or the one set, whatever its own grid), unless ``KIT_OEA_A_ROWS`` / ``KIT_OEA_A_WARPS``:
+
+    - the atomic union: ``ATOMIC_A_ROWS`` / ``ATOMIC_A_WARPS`` (one row a program, two warps);
+    - the bit sets: kernel B's rows per program (``b_rows``) but at most ``SETS_A_LOGITS`` (512) logits a
+      program, four warps: two rows of GLM-5's 256 experts, four of Qwen3's 128. So kernel A takes more
+      programs of fewer rows than B from 512 rows (GLM-5) or 1024 (Qwen3), where B's rows took a full tile.
+      Swept on one H100 (``--forced sweep-sets``, A at 1-8 rows x 1-4 warps, one round,
+      benchmarks/results/h100-hooksets-2026-12-06/), us over plain routing, over torch ops / the fused router:
+      GLM-5 at 1024 rows +5.01 / +4.75 against B's layout (eight rows, two warps) +5.25 / +5.90 (kernel A
+      alone 4.0 against 7.2 us beside the 5.3 us router); at 512 rows +3.52 / +3.68 against +4.56 / +4.51;
+      Qwen3 at 1024 rows (four rows) +3.81 / +3.65 against +4.82 / +3.68; at 128-512 rows (one to four rows,
+      four warps against B's one or four) within 0.5 us of B's layout either way."""
+    if atomic:
+        rows, warps = ATOMIC_A_ROWS, ATOMIC_A_WARPS
+    else:
+        rows, warps = min(b_rows, max(1, SETS_A_LOGITS // block_n)), SETS_A_WARPS
     block_m = _rows_knob(A_ROWS_KNOB, rows, block_n)
     return block_m, triton.cdiv(m, block_m), _warps_knob(A_WARPS_KNOB, warps)
 
@@ -802,7 +815,7 @@ def prelaunch_union(
     device = router_logits.device
     atomic, min_rows = _union_layout(m, block_n)
     block_m, programs, words, warps = _split_layout(m, block_n, "split-prelaunched", device, min_rows)
-    a_rows, a_programs, a_warps = _a_layout(m, block_n, atomic, block_m, warps)
+    a_rows, a_programs, a_warps = _a_layout(m, block_n, atomic, block_m)
     dummy = router_logits
     stream = None
     if router_logits.is_cuda:
