@@ -186,6 +186,13 @@ FORCED: dict[str, tuple[dict[str, str], tuple[int, int]]] = {
     "atomic-a4-short": ({"KIT_OEA_A_ROWS": "4", "KIT_OEA_A_WARPS": "4"}, (64, 256)),
     "bw2": ({"KIT_OEA_SPLIT_WARPS": "2"}, (64, 256)),
     "bw2-short": ({"KIT_OEA_SPLIT_WARPS": "2"}, (64, 256)),
+    "bw2-fused": ({"KIT_OEA_SPLIT_WARPS": "2"}, (64, 256)),
+    # kernel B at two rows a program (four warps, or two), kernel A as auto lays it out
+    "b2": ({"KIT_OEA_SPLIT_ROWS": "2"}, (64, 256)),
+    "b2-short": ({"KIT_OEA_SPLIT_ROWS": "2"}, (64, 256)),
+    "b2-fused": ({"KIT_OEA_SPLIT_ROWS": "2"}, (64, 256)),
+    "b2w2": ({"KIT_OEA_SPLIT_ROWS": "2", "KIT_OEA_SPLIT_WARPS": "2"}, (64, 256)),
+    "b2w2-fused": ({"KIT_OEA_SPLIT_ROWS": "2", "KIT_OEA_SPLIT_WARPS": "2"}, (64, 256)),
     # over plain-fused (one Triton kernel, as sglang's fused gates): the default, again, with the bit sets,
     # kernel A after the router (in order, nothing to hide behind)
     "fused": ({}, (1, 1 << 30)),
