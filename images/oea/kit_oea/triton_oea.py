@@ -34,11 +34,12 @@ rows on those inputs; benchmarks/results/h200-hookfast-2026-12-03/.) Paths, chos
   ``prelaunch_union`` starts kernel A on a side stream before the router's top-k (it needs only the logits,
   and counts every row below num_token_non_padded); ``oea_reroute_triton_(prelaunched=...)`` joins it and
   runs kernel B alone, which checks the ids first (a row below num_token_non_padded whose first id is -1 makes
-  it rebuild the union from every row, as the reference). One launch on the critical path: on one H100
-  (benchmarks/results/h100-prelaunch-2026-12-05/) +2.7 to +5.4 us at every batch 1-1024 but GLM-5's 1024
-  rows (+5.1 to +6.4 between timings), against +3.7 to +6.6 us without it. Where ``_union_layout`` says so
-  (GLM-5 near 64 and 256 rows, Qwen3 near 64), kernel A's programs OR into one set instead of a bit set each
-  (the atomic union), on a grid of their own (``_a_layout``), and B reads that one set.
+  it rebuild the union from every row, as the reference). One launch on the critical path. Where
+  ``_union_layout`` says so (GLM-5 near 64 and 256 rows, Qwen3 near 64), kernel A's programs OR into one set
+  instead of a bit set each (the atomic union), and B reads that one set; kernel A's grid is its own either
+  way (``_a_layout``). On one H100 (benchmarks/results/h100-hookrule2-2026-12-06/, docs/oea-hook.md) the hook
+  costs +2.3 to +4.8 us over plain routing at every batch 1-1024 of both shapes over three routers (torch
+  ops, torch.topk, one fused kernel), but GLM-5 at 128 rows over torch ops (+5.6 to +5.7).
 - **repl** (forced only): one launch, every program rebuilds the union from all rows (as single does) and
   selects for one row. Measured slower than split from 4 rows up; kept for measurement.
 
@@ -726,7 +727,9 @@ def _union_layout(m: int, block_n: int) -> tuple[bool, int]:
       +2.0-2.5 / **+7.6** and +2.8-3.6 / +2.6-3.4 / **+8.6-8.7** against +4.5-4.9 / +3.1-3.5 / +4.3 and
       +4.0-5.3 / +4.4-5.2 / +6.2: there kernel A's branch (the zeroing, then A at one row a program: 6.3 us at
       128 rows, 10.5 at 1024, against the bit sets' 2.3 and 7.2) is longer than a fused router (2.9 to 5.3 us)
-      and shows.
+      and shows. (The bit sets' numbers here are with kernel A on B's layout; with ``_a_layout``'s, timed
+      as one default, 512 / 1024 rows are +3.7 / +3.4-3.6 / +3.4-3.5 and +4.5-4.7 / +4.4 / +4.6-4.7:
+      benchmarks/results/h100-hookrule2-2026-12-06/.)
     - Below 64 rows (timed over torch ops and torch.topk only) the atomic union cost 0.2 to 0.6 us more over
       torch.topk and -0.15 to +0.7 over torch ops.
 
