@@ -361,7 +361,7 @@ def distinct(
     shape: dict[str, Any], m: int, device: torch.device, seed: int, draws: int = 8
 ) -> tuple[float, float, float]:
     """Mean distinct experts per layer, plain vs OEA (never skipped), on random logits (GLM-5's bias small, std
-    0.01, as in tests/oea/bench_oea_gpu.py: a larger one concentrates the routing on the experts it favours),
+    0.01, as the first GPU probe had it: a larger one concentrates the routing on the experts it favours),
     and the share of draws where the default rule skips (the union of top-k0 holds >= n - n // 64 experts)."""
     from kit_oea.oea import reroute_torch_
 
