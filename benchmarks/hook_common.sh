@@ -11,19 +11,25 @@ hook_env() {
 
 # hook_tests OUT: tests/oea/test_triton_oea.py and tests/oea/test_oea_gpu.py, compiled, every tier, on the
 # kit_oea that PYTHONPATH names, the two files side by side (Triton's compiles are most of the time, on the CPU),
-# into OUT/tests-*.log and OUT/tests-*.xml (bounded: 420 s each); prints a summary and returns nonzero if either
-# failed.
+# into OUT/tests-*.log and OUT/tests-*.xml (bounded: 300 s each, so that h200_hook.sh fits one device call);
+# prints each file's exit status (124: out of time) and summary, and returns nonzero if either failed.
 hook_tests() {
-  local t0=$SECONDS rc=0 f pids=()
-  for f in test_triton_oea test_oea_gpu; do
-    timeout 420 $PY -m pytest -q -p no:cacheprovider -m "gpu or slow or not slow" -rfE --junitxml "$1/tests-$f.xml" \
+  local t0=$SECONDS rc=0 i f
+  local files=(test_triton_oea test_oea_gpu) pids=() codes=()
+  for f in "${files[@]}"; do
+    timeout 300 $PY -m pytest -q -p no:cacheprovider -m "gpu or slow or not slow" -rfE --junitxml "$1/tests-$f.xml" \
       "tests/oea/$f.py" > "$1/tests-$f.log" 2>&1 &
     pids+=($!)
   done
-  for f in "${pids[@]}"; do wait "$f" || rc=$?; done
-  for f in test_triton_oea test_oea_gpu; do
-    echo "tests $f: $(tail -n 1 "$1/tests-$f.log")"
+  for i in "${!pids[@]}"; do
+    wait "${pids[$i]}"
+    codes+=($?)
+  done
+  for i in "${!files[@]}"; do
+    f=${files[$i]}
+    echo "tests $f: exit ${codes[$i]}; $(tail -n 1 "$1/tests-$f.log")"
     grep -E '^(FAILED|ERROR)' "$1/tests-$f.log" | head -n 20 || true
+    [ "${codes[$i]}" -ne 0 ] && rc=${codes[$i]}
   done
   echo "tests: exit $rc in $((SECONDS - t0)) s"
   return $rc

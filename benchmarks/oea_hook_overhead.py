@@ -180,8 +180,8 @@ FORCED: dict[str, tuple[dict[str, str], tuple[int, int]]] = {
     "sets-short": ({"KIT_OEA_UNION": "sets"}, (2, 1 << 30)),
     "atomic": ({"KIT_OEA_UNION": "atomic"}, (2, 1 << 30)),
     "atomic-short": ({"KIT_OEA_UNION": "atomic"}, (2, 1 << 30)),
-    # the atomic union's kernel A on B's layout (four rows a program, four warps: auto's rule at 64-128 rows
-    # before 2026-12-06's third session), and B with two warps instead of four
+    # kernel A at four rows a program, four warps, whichever union auto picks (with the atomic union: A on B's
+    # layout, auto's rule at 64-128 rows before 2026-12-06's third session), and B with two warps instead of four
     "atomic-a4": ({"KIT_OEA_A_ROWS": "4", "KIT_OEA_A_WARPS": "4"}, (64, 256)),
     "atomic-a4-short": ({"KIT_OEA_A_ROWS": "4", "KIT_OEA_A_WARPS": "4"}, (64, 256)),
     "bw2": ({"KIT_OEA_SPLIT_WARPS": "2"}, (64, 256)),

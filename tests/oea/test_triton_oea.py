@@ -395,6 +395,40 @@ def test_prelaunched_union_with_masked_rows_below_ntnp(
             assert rebuilt[0] == 1 and rebuilt == sorted(rebuilt, reverse=True)  # (the interpreter runs in order)
 
 
+@pytest.mark.parametrize(
+    ("b_rows", "a_rows", "union", "minus", "one_pass_rows"),
+    [("8", "1", "sets", (), 1024),  # 60 sets in four blocks of 16; B's 8 programs would fit one block
+     ("1", "2", "sets", (7,), 1024),  # 60 programs of B, 30 sets
+     ("2", "1", "sets", (5,), 16),  # past _ONE_PASS_ROWS too: first ids in blocks
+     ("2", "", "atomic", (9,), 16)],
+)  # fmt: skip
+def test_prelaunched_union_from_many_sets(
+    b_rows: str, a_rows: str, union: str, minus: tuple[int, ...], one_pass_rows: int,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """Kernel B must OR every one of kernel A's sets, in blocks where there are more than ``_ONE_PASS_SETS``
+    (lowered to 16 here; 256 on a GPU): only the last three rows want expert n - 1, so a block of sets left
+    out changes the union. Found by a review: one-pass mode gated on B's programs instead of A's sets, or one
+    block of sets read, passed every other test here (both fail this one: checked)."""
+    m, n = 60, 32
+    monkeypatch.setattr(TK, "_ONE_PASS_SETS", 16)
+    monkeypatch.setattr(TK, "_ONE_PASS_ROWS", one_pass_rows)
+    monkeypatch.setenv(TK.PATH_KNOB, "split")
+    monkeypatch.setenv(TK.UNION_KNOB, union)
+    monkeypatch.setenv(TK.ROWS_KNOB, b_rows)
+    if a_rows:
+        monkeypatch.setenv(TK.A_ROWS_KNOB, a_rows)
+    monkeypatch.setitem(_MODE, "prelaunch", True)
+    scratch = _keep_scratch(monkeypatch)
+    x = make(m, n, 4, seed=m + n, minus_one_rows=minus)
+    x.logits[:, n - 1] = -10.0
+    x.logits[m - 3 :, n - 1] = 10.0
+    assert_same(*run_both(x, k=4, k0=2, softmax=True, ntnp=m - 1))
+    programs, _, sets, _ = scratch[-1]
+    assert (programs, sets) == (-(-m // int(b_rows)), 0 if union == "atomic" else m // int(a_rows))
+    assert _rebuilt(scratch) == [1 if minus else 0] * programs
+
+
 @pytest.mark.parametrize(("m", "one_pass_rows", "ntnp_dtype"), [(48, 1024, torch.int32), (48, 16, torch.int64),
                                                                   (200, 1024, torch.int32)])  # fmt: skip
 def test_prelaunched_kernel_a_counts_only_rows_below_ntnp(

@@ -99,10 +99,13 @@ PRELAUNCH_KNOB = "KIT_OEA_PRELAUNCH"  # 1 (default): kernel A beside the router'
 PRELAUNCH_MIN_KNOB = "KIT_OEA_PRELAUNCH_MIN"  # smallest batch whose kernel A is prelaunched (split) under auto
 DEFAULT_PRELAUNCH_MIN = 2
 _ONE_PASS_ROWS = 1024  # (a power of 2) largest batch whose prelaunched kernel B reads every first id in one block
+# (a power of 2) most of kernel A's bit sets kernel B ORs in one block (more: in blocks of this many, and the
+# prelaunched B no longer requests everything first: GLM-5 from 513 rows, whose kernel A has two rows a program)
+_ONE_PASS_SETS = 256
 UNION_KNOB = "KIT_OEA_UNION"  # auto | sets | atomic: how prelaunched kernel A hands its union to B (_union_layout)
 ROWS_KNOB = "KIT_OEA_SPLIT_ROWS"  # rows per program of the split kernels (benchmarks; a power of 2 <= the tile)
-# the atomic union's kernel A alone (its grid is free there: B reads one set): rows per program, warps
-# (benchmarks; default ATOMIC_A_ROWS / ATOMIC_A_WARPS)
+# the prelaunched kernel A alone (its grid is its own: B reads all its sets, or the one set): rows per program,
+# warps (benchmarks; default _a_layout)
 A_ROWS_KNOB = "KIT_OEA_A_ROWS"
 A_WARPS_KNOB = "KIT_OEA_A_WARPS"
 # Measured on one H200 (benchmarks/results/h200-hook-2026-12-03/): single wins up to 512 logits (4 rows of
@@ -755,7 +758,7 @@ def _a_layout(m: int, block_n: int, atomic: bool, b_rows: int) -> tuple[int, int
     - the atomic union: ``ATOMIC_A_ROWS`` / ``ATOMIC_A_WARPS`` (one row a program, two warps);
     - the bit sets: kernel B's rows per program (``b_rows``) but at most ``SETS_A_LOGITS`` (512) logits a
       program, four warps: two rows of GLM-5's 256 experts, four of Qwen3's 128. So kernel A takes more
-      programs of fewer rows than B from 512 rows (GLM-5) or 1024 (Qwen3), where B's rows took a full tile.
+      programs of fewer rows than B from 363 rows (GLM-5: B four rows a program) or 529 (Qwen3: B eight).
       Swept on one H100 (``--forced sweep-sets``, A at 1-8 rows x 1-4 warps, one round,
       benchmarks/results/h100-hooksets-2026-12-06/), us over plain routing, over torch ops / the fused router:
       GLM-5 at 1024 rows +5.01 / +4.75 against B's layout (eight rows, two warps) +5.25 / +5.90 (kernel A
@@ -905,14 +908,14 @@ def oea_reroute_triton_(
         _split_select_kernel[(prelaunched.programs,)](
             router_logits, stride_l, bias, topk_ids, stride_i, topk_weights, stride_w, ntnp, prelaunched.part, m, n,
             prelaunched.sets, scale, at, K=k, BLOCK_M=prelaunched.block_m, BLOCK_N=block_n, BLOCK_K=block_k,
-            WORDS=block_n // 32, BLOCK_P=min(triton.next_power_of_2(max(prelaunched.sets, 1)), 256),
+            WORDS=block_n // 32, BLOCK_P=min(triton.next_power_of_2(max(prelaunched.sets, 1)), _ONE_PASS_SETS),
             RENORMALIZE=renormalize, num_warps=prelaunched.warps, K0=k0, CHECK_ROWS=True,
             BLOCK_R=min(triton.next_power_of_2(m), _ONE_PASS_ROWS),
             # the fallback's rows per step: eight logits a thread on a GPU (more spilled registers and slowed
             # even the fast path: H100, call 1), one block under the interpreter (CPU tensors; tests)
             BLOCK_U=min(triton.next_power_of_2(m),
                         max(1, (256 * prelaunched.warps if router_logits.is_cuda else 8192) // block_n)),
-            ONE_PASS=prelaunched.sets <= 256 and m <= _ONE_PASS_ROWS, **{**flags, "USE_PDL": False},
+            ONE_PASS=prelaunched.sets <= _ONE_PASS_SETS and m <= _ONE_PASS_ROWS, **{**flags, "USE_PDL": False},
             ATOMIC=prelaunched.union is not None, union_ptr=prelaunched.union,
         )  # fmt: skip
         return
@@ -940,6 +943,6 @@ def oea_reroute_triton_(
     select_kernel[(programs,)](
         router_logits, stride_l, bias, topk_ids, stride_i, topk_weights, stride_w, ntnp, part, m, n, programs, scale,
         at, K=k, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, WORDS=words,
-        BLOCK_P=min(triton.next_power_of_2(programs), 256), RENORMALIZE=renormalize, num_warps=warps, **flags,
-        **launch,
+        BLOCK_P=min(triton.next_power_of_2(programs), _ONE_PASS_SETS), RENORMALIZE=renormalize, num_warps=warps,
+        **flags, **launch,
     )  # fmt: skip
