@@ -142,7 +142,7 @@ class Case:
 # variants timed only as another's baseline
 BASELINES = ("plain", "hf-plain", "plain-dup", "plain-short", "plain-fused")
 KNOBS = ("KIT_OEA_PATH", "KIT_OEA_PDL", "KIT_OEA_SKIP_SLACK", "KIT_OEA_SPLIT_WARPS", "KIT_OEA_SINGLE_WARPS",
-         "KIT_OEA_SPLIT_ROWS", "KIT_OEA_PRELAUNCH", "KIT_OEA_UNION", "KIT_OEA_A_ROWS", "KIT_OEA_A_WARPS")
+         "KIT_OEA_SPLIT_ROWS", "KIT_OEA_PRELAUNCH", "KIT_OEA_UNION", "KIT_OEA_A_ROWS", "KIT_OEA_A_WARPS", "KIT_OEA_B_PDL")
 # name -> (the knobs it sets, the batch sizes it runs at); the rest run with the defaults (auto path, PDL where
 # the GPU has it, skip slack n // 64, triton_oea's warps and rows per program), i.e. what kit's sglang patch runs.
 FORCED: dict[str, tuple[dict[str, str], tuple[int, int]]] = {
@@ -188,6 +188,11 @@ FORCED: dict[str, tuple[dict[str, str], tuple[int, int]]] = {
     "bw2-short": ({"KIT_OEA_SPLIT_WARPS": "2"}, (64, 256)),
     "bw2-fused": ({"KIT_OEA_SPLIT_WARPS": "2"}, (64, 256)),
     # kernel B at two rows a program (four warps, or two), kernel A as auto lays it out
+    # the prelaunched kernel B launched with PDL (KIT_OEA_B_PDL=1: it may start before the router's last kernel
+    # ends, ranks the logits, and waits before it reads kernel A's union or the ids), over each router
+    "bpdl": ({"KIT_OEA_B_PDL": "1"}, (2, 1 << 30)),
+    "bpdl-short": ({"KIT_OEA_B_PDL": "1"}, (2, 1 << 30)),
+    "bpdl-fused": ({"KIT_OEA_B_PDL": "1"}, (2, 1 << 30)),
     "b2": ({"KIT_OEA_SPLIT_ROWS": "2"}, (64, 256)),
     "b2-short": ({"KIT_OEA_SPLIT_ROWS": "2"}, (64, 256)),
     "b2-fused": ({"KIT_OEA_SPLIT_ROWS": "2"}, (64, 256)),

@@ -39,6 +39,8 @@ pytestmark = pytest.mark.slow  # ~11 s interpreted on 2 CPU cores
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 PATHS = ["single", "repl", "split", "split-hint", "split-light", "split-prelaunched", "split-prelaunched-apart",
          "split-prelaunched-atomic", "split-prelaunched-atomic-apart"]
+if DEVICE == "cuda":  # "-bpdl": kernel B launched with PDL (KIT_OEA_B_PDL=1; the interpreter runs it without)
+    PATHS += ["split-prelaunched-bpdl", "split-prelaunched-atomic-bpdl"]
 # "split-prelaunched": the split path with kernel A started by prelaunch_union before the ids exist (counting
 # every row below num_token_non_padded) and kernel B checking the ids before it trusts that union; "-atomic":
 # the same with kernel A's programs OR-ing into one set (KIT_OEA_UNION=atomic, auto's choice near 64 and 256 rows);
@@ -94,6 +96,7 @@ def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Ite
     prelaunched = request.param.startswith("split-prelaunched")
     monkeypatch.setenv(TK.PATH_KNOB, "split" if prelaunched else request.param)
     monkeypatch.setenv(TK.UNION_KNOB, "atomic" if "-atomic" in request.param else "sets")
+    monkeypatch.setenv(TK.B_PDL_KNOB, "1" if request.param.endswith("-bpdl") else "0")
     if request.param.endswith("-apart"):
         atomic = "-atomic" in request.param
         monkeypatch.setenv(TK.ROWS_KNOB, "4" if atomic else "2")
@@ -341,6 +344,19 @@ def test_union_layout_and_knob(monkeypatch: pytest.MonkeyPatch) -> None:
     logits = TK.torch.randn(128, 64)
     with pytest.raises(ValueError, match="KIT_OEA_UNION='both': expected auto, sets or atomic"):
         TK.prelaunch_union(logits, k0=2, k=4, softmax=True, correction_bias=None, num_token_non_padded=None)
+
+
+def test_b_pdl_knob(monkeypatch: pytest.MonkeyPatch) -> None:
+    """KIT_OEA_B_PDL: 0 (default) or 1, and 1 only where PDL runs (never on the CPU, nor under the interpreter);
+    anything else is named."""
+    cpu = TK.torch.device("cpu")
+    monkeypatch.delenv(TK.B_PDL_KNOB, raising=False)
+    assert TK._b_pdl(cpu) is False
+    monkeypatch.setenv(TK.B_PDL_KNOB, "1")
+    assert TK._b_pdl(cpu) is False
+    monkeypatch.setenv(TK.B_PDL_KNOB, "yes")
+    with pytest.raises(ValueError, match="KIT_OEA_B_PDL='yes': expected 1 or 0"):
+        TK._b_pdl(cpu)
 
 
 def _keep_scratch(monkeypatch: pytest.MonkeyPatch) -> list[Any]:

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from oea_helpers import IMAGE_DIR
 
-pytestmark = pytest.mark.slow  # ~20 s: four kernels compiled
+pytestmark = pytest.mark.slow  # ~30 s: six kernels compiled
 
 if importlib.util.find_spec("triton") is None:
     pytest.skip("triton is not installed", allow_module_level=True)
@@ -41,7 +41,13 @@ SCRIPT = textwrap.dedent(
     CONSTS = {"K": 8, "K0": 4, "BLOCK_M": 8, "BLOCK_N": 256, "BLOCK_K": 8, "WORDS": 8, "BLOCK_P": 256,
               "HAS_BIAS": True, "HAS_NTNP": True, "SOFTMAX": False, "USE_PDL": True, "RENORMALIZE": True,
               "USE_IDS": True, "CHECK_ROWS": False, "BLOCK_R": 1024, "BLOCK_U": 1, "ONE_PASS": False,
-              "ATOMIC": False}  # (the atomic union is the prelaunched path's, which runs without PDL)
+              "ATOMIC": False}
+    # (label, kernel, constexprs over CONSTS): the split path's four kernels, and the prelaunched kernel B
+    # (one-pass, checking the ids; with either union) as KIT_OEA_B_PDL=1 launches it
+    JOBS = [(n, n, {}) for n in ("_part_kernel", "_light_part_kernel", "_split_select_kernel",
+                                 "_repair_select_kernel")]
+    JOBS += [("prelaunched_b", "_split_select_kernel", {"CHECK_ROWS": True, "ONE_PASS": True}),
+             ("prelaunched_b_atomic", "_split_select_kernel", {"CHECK_ROWS": True, "ONE_PASS": True, "ATOMIC": True})]
     DEF = re.compile(r"^\s*(?:@!?%p\d+\s+)?([a-z][\w.]*)\s+(%rd\d+),(.*);")
 
     def bases(reg, lines, end, seen):
@@ -61,11 +67,12 @@ SCRIPT = textwrap.dedent(
         return set()
 
     report = {}
-    for name in ("_part_kernel", "_light_part_kernel", "_split_select_kernel", "_repair_select_kernel"):
+    for label, name, extra in JOBS:
         fn = getattr(tk, name)
-        args = [a for a in fn.arg_names if a not in CONSTS]
+        table = {**CONSTS, **extra}
+        args = [a for a in fn.arg_names if a not in table]
         sig = {a: TYPES.get(a, "i32") for a in args}
-        consts = {a: CONSTS[a] for a in fn.arg_names if a in CONSTS}
+        consts = {a: table[a] for a in fn.arg_names if a in table}
         sig.update({a: "constexpr" for a in consts})
         src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(a),): v for a, v in consts.items()})
         kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 8})
@@ -80,7 +87,7 @@ SCRIPT = textwrap.dedent(
                 params = set().union(*(bases(r, lines, i, set()) for r in regs)) if regs else set()
                 before.append([lines[i].split()[1] if lines[i].lstrip().startswith("@") else lines[i].split()[0],
                                sorted(args[p] for p in params if p < len(args))])
-        report[name] = {"wait": wait, "release": release, "first_global": glob[0] if glob else None,
+        report[label] = {"wait": wait, "release": release, "first_global": glob[0] if glob else None,
                         "before_wait": before, "cubin_bytes": len(kernel.asm["cubin"])}
     print(json.dumps(report))
     '''
@@ -98,8 +105,12 @@ def ptx_report() -> dict[str, Any]:
     return report
 
 
-@pytest.mark.parametrize("name", ["_split_select_kernel", "_repair_select_kernel"])
+@pytest.mark.parametrize(
+    "name", ["_split_select_kernel", "_repair_select_kernel", "prelaunched_b", "prelaunched_b_atomic"]
+)
 def test_kernel_b_reads_only_the_router_inputs_before_its_wait(name: str, ptx_report: dict[str, Any]) -> None:
+    """(The prelaunched kernel B with PDL, ``KIT_OEA_B_PDL=1``: it may start while the router's last kernel runs,
+    so before its wait it may not read the routed ids, nor kernel A's sets or union.)"""
     b = ptx_report[name]
     assert len(b["wait"]) == 1 and b["cubin_bytes"] > 0
     loads = b["before_wait"]

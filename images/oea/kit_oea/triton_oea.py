@@ -97,6 +97,7 @@ WARPS_KNOB = "KIT_OEA_SPLIT_WARPS"  # warps per program of the split kernels (be
 SINGLE_WARPS_KNOB = "KIT_OEA_SINGLE_WARPS"  # warps of the single / repl program (benchmarks; default 4 or 8)
 PRELAUNCH_KNOB = "KIT_OEA_PRELAUNCH"  # 1 (default): kernel A beside the router's top-k (prelaunch_union); 0: after
 PRELAUNCH_MIN_KNOB = "KIT_OEA_PRELAUNCH_MIN"  # smallest batch whose kernel A is prelaunched (split) under auto
+B_PDL_KNOB = "KIT_OEA_B_PDL"  # 1: the prelaunched kernel B launched with PDL after the router (_b_pdl); 0: not
 DEFAULT_PRELAUNCH_MIN = 2
 _ONE_PASS_ROWS = 1024  # (a power of 2) largest batch whose prelaunched kernel B reads every first id in one block
 # (a power of 2) most of kernel A's bit sets kernel B ORs in one block (more: in blocks of this many, and the
@@ -419,7 +420,14 @@ def _split_select_kernel(
     w_offs = tl.arange(0, WORDS)
     if ONE_PASS:
         # Prelaunched, one block of bit sets and one of ids: kernel A is done and the ids are written, so the
-        # bit sets, the rows' first ids and the logits are all requested before any of them is used.
+        # bit sets, the rows' first ids and the logits are all requested before any of them is used. With PDL
+        # (``KIT_OEA_B_PDL``: launched while the router's last kernel may still run) the logits first, ranked,
+        # and kernel A's union and the routed ids only after the wait (which also covers A where the capture
+        # made its edge programmatic).
+        if USE_PDL:
+            key, mx, den = _row_keys(logits_ptr, stride_l, bias_ptr, rows, rmask, offs, nmask, BLOCK_N, HAS_BIAS,
+                                     SOFTMAX)  # fmt: skip
+            gdc_wait()
         if ATOMIC:
             acc = tl.load(union_ptr + w_offs)
         else:
@@ -431,7 +439,9 @@ def _split_select_kernel(
         counted = r < M  # the rows kernel A counted: below M and num_token_non_padded (in its own dtype, as A)
         if HAS_NTNP:
             counted = counted & (r < tl.load(ntnp_ptr))
-        key, mx, den = _row_keys(logits_ptr, stride_l, bias_ptr, rows, rmask, offs, nmask, BLOCK_N, HAS_BIAS, SOFTMAX)
+        if not USE_PDL:
+            key, mx, den = _row_keys(logits_ptr, stride_l, bias_ptr, rows, rmask, offs, nmask, BLOCK_N, HAS_BIAS,
+                                     SOFTMAX)  # fmt: skip
         doubt = tl.max(((first < 0) & counted).to(tl.int32), axis=0)
     else:
         # The router logits predate kernel A: read and ranked while kernel A still runs (PDL).
@@ -629,6 +639,16 @@ def use_pdl(device: torch.device) -> bool:
     if index not in _capability:
         _capability[index] = torch.cuda.get_device_capability(index)[0]
     return _capability[index] >= 9
+
+
+def _b_pdl(device: torch.device) -> bool:
+    """Whether the prelaunched kernel B is launched with PDL (``KIT_OEA_B_PDL``, default 0; only where
+    ``use_pdl``): it may then start while the kernel before it (the router's last) still runs, reading and
+    ranking the logits, and waits (``griddepcontrol.wait``) before it reads kernel A's union or the ids."""
+    raw = os.environ.get(B_PDL_KNOB, "0").strip() or "0"
+    if raw not in ("0", "1"):
+        raise ValueError(f"{B_PDL_KNOB}={raw!r}: expected 1 or 0")
+    return raw == "1" and use_pdl(device)
 
 
 def _sms(device: torch.device) -> int:
@@ -904,6 +924,7 @@ def oea_reroute_triton_(
     at = n + 1 if skip_at is None else int(skip_at)
     stride_l, stride_i, stride_w = router_logits.stride(0), topk_ids.stride(0), topk_weights.stride(0)
     if prelaunched is not None:
+        b_pdl = _b_pdl(router_logits.device)
         join(prelaunched)
         _split_select_kernel[(prelaunched.programs,)](
             router_logits, stride_l, bias, topk_ids, stride_i, topk_weights, stride_w, ntnp, prelaunched.part, m, n,
@@ -915,8 +936,9 @@ def oea_reroute_triton_(
             # even the fast path: H100, call 1), one block under the interpreter (CPU tensors; tests)
             BLOCK_U=min(triton.next_power_of_2(m),
                         max(1, (256 * prelaunched.warps if router_logits.is_cuda else 8192) // block_n)),
-            ONE_PASS=prelaunched.sets <= _ONE_PASS_SETS and m <= _ONE_PASS_ROWS, **{**flags, "USE_PDL": False},
+            ONE_PASS=prelaunched.sets <= _ONE_PASS_SETS and m <= _ONE_PASS_ROWS, **{**flags, "USE_PDL": b_pdl},
             ATOMIC=prelaunched.union is not None, union_ptr=prelaunched.union,
+            **({"launch_pdl": True} if b_pdl else {}),
         )  # fmt: skip
         return
     path = choose_path(m, block_n)
