@@ -188,11 +188,12 @@ FORCED: dict[str, tuple[dict[str, str], tuple[int, int]]] = {
     "bw2-short": ({"KIT_OEA_SPLIT_WARPS": "2"}, (64, 256)),
     "bw2-fused": ({"KIT_OEA_SPLIT_WARPS": "2"}, (64, 256)),
     # kernel B at two rows a program (four warps, or two), kernel A as auto lays it out
-    # the prelaunched kernel B launched with PDL (KIT_OEA_B_PDL=1: it may start before the router's last kernel
-    # ends, ranks the logits, and waits before it reads kernel A's union or the ids), over each router
-    "bpdl": ({"KIT_OEA_B_PDL": "1"}, (2, 1 << 30)),
-    "bpdl-short": ({"KIT_OEA_B_PDL": "1"}, (2, 1 << 30)),
-    "bpdl-fused": ({"KIT_OEA_B_PDL": "1"}, (2, 1 << 30)),
+    # the prelaunched kernel B launched without PDL (KIT_OEA_B_PDL=0; the default since 2026-12-06's fourth
+    # session: B may start before the router's last kernel ends, ranks the logits, and waits before it reads
+    # kernel A's union or the ids; benchmarks/results/h100-hookbpdl-2026-12-06/ timed it as "bpdl"), each router
+    "nobpdl": ({"KIT_OEA_B_PDL": "0"}, (2, 1 << 30)),
+    "nobpdl-short": ({"KIT_OEA_B_PDL": "0"}, (2, 1 << 30)),
+    "nobpdl-fused": ({"KIT_OEA_B_PDL": "0"}, (2, 1 << 30)),
     "b2": ({"KIT_OEA_SPLIT_ROWS": "2"}, (64, 256)),
     "b2-short": ({"KIT_OEA_SPLIT_ROWS": "2"}, (64, 256)),
     "b2-fused": ({"KIT_OEA_SPLIT_ROWS": "2"}, (64, 256)),

@@ -347,8 +347,8 @@ def test_union_layout_and_knob(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_b_pdl_knob(monkeypatch: pytest.MonkeyPatch) -> None:
-    """KIT_OEA_B_PDL: 0 (default) or 1, and 1 only where PDL runs (never on the CPU, nor under the interpreter);
-    anything else is named."""
+    """KIT_OEA_B_PDL: 1 (default) or 0, and on only where PDL runs (never on the CPU, nor under the
+    interpreter); anything else is named."""
     cpu = TK.torch.device("cpu")
     monkeypatch.delenv(TK.B_PDL_KNOB, raising=False)
     assert TK._b_pdl(cpu) is False
