@@ -37,9 +37,10 @@ rows on those inputs; benchmarks/results/h200-hookfast-2026-12-03/.) Paths, chos
   it rebuild the union from every row, as the reference). One launch on the critical path. Where
   ``_union_layout`` says so (GLM-5 near 64 and 256 rows, Qwen3 near 64), kernel A's programs OR into one set
   instead of a bit set each (the atomic union), and B reads that one set; kernel A's grid is its own either
-  way (``_a_layout``). On one H100 (benchmarks/results/h100-hookrule2-2026-12-06/, docs/oea-hook.md) the hook
-  costs +2.3 to +4.8 us over plain routing at every batch 1-1024 of both shapes over three routers (torch
-  ops, torch.topk, one fused kernel), but GLM-5 at 128 rows over torch ops (+5.6 to +5.7).
+  way (``_a_layout``); kernel B is launched with PDL (``_b_pdl``). On one H100
+  (benchmarks/results/h100-hookbpdl-2026-12-06/, docs/oea-hook.md) the hook costs +1.9 to +5.0 us over
+  plain routing at every batch 1-1024 of both shapes over three routers (torch ops, torch.topk, one fused
+  kernel), but GLM-5 at 128 rows over torch ops (+5.2 to +5.7).
 - **repl** (forced only): one launch, every program rebuilds the union from all rows (as single does) and
   selects for one row. Measured slower than split from 4 rows up; kept for measurement.
 
@@ -645,10 +646,10 @@ def _b_pdl(device: torch.device) -> bool:
     """Whether the prelaunched kernel B is launched with PDL (``KIT_OEA_B_PDL``: 1, the default, or 0; only
     where ``use_pdl``): it may then start while the kernel before it (the router's last) still runs, reading
     and ranking the logits, and waits (``griddepcontrol.wait``) before it reads kernel A's union or the ids.
-    On one H100 (benchmarks/results/h100-hookbpdl-2026-12-06/, two runs) against without: over the fused
-    router 0.1 to 0.4 us less in 20 of 20 cells from two rows (GLM-5 at 128 rows +4.17-4.18 against
-    +4.31-4.40), over torch.topk 0.05 to 0.4 less; over the torch-ops router mixed, -0.4 to +0.4 (GLM-5 at 128
-    rows +5.24-5.28 against +5.60-5.66; at 256 rows +4.93-5.00 against +4.73-4.79; Qwen3 at 16-32 rows +0.4)."""
+    On one H100 (benchmarks/results/h100-hookbpdl-2026-12-06/, three runs in two calls, each setting against
+    the other in the same run): over the fused router 0.02 to 0.47 us less in every cell from two rows, over
+    torch.topk 0.01 to 0.59 less; over the torch-ops router no effect beyond a per-graph artifact (the graphs
+    captured first cost about 0.35 us more at GLM-5's 128 rows whichever setting they had)."""
     raw = os.environ.get(B_PDL_KNOB, "1").strip() or "1"
     if raw not in ("0", "1"):
         raise ValueError(f"{B_PDL_KNOB}={raw!r}: expected 1 or 0")
