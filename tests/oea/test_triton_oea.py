@@ -21,7 +21,7 @@ import importlib.util
 import os
 import sys
 from collections.abc import Iterator
-from types import ModuleType, SimpleNamespace
+from types import FunctionType, ModuleType, SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -38,9 +38,11 @@ pytestmark = pytest.mark.slow  # ~11 s interpreted on 2 CPU cores
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 PATHS = ["single", "repl", "split", "split-hint", "split-light", "split-prelaunched", "split-prelaunched-apart",
-         "split-prelaunched-atomic", "split-prelaunched-atomic-apart"]
-if DEVICE == "cuda":  # "-bpdl": kernel B launched with PDL (KIT_OEA_B_PDL=1; the interpreter runs it without)
-    PATHS += ["split-prelaunched-bpdl", "split-prelaunched-atomic-bpdl"]
+         "split-prelaunched-atomic", "split-prelaunched-atomic-apart", "split-prelaunched-bpdl",
+         "split-prelaunched-atomic-bpdl"]
+# "-bpdl": kernel B launched with PDL (KIT_OEA_B_PDL=1; the other paths 0): on a GPU for real; under the
+# interpreter B's PDL code (the logits ranked before griddepcontrol.wait, A's union and the ids after) runs
+# with the wait a no-op (programs run one by one, after the kernels before them: _interpret_pdl).
 # "split-prelaunched": the split path with kernel A started by prelaunch_union before the ids exist (counting
 # every row below num_token_non_padded) and kernel B checking the ids before it trusts that union; "-atomic":
 # the same with kernel A's programs OR-ing into one set (KIT_OEA_UNION=atomic, auto's choice near 64 and 256 rows);
@@ -91,12 +93,28 @@ def _interpret(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv("TRITON_INTERPRET", "1")
 
 
+def _no_wait() -> None:
+    """griddepcontrol.wait's stand-in under the interpreter (``_interpret_pdl``)."""
+
+
+def _interpret_pdl(monkeypatch: pytest.MonkeyPatch, wait: Any = _no_wait) -> None:
+    """On the CPU, let KIT_OEA_B_PDL=1 compile kernel B's PDL code (``_b_pdl`` is False where PDL cannot run)
+    with ``wait`` for ``gdc_wait`` (decorated here, where TRITON_INTERPRET is set); on a GPU nothing."""
+    if DEVICE == "cpu":
+        monkeypatch.setattr(TK, "_b_pdl", lambda device: os.environ.get(TK.B_PDL_KNOB, "1") == "1")
+        # jit'd functions must see triton.language in their globals; this module imports it only through TK
+        here = FunctionType(wait.__code__, {"tl": TK.tl}, wait.__name__)
+        monkeypatch.setattr(TK, "gdc_wait", TK.triton.jit(here))
+
+
 @pytest.fixture(params=PATHS)
 def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     prelaunched = request.param.startswith("split-prelaunched")
     monkeypatch.setenv(TK.PATH_KNOB, "split" if prelaunched else request.param)
     monkeypatch.setenv(TK.UNION_KNOB, "atomic" if "-atomic" in request.param else "sets")
     monkeypatch.setenv(TK.B_PDL_KNOB, "1" if request.param.endswith("-bpdl") else "0")
+    if request.param.endswith("-bpdl"):
+        _interpret_pdl(monkeypatch)
     if request.param.endswith("-apart"):
         atomic = "-atomic" in request.param
         monkeypatch.setenv(TK.ROWS_KNOB, "4" if atomic else "2")
@@ -359,6 +377,28 @@ def test_b_pdl_knob(monkeypatch: pytest.MonkeyPatch) -> None:
         TK._b_pdl(cpu)
 
 
+def _failing_wait() -> None:
+    raise RuntimeError("kernel B reached griddepcontrol.wait")  # (the interpreter runs the body as Python)
+
+
+@pytest.mark.skipif(DEVICE != "cpu", reason="the interpreter's stand-in for the wait")
+@pytest.mark.parametrize(("b_pdl", "reached"), [("1", True), ("0", False)])
+def test_b_pdl_code_runs_under_the_interpreter(b_pdl: str, reached: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The -bpdl paths exercise kernel B's PDL code on the CPU only if its wait is reached: with a wait that
+    fails, KIT_OEA_B_PDL=1 fails (in kernel B, the prelaunched kernel A has no wait) and 0 passes."""
+    monkeypatch.setenv(TK.PATH_KNOB, "split")
+    monkeypatch.setenv(TK.UNION_KNOB, "sets")
+    monkeypatch.setenv(TK.B_PDL_KNOB, b_pdl)
+    _interpret_pdl(monkeypatch, _failing_wait)
+    monkeypatch.setitem(_MODE, "prelaunch", True)
+    x = make(12, 32, 4, seed=5)
+    if reached:
+        with pytest.raises(Exception, match=r"griddepcontrol\.wait"):
+            run_both(x, k=4, k0=2, softmax=True)
+    else:
+        assert_same(*run_both(x, k=4, k0=2, softmax=True))
+
+
 def _keep_scratch(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """The split path's scratch buffers as they are made (their last words: which programs fell back)."""
     scratch: list[Any] = []
@@ -412,14 +452,16 @@ def test_prelaunched_union_with_masked_rows_below_ntnp(
 
 
 @pytest.mark.parametrize(
-    ("b_rows", "a_rows", "union", "minus", "one_pass_rows"),
-    [("8", "1", "sets", (), 1024),  # 60 sets in four blocks of 16; B's 8 programs would fit one block
-     ("1", "2", "sets", (7,), 1024),  # 60 programs of B, 30 sets
-     ("2", "1", "sets", (5,), 16),  # past _ONE_PASS_ROWS too: first ids in blocks
-     ("2", "", "atomic", (9,), 16)],
+    ("b_rows", "a_rows", "union", "minus", "one_pass_rows", "b_pdl"),
+    [("8", "1", "sets", (), 1024, "0"),  # 60 sets in four blocks of 16; B's 8 programs would fit one block
+     ("8", "1", "sets", (5,), 1024, "1"),  # the same looped path, kernel B with PDL
+     ("1", "2", "sets", (7,), 1024, "0"),  # 60 programs of B, 30 sets
+     ("2", "1", "sets", (5,), 16, "0"),  # past _ONE_PASS_ROWS too: first ids in blocks
+     ("2", "", "atomic", (9,), 16, "0"),
+     ("2", "", "atomic", (9,), 16, "1")],
 )  # fmt: skip
 def test_prelaunched_union_from_many_sets(
-    b_rows: str, a_rows: str, union: str, minus: tuple[int, ...], one_pass_rows: int,
+    b_rows: str, a_rows: str, union: str, minus: tuple[int, ...], one_pass_rows: int, b_pdl: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
     """Kernel B must OR every one of kernel A's sets, in blocks where there are more than ``_ONE_PASS_SETS``
@@ -427,6 +469,8 @@ def test_prelaunched_union_from_many_sets(
     out changes the union. Found by a review: one-pass mode gated on B's programs instead of A's sets, or one
     block of sets read, passed every other test here (both fail this one: checked)."""
     m, n = 60, 32
+    monkeypatch.setenv(TK.B_PDL_KNOB, b_pdl)
+    _interpret_pdl(monkeypatch)
     monkeypatch.setattr(TK, "_ONE_PASS_SETS", 16)
     monkeypatch.setattr(TK, "_ONE_PASS_ROWS", one_pass_rows)
     monkeypatch.setenv(TK.PATH_KNOB, "split")

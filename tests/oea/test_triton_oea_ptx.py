@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from oea_helpers import IMAGE_DIR
 
-pytestmark = pytest.mark.slow  # ~30 s: six kernels compiled
+pytestmark = pytest.mark.slow  # ~15 s: eight kernels compiled
 
 if importlib.util.find_spec("triton") is None:
     pytest.skip("triton is not installed", allow_module_level=True)
@@ -43,11 +43,13 @@ SCRIPT = textwrap.dedent(
               "USE_IDS": True, "CHECK_ROWS": False, "BLOCK_R": 1024, "BLOCK_U": 1, "ONE_PASS": False,
               "ATOMIC": False}
     # (label, kernel, constexprs over CONSTS): the split path's four kernels, and the prelaunched kernel B
-    # (one-pass, checking the ids; with either union) as KIT_OEA_B_PDL=1 launches it
+    # (checking the ids; one-pass and looped, with either union) as KIT_OEA_B_PDL=1 launches it
     JOBS = [(n, n, {}) for n in ("_part_kernel", "_light_part_kernel", "_split_select_kernel",
                                  "_repair_select_kernel")]
-    JOBS += [("prelaunched_b", "_split_select_kernel", {"CHECK_ROWS": True, "ONE_PASS": True}),
-             ("prelaunched_b_atomic", "_split_select_kernel", {"CHECK_ROWS": True, "ONE_PASS": True, "ATOMIC": True})]
+    for one in (True, False):
+        for atomic in (False, True):
+            JOBS.append((f"prelaunched_b{'' if one else '_looped'}{'_atomic' if atomic else ''}",
+                         "_split_select_kernel", {"CHECK_ROWS": True, "ONE_PASS": one, "ATOMIC": atomic}))
     DEF = re.compile(r"^\s*(?:@!?%p\d+\s+)?([a-z][\w.]*)\s+(%rd\d+),(.*);")
 
     def bases(reg, lines, end, seen):
@@ -106,8 +108,9 @@ def ptx_report() -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(
-    "name", ["_split_select_kernel", "_repair_select_kernel", "prelaunched_b", "prelaunched_b_atomic"]
-)
+    "name", ["_split_select_kernel", "_repair_select_kernel", "prelaunched_b", "prelaunched_b_atomic",
+             "prelaunched_b_looped", "prelaunched_b_looped_atomic"]
+)  # fmt: skip
 def test_kernel_b_reads_only_the_router_inputs_before_its_wait(name: str, ptx_report: dict[str, Any]) -> None:
     """(The prelaunched kernel B with PDL, ``KIT_OEA_B_PDL=1``: it may start while the router's last kernel runs,
     so before its wait it may not read the routed ids, nor kernel A's sets or union.)"""

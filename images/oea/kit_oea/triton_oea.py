@@ -648,8 +648,16 @@ def _b_pdl(device: torch.device) -> bool:
     and ranking the logits, and waits (``griddepcontrol.wait``) before it reads kernel A's union or the ids.
     On one H100 (benchmarks/results/h100-hookbpdl-2026-12-06/, three runs in two calls, each setting against
     the other in the same run): over the fused router 0.02 to 0.47 us less in every cell from two rows, over
-    torch.topk 0.01 to 0.59 less; over the torch-ops router no effect beyond a per-graph artifact (the graphs
-    captured first cost about 0.35 us more at GLM-5's 128 rows whichever setting they had)."""
+    torch.topk 0.01 to 0.59 less; over the torch-ops router mixed, more in 57 of 114 pairings by up to 0.43 us
+    (GLM-5 at 256 rows +0.12 to +0.22 in both calls: +4.92-5.00 against +4.73-4.80), and at GLM-5's 128 rows a
+    per-graph artifact of about 0.35 us (the graphs captured first cost more, whichever setting they had).
+
+    What it assumes of the kernel before it (B reads the logits before its wait): that it lets its dependents
+    start only once the logits are complete. True of sglang 0.5.23's GLM-5 routers: FlashInfer's
+    ``fused_topk_deepseek`` (NoAuxTc: launched with PDL, ``griddepcontrol.wait`` first, ``launch_dependents``
+    after its stores) and sgl-kernel's ``moe_fused_gate`` and torch ops (launched without PDL: dependents
+    start as its blocks exit). A router that released its dependents before its own wait would let B read
+    logits the gate GEMM is still writing: ``KIT_OEA_B_PDL=0`` for such a router."""
     raw = os.environ.get(B_PDL_KNOB, "1").strip() or "1"
     if raw not in ("0", "1"):
         raise ValueError(f"{B_PDL_KNOB}={raw!r}: expected 1 or 0")
