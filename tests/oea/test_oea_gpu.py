@@ -105,6 +105,54 @@ def test_prelaunch_is_joined_where_the_fused_path_does_not_apply() -> None:
     check_against_spec(static, before)
 
 
+@pytest.mark.parametrize("captured", [False, True])
+@pytest.mark.parametrize("b_pdl", ["1", "0"])
+@pytest.mark.parametrize("m", [16, 256, 600])
+def test_kernel_b_reads_the_ids_a_late_router_writes(
+    m: int, b_pdl: str, captured: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kernel A prelaunched, then a router whose last kernel releases its dependents at once and writes the ids
+    only after a long spin (``late_router``), then the hook: with KIT_OEA_B_PDL=1 kernel B starts while the ids
+    still hold stale values (every other row masked, written before each step) and must read the router's only
+    after its wait. The result is the spec's on the router's ids, eagerly and replayed from a graph, one-pass
+    (16, 256 rows) and looped (600 rows: 300 sets of kernel A); the router's ids mask a row below
+    num_token_non_padded, so B also rebuilds the union from them. (Written 2026-12-06 after a review found no
+    GPU test where the ids land late; not yet run on a GPU when written.)"""
+    from late_router import late_copy_
+
+    monkeypatch.setenv("KIT_OEA_B_PDL", b_pdl)
+    monkeypatch.setenv(oea.SKIP_KNOB, "off")
+    x = inputs(m, 3, "cuda")
+    routed = x["ids"].clone()  # what the router writes (row m // 3 masked)
+    stale = routed.clone()
+    stale[::2] = -1  # a kernel B that read these would drop every other row
+    weights = x["weights"].clone()
+    before = {key: value.clone() for key, value in x.items()}
+
+    def step() -> None:
+        pre = oea.oea_prelaunch_(x["logits"], k0=4, k=K, scoring_func="sigmoid", correction_bias=x["bias"],
+                                 num_token_non_padded=x["ntnp"])  # fmt: skip
+        assert pre is not None
+        late_copy_(routed, x["ids"])
+        oea.oea_reroute_(x["ids"], x["weights"], x["logits"], k0=4, k=K, scoring_func="sigmoid",
+                         correction_bias=x["bias"], renormalize=True, routed_scaling_factor=2.5,
+                         num_token_non_padded=x["ntnp"], prelaunched=pre)  # fmt: skip
+
+    step()  # compile outside the check
+    run = step
+    if captured:
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            step()
+        run = graph.replay
+    for _ in range(2):
+        x["ids"].copy_(stale)
+        x["weights"].copy_(weights)
+        run()
+        torch.cuda.synchronize()
+        check_against_spec(x, before)
+
+
 def test_dispatch_takes_the_fused_path_on_cuda() -> None:
     x = inputs(4, 0, "cuda")
     assert oea.IMPL == "auto"
