@@ -11,11 +11,10 @@
 # the benchmark runs even when tests fail (its own reference check marks any MISMATCH per cell), and the
 # script's exit status is the tests' (0 only if they all passed) unless the benchmark itself failed.
 #
-# The benchmark's forced variants (FORCED=a,b,... to choose others; see FORCED in the benchmark): same (the
-# default again: one cell's noise), noprelaunch (kernel A after the router, in order, as before 2026-12-05's
-# prelaunch), single (the one-launch path forced), short / short-noprelaunch (the default and noprelaunch over
-# a one-kernel plain router, plain-short: what a fused gate such as sglang's leaves kernel A to hide behind)
-# and noskip (the skip rule off: what a batch that must be rerouted costs at 64-1024 rows).
+# The benchmark's forced variants (FORCED=a,b,... to choose others; see FORCED in the benchmark): the default
+# over each of the three routers, twice (oea / same over torch ops, short / same-short over torch.topk, fused /
+# same-fused over one fused Triton kernel, as sglang's gates: docs/oea-hook.md's table), and the default with
+# kernel B launched without PDL over the fused router (nobpdl-fused).
 #
 # Needs on the device: python3 with torch (CUDA), triton, numpy, pytest (as the 2026-12-03 calls had).
 set -uo pipefail
@@ -32,7 +31,7 @@ hook_tests "$OUT"
 tests_rc=$?
 
 t0=$SECONDS
-timeout 270 $PY benchmarks/oea_hook_overhead.py --out "$OUT/hook" --forced "${FORCED:-same,noprelaunch,single,short,short-noprelaunch,noskip}" \
+timeout 270 $PY benchmarks/oea_hook_overhead.py --out "$OUT/hook" --forced "${FORCED:-same,short,same-short,fused,same-fused,nobpdl-fused}" \
   --samples 21 --max-seconds 200 > "$OUT/bench.log" 2>&1
 bench_rc=$?
 echo "benchmark: exit $bench_rc in $((SECONDS - t0)) s"
