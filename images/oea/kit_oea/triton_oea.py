@@ -71,8 +71,9 @@ Knobs, read per call so that benchmarks and tests can force each choice: ``KIT_O
 ``single`` | ``repl`` | ``split`` | ``split-hint`` | ``split-light``), ``KIT_OEA_SINGLE_MAX`` (largest batch
 for single under ``auto``; default from the 512-logit rule), ``KIT_OEA_REPL_MAX`` (default 0), ``KIT_OEA_PDL``
 (``auto`` | ``1`` | ``0``), ``KIT_OEA_SPLIT_WARPS``, ``KIT_OEA_SPLIT_ROWS``, ``KIT_OEA_SINGLE_WARPS``,
-``KIT_OEA_UNION``, and for the prelaunched kernel A alone ``KIT_OEA_A_ROWS`` / ``KIT_OEA_A_WARPS``. All
-launches are on the current stream with grids from shapes only: CUDA-graph safe.
+``KIT_OEA_UNION``, for the prelaunched kernel A alone ``KIT_OEA_A_ROWS`` / ``KIT_OEA_A_WARPS``, and
+``KIT_OEA_B_PDL`` (the prelaunched kernel B with PDL: ``_b_pdl``). All launches are on the current stream
+with grids from shapes only: CUDA-graph safe.
 """
 
 # ruff: noqa: N803 (Triton constexpr parameters are upper case by convention)
