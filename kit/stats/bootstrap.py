@@ -44,24 +44,22 @@ class CellSample:
 
 
 def cell_stats(cells: Sequence[CellSample], metrics: Sequence[Metric]) -> FArray:
-    """(K, metrics) per-cell statistics."""
-    out = np.full((len(cells), len(metrics)), np.nan)
-    for i, c in enumerate(cells):
-        out[i] = [cell_stat(c, m) for m in metrics]
-    return out
+    """(K, metrics) per-cell statistics: ``_stat_from_sums`` on each cell's column sums."""
+    if not cells:
+        return np.full((0, len(metrics)), np.nan)
+    sums = np.stack([c.column_sums for c in cells])
+    return _stat_from_sums(sums, np.array([c.tok_s for c in cells], dtype=float), metrics)
 
 
 def cell_stat(cell: CellSample, metric: Metric) -> float:
-    """One cell's statistic of ``metric`` (an entry of ``cell_stats``; ``_stat_from_sums`` on one row): its
-    throughput, or the ratio of its column sums, NaN where the denominator is not > 0."""
-    if metric.num is None or metric.den is None:
-        return float(cell.tok_s)
-    sums = cell.column_sums
-    den = sums[metric.den]
-    return float(sums[metric.num] / den) if den > 0 else math.nan
+    """One cell's statistic of ``metric`` (an entry of ``cell_stats``): its throughput, or the ratio of its
+    column sums, NaN where the denominator is not > 0."""
+    return float(_stat_from_sums(cell.column_sums[None, :], np.array([cell.tok_s], dtype=float), [metric])[0, 0])
 
 
 def _stat_from_sums(sums: FArray, tok_s: FArray, metrics: Sequence[Metric]) -> FArray:
+    """(rows, metrics): per row of column sums (and its throughput ``tok_s``) each metric's statistic, the
+    throughput itself or the ratio of two column sums, NaN where the denominator is not > 0."""
     out = np.empty((sums.shape[0], len(metrics)))
     with np.errstate(divide="ignore", invalid="ignore"):
         for j, m in enumerate(metrics):

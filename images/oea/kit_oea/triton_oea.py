@@ -649,7 +649,7 @@ def _b_pdl(device: torch.device) -> bool:
     and ranking the logits, and waits (``griddepcontrol.wait``) before it reads kernel A's union or the ids.
     On one H100 (benchmarks/results/h100-hookbpdl-2026-12-06/, three runs in two calls, each setting against
     the other in the same run): over the fused router 0.02 to 0.47 us less in every cell from two rows, over
-    torch.topk 0.01 to 0.59 less; over the torch-ops router mixed, more in 57 of 114 pairings by up to 0.43 us
+    torch.topk 0.01 to 0.59 less; over the torch-ops router mixed, more in 68 of 114 pairings (42 less) by up to 0.43 us
     (GLM-5 at 256 rows +0.12 to +0.22 in both calls: +4.92-5.00 against +4.73-4.80), and at GLM-5's 128 rows a
     per-graph artifact of about 0.35 us (the graphs captured first cost more, whichever setting they had).
 
