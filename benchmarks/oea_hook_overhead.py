@@ -67,7 +67,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-seconds", type=float, default=150.0, help="stop starting new cells after this")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
-    unknown = [name for name in args.forced if name not in FORCED and name not in ("sweep", "sweep-sets")]
+    unknown = [name for name in args.forced if name not in FORCED and name not in SWEEPS]
     if unknown:
         p.error(f"--forced: unknown variant(s) {','.join(unknown)}; expected some of {','.join(FORCED)}")
     return args
@@ -188,17 +188,17 @@ FORCED: dict[str, tuple[dict[str, str], tuple[int, int]]] = {
     "bw2-short": ({"KIT_OEA_SPLIT_WARPS": "2"}, (64, 256)),
     "bw2-fused": ({"KIT_OEA_SPLIT_WARPS": "2"}, (64, 256)),
     # kernel B at two rows a program (four warps, or two), kernel A as auto lays it out
+    "b2": ({"KIT_OEA_SPLIT_ROWS": "2"}, (64, 256)),
+    "b2-short": ({"KIT_OEA_SPLIT_ROWS": "2"}, (64, 256)),
+    "b2-fused": ({"KIT_OEA_SPLIT_ROWS": "2"}, (64, 256)),
+    "b2w2": ({"KIT_OEA_SPLIT_ROWS": "2", "KIT_OEA_SPLIT_WARPS": "2"}, (64, 256)),
+    "b2w2-fused": ({"KIT_OEA_SPLIT_ROWS": "2", "KIT_OEA_SPLIT_WARPS": "2"}, (64, 256)),
     # the prelaunched kernel B launched without PDL (KIT_OEA_B_PDL=0; the default since 2026-12-06's fourth
     # session: B may start before the router's last kernel ends, ranks the logits, and waits before it reads
     # kernel A's union or the ids; benchmarks/results/h100-hookbpdl-2026-12-06/ timed it as "bpdl"), each router
     "nobpdl": ({"KIT_OEA_B_PDL": "0"}, (2, 1 << 30)),
     "nobpdl-short": ({"KIT_OEA_B_PDL": "0"}, (2, 1 << 30)),
     "nobpdl-fused": ({"KIT_OEA_B_PDL": "0"}, (2, 1 << 30)),
-    "b2": ({"KIT_OEA_SPLIT_ROWS": "2"}, (64, 256)),
-    "b2-short": ({"KIT_OEA_SPLIT_ROWS": "2"}, (64, 256)),
-    "b2-fused": ({"KIT_OEA_SPLIT_ROWS": "2"}, (64, 256)),
-    "b2w2": ({"KIT_OEA_SPLIT_ROWS": "2", "KIT_OEA_SPLIT_WARPS": "2"}, (64, 256)),
-    "b2w2-fused": ({"KIT_OEA_SPLIT_ROWS": "2", "KIT_OEA_SPLIT_WARPS": "2"}, (64, 256)),
     # over plain-fused (one Triton kernel, as sglang's fused gates): the default, again, with the bit sets,
     # kernel A after the router (in order, nothing to hide behind)
     "fused": ({}, (1, 1 << 30)),
@@ -220,8 +220,8 @@ SETS_SWEEP = {f"sets-a{ra}w{wa}{over}": ({"KIT_OEA_UNION": "sets", "KIT_OEA_A_RO
                                           "KIT_OEA_A_WARPS": str(wa)}, (128, 1024))
               for ra in (1, 2, 4, 8) for wa in (1, 2, 4) for over in ("", "-fused")}  # fmt: skip
 DEFAULT_FORCED = tuple(FORCED)  # what --forced names one by one (and times by default); the sweeps by keyword
-FORCED.update(SWEEP)
-FORCED.update(SETS_SWEEP)
+SWEEPS = {"sweep": SWEEP, "sweep-sets": SETS_SWEEP}  # --forced keyword -> the variants it names
+FORCED.update({name: variant for sweep in SWEEPS.values() for name, variant in sweep.items()})
 
 
 ON_PLAIN_DUP = ("split-hintfail",)  # variants that start from plain_dup's ids (and are timed over it), not plain's
@@ -288,7 +288,7 @@ def variants(case: Case, args: argparse.Namespace) -> dict[str, tuple[str, Fn]]:
         return out
     out["oea"] = ("plain", hooked(case, {}, case.plain))
     for name, (env, (lo, hi)) in FORCED.items():  # each path and option forced where it might matter
-        swept = ("sweep" in args.forced and name in SWEEP) or ("sweep-sets" in args.forced and name in SETS_SWEEP)
+        swept = any(key in args.forced and name in sweep for key, sweep in SWEEPS.items())
         if lo <= case.m <= hi and (name in args.forced or swept):
             if name in ON_PLAIN_DUP:
                 out["plain-dup"] = ("plain-dup", case.plain_dup)

@@ -101,7 +101,7 @@ def _interpret_pdl(monkeypatch: pytest.MonkeyPatch, wait: Any = _no_wait) -> Non
     """On the CPU, let KIT_OEA_B_PDL=1 compile kernel B's PDL code (``_b_pdl`` is False where PDL cannot run)
     with ``wait`` for ``gdc_wait`` (decorated here, where TRITON_INTERPRET is set); on a GPU nothing."""
     if DEVICE == "cpu":
-        monkeypatch.setattr(TK, "_b_pdl", lambda device: os.environ.get(TK.B_PDL_KNOB, "1") == "1")
+        monkeypatch.setattr(TK, "_b_pdl", lambda device: TK._flag_knob(TK.B_PDL_KNOB))
         # jit'd functions must see triton.language in their globals; this module imports it only through TK
         here = FunctionType(wait.__code__, {"tl": TK.tl}, wait.__name__)
         monkeypatch.setattr(TK, "gdc_wait", TK.triton.jit(here))

@@ -621,6 +621,14 @@ def _warps_knob(name: str, default: int) -> int:
     return warps
 
 
+def _flag_knob(name: str) -> bool:
+    """An on/off knob: ``1`` (the default, also when empty) or ``0``; anything else is named."""
+    raw = os.environ.get(name, "1").strip() or "1"
+    if raw not in ("0", "1"):
+        raise ValueError(f"{name}={raw!r}: expected 1 or 0")
+    return raw == "1"
+
+
 def _int_knob(name: str, default: int) -> int:
     raw = os.environ.get(name, "").strip()
     try:
@@ -659,10 +667,7 @@ def _b_pdl(device: torch.device) -> bool:
     after its stores) and sgl-kernel's ``moe_fused_gate`` and torch ops (launched without PDL: dependents
     start as its blocks exit). A router that released its dependents before its own wait would let B read
     logits the gate GEMM is still writing: ``KIT_OEA_B_PDL=0`` for such a router."""
-    raw = os.environ.get(B_PDL_KNOB, "1").strip() or "1"
-    if raw not in ("0", "1"):
-        raise ValueError(f"{B_PDL_KNOB}={raw!r}: expected 1 or 0")
-    return raw == "1" and use_pdl(device)
+    return _flag_knob(B_PDL_KNOB) and use_pdl(device)
 
 
 def _sms(device: torch.device) -> int:
@@ -809,10 +814,7 @@ def _a_layout(m: int, block_n: int, atomic: bool, b_rows: int) -> tuple[int, int
 
 def prelaunch_enabled() -> bool:
     """``KIT_OEA_PRELAUNCH``: ``1`` (default) or ``0`` (kernel A after the router, as before; benchmarks)."""
-    raw = os.environ.get(PRELAUNCH_KNOB, "1").strip() or "1"
-    if raw not in ("0", "1"):
-        raise ValueError(f"{PRELAUNCH_KNOB}={raw!r}: expected 1 or 0")
-    return raw == "1"
+    return _flag_knob(PRELAUNCH_KNOB)
 
 
 def _prelaunch_path(m: int) -> str:
@@ -856,6 +858,7 @@ def prelaunch_union(
     atomic, min_rows = _union_layout(m, block_n)
     block_m, programs, words, warps = _split_layout(m, block_n, "split-prelaunched", device, min_rows)
     a_rows, a_programs, a_warps = _a_layout(m, block_n, atomic, block_m)
+    sets = 0 if atomic else a_programs  # the bit sets kernel B ORs (none with the atomic union)
     dummy = router_logits
     stream = None
     if router_logits.is_cuda:
@@ -869,7 +872,7 @@ def prelaunch_union(
         # kernel A is done, even if the caller never reaches the hook (an error in the router); the next
         # reuse there is ordered after this layer's kernel B by the next fork (the side stream waits for the
         # current one first).
-        part = _split_scratch(programs, words, device, sets=0 if atomic else a_programs)
+        part = _split_scratch(programs, words, device, sets=sets)
         # atomic: the one set, zeroed on this stream before kernel A ORs into it
         union = torch.zeros(words, dtype=torch.int32, device=device) if atomic else None
         _part_kernel[(a_programs,)](
@@ -880,7 +883,7 @@ def prelaunch_union(
             USE_PDL=False, USE_IDS=False, ATOMIC=union is not None, union_ptr=union,
         )  # fmt: skip
     shape = _launch_shape(router_logits, k0, k, softmax, correction_bias, num_token_non_padded)
-    return Prelaunched(part, block_m, programs, warps, 0 if atomic else a_programs, stream, shape, union)
+    return Prelaunched(part, block_m, programs, warps, sets, stream, shape, union)
 
 
 def _launch_shape(
