@@ -20,6 +20,7 @@ import pytest
 import yaml
 from hf_helpers import IMAGE_DIR, MANIFEST, OEA_DIR, ROOT
 from support.ports import free_port
+from support.scrapes import assert_scrapes_answered
 
 pytest.importorskip("transformers", reason="transformers is not installed (make test installs it)")
 
@@ -112,12 +113,7 @@ def check_running_batch(b: Path, levels: list[int]) -> None:
     for t in b.glob("cells/*/level-*/telemetry.json"):
         tel = json.loads(t.read_text())
         assert tel["sources"].get("running") == "kit_hf:num_requests_running", tel
-        # a scrape the server did not answer within its 0.8 s (torch holds both cores of a 2-core machine under a
-        # parallel suite: CI saw one "GET /metrics: TimeoutError: timed out" in a level) is the bound working, and
-        # is counted, not fatal; anything else, or most of a level's scrapes lost, is a defect
-        errors, first = tel["metrics_errors"], tel["first_metrics_error"] or ""
-        assert errors == 0 or ("timed out" in first or "took more than" in first), tel
-        assert 2 * errors <= tel["samples"], tel
+        assert_scrapes_answered(tel)  # torch holds both cores of a 2-core machine under the parallel suite
     for c in levels:
         seen = [cell["levels"][str(c)]["telemetry"] for cell in summary["cells"]]
         peaks = [s["running_max"] for s in seen if s["samples"]]

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest, start_http_server
 from support.hostile_metrics import HostileMetrics
+from support.scrapes import is_timeout
 
 from kit.files.telemetry import TelemetrySample
 from kit.plumbing.net import free_port
@@ -125,6 +126,8 @@ def test_a_hostile_metrics_endpoint_is_bounded(mode: str) -> None:
     else:
         assert all(x.server is None and x.metrics_error for x in samples)
         assert s.result.metrics_errors == len(samples) and s.result.first_metrics_error
+        # the end-to-end tests forgive a lost scrape only if it was the time bound (support.scrapes)
+        assert is_timeout(s.result.first_metrics_error) is (mode == "slow-headers"), s.result
 
 
 def test_parse_with_prometheus_clients_parser() -> None:
