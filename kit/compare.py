@@ -15,13 +15,14 @@ from typing import TypedDict
 from pydantic import BaseModel
 
 from kit.errors import BundleError, Imprecise, Inconsistent, KitError
-from kit.files.read import MAX_FILE_BYTES, read_file
+from kit.files.read import MAX_FILE_BYTES, read_file, refuse_links
 from kit.files.reproduce import Conclusion, ReproComparison, Verdict
 from kit.files.summary import ArmLevel, Summary
 from kit.manifest import load_manifest
 from kit.manifest.analysis import Analysis
 from kit.manifest.models import Manifest
 from kit.plumbing.files import read_bounded
+from kit.plumbing.jsontypes import TooDeep, loads
 from kit.reproduce.decide import Rule
 from kit.reproduce.render import headline, margin_text, verdict_lines
 from kit.reproduce.setup import setup_rows
@@ -90,10 +91,8 @@ def _load(root: Path, name: str) -> object:
     if not p.exists() and not p.is_symlink():
         return None
     try:
-        if p.is_symlink():
-            raise OSError("is a symbolic link; a bundle holds only regular files")
-        return json.loads(read_bounded(p, MAX_FILE_BYTES))
-    except RecursionError:
+        return loads(read_bounded(p, MAX_FILE_BYTES, follow=False))
+    except TooDeep:
         raise BundleError(f"{p}: JSON nested too deeply", hint=f"run `kit verify {root}`") from None
     except (OSError, ValueError) as e:  # not JSON, not UTF-8, too large, a directory or special file
         raise BundleError(f"{p}: not a readable JSON file ({e})", hint=f"run `kit verify {root}`") from None
@@ -159,6 +158,7 @@ def equivalence(a: Path, sa: Summary, sb: Summary, margin: float | None, absolut
 def compare_bundles(a: Path, b: Path, margin: float | None = None, absolute_margin: float | None = None,
                     ) -> BundleComparison:
     for root in (a, b):
+        refuse_links(root)  # neither bundle is verified here: nothing is read through a link out of it
         if not (root / "run.json").exists():
             raise BundleError(f"{root} is not a kit bundle (no run.json)")
         if not (root / "summary.json").exists():

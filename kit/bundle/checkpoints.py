@@ -168,7 +168,10 @@ def _fold(chain: Chain, link: Link) -> None:
     for s in link.statement.subject:
         chain.files[s.name] = (s.digest.sha256, int(s.annotations.get("size", -1)))
     if p.run_json is not None:
-        raw = base64.b64decode(p.run_json, validate=True)
+        try:
+            raw = base64.b64decode(p.run_json, validate=True)
+        except ValueError:  # binascii.Error
+            raise BundleError(f"{checkpoint_rel(link.seq)}: its copy of run.json is not base64") from None
         if "run.json" not in chain.files or sha256_hex(raw) != chain.files["run.json"][0]:
             raise BundleError(f"{checkpoint_rel(link.seq)}: its copy of run.json is not the run.json it names")
         chain.run_json = raw

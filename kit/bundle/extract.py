@@ -36,7 +36,7 @@ from typing import IO, Any, Protocol
 from kit.bundle.names import PROVENANCE, rel_problem
 from kit.bundle.subjects import subject_sizes
 from kit.errors import FIX_SPACE, BundleError, storage_error
-from kit.plumbing.files import CHUNK
+from kit.plumbing.files import CHUNK, open_regular
 from kit.signing import subject_digests
 
 MAX_MEMBERS = 100_000
@@ -89,7 +89,7 @@ def safe_extract(
         raise BundleError(f"{dest}: extraction needs a new, empty directory")
     x = _Extractor(dest, members, limit, str(archive_path), check)
     try:
-        with open(archive_path, "rb") as f:
+        with open_regular(archive_path) as f:  # a FIFO or a device swapped in after the caller looked: refused
             raw = _Hashing(f, sha256)
             with gzip.GzipFile(fileobj=raw, mode="rb") as gz:
                 # content plus, per member, a header, a pax header and its data block, and the padding

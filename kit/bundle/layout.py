@@ -61,13 +61,15 @@ class Bundle:
         raise BundleError(f"could not find a free bundle name in {results_dir}")
 
     @classmethod
-    def open(cls, path: Path) -> Bundle:
-        """Open an existing bundle (to resume it); refuses anything that is not a kit bundle."""
+    def open(cls, path: Path, *, clean: bool = True) -> Bundle:
+        """Open an existing bundle (to resume it); refuses anything that is not a kit bundle. ``clean``: remove
+        the temp files of interrupted writes now (else the caller does, once it has verified the bundle)."""
         if not path.is_dir():
             raise BundleError(f"{path}: not a directory, so not a kit bundle")
         run = read_file(path, "run.json", RunFile)
         bundle = cls(path, run.run_id)
-        bundle._remove_stale_temp_files()
+        if clean:
+            bundle.remove_stale_temp_files()
         return bundle
 
     @classmethod
@@ -75,15 +77,17 @@ class Bundle:
         """The bundle at ``path`` with the run id its signatures vouch for (its run.json is not read: it may be
         one no checkpoint signed); temp files of interrupted writes removed."""
         bundle = cls(path, check_component(run_id, "run id"))
-        bundle._remove_stale_temp_files()
+        bundle.remove_stale_temp_files()
         return bundle
 
-    def _remove_stale_temp_files(self) -> None:
-        """Temp files of atomic writes interrupted by a crash are not results; drop them on resume."""
+    def remove_stale_temp_files(self) -> list[str]:
+        """Temp files of atomic writes interrupted by a crash are not results; drop them on resume (the ones
+        removed, returned)."""
         _, files = walk(self.root)
-        for rel in files:
-            if is_temp_name(rel):
-                (self.root / rel).unlink()
+        gone = sorted(rel for rel in files if is_temp_name(rel))
+        for rel in gone:
+            (self.root / rel).unlink()
+        return gone
 
     # ---- paths
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from kit.errors import KitError
 from kit.manifest import load_manifest
+from kit.plumbing.jsontypes import loads
 from kit.stats.bundle import recompute_looks
 
 
@@ -46,7 +47,7 @@ def check_looks(root: Path) -> tuple[str | None, list[str]]:
         return None, [f"looks: cannot recompute them ({e.message})"]
     problems = []
     for recorded, fresh in pairs:
-        where = look_difference(json.loads(json.dumps(recorded)), json.loads(json.dumps(fresh)))
+        where = look_difference(loads(json.dumps(recorded)), loads(json.dumps(fresh)))
         if where is not None:
             problems.append(f"looks/{recorded['look']:03d}.json: differs from the look recomputed from the "
                             f"records at {where}")

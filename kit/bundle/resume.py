@@ -13,7 +13,6 @@ returned, for run.json's record of the resume.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
@@ -21,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kit.bundle.checkpoints import Chain, Digests, checkpoint_files, read_chain, vouched_files
-from kit.bundle.layout import Bundle
+from kit.bundle.layout import Bundle, is_temp_name
 from kit.bundle.names import PROVENANCE, walk
 from kit.bundle.policy import SignerDecision, decide_trust
 from kit.bundle.subjects import subject_sizes
@@ -31,6 +30,7 @@ from kit.files.cell import CellFile
 from kit.files.read import MAX_FILE_BYTES
 from kit.files.run import RunFile
 from kit.plumbing.files import atomic_write, fsync_dir, read_bounded
+from kit.plumbing.jsontypes import loads
 from kit.signing import policy_files, sha256_hex
 
 MAX_UNSTARTED_ENTRIES = 1000  # run.json, manifest, plan, environment, a workload's request files
@@ -153,23 +153,26 @@ def verify_integrity(root: Path) -> int:
     return len(subjects)
 
 
-def verify_for_resume(root: Path, trust: list[Path]) -> SignerDecision:
+def verify_for_resume(root: Path, trust: list[Path], *, temp_files: bool = False) -> SignerDecision:
     """Before kit re-signs a finished bundle (`kit report`): the provenance must be present, valid, signed by a
-    key the policy allows for kit-bundle, and match every file. Anything else: exit 9 naming why."""
-    return _sealed(root, policy_files(trust))[0]
+    key the policy allows for kit-bundle, and match every file. Anything else: exit 9 naming why. ``temp_files``:
+    the temp files of interrupted writes are left out of the match (the caller removes them next)."""
+    return _sealed(root, policy_files(trust), temp_files=temp_files)[0]
 
 
-def _sealed(root: Path, policy: list[Path]) -> tuple[SignerDecision, bytes, dict[str, str]]:
+def _sealed(root: Path, policy: list[Path], *, temp_files: bool = False
+            ) -> tuple[SignerDecision, bytes, dict[str, str]]:
     label = str(root)
     env, body, subjects, on_disk = signed_parts(
         root, label, "kit resumes only bundles whose signed provenance verifies as trusted; start a new run")
     signer = decide_trust(env, body, policy, label)
-    check_files(root, sorted(f for f in on_disk if f != PROVENANCE), subjects, label)
+    files = [f for f in on_disk if f != PROVENANCE and not (temp_files and is_temp_name(f))]
+    check_files(root, sorted(files), subjects, label)
     return signer, body, subjects
 
 
 def _statement(body: bytes) -> dict[str, object]:
-    out = json.loads(body)
+    out = loads(body)
     return out if isinstance(out, dict) else {}
 
 

@@ -13,12 +13,14 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from kit.plumbing.jsontypes import loads
+
 SIZE_KEY = "size"
 
 
 def add_sizes(body: bytes, sizes: Mapping[str, int]) -> bytes:
     """``body`` (an in-toto Statement) with ``annotations.size`` on every subject named in ``sizes``."""
-    stmt = json.loads(body)
+    stmt = loads(body)
     for s in stmt["subject"]:
         if s["name"] in sizes:
             s.setdefault("annotations", {})[SIZE_KEY] = int(sizes[s["name"]])

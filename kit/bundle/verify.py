@@ -38,6 +38,7 @@ from kit.files.read import MAX_FILE_BYTES, read_file
 from kit.files.run import RunFile
 from kit.files.summary import SUMMARY_SCHEMA_VERSION
 from kit.plumbing.files import read_bounded, sha256_file
+from kit.plumbing.jsontypes import TooDeep, loads
 from kit.signing import (
     PAYLOAD_TYPE,
     STATEMENT_TYPE,
@@ -212,7 +213,7 @@ def read_envelope(path: Path, label: str) -> tuple[dict[str, Any], bytes, dict[s
     if problems:
         raise fail(label, problems)
     try:
-        stmt = json.loads(body)
+        stmt = loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise fail(label, [f"{PROVENANCE}: signed payload is not JSON"]) from None
     if not isinstance(stmt, dict) or stmt.get("_type") != STATEMENT_TYPE:
@@ -321,8 +322,8 @@ def check_summary(root: Path, label: str) -> str:
     if not path.exists():
         return "no summary.json to recompute"
     try:
-        stored = json.loads(read_bounded(path, MAX_FILE_BYTES))
-    except RecursionError:
+        stored = loads(read_bounded(path, MAX_FILE_BYTES))
+    except TooDeep:
         raise fail(label, ["summary.json: JSON nested too deeply (kit never writes such a file)"]) from None
     except (OSError, ValueError) as e:  # not JSON, not UTF-8, too large, not a regular file
         raise fail(label, [f"summary.json: not JSON ({e})"]) from None
@@ -335,7 +336,7 @@ def check_summary(root: Path, label: str) -> str:
                    "verify it with a kit of that time; its figures are not taken on trust here")
     try:
         legacy = version is not None and version < LEGACY_BELOW
-        fresh = json.loads(json.dumps(summarize_bundle(root, legacy=True) if legacy else summarize_bundle(root)))
+        fresh = loads(json.dumps(summarize_bundle(root, legacy=True) if legacy else summarize_bundle(root)))
     except KitError as e:
         raise fail(label, [f"summary.json: recomputing it from the records failed: {e.message}"]) from None
     except Exception as e:  # noqa: BLE001 - records of a signed bundle can still make stats fail; name it

@@ -18,6 +18,7 @@ from kit.errors import ManifestError
 from kit.files.quality import QualityFile, QualityItem, wilson
 from kit.load.prompts import ENDPOINT_PATHS
 from kit.manifest.quality import Quality
+from kit.plumbing.jsontypes import loads
 from kit.plumbing.net import request
 from kit.plumbing.redact import redact
 
@@ -53,7 +54,7 @@ def load_items(q: Quality) -> tuple[list[tuple[str, str]], str]:
         if not line.strip():
             continue
         try:
-            item = json.loads(line)
+            item = loads(line)
             question, answer = item["question"], item["answer"]
         except (ValueError, TypeError, KeyError):
             raise ManifestError(f"quality.dataset {q.dataset} line {n}: not a JSON object with question and answer",
@@ -86,9 +87,9 @@ def ask_completion(url: str, body: bytes, timeout: float,
     if len(raw) > MAX_ANSWER_BYTES:
         return None, f"answer larger than {MAX_ANSWER_BYTES} bytes"
     try:
-        choice = json.loads(raw)["choices"][0]
+        choice = loads(raw)["choices"][0]
         text = choice["message"]["content"] if "message" in choice else choice["text"]
-    except (ValueError, KeyError, IndexError, TypeError, RecursionError):
+    except (ValueError, KeyError, IndexError, TypeError):  # TooDeep is a ValueError
         return None, "not an OpenAI-style completion"
     return (text if isinstance(text, str) else ""), None
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import shlex
 from pathlib import Path
 
@@ -34,6 +33,7 @@ from kit.manifest import Manifest
 from kit.plan import Cell, Plan, make_plan
 from kit.plumbing.files import read_bounded
 from kit.plumbing.interrupts import back_to
+from kit.plumbing.jsontypes import loads
 from kit.runtime import Runtime
 from kit.runtime.docker import DockerRuntime
 from kit.runtime.process import ProcessRuntime
@@ -249,7 +249,7 @@ def already_complete(root: Path, plan: Plan, redo: tuple[str, ...] = (), m: Mani
         return None
     if redo and to_redo(root, [c.id for c in plan.cells], redo):
         return None  # --redo client-bound: a complete bundle re-runs its flagged cells
-    summary = json.loads(read_bounded(bundle.path("summary.json"), MAX_FILE_BYTES))
+    summary = loads(read_bounded(bundle.path("summary.json"), MAX_FILE_BYTES))
     nothing = [f"no cell is {' or '.join(redo)}: nothing to redo"] if redo else []
     return RunResult(bundle=root, status="complete", verdicts=verdicts(summary), failed_cells={},
                      notices=["the bundle is already complete: nothing to resume, nothing was changed", *nothing],

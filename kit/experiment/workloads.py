@@ -4,13 +4,13 @@ the bundle as ``workload/level-<c>.jsonl`` with ``workload/index.json`` beside t
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
 from kit.bundle import Bundle
 from kit.files.workload import WorkloadIndex
 from kit.manifest import Manifest
 from kit.plan import LevelPlan
+from kit.plumbing.jsontypes import loads
 from kit.workload import Workload, encode_lines, sha256
 
 
@@ -33,7 +33,7 @@ class Workloads:
             data = encode_lines(items)
             self.bundle.write_bytes(rel, data)
             self._write_index(str(lv.concurrency), sha256(data))
-        most = max(json.loads(line)["max_tokens"] for line in path.read_bytes().splitlines())
+        most = max(loads(line)["max_tokens"] for line in path.read_bytes().splitlines())
         return str(path.resolve()), int(most)
 
     def _write_index(self, level: str, digest: str) -> None:

@@ -4,14 +4,14 @@ one (``kit.stats``, ``kit.report``)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from kit.errors import BundleError
-from kit.plumbing.files import read_bounded
+from kit.plumbing.files import first_link, read_bounded
+from kit.plumbing.jsontypes import TooDeep, loads
 
 M = TypeVar("M", bound=BaseModel)
 MAX_FILE_BYTES = 64 << 20  # the largest typed bundle file kit reads whole (summaries of big runs are a few MB)
@@ -22,11 +22,11 @@ def read_file(root: Path, rel: str, model: type[M]) -> M:
     known): missing, unreadable or invalid -> BundleError naming the file and the field."""
     path = root / rel
     try:
-        data = json.loads(read_bounded(path, MAX_FILE_BYTES))
+        data = loads(read_bounded(path, MAX_FILE_BYTES, follow=False))
     except FileNotFoundError:
         raise BundleError(f"{root}: no {rel}, so not a (complete) kit bundle",
                           hint=f"check it with `kit verify {root}`") from None
-    except RecursionError:
+    except TooDeep:
         raise BundleError(f"{path}: JSON nested too deeply; kit never writes such a file",
                           hint=f"check it with `kit verify {root}`") from None
     except (OSError, ValueError) as e:  # TooLarge is a ValueError
@@ -35,6 +35,15 @@ def read_file(root: Path, rel: str, model: type[M]) -> M:
         return model.model_validate(data)
     except ValidationError as e:
         raise BundleError(f"{path}: {_first_problem(e, model)}", hint=f"check it with `kit verify {root}`") from None
+
+
+def refuse_links(root: Path) -> None:
+    """BundleError where some file or folder of the bundle ``root`` is a symbolic link: kit writes none, ``kit
+    verify`` refuses them, and what reads a bundle without verifying it (`kit compare`, the statistics) follows
+    none out of it (a shared bundle's ``manifest.yaml`` linked to a file of yours would be quoted back)."""
+    if (link := first_link(root)) is not None:
+        raise BundleError(f"{link}: a symbolic link; a bundle holds only regular files and folders, and kit "
+                          "follows none out of it", hint=f"check it with `kit verify {root}`")
 
 
 def _first_problem(e: ValidationError, model: type[BaseModel]) -> str:

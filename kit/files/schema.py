@@ -37,6 +37,7 @@ from kit.files.server_info import ServerInfoFile
 from kit.files.summary import Summary
 from kit.files.telemetry import TelemetryFile, TelemetrySample
 from kit.files.workload import WorkItemLine, WorkloadIndex
+from kit.plumbing.jsontypes import loads
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 SCHEMA_ID = "https://kit.invalid/bundle.schema.json"
@@ -126,7 +127,7 @@ def validate_bundle_files(root: Path, schema: JsonObject | None = None) -> list[
                 validators[ref] = cls({**full, "anyOf": [{"$ref": ref}]})
             text = path.read_text()
             lines = rel.endswith(".jsonl")
-            docs = [json.loads(x) for x in text.splitlines() if x.strip()] if lines else [json.loads(text)]
+            docs = [loads(x) for x in text.splitlines() if x.strip()] if lines else [loads(text)]
             for doc in docs:
                 try:
                     if (error := jsonschema.exceptions.best_match(validators[ref].iter_errors(doc))) is not None:

@@ -6,6 +6,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from kit.plumbing.jsontypes import loads
+
 
 @dataclass(frozen=True)
 class DriverConfig:
@@ -50,4 +52,4 @@ class DriverConfig:
 
     @classmethod
     def read(cls, path: Path) -> DriverConfig:
-        return cls(**json.loads(path.read_text(encoding="utf-8")))
+        return cls(**loads(path.read_text(encoding="utf-8")))

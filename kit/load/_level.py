@@ -21,6 +21,7 @@ from kit.load._procs import DriverProcess, stderr_tail
 from kit.load.messages import DoneEvent, ProgressEvent, WarmEvent, WorkerStats
 from kit.load.spec import LevelResult, LevelSpec, Progress, split, usable_cores
 from kit.plumbing.files import atomic_write
+from kit.plumbing.jsontypes import loads
 from kit.plumbing.redact import redact, redact_json
 
 HEARTBEAT_TIMEOUT_S = 60.0
@@ -127,7 +128,7 @@ class LevelRun:
 
     def _handle(self, s: Slot, line: bytes) -> None:
         try:
-            msg = json.loads(line)
+            msg = loads(line)
         except ValueError:
             return  # not ours (a library printing to stdout); stderr has the diagnostics
         event = msg.get("event") if isinstance(msg, dict) else None

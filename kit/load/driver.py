@@ -52,6 +52,7 @@ from kit.load.driver_phase import Phase
 from kit.load.driver_stream import Streamer
 from kit.load.messages import WarmupInfo, WorkerStats
 from kit.load.selfstats import delay_stats, first_read_stats, gap_stats, inter_chunk_gaps, lag_stats
+from kit.plumbing.jsontypes import loads
 from kit.plumbing.redact import RedactingWriter, secrets_from_env
 
 perf_ns = time.perf_counter_ns
@@ -322,7 +323,7 @@ def serve(nofile: int) -> int:
             return 0
         if not line.strip():
             continue
-        cmd = json.loads(line)
+        cmd = loads(line)
         if cmd.get("cmd") != "level":
             raise SystemExit(f"unknown command from the parent: {line.strip()[:200]}")
         run_level(DriverConfig(**cmd["config"]), nofile)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import random
 
+from kit.plumbing.jsontypes import loads
+
 WORDS = (  # noqa: SIM905 - a word list reads best as text
     "the of and to in is was for on that with as by at from it an be this are or have which one had "
     "not but all were when we there can more if no out so said what up its about into than them only "
@@ -115,7 +117,7 @@ class WorkloadBodies:
         self.max_tokens: list[int] = []
         with open(path, "rb") as f:
             for i, line in enumerate(f):
-                item = json.loads(line)
+                item = loads(line)
                 if item.get("i") != i:
                     raise ValueError(f"{path}: line {i + 1} holds request {item.get('i')}, not {i}")
                 content = {"messages": item["messages"]} if endpoint == "chat" else {"prompt": item["prompt"]}

@@ -10,8 +10,7 @@ The bounds on what a server may send per request are ``kit.files.bounds``'s.
 
 from __future__ import annotations
 
-import json
-
+from kit.plumbing.jsontypes import loads
 from kit.plumbing.redact import redact
 
 CHAT_KEY = b'content":'
@@ -53,8 +52,8 @@ def parse_usage(payload: bytes) -> tuple[object, object]:
     """(completion_tokens, prompt_tokens) from a chunk that carries a usage object, as the server sent them (None
     when absent or unparsable); whether they are plausible is ``kit.files.bounds``'s to say."""
     try:
-        usage = json.loads(payload).get("usage") or {}
-    except (ValueError, AttributeError, RecursionError):
+        usage = loads(payload).get("usage") or {}
+    except (ValueError, AttributeError):  # TooDeep is a ValueError
         return None, None
     if not isinstance(usage, dict):
         return None, None
@@ -66,7 +65,7 @@ def error_message(payload: bytes) -> str | None:
     if b'"error"' not in payload and b'"object":"error"' not in payload:
         return None
     try:
-        obj = json.loads(payload)
+        obj = loads(payload)
     except ValueError:
         return "unparsable error event"
     if not isinstance(obj, dict):

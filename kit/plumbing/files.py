@@ -7,6 +7,7 @@ crash leaves either the old file or the new one, never half of either.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import secrets
@@ -85,21 +86,43 @@ def fsync_dir(d: Path) -> None:
         os.close(fd)
 
 
+def first_link(root: Path) -> Path | None:
+    """The first symbolic link below ``root`` (none is followed; ``root`` itself may be one), or None."""
+    for dirpath, dirnames, filenames in os.walk(root):  # followlinks=False: a linked folder is listed, not entered
+        for name in sorted(dirnames + filenames):
+            if os.path.islink(p := os.path.join(dirpath, name)):
+                return Path(p)
+    return None
+
+
 class TooLarge(ValueError):
     """A bounded read found more than its limit."""
 
 
-def read_bounded(path: Path, limit: int) -> bytes:
+def open_regular(path: Path, *, follow: bool = True) -> BinaryIO:
+    """``path`` opened for reading, refused (OSError) unless a regular file: opened without blocking, so a FIFO
+    is refused at once instead of waiting for a writer; ``follow`` False: a symbolic link is refused too."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | (0 if follow else NOFOLLOW))
+    except OSError as e:
+        if not follow and e.errno == errno.ELOOP:
+            raise OSError(errno.ELOOP, "a symbolic link, not followed", str(path)) from None
+        raise
+    f = os.fdopen(fd, "rb")
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        f.close()
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
+        raise OSError(f"{path}: not a regular file ({stat.filemode(mode)})")
+    return f  # O_NONBLOCK means nothing to a regular file's reads
+
+
+def read_bounded(path: Path, limit: int, *, follow: bool = True) -> bytes:
     """The bytes of a regular file of at most ``limit`` bytes, reading at most ``limit + 1`` of them
     (``/dev/zero`` or a huge file fails at once). OSError for missing files, directories, FIFOs and
-    other special files; TooLarge beyond the limit."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    with os.fdopen(fd, "rb") as f:
-        mode = os.fstat(f.fileno()).st_mode
-        if stat.S_ISDIR(mode):
-            raise IsADirectoryError(21, "is a directory", str(path))
-        if not stat.S_ISREG(mode):
-            raise OSError(f"{path}: not a regular file ({stat.filemode(mode)})")
+    other special files, and (``follow`` False: a bundle's files) a symbolic link; TooLarge beyond the limit."""
+    with open_regular(path, follow=follow) as f:
         data = f.read(limit + 1)
     if len(data) > limit:
         raise TooLarge(f"{path}: larger than {limit} bytes")

@@ -1,10 +1,12 @@
 """Names for JSON-shaped data whose keys kit does not own (Docker inspect output, YAML documents,
-evidence copied from other tools). ``object`` rather than a recursive union: TypedDicts and lists of
-them are JSON too, and mypy's invariant dicts would refuse them in a recursive ``Json``."""
+evidence copied from other tools), and kit's one parse of JSON (``loads``). ``object`` rather than a recursive
+union: TypedDicts and lists of them are JSON too, and mypy's invariant dicts would refuse them in a recursive
+``Json``."""
 
 from __future__ import annotations
 
-from typing import TypeAlias
+import json
+from typing import Any, TypeAlias
 
 Json: TypeAlias = object
 JsonObject: TypeAlias = dict[str, object]
@@ -24,3 +26,18 @@ def nesting(value: object, limit: int = MAX_DEPTH) -> int:
                 return deepest
             stack.extend((x, d + 1) for x in (v.values() if isinstance(v, dict) else v))
     return deepest
+
+
+class TooDeep(json.JSONDecodeError):
+    """JSON nested deeper than Python's parser recurses: malformed input like any other (a ValueError), never
+    a RecursionError that escapes as an internal error."""
+
+
+def loads(data: str | bytes | bytearray) -> Any:
+    """``json.loads`` of input from outside (every ``json.loads`` of kit's goes through here; ruff bans the
+    other): nesting too deep for the parser raises ``TooDeep``, a ``json.JSONDecodeError``, so each caller's
+    handling of malformed JSON covers it."""
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise TooDeep("nested too deeply to parse", "", 0) from None

@@ -3,24 +3,26 @@
 from __future__ import annotations
 
 import base64
-import json
 from pathlib import Path
 
 from kit.bundle import Bundle, runner_key, sign_provenance, verify_for_resume
 from kit.files.summary import Summary
 from kit.plumbing.files import atomic_write
 from kit.plumbing.interrupts import deferred_interrupts
+from kit.plumbing.jsontypes import loads
 from kit.report import render_report
 from kit.stats import summarize_bundle
 
 
 def rebuild(root: Path, key: Path | None = None) -> list[str]:
     """Recompute summary.json, rewrite report.md and plots, re-sign keeping the old provenance's parameters."""
-    bundle = Bundle.open(root)
-    # never re-sign what somebody changed, nor vouch for what a runner you do not trust signed: exit 9
-    verify_for_resume(bundle.root, [])
+    bundle = Bundle.open(root, clean=False)
+    # never re-sign what somebody changed, nor vouch for what a runner you do not trust signed: exit 9, the bundle
+    # untouched; only then the temp files of interrupted writes (an interrupted report's) go, each one named
+    verify_for_resume(bundle.root, [], temp_files=True)
+    removed = bundle.remove_stale_temp_files()
     prov = bundle.path("provenance.dsse.json")
-    old = json.loads(prov.read_text()) if prov.exists() else None
+    old = loads(prov.read_text()) if prov.exists() else None
     summary = summarize_bundle(bundle.root)
     signer, notice = runner_key(key)  # before the provenance goes: a bad key leaves the bundle as it was
     # From removing the provenance to signing the new one the bundle is unsealed: Ctrl-C, SIGTERM or SIGHUP there
@@ -37,6 +39,7 @@ def rebuild(root: Path, key: Path | None = None) -> list[str]:
             _restore(bundle.root, before)
             raise
     lines = [notice] if notice else []
+    lines += [f"removed {rel}: the temp file of an interrupted write, not in the signed provenance" for rel in removed]
     lines += [f"wrote {p.relative_to(bundle.root)}" for p in written]
     lines.append(f"re-signed provenance with {signer.fingerprint}")
     return lines
@@ -72,7 +75,7 @@ def _old_predicate(envelope: dict[str, object] | None) -> dict[str, object]:
     if not envelope:
         return {}
     try:
-        stmt = json.loads(base64.b64decode(str(envelope["payload"])))
+        stmt = loads(base64.b64decode(str(envelope["payload"])))
         pred = stmt.get("predicate", {})
         bd = pred.get("buildDefinition", {})
         return {k: v for k, v in {

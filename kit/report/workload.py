@@ -4,11 +4,11 @@ the bundle's files as ``kit.report.overhead`` is; nothing here changes a figure 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kit.files.workload import WorkloadIndex
+from kit.plumbing.jsontypes import loads
 
 MAX_LINES = 10_000_000
 MAX_CLIENT_BYTES = 16 << 20
@@ -34,7 +34,7 @@ def level_checks(root: Path) -> dict[int, LevelCheck]:
                 if n >= MAX_LINES:
                     break
                 try:
-                    rec = json.loads(line)
+                    rec = loads(line)
                 except ValueError:
                     continue
                 if "prompt_tokens_expected" not in rec:
@@ -64,7 +64,7 @@ def connection_section(root: Path) -> list[str]:
     (against which CA file), or a loud warning when verify_tls was off."""
     for f in sorted(root.glob("cells/*/level-*/client.json"))[:1]:
         try:
-            spec = json.loads(f.read_bytes()[:MAX_CLIENT_BYTES]).get("spec") or {}
+            spec = loads(f.read_bytes()[:MAX_CLIENT_BYTES]).get("spec") or {}
         except (ValueError, AttributeError):
             return []
         url = str(spec.get("base_url", ""))

@@ -24,6 +24,7 @@ from kit.files.reproduce_looks import REPRODUCE_LOOKS_DIR, ReproduceLookFile, re
 from kit.files.summary import Summary
 from kit.manifest import Manifest, load_manifest
 from kit.plan import Plan
+from kit.plumbing.jsontypes import loads
 from kit.reproduce.decide import EffectCells, Rule, effect_contrasts
 from kit.reproduce.equivalence import logs
 from kit.reproduce.sealing import SOURCE_DIR, copy_source
@@ -206,7 +207,7 @@ def check_reproduce_looks(root: Path) -> tuple[str | None, list[str]]:
         return None, [f"{REPRODUCE_LOOKS_DIR}: cannot recompute them ({e.message})"]
     problems = []
     for recorded, fresh in pairs:
-        where = look_difference(json.loads(json.dumps(recorded)), json.loads(json.dumps(fresh)))
+        where = look_difference(loads(json.dumps(recorded)), loads(json.dumps(fresh)))
         if where is not None:
             problems.append(f"{reproduce_look_rel(int(recorded['look']))}: differs from the look recomputed from "
                             f"source/summary.json and the records at {where}")

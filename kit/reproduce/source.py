@@ -11,6 +11,7 @@ for kit-bundle is refused (exit 9) unless ``allow_untrusted``; the choice is rec
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import stat
@@ -104,23 +105,29 @@ def opened(target: Path, trust: list[Path], *, allow_untrusted: bool) -> Iterato
     is_archive = target.name.endswith((".tar.gz", ".tgz"))
     if not target.is_dir() and not is_archive:
         raise UsageError(f"{target}: neither a bundle directory nor a .tar.gz/.tgz archive")
+    if not target.is_dir() and not target.is_file():  # a FIFO would block the open; a device never ends
+        raise BundleError(f"{target}: not a regular file, so not an archive kit reads",
+                          hint="give the .tar.gz file `kit archive` wrote")
     label = str(target)
     files = policy_files(trust)
     tmp = Path(tempfile.mkdtemp(prefix="kit-reproduce-"))
     try:
         seen: dict[str, bool] = {}
-        if is_archive:
+        read = hashlib.sha256() if is_archive and not target.is_dir() else None  # the bytes verified, read once
+        if read is not None:
             (tmp / "x").mkdir()
-            root = safe_extract(target, tmp / "x", check=_untrusted_check(label, files, allow_untrusted, seen))
+            root = safe_extract(target, tmp / "x", check=_untrusted_check(label, files, allow_untrusted, seen),
+                                sha256=read)
         else:
             root = copy_tree(target, tmp / (target.resolve().name or "bundle"))
-        yield _verified(root, target, label, trust, allow_untrusted, seen.get("trusted"))
+        yield _verified(root, target, label, trust, allow_untrusted, seen.get("trusted"),
+                        None if read is None else read.hexdigest())
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _verified(root: Path, target: Path, label: str, trust: list[Path], allow_untrusted: bool,
-              trusted: bool | None) -> Source:
+              trusted: bool | None, archive_sha256: str | None) -> Source:
     """``kit.bundle.verify.verify_directory`` on the copy (an untrusted signer checked for integrity only, when
     allowed), then what identifies the source."""
     if trusted is None:  # a directory: the whole verification, trust decision included
@@ -149,11 +156,10 @@ def _verified(root: Path, target: Path, label: str, trust: list[Path], allow_unt
     summary = read_file(root, "summary.json", Summary)
     if not (root / "manifest.yaml").is_file():
         raise BundleError(f"{label}: has no manifest.yaml to re-run")
-    is_dir = target.is_dir()
     ref = SourceRef(
-        path=str(target), kind="directory" if is_dir else "archive", top=root.name,
+        path=str(target), kind="directory" if archive_sha256 is None else "archive", top=root.name,
         provenance_sha256=sha256_file(root / PROVENANCE)[0],
-        archive_sha256=None if is_dir else sha256_file(target.resolve())[0],
+        archive_sha256=archive_sha256,
         run_id=run.run_id, experiment=run.experiment or summary.experiment,
         manifest_sha256=sha256_file(root / "manifest.yaml")[0],
         signer=signer, trusted=trusted, allow_untrusted_source=allow_untrusted)

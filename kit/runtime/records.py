@@ -29,6 +29,7 @@ from typing import NotRequired, TypedDict, cast
 
 from kit.errors import GateFailed
 from kit.plumbing.files import atomic_write
+from kit.plumbing.jsontypes import loads
 from kit.plumbing.procs import PROC, group_members, stat_fields
 from kit.runtime.lockdir import lock_dir, open_lock, read_lock, user_name
 
@@ -97,7 +98,7 @@ def read_record(path: Path) -> ServerRecord | None:
     """The record in ``path``, or None when it cannot be read or names no process group (perhaps it is
     being written right now)."""
     try:
-        doc = json.loads(path.read_text())
+        doc = loads(path.read_text())
         int(doc["pgid"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -185,7 +186,7 @@ def read_owner(path: Path) -> RunOwner | None:
         return None
     text, uid = got
     try:
-        doc = json.loads(text) if text else None
+        doc = loads(text) if text else None
     except ValueError:
         return None
     if not isinstance(doc, dict) or not _valid_owner(doc):

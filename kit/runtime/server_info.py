@@ -10,13 +10,12 @@ environment are replaced by ***.
 from __future__ import annotations
 
 import http.client
-import json
 import re
 import ssl
 
 from kit.files.server_info import ServerInfoFile
 from kit.plumbing.clock import utc_now
-from kit.plumbing.jsontypes import MAX_DEPTH, Json, JsonObject, nesting
+from kit.plumbing.jsontypes import MAX_DEPTH, Json, JsonObject, TooDeep, loads, nesting
 from kit.plumbing.net import request
 from kit.runtime import ServerSpec
 
@@ -72,11 +71,11 @@ def read_server_info(spec: ServerSpec, path: str) -> ServerInfoFile:
     doc: Json = None
     if error is None:
         try:
-            doc = json.loads(body)
+            doc = loads(body)
+        except TooDeep:
+            error = f"nested deeper than {MAX_DEPTH} levels; kept none of it"
         except (ValueError, UnicodeDecodeError) as e:
             error = f"not JSON: {e}"
-        except RecursionError:
-            error = f"nested deeper than {MAX_DEPTH} levels; kept none of it"
     if error is None and nesting(doc) > MAX_DEPTH:
         error = f"nested deeper than {MAX_DEPTH} levels; kept none of it"
     if error is None and not isinstance(doc, dict):

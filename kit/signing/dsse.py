@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any, NotRequired, TypedDict
 
 from kit.errors import SignatureError
+from kit.plumbing.jsontypes import loads
 from kit.signing.keys import SigningKey
 
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
@@ -81,7 +82,8 @@ def statement(subjects: Mapping[str, str], predicate_type: str, predicate: Mappi
 
 
 def sign_payload(body: bytes, key: SigningKey, envelope: Mapping[str, Any] | None = None) -> Envelope:
-    """Return a DSSE envelope over ``body``, adding ``key``'s signature to ``envelope``'s if given."""
+    """Return a DSSE envelope over ``body``, adding ``key``'s signature to ``envelope``'s if given (its entries
+    that are not objects with a string keyid and sig are dropped: no verifier accepts them anyway)."""
     payload_type = PAYLOAD_TYPE if envelope is None else str(envelope["payloadType"])
     env: Envelope = {
         "payloadType": payload_type,
@@ -91,14 +93,16 @@ def sign_payload(body: bytes, key: SigningKey, envelope: Mapping[str, Any] | Non
     sig = key.private.sign(pae(payload_type, body))
     entry: SignatureEntry = {"keyid": key.fingerprint, "sig": base64.b64encode(sig).decode(),
                              "publicKey": key.public_line()}  # fmt: skip
-    env["signatures"] = [s for s in env["signatures"] if s.get("keyid") != key.fingerprint] + [entry]
+    kept = [s for s in env["signatures"] if isinstance(s, dict) and isinstance(s.get("keyid"), str)
+            and isinstance(s.get("sig"), str) and s["keyid"] != key.fingerprint]
+    env["signatures"] = [*kept, entry]
     return env
 
 
 def parse_envelope(data: bytes, source: str) -> tuple[dict[str, Any], bytes]:
     """The envelope (untrusted JSON: its signature entries are checked one by one) and its payload bytes."""
     try:
-        env = json.loads(data)
+        env = loads(data)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise SignatureError(f"{source}: not a JSON signature envelope ({e})") from None
     if not isinstance(env, dict) or not isinstance(env.get("signatures"), list) or "payload" not in env:

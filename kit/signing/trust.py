@@ -24,6 +24,7 @@ from kit import allowed_signers
 from kit.allowed_signers import SignerEntry
 from kit.errors import SignatureError, UsageError
 from kit.plumbing.files import TooLarge, append_line, read_bounded
+from kit.plumbing.jsontypes import loads
 from kit.signing.dsse import PAYLOAD_TYPE, STATEMENT_TYPE, b64decode, pae
 from kit.signing.keys import fingerprint, parse_public_key
 
@@ -190,7 +191,7 @@ def check_envelope(env: Mapping[str, Any], body: bytes, trust: Sequence[SignerEn
     """Check every signature under the key it names, and whether ``trust`` allows that key for ``namespace``
     at ``at`` (now by default), with OpenSSH's ``allowed_signers`` semantics."""
     try:
-        stmt = json.loads(body)
+        stmt = loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise SignatureError("signed payload is not JSON") from None
     if not isinstance(stmt, dict) or stmt.get("_type") != STATEMENT_TYPE:

@@ -9,7 +9,6 @@ command, so a REST (slurmrestd) or Kubernetes backend would replace this module 
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import subprocess
@@ -18,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kit.errors import SlurmRefused, SlurmUnavailable
+from kit.plumbing.jsontypes import loads
 from kit.slurm.queue import SACCT_FIELDS, JobInfo, parse_sacct, parse_squeue_json
 
 # What Slurm's clients print when the controller or munge cannot be reached (22.05 wording).
@@ -91,7 +91,7 @@ class Slurm:
             argv.append(f"--jobs={','.join(job_ids)}")
         out = self._run(argv)
         try:
-            return parse_squeue_json(json.loads(out))
+            return parse_squeue_json(loads(out))
         except (ValueError, KeyError, TypeError) as e:
             raise SlurmRefused(f"squeue --json answered something kit cannot read ({e})",
                                hint="kit reads Slurm 22.05's squeue --json (OpenAPI v0.0.38) and later") from None

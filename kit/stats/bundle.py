@@ -6,7 +6,6 @@ It reads ``plan.json``, ``manifest.yaml``, each cell's ``cell.json`` and, per le
 
 from __future__ import annotations
 
-import json
 from collections.abc import Collection, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -14,10 +13,12 @@ from typing import Any, cast
 
 from kit.errors import BundleError
 from kit.files.bounds import max_record_bytes
+from kit.files.read import refuse_links
 from kit.files.records import steady_window
 from kit.files.reproduce_looks import REPRODUCE_LOOKS_DIR
 from kit.manifest import Manifest, load_manifest
 from kit.plumbing.files import read_bounded
+from kit.plumbing.jsontypes import TooDeep, loads
 from kit.stats.ab import LevelSamples
 from kit.stats.figures import cell_level_figures
 from kit.stats.looks import LOOKS_DIR, LookDoc, LookInput, apply_looks, look_rel, mark_not_run, take_look
@@ -33,10 +34,10 @@ def read_json(path: Path) -> Any:
     """A JSON file's value, None when the file is missing; BundleError when it cannot be read, is larger
     than MAX_JSON_BYTES (at most that + 1 byte is read) or nests deeper than Python's JSON parser allows."""
     try:
-        return json.loads(read_bounded(path, MAX_JSON_BYTES).decode("utf-8"))
+        return loads(read_bounded(path, MAX_JSON_BYTES).decode("utf-8"))
     except FileNotFoundError:
         return None
-    except RecursionError:
+    except TooDeep:
         raise BundleError(f"{path}: JSON nested too deeply; refused") from None
     except (OSError, ValueError) as e:
         raise BundleError(f"{path}: cannot read: {e}") from None
@@ -76,8 +77,8 @@ class RecordStream:
         if not line.strip():
             return None
         try:
-            rec = json.loads(line)
-        except (ValueError, RecursionError):
+            rec = loads(line)
+        except ValueError:  # TooDeep too
             self.unparsable += 1
             return None
         if isinstance(rec, dict):
@@ -201,6 +202,7 @@ def recompute_looks(root: Path, m: Manifest) -> list[tuple[LookDoc, LookDoc]]:
 
 def _read_levels(root: Path, only: Collection[str] | None = None) -> tuple[
         Manifest, list[CellInfo], dict[str, dict[str, CellLevelFigures]], list[LevelResult]]:
+    refuse_links(root)  # every file below is read, the manifest and the records too: none through a link
     plan = read_json(root / "plan.json")
     if not isinstance(plan, dict):
         raise BundleError(f"{root}: no readable plan.json")

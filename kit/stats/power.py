@@ -230,16 +230,24 @@ def sd_from_cv(cv: float) -> float:
     return math.sqrt(math.log1p(cv**2))
 
 
+def _expm1(x: float) -> float:
+    """e^x − 1, infinite past what a float holds (a bundle's figures may be absurd: 1e308 ns)."""
+    try:
+        return math.expm1(x)
+    except OverflowError:
+        return math.inf
+
+
 def cv_from_sd(sd: float) -> float:
     """The coefficient of variation of a lognormal variable whose logs have SD ``sd``: sqrt(e^(sd²) − 1)."""
-    return math.sqrt(math.expm1(sd**2))
+    return math.sqrt(_expm1(sd**2)) if abs(sd) < 1e150 else math.inf
 
 
 def percent_up(log_effect: float) -> float:
     """The increase a log effect means, in percent (e^δ − 1)."""
-    return 100 * math.expm1(log_effect)
+    return 100 * _expm1(log_effect)
 
 
 def percent_down(log_effect: float) -> float:
     """The decrease a log effect means, in percent (1 − e^−δ)."""
-    return -100 * math.expm1(-log_effect)
+    return -100 * _expm1(-log_effect)

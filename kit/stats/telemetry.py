@@ -12,7 +12,6 @@ tested between arms.
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -22,6 +21,7 @@ from pydantic import ValidationError
 from kit.errors import BundleError
 from kit.files.read import read_file
 from kit.files.telemetry import LevelTelemetry, TelemetryFile, TelemetrySample
+from kit.plumbing.jsontypes import loads
 from kit.stats.numbers import round_sig
 from kit.stats.shapes import SummaryDoc
 
@@ -42,8 +42,8 @@ def read_samples(path: Path) -> Iterator[TelemetrySample]:
                         pass
                     continue
                 try:
-                    yield TelemetrySample.model_validate(json.loads(raw))
-                except (ValueError, RecursionError, ValidationError):
+                    yield TelemetrySample.model_validate(loads(raw))
+                except (ValueError, ValidationError):  # TooDeep is a ValueError
                     continue
     except FileNotFoundError:
         return

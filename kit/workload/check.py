@@ -5,10 +5,10 @@ exists, with the prompt-token count that line carries. Bounded reads; problems a
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 
 from kit.files.workload import WorkloadIndex
+from kit.plumbing.jsontypes import loads
 
 MAX_LINES = 10_000_000
 
@@ -19,7 +19,7 @@ def _lines(path: Path) -> list[dict[str, object]]:
         for n, line in enumerate(f):
             if n >= MAX_LINES:
                 break
-            out.append(json.loads(line))
+            out.append(loads(line))
     return out
 
 

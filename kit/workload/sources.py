@@ -4,7 +4,6 @@ kept (docs/workload.md names the differences)."""
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -12,6 +11,7 @@ from typing import Any
 
 from kit.errors import ManifestError
 from kit.manifest.workload import MAX_TOKENS, MultiTurnSet, RandomIdsSet, RandomSet, SharedPrefixSet, ShareGptSet
+from kit.plumbing.jsontypes import TooDeep, loads
 from kit.workload.corpus import Cutter
 from kit.workload.tokens import Counter, Messages
 
@@ -126,18 +126,18 @@ _DEEP = ("nested deeper than the JSON parser allows (Python's recursion limit)",
 
 def _loads(text: str, invalid: str, deep: str) -> Any:
     """One JSON value; invalid JSON is a ManifestError ``invalid: <why>``, nesting too deep for the parser
-    (RecursionError) one saying ``deep`` is nested too deep."""
+    (``TooDeep``) one saying ``deep`` is nested too deep."""
     try:
-        return json.loads(text)
+        return loads(text)
+    except TooDeep:
+        raise ManifestError(f"{deep} {_DEEP[0]}", hint=_DEEP[1]) from None
     except ValueError as exc:
         raise ManifestError(f"{invalid}: {exc}") from exc
-    except RecursionError:
-        raise ManifestError(f"{deep} {_DEEP[0]}", hint=_DEEP[1]) from None
 
 
 def _records(text: str, what: str) -> Iterator[object]:
     """A JSON list, or JSONL (one value a line), bounded in lines and in each item's size; nesting too deep for
-    the parser (RecursionError) is a ManifestError naming the file and the line."""
+    the parser (``TooDeep``) is a ManifestError naming the file and the line."""
     stripped = text.lstrip()
     if stripped.startswith("["):
         data = _loads(text, f"{what}: not valid JSON", f"{what}: the JSON list is")

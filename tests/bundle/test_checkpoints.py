@@ -23,11 +23,12 @@ from kit.bundle import (
     sign_provenance,
 )
 from kit.bundle.checkpoints import Chain
+from kit.bundle.names import envelope_bytes
 from kit.errors import BundleError, ExitCode, storage_error
 from kit.files.checkpoint import CheckpointFile, CheckpointStatement
 from kit.files.schema import bundle_schema
 from kit.plumbing.files import append_line
-from kit.signing import SigningKey
+from kit.signing import SigningKey, sign_payload
 
 
 def _cell(b: Bundle, cid: str, status: str, records: bytes = b'{"rid":"1"}\n') -> None:
@@ -283,3 +284,17 @@ def test_verify_of_a_bundle_never_sealed_prints_a_resume_command_that_pastes(
     top = click.Context(main, info_name="kit", **main.context_settings)
     ctx = main.commands["run"].make_context("run", argv[2:], parent=top)
     assert str(ctx.params["resume"]) == str(odd.resolve()) and ctx.params["trust_only"], ctx.params
+
+
+def test_a_signed_checkpoint_whose_run_json_is_not_base64_is_exit_9(started: tuple[Bundle, Checkpointer],
+                                                                     runner: SigningKey, trust_file: Path) -> None:
+    """The run.json copy a checkpoint carries is decoded only after its signature verified; a signer's malformed
+    copy was an internal error (binascii.Error) at `kit verify` and `kit reproduce`."""
+    b, _ = started
+    first = b.root / "checkpoints/000000.dsse.json"
+    stmt = json.loads(base64.b64decode(json.loads(first.read_bytes())["payload"]))
+    stmt["predicate"]["run_json"] = "@@@ not base64"
+    body = json.dumps(stmt, sort_keys=True, separators=(",", ":")).encode()
+    first.write_bytes(envelope_bytes(sign_payload(body, runner)))
+    with pytest.raises(BundleError, match=r"its copy of run\.json is not base64"):
+        read_chain(b.root, [trust_file])

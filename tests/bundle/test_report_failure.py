@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from kit.bundle import Bundle, verify_bundle
+from kit.errors import BundleError
 from kit.report import plots
 from kit.report import rebuild as rebuild_module
 from kit.signing import SigningKey, user_trust_file
@@ -50,3 +51,25 @@ def test_a_figure_whose_axis_overflows_is_drawn_as_a_note(tmp_path: Path) -> Non
     ax.plot([0, 1, 2], [1.7e308, -1.7e308, 1.7e308])  # finite values whose range is not
     out = plots._save(fig, tmp_path / "p.png")
     assert out.read_bytes().startswith(b"\x89PNG")
+
+
+def test_a_report_of_a_changed_bundle_touches_nothing_and_a_stray_temp_file_goes_by_name(
+        bundle: Bundle, runner: SigningKey) -> None:
+    """`kit report` verifies before it changes anything: a temp-named file it would drop stays when the bundle
+    fails verification (a changed record); on a bundle that verifies, it is the only change, and it is named."""
+    trust = user_trust_file()
+    trust.parent.mkdir(parents=True, exist_ok=True)
+    trust.write_text(f'runner namespaces="kit-bundle" {runner.public_line()}\n')
+    stray = bundle.root / "cells" / ".notes.txt.tmp-1-deadbeef"
+    stray.write_text("not a result\n")
+    records = next(bundle.root.glob("cells/*/level-*/records.jsonl"))
+    original = records.read_bytes()
+    records.write_bytes(original + b"\n")
+    before = _hashes(bundle.root)
+    with pytest.raises(BundleError, match=r"records\.jsonl"):
+        rebuild_module.rebuild(bundle.root, runner.path)
+    assert _hashes(bundle.root) == before  # the stray file too
+    records.write_bytes(original)
+    lines = rebuild_module.rebuild(bundle.root, runner.path)
+    assert not stray.exists() and f"removed {stray.relative_to(bundle.root).as_posix()}: the temp file" in lines[0]
+    verify_bundle(bundle.root, [])

@@ -4,17 +4,24 @@ kit compare. Each is a user error (exit 9) naming the file, never an internal er
 
 from __future__ import annotations
 
+import json
+import math
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from support.bundles import build_bundle
+from support.bundles import ROOT, build_bundle
 
+from kit.bundle import safe_extract
 from kit.bundle.names import MAX_WALK_DEPTH
 from kit.cli import main
-from kit.errors import ExitCode
+from kit.errors import BundleError, ExitCode
 from kit.signing import SigningKey, generate_key
+from kit.stats import power
 
 
 @pytest.fixture
@@ -63,3 +70,84 @@ def test_compare_refuses_odd_files_with_exit_9(signed: tuple[Path, Path, Signing
     make(other / name)  # type: ignore[operator]
     code, out = _kit("compare", str(root), str(other))
     assert code == ExitCode.BUNDLE_INVALID and name in out, out
+
+
+# ---- a third review's attacks (2026-12-06): each was an internal error (exit 1), a hang, a read through a link
+# out of the bundle, or a change to a bundle before it was checked
+
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+def test_deep_json_in_any_signature_envelope_is_a_clear_error(signed: tuple[Path, Path, SigningKey],
+                                                              tmp_path: Path) -> None:
+    root, trust, _ = signed
+    manifest = tmp_path / "m.yaml"
+    shutil.copy(ROOT / "experiments" / "demo.yaml", manifest)
+    Path(f"{manifest}.sig").write_text(DEEP)
+    code, out = _kit("verify", "--trust", str(trust), str(manifest))
+    assert code == ExitCode.SIGNATURE and "nested too deeply" in out, out
+    other = tmp_path / "other"
+    shutil.copytree(root, other)
+    (other / "provenance.dsse.json").write_text(DEEP)
+    for args in (["verify", "--trust", str(trust), str(other)], ["verify", "--integrity-only", str(other)]):
+        code, out = _kit(*args)
+        assert code == ExitCode.BUNDLE_INVALID and "nested too deeply" in out, (args, out)
+    # kit compare verifies neither bundle; it reads the provenance only for the model's digest, absent here
+    code, out = _kit("compare", str(other), str(root))
+    assert code == 0, out
+
+
+def test_a_link_in_a_shared_bundle_is_never_read_through(signed: tuple[Path, Path, SigningKey], tmp_path: Path) -> None:
+    """A bundle's manifest.yaml linked to a file of the reader's: `kit compare` and `kit report` (which read a bundle
+    before or without verifying it) refuse it by name and quote none of it; so for a linked summary or cell folder."""
+    root, _, _ = signed
+    secret = tmp_path / "shadow"
+    secret.write_text("root:SECRET-HASH:19000:0:99999:7:::\n")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    for rel in ("manifest.yaml", "summary.json", "cells"):
+        other = tmp_path / f"linked-{rel}"
+        shutil.copytree(root, other)
+        target = other / rel
+        if rel == "manifest.yaml":
+            target.unlink()
+            target.symlink_to(secret)
+        else:
+            moved = outside / f"{rel}-{other.name}"
+            shutil.move(target, moved)
+            target.symlink_to(moved)
+        for args in (["compare", str(other), str(root)], ["compare", str(root), str(other)], ["report", str(other)]):
+            code, out = _kit(*args)
+            assert code == ExitCode.BUNDLE_INVALID and "SECRET" not in out, (rel, args, out)
+            assert "symbolic link" in out, (rel, args, out)
+
+
+def test_reproduce_refuses_a_fifo_named_like_an_archive_at_once(tmp_path: Path, kit_home: Path) -> None:
+    fifo = tmp_path / "x.tar.gz"
+    os.mkfifo(fifo)
+    # in its own process, with a bound: the open of a FIFO blocks until a writer comes, which none does here
+    r = subprocess.run([sys.executable, "-m", "kit", "reproduce", str(fifo)], capture_output=True, text=True,
+                       timeout=60, env={**os.environ, "XDG_CONFIG_HOME": str(kit_home)}, check=False)
+    assert r.returncode == ExitCode.BUNDLE_INVALID and "not a regular file" in r.stderr, r.stdout + r.stderr
+    with pytest.raises(BundleError, match="not a regular file"):  # the extraction itself refuses one too
+        (tmp_path / "dest").mkdir()
+        safe_extract(fifo, tmp_path / "dest")
+
+
+def test_sign_drops_a_malformed_entry_of_the_old_signature_file(tmp_path: Path, kit_home: Path) -> None:
+    manifest = tmp_path / "demo.yaml"
+    shutil.copy(ROOT / "experiments" / "demo.yaml", manifest)
+    sig = Path(f"{manifest}.sig")
+    env = json.loads((ROOT / "experiments" / "demo.yaml.sig").read_text())
+    sig.write_text(json.dumps({**env, "signatures": [*env["signatures"], 1, {"keyid": 2}]}))
+    key = generate_key(tmp_path / "k", "me@test")
+    code, out = _kit("sign", str(manifest), "--key", str(key.path))
+    assert code == 0 and "(2 signature(s))" in out, out  # the example key's, kept, and this one
+    code, out = _kit("verify", "--trust", str(ROOT / "allowed_signers"), str(manifest))
+    assert code == 0 and "TRUSTED" in out, out
+
+
+def test_absurd_spread_is_an_infinite_figure_not_an_error() -> None:
+    assert power.cv_from_sd(40.0) == math.inf and power.cv_from_sd(1e200) == math.inf
+    assert power.percent_up(1e4) == math.inf and power.percent_down(-1e4) == -math.inf
+    assert power.percent_down(1e4) == 100.0 and power.cv_from_sd(0.1) == pytest.approx(0.10025, rel=1e-4)

@@ -5,7 +5,8 @@ kernel handed out through ``bind(0)`` lies inside that range, so between the tes
 server binding it, any outgoing connection on the machine (the load driver's own, another test's, another
 process's) can be given the same port as its local end, and the server's bind then fails. Ports below the
 range are never handed out implicitly, so only an explicit bind can take them; the candidates are
-probed with the same SO_REUSEADDR bind a server does and spread by pid so parallel sessions rarely meet.
+probed with the same SO_REUSEADDR bind a server does, split between pytest-xdist workers (each its own
+residue class), and spread by pid so parallel sessions rarely meet.
 """
 
 from __future__ import annotations
@@ -28,10 +29,23 @@ def _ephemeral_range() -> tuple[int, int]:
     return lo, hi
 
 
+def _worker() -> tuple[int, int]:
+    """(this pytest-xdist worker's index, the workers' count); (0, 1) outside xdist."""
+    name, count = os.environ.get("PYTEST_XDIST_WORKER", ""), os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    if name.startswith("gw") and name[2:].isdigit() and count.isdigit() and int(count) > 0:
+        return int(name[2:]) % int(count), int(count)
+    return 0, 1
+
+
 def _candidates() -> list[int]:
     lo, hi = _ephemeral_range()
     # below the range; when it starts too low for that, above it
     ports = list(range(_LOW, lo)) if lo - _LOW >= 1000 else list(range(hi + 1, 65536))
+    # Each xdist worker its own share: a port is free between a run's cells (the gate checks it, the next server
+    # binds it), and another worker probing it then would take it (CI, stop 35: a second cell's server found its
+    # port taken, "address already in use"); with shares, only a process outside the tests can.
+    index, count = _worker()
+    ports = [p for p in ports if p % count == index]
     random.Random(os.getpid()).shuffle(ports)
     return ports
 
