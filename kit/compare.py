@@ -158,11 +158,11 @@ def equivalence(a: Path, sa: Summary, sb: Summary, margin: float | None, absolut
 def compare_bundles(a: Path, b: Path, margin: float | None = None, absolute_margin: float | None = None,
                     ) -> BundleComparison:
     for root in (a, b):
-        refuse_links(root)  # neither bundle is verified here: nothing is read through a link out of it
         if not (root / "run.json").exists():
             raise BundleError(f"{root} is not a kit bundle (no run.json)")
         if not (root / "summary.json").exists():
             raise BundleError(f"{root} has no summary.json", hint=f"run `kit report {root}`")
+        refuse_links(root)  # neither bundle is verified here: nothing is read through a link out of it
     setup = _setup(a, b)
     sa, sb = read_file(a, "summary.json", Summary), read_file(b, "summary.json", Summary)
     fa, fb = _figures(sa), _figures(sb)

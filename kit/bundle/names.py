@@ -8,7 +8,6 @@ signing, archiving and extracting, so whatever kit writes it can also archive an
 from __future__ import annotations
 
 import json
-import os
 import re
 import stat
 from collections.abc import Mapping
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from kit.errors import BundleError
+from kit.plumbing.files import MAX_TREE_DEPTH, TreeTooDeep, tree
 
 PROVENANCE = "provenance.dsse.json"
 _BAD_CHARS = re.compile(r"[\x00-\x1f\x7f\\]")
@@ -64,37 +64,25 @@ def walk(root: Path) -> tuple[list[str], list[str]]:
     """
     dirs: list[str] = []
     files: list[str] = []
-    pending: list[tuple[Path, str, int]] = [(root, "", 0)]  # iterative: a hostile depth cannot exhaust the stack
-    while pending:
-        base, prefix, depth = pending.pop()
-        if depth > MAX_WALK_DEPTH:
-            raise BundleError(f"{prefix.rstrip('/')}: nested deeper than {MAX_WALK_DEPTH} directories; kit never "
-                              "writes such a bundle")
-        with os.scandir(base) as it:
-            entries = list(it)
-        for e in entries:
-            _take(e, prefix, depth, dirs, files, pending)
+    try:
+        for rel, mode in tree(root, MAX_WALK_DEPTH):  # a link is refused here before tree would list below it
+            check_rel(rel, "file name in bundle")
+            if stat.S_ISLNK(mode):
+                raise BundleError(f"{rel}: is a symbolic link; a bundle holds only regular files and directories")
+            if stat.S_ISDIR(mode):
+                dirs.append(rel)
+            elif stat.S_ISREG(mode):
+                files.append(rel)
+            else:
+                raise BundleError(f"{rel}: is a special file (mode {stat.filemode(mode)}); "
+                                  "a bundle holds only regular files and directories")
+    except TreeTooDeep as e:
+        raise BundleError(f"{e.rel}: nested deeper than {e.limit} directories; kit never writes such a bundle"
+                          ) from None
     return dirs, files
 
 
-MAX_WALK_DEPTH = 32
-
-
-def _take(e: os.DirEntry[str], prefix: str, depth: int, dirs: list[str], files: list[str],
-          pending: list[tuple[Path, str, int]]) -> None:
-    rel = f"{prefix}{e.name}"
-    check_rel(rel, "file name in bundle")
-    mode = e.stat(follow_symlinks=False).st_mode
-    if stat.S_ISLNK(mode):
-        raise BundleError(f"{rel}: is a symbolic link; a bundle holds only regular files and directories")
-    if stat.S_ISDIR(mode):
-        dirs.append(rel)
-        pending.append((Path(e.path), rel + "/", depth + 1))
-    elif stat.S_ISREG(mode):
-        files.append(rel)
-    else:
-        raise BundleError(f"{rel}: is a special file (mode {stat.filemode(mode)}); "
-                          "a bundle holds only regular files and directories")
+MAX_WALK_DEPTH = MAX_TREE_DEPTH
 
 
 def envelope_bytes(envelope: Mapping[str, Any]) -> bytes:

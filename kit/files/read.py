@@ -10,7 +10,7 @@ from typing import TypeVar
 from pydantic import BaseModel, ValidationError
 
 from kit.errors import BundleError
-from kit.plumbing.files import first_link, read_bounded
+from kit.plumbing.files import TreeTooDeep, first_link, read_bounded
 from kit.plumbing.jsontypes import TooDeep, loads
 
 M = TypeVar("M", bound=BaseModel)
@@ -41,9 +41,13 @@ def refuse_links(root: Path) -> None:
     """BundleError where some file or folder of the bundle ``root`` is a symbolic link: kit writes none, ``kit
     verify`` refuses them, and what reads a bundle without verifying it (`kit compare`, the statistics) follows
     none out of it (a shared bundle's ``manifest.yaml`` linked to a file of yours would be quoted back)."""
-    if (link := first_link(root)) is not None:
-        raise BundleError(f"{link}: a symbolic link; a bundle holds only regular files and folders, and kit "
-                          "follows none out of it", hint=f"check it with `kit verify {root}`")
+    try:
+        link = first_link(root)
+    except (OSError, TreeTooDeep) as e:
+        raise BundleError(f"{root}: cannot look through it ({e})", hint=f"check it with `kit verify {root}`") from None
+    if link is not None:
+        raise BundleError(f"{root / link}: a symbolic link; a bundle holds only regular files and folders, and "
+                          "kit follows none out of it", hint=f"check it with `kit verify {root}`")
 
 
 def _first_problem(e: ValidationError, model: type[BaseModel]) -> str:

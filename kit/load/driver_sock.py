@@ -145,8 +145,6 @@ def describe(exc: BaseException, status: int) -> str:
         return f"connection reset {where}"
     if isinstance(exc, HTTPConnectionClosed):
         return f"connection closed {where}"
-    if isinstance(exc, RecursionError):  # JSON from the server nested past what Python parses
-        return f"an event nested too deeply to read ({where})"
     return redact(f"{type(exc).__name__} {where}: {exc}")[:200]
 
 

@@ -86,13 +86,38 @@ def fsync_dir(d: Path) -> None:
         os.close(fd)
 
 
-def first_link(root: Path) -> Path | None:
-    """The first symbolic link below ``root`` (none is followed; ``root`` itself may be one), or None."""
-    for dirpath, dirnames, filenames in os.walk(root):  # followlinks=False: a linked folder is listed, not entered
-        for name in sorted(dirnames + filenames):
-            if os.path.islink(p := os.path.join(dirpath, name)):
-                return Path(p)
-    return None
+MAX_TREE_DEPTH = 32  # folders below a bundle's root (kit writes four at most)
+
+
+class TreeTooDeep(Exception):
+    """``tree`` found folders nested deeper than its limit (``rel``: the first such folder)."""
+
+    def __init__(self, rel: str, limit: int) -> None:
+        super().__init__(f"{rel}: nested deeper than {limit} directories")
+        self.rel, self.limit = rel, limit
+
+
+def tree(root: Path, max_depth: int = MAX_TREE_DEPTH) -> Iterator[tuple[str, int]]:
+    """(relative POSIX path, mode as ``lstat`` reads it) of everything below ``root``: without recursion (a
+    hostile depth cannot exhaust the stack) and entering no link; ``TreeTooDeep`` past ``max_depth`` folders,
+    ``OSError`` where a folder cannot be listed (never skipped: what is inside it would go unseen)."""
+    pending: list[tuple[str, str, int]] = [(str(root), "", 0)]
+    while pending:
+        base, prefix, depth = pending.pop()
+        if depth > max_depth:
+            raise TreeTooDeep(prefix.rstrip("/"), max_depth)
+        with os.scandir(base) as it:
+            entries = list(it)
+        for e in entries:
+            mode = e.stat(follow_symlinks=False).st_mode
+            yield prefix + e.name, mode
+            if stat.S_ISDIR(mode):
+                pending.append((e.path, f"{prefix}{e.name}/", depth + 1))
+
+
+def first_link(root: Path) -> str | None:
+    """The first symbolic link below ``root``, relative (``root`` itself may be one), or None; ``tree``'s errors."""
+    return next((rel for rel, mode in tree(root) if stat.S_ISLNK(mode)), None)
 
 
 class TooLarge(ValueError):

@@ -41,3 +41,11 @@ def loads(data: str | bytes | bytearray) -> Any:
         return json.loads(data)
     except RecursionError:
         raise TooDeep("nested too deeply to parse", "", 0) from None
+
+
+def loads_at(text: str, start: int) -> Any:
+    """The one JSON value that begins at ``text[start]`` (what follows it is ignored); errors as ``loads``."""
+    try:
+        return json.JSONDecoder().raw_decode(text, start)[0]
+    except RecursionError:
+        raise TooDeep("nested too deeply to parse", "", 0) from None

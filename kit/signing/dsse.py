@@ -82,8 +82,9 @@ def statement(subjects: Mapping[str, str], predicate_type: str, predicate: Mappi
 
 
 def sign_payload(body: bytes, key: SigningKey, envelope: Mapping[str, Any] | None = None) -> Envelope:
-    """Return a DSSE envelope over ``body``, adding ``key``'s signature to ``envelope``'s if given (its entries
-    that are not objects with a string keyid and sig are dropped: no verifier accepts them anyway)."""
+    """Return a DSSE envelope over ``body``, adding ``key``'s signature to ``envelope``'s if given (replacing
+    this key's own; an entry that is not an object with a string sig, which no verifier can check, is dropped;
+    a keyid is optional in DSSE, and kit's verifier tries an entry without one against every trusted key)."""
     payload_type = PAYLOAD_TYPE if envelope is None else str(envelope["payloadType"])
     env: Envelope = {
         "payloadType": payload_type,
@@ -93,8 +94,8 @@ def sign_payload(body: bytes, key: SigningKey, envelope: Mapping[str, Any] | Non
     sig = key.private.sign(pae(payload_type, body))
     entry: SignatureEntry = {"keyid": key.fingerprint, "sig": base64.b64encode(sig).decode(),
                              "publicKey": key.public_line()}  # fmt: skip
-    kept = [s for s in env["signatures"] if isinstance(s, dict) and isinstance(s.get("keyid"), str)
-            and isinstance(s.get("sig"), str) and s["keyid"] != key.fingerprint]
+    kept = [s for s in env["signatures"]
+            if isinstance(s, dict) and isinstance(s.get("sig"), str) and s.get("keyid") != key.fingerprint]
     env["signatures"] = [*kept, entry]
     return env
 

@@ -36,6 +36,7 @@ from kit.gates.procinfo import PROC, describe, short
 from kit.gates.result import Check, Timer
 from kit.manifest import Manifest
 from kit.nvml import NvmlProbe
+from kit.plumbing.jsontypes import loads_at
 from kit.plumbing.poll import poll_until
 from kit.slurm.commands import Slurm
 
@@ -164,8 +165,8 @@ def report_of(text: str) -> dict[str, object] | None:
     if at < 0:
         return None
     try:
-        report, _ = json.JSONDecoder().raw_decode(text, at + len(MARKER))
-    except ValueError:
+        report = loads_at(text, at + len(MARKER))
+    except ValueError:  # TooDeep too
         return None
     return report if isinstance(report, dict) else None
 

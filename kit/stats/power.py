@@ -240,7 +240,7 @@ def _expm1(x: float) -> float:
 
 def cv_from_sd(sd: float) -> float:
     """The coefficient of variation of a lognormal variable whose logs have SD ``sd``: sqrt(e^(sd²) − 1)."""
-    return math.sqrt(_expm1(sd**2)) if abs(sd) < 1e150 else math.inf
+    return math.sqrt(_expm1(sd**2)) if not abs(sd) >= 1e150 else math.inf  # NaN stays NaN
 
 
 def percent_up(log_effect: float) -> float:

@@ -135,11 +135,16 @@ def test_reproduce_refuses_a_fifo_named_like_an_archive_at_once(tmp_path: Path, 
 
 
 def test_sign_drops_a_malformed_entry_of_the_old_signature_file(tmp_path: Path, kit_home: Path) -> None:
+    """Entries no verifier can check (not an object, no string sig) go; another signer's entry without a keyid
+    (optional in DSSE: kit's verifier tries it against every trusted key) stays, and still verifies."""
     manifest = tmp_path / "demo.yaml"
     shutil.copy(ROOT / "experiments" / "demo.yaml", manifest)
     sig = Path(f"{manifest}.sig")
     env = json.loads((ROOT / "experiments" / "demo.yaml.sig").read_text())
-    sig.write_text(json.dumps({**env, "signatures": [*env["signatures"], 1, {"keyid": 2}]}))
+    example = [{k: v for k, v in s.items() if k != "keyid"} for s in env["signatures"]]
+    sig.write_text(json.dumps({**env, "signatures": [*example, 1, {"keyid": 2}]}))
+    code, out = _kit("verify", "--trust", str(ROOT / "allowed_signers"), str(manifest))
+    assert code == ExitCode.SIGNATURE and "malformed signature entry" in out, out
     key = generate_key(tmp_path / "k", "me@test")
     code, out = _kit("sign", str(manifest), "--key", str(key.path))
     assert code == 0 and "(2 signature(s))" in out, out  # the example key's, kept, and this one
@@ -151,3 +156,37 @@ def test_absurd_spread_is_an_infinite_figure_not_an_error() -> None:
     assert power.cv_from_sd(40.0) == math.inf and power.cv_from_sd(1e200) == math.inf
     assert power.percent_up(1e4) == math.inf and power.percent_down(-1e4) == -math.inf
     assert power.percent_down(1e4) == 100.0 and power.cv_from_sd(0.1) == pytest.approx(0.10025, rel=1e-4)
+
+
+def test_compare_looks_through_a_bundle_without_recursion_or_skipping(
+        signed: tuple[Path, Path, SigningKey], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The look for links is iterative and depth-capped (a 1,100-deep tree was a RecursionError), a folder it cannot
+    list is an error rather than skipped (a link inside would go unseen), and it comes after the check that the
+    folder is a bundle at all."""
+    root, _, _ = signed
+    deep = tmp_path / "deep"
+    shutil.copytree(root, deep)
+    d = deep / "notes"
+    for _ in range(MAX_WALK_DEPTH + 8):
+        d = d / "d"
+        d.mkdir(parents=True)
+    code, out = _kit("compare", str(deep), str(root))
+    assert code == ExitCode.BUNDLE_INVALID and "nested deeper than" in out, out
+    other = tmp_path / "other"
+    shutil.copytree(root, other)
+    real = os.scandir
+
+    def refused(path: object) -> object:  # what a folder of mode 0311 does to a reader without root's rights
+        if str(path).endswith("/cells"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path)  # type: ignore[arg-type]
+
+    monkeypatch.setattr("kit.plumbing.files.os.scandir", refused)
+    code, out = _kit("compare", str(other), str(root))
+    assert code == ExitCode.BUNDLE_INVALID and "cannot look through it" in out and "Permission denied" in out, out
+    monkeypatch.undo()
+    stranger = tmp_path / "not-a-bundle"
+    (stranger / "sub").mkdir(parents=True)
+    (stranger / "sub" / "link").symlink_to("/etc")
+    code, out = _kit("compare", str(stranger), str(root))
+    assert code == ExitCode.BUNDLE_INVALID and "not a kit bundle (no run.json)" in out, out

@@ -198,6 +198,19 @@ def test_verify_holds_records_against_the_workload(tmp_path: Path) -> None:
                     "prompt_tokens_expected": 16}) + "\n")
     _, problems = check_workload(tmp_path)
     assert len(problems) == 2 and "names workload line 7" in problems[0] and "its workload line says 17" in problems[1]
+    # a shared bundle's records as a signer made them (kit verify --integrity-only): a line nested past the parser,
+    # one not JSON, one a number, a record whose line is not an object: skipped, as the summary skips them, never
+    # an internal error; a level named like a path is never opened
+    recs.write_text("[" * 100_000 + "]" * 100_000 + "\nnot json\n5\n" + json.dumps(good[0]) + "\n")
+    note, problems = check_workload(tmp_path)
+    assert problems == [] and "1 requests matched" in note, (note, problems)
+    recs.write_bytes(b"\xff\xfe\n")
+    assert any("not UTF-8" in p for p in check_workload(tmp_path)[1])
+    bad = WorkloadIndex(dataset="text", tokenizer="words", levels={"../../x": "0" * 64, "2": index.levels["2"]})
+    (tmp_path / "workload" / "index.json").write_text(json.dumps(bad.to_json()))
+    problems = check_workload(tmp_path)[1]
+    assert problems[0] == "workload/index.json: level '../../x' is not a number", problems
+    assert len(problems) == 2 and "not UTF-8" in problems[1], problems
     (tmp_path / "workload" / "level-2.jsonl").write_bytes(data + b"\n")
     assert any("does not hash" in p for p in check_workload(tmp_path)[1])
 
