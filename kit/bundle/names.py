@@ -16,6 +16,7 @@ from typing import Any
 
 from kit.errors import BundleError
 from kit.plumbing.files import MAX_TREE_DEPTH, TreeTooDeep, tree
+from kit.plumbing.jsontypes import utf8
 
 PROVENANCE = "provenance.dsse.json"
 _BAD_CHARS = re.compile(r"[\x00-\x1f\x7f\\]")
@@ -93,10 +94,9 @@ def envelope_bytes(envelope: Mapping[str, Any]) -> bytes:
 
 def json_bytes(obj: object) -> bytes:
     """The one JSON layout of bundle files: sorted keys, indent 2, trailing newline, strict JSON."""
-    return (json.dumps(obj, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False) + "\n").encode()
+    return utf8(json.dumps(obj, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
 
 
 def json_line(obj: object) -> bytes:
     """One JSON Lines record: sorted keys, compact, strict JSON."""
-    return (json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-            + "\n").encode()
+    return utf8(json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False) + "\n")

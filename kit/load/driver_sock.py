@@ -30,7 +30,7 @@ from typing import Any
 
 from gevent.monkey import get_original
 from gevent.socket import wait_read
-from geventhttpclient.response import HTTPConnectionClosed, HTTPSocketPoolResponse
+from geventhttpclient.response import HTTPConnectionClosed, HTTPResponse, HTTPSocketPoolResponse
 
 from kit.files.bounds import MAX_HEAD_BYTES
 from kit.plumbing.redact import redact
@@ -112,6 +112,19 @@ class StreamResponse(HTTPSocketPoolResponse):
                 raise StreamCut(f"response head over {MAX_HEAD_BYTES >> 10} KiB")
             self._head_bytes += len(data)
         super().feed(data)
+
+    def _on_message_complete(self) -> None:
+        # geventhttpclient gives the socket back to the pool when any message completes, a 1xx head's too: after a
+        # 101 Switching Protocols the socket went back (the parse then failed, "Pause on CONNECT/Upgrade", but the
+        # message read as complete, so it stayed pooled) and the next request on it read nothing until its timeout
+        # (a review: two healthy requests recorded as 8 s timeouts); after a 100 Continue it was pooled while the
+        # final response was still being read. A 1xx message is not the response: nothing is released (an interim
+        # one is marked complete, as the parser needs before the next head; a 101 is not, so its socket is closed).
+        code = self.get_code()
+        if code >= 200:
+            super()._on_message_complete()
+        elif code != 101:
+            HTTPResponse._on_message_complete(self)
 
 
 def error_body(resp: HTTPSocketPoolResponse, limit: int) -> bytes:

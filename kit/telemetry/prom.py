@@ -46,6 +46,25 @@ FAMILIES: dict[str, tuple[str, ...]] = {
 KEPT_PREFIXES = ("kit_engine_", "sglang:", "vllm:", "kit_hf:")  # families whose gauges and counters are kept as series
 KEPT_TYPES = ("gauge", "counter", "unknown")  # unknown: a sample with no # TYPE line
 MAX_FIELD = 200  # characters of a series key or an error kept
+# Bounds on what prometheus_client is given to parse, which the byte bound alone does not make short: it parses
+# one line's labels in time quadratic in their number (a review's 1.6 MiB line of 150k labels took 20 s, 3.4 MiB
+# 107 s), and about 3 us a label pair otherwise (8 MiB of short lines of labels: 3 s). A line longer than MAX_LINE
+# is dropped (a kept series' key is at most MAX_FIELD characters anyway); more than MAX_LABELS "=" in what is left
+# (a bound on its label pairs; sglang's or vLLM's /metrics hold a few thousand) is refused: about 0.3 s of parsing.
+MAX_LINE = 2 << 10
+MAX_LABELS = 100_000
+
+
+def _short_lines(text: str) -> tuple[str, int]:
+    """``text`` without its lines longer than MAX_LINE, and how many went; ScrapeError past MAX_LABELS."""
+    dropped = 0
+    if len(text) > MAX_LINE:
+        lines = text.split("\n")
+        kept = [x for x in lines if len(x) <= MAX_LINE]
+        text, dropped = "\n".join(kept), len(lines) - len(kept)
+    if text.count("=") > MAX_LABELS:
+        raise ScrapeError(f"more than {MAX_LABELS} label pairs in one response; refused")
+    return text, dropped
 
 
 class ScrapeError(Exception):
@@ -134,7 +153,8 @@ def parse(text: str, *, max_parsed: int, max_series: int) -> Scrape:
     """The kept series and kit's quantities of one exposition (prometheus_client's parser)."""
     series: dict[str, float] = {}
     by_name: dict[str, list[float]] = {}
-    dropped = parsed = 0
+    text, dropped = _short_lines(text)  # before the try: its ScrapeError is the caller's
+    parsed = 0
     try:
         for fam in text_string_to_metric_families(text):
             for s in fam.samples:
@@ -167,6 +187,7 @@ def all_samples(text: str, *, max_parsed: int) -> dict[str, float]:
     """Every finite sample of one exposition as ``{"name{labels}": value}`` (the before/after scrape of a level,
     ``server_metrics.json``), at most ``max_parsed`` of them."""
     out: dict[str, float] = {}
+    text, _ = _short_lines(text)  # unlike parse's, no count of them is kept here
     try:
         for fam in text_string_to_metric_families(text):
             for s in fam.samples:

@@ -59,6 +59,8 @@ class LevelSampler:
         self.limits = limits
         self._probe_factory = probe
         self._stop = threading.Event()
+        self._closed = False  # set by stop(), under _write_lock: no sample is written after stop() returns
+        self._write_lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="kit-telemetry", daemon=True)
         self._t0 = 0.0
         self._unix0: float | None = None
@@ -89,6 +91,8 @@ class LevelSampler:
             self._thread.join(timeout=self.limits.scrape_timeout_s + 5.0)
             if self._thread.is_alive():
                 self.stopped_early = self.stopped_early or "the sampler thread did not stop in time"
+        with self._write_lock:  # a thread still in its tick writes nothing more (its level may be signed next)
+            self._closed = True
         wall = time.monotonic() - self._t0
         self.result = TelemetryFile(
             metrics_url=self.metrics_url, started_unix=self._unix0, gpus=self.gpus,
@@ -115,11 +119,14 @@ class LevelSampler:
                     sample = self._tick(probe)
                 except Exception as e:  # noqa: BLE001 -- one bad tick never ends the level's sampling
                     sample = self._failed(e)
-                try:
-                    self.write(sample)
-                except OSError as e:
-                    self.stopped_early = f"could not write a sample: {e}"
-                    break
+                with self._write_lock:
+                    if self._closed:
+                        break
+                    try:
+                        self.write(sample)
+                    except OSError as e:
+                        self.stopped_early = f"could not write a sample: {e}"
+                        break
                 self.samples += 1
                 self._cpu_s = time.thread_time() - cpu0
                 nxt += self.limits.interval_s

@@ -128,7 +128,7 @@ def _loads(text: str, invalid: str, deep: str) -> Any:
     """One JSON value; invalid JSON is a ManifestError ``invalid: <why>``, nesting too deep for the parser
     (``TooDeep``) one saying ``deep`` is nested too deep."""
     try:
-        return loads(text)
+        return loads(text, keep_surrogates=True)  # refused by utf8 / _encodes below, never sent mended
     except TooDeep:
         raise ManifestError(f"{deep} {_DEEP[0]}", hint=_DEEP[1]) from None
     except ValueError as exc:

@@ -19,7 +19,7 @@ from kit.files.telemetry import TelemetrySample
 from kit.plumbing.net import free_port
 from kit.stats.telemetry import level_telemetry, read_samples
 from kit.telemetry import LevelSampler, Limits, scrape_all
-from kit.telemetry.prom import ScrapeError, parse, scrape
+from kit.telemetry.prom import MAX_LABELS, MAX_LINE, ScrapeError, all_samples, parse, scrape
 from tests.gates.fake_nvml import FakeGpu, FakeProbe
 
 FAST = Limits(interval_s=0.05, scrape_timeout_s=0.5)
@@ -213,3 +213,45 @@ def test_the_before_and_after_scrape_is_bounded(mode: str) -> None:
         t0 = time.monotonic()
         assert scrape_all(url, Limits(max_response_bytes=1 << 20), timeout_s=0.5) is None
         assert time.monotonic() - t0 < 0.5 + 1.0
+
+
+def test_label_floods_are_dropped_or_refused_before_the_parser_sees_them() -> None:
+    """prometheus_client parses one line's labels in time quadratic in their number (a review: 150k labels on one
+    line, 1.6 MiB, 20 s of CPU a scrape): a line over MAX_LINE is dropped unparsed, more than MAX_LABELS label
+    pairs in all refused. Outcomes only; no timing is asserted."""
+    wide = "vllm:num_requests_running{" + ",".join(f'l{i}="v"' for i in range(150_000)) + "} 7\n"
+    ok = "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{engine=\"0\"} 3\n"
+    got = parse(ok + wide, max_parsed=1000, max_series=64)
+    assert got.dropped == 1 and list(got.series.values()) == [3.0] and got.quantities.running == 3.0
+    assert all_samples(ok + wide, max_parsed=1000) == {'vllm:num_requests_running{engine="0"}': 3.0}
+    line = 'vllm:num_requests_running{' + ",".join(f'l{i}="v"' for i in range(100)) + '} 1\n'
+    assert len(line) <= MAX_LINE
+    flood = "".join(line for _ in range(MAX_LABELS // 100 + 1))
+    for call in (lambda: parse(flood, max_parsed=10**6, max_series=64), lambda: all_samples(flood, max_parsed=10**6)):
+        with pytest.raises(ScrapeError, match="label pairs in one response"):
+            call()
+
+
+@pytest.mark.slow  # a tick held past stop()'s wait: about 6 s
+def test_a_tick_still_running_when_the_level_ends_writes_nothing_after_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """stop() waits one scrape's timeout and 5 s for the tick in progress; a tick that outlasts that (a review: a
+    /metrics parse of minutes) used to append its sample after the level's files were checkpointed and signed,
+    and kit's own bundle then failed `kit verify`. Now nothing is written once stop() has returned."""
+    got: list[TelemetrySample] = []
+    real_tick = LevelSampler._tick
+
+    def slow_tick(self: LevelSampler, probe: object) -> TelemetrySample:
+        if self.samples >= 1:
+            time.sleep(lim.scrape_timeout_s + 6.0)
+        return real_tick(self, probe)  # type: ignore[arg-type]
+
+    lim = Limits(interval_s=0.05, scrape_timeout_s=0.1)
+    monkeypatch.setattr(LevelSampler, "_tick", slow_tick)
+    s = LevelSampler(None, [], got.append, limits=lim)
+    with s:
+        time.sleep(0.3)
+    result = s.result
+    assert result is not None and result.stopped_early == "the sampler thread did not stop in time"
+    written = len(got)
+    s._thread.join(timeout=10)
+    assert not s._thread.is_alive() and len(got) == written == result.samples == 1
