@@ -120,6 +120,23 @@ def pipe_holders(inode: int, proc: Path = PROC) -> list[int]:
     return sorted(out)
 
 
+TAG_VAR = "KIT_SERVER_TAG"  # in every process-runtime server's environment: a token of its own (tagged)
+MAX_ENVIRON_BYTES = 1 << 20  # of one process's /proc/PID/environ read to look for the tag
+
+
+def tagged(tag: str, proc: Path = PROC) -> list[int]:
+    """PIDs (not this process) whose environment holds ``TAG_VAR=tag``: what a server started, wherever it went
+    (a daemon that double-forked, setsid and closed its output keeps the environment it inherited)."""
+    want, me, out = f"{TAG_VAR}={tag}".encode(), os.getpid(), []
+    for entry in proc.iterdir():
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        with contextlib.suppress(OSError), open(entry / "environ", "rb") as f:
+            if want in f.read(MAX_ENVIRON_BYTES).split(b"\0"):
+                out.append(int(entry.name))
+    return sorted(out)
+
+
 def stop_pids(pids: list[int], grace_s: float) -> list[int]:
     """SIGTERM each of ``pids``, up to ``grace_s`` for them to go, then SIGKILL; those still alive after 5 s more."""
     def alive() -> list[int]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import secrets
 import shutil
 import signal
 import subprocess
@@ -33,7 +34,7 @@ from kit.plumbing.clock import utc_now
 from kit.plumbing.logpump import LogPump, pipe_chunks
 from kit.plumbing.net import http_get, http_ok, listening, local_url, port_bindable, reaches
 from kit.plumbing.poll import Deadline, poll_until
-from kit.plumbing.procs import group_members, pipe_holders, signal_group, stop_group, stop_pids
+from kit.plumbing.procs import TAG_VAR, group_members, pipe_holders, signal_group, stop_group, stop_pids, tagged
 from kit.runtime import (
     ProcessDescription,
     ProcessStopDetails,
@@ -78,8 +79,9 @@ def _pipe_inode(proc: subprocess.Popen[bytes]) -> int:
 
 class ProcessServer:
     def __init__(self, spec: ServerSpec, proc: subprocess.Popen[bytes], record: Path, pump: LogPump,
-                 inherited: list[str], workdir: Path) -> None:
+                 inherited: list[str], workdir: Path, tag: str) -> None:
         self.spec = spec
+        self.tag = tag  # TAG_VAR's value in its environment: found in any process it started, at the stop
         self.workdir = workdir  # its working directory, outside the bundle; removed when it is stopped
         self.pipe_inode = _pipe_inode(proc)  # its output pipe (0: unknown), to find what still holds it at the stop
         self.inherited = inherited
@@ -193,11 +195,13 @@ class ProcessServer:
         left = group_members(self.pgid)
         self.pump.join(timeout=1)
         escaped: list[str] = []
-        if self.pump.is_alive() and not left:  # the group is gone, yet its output pipe is held: a process left it
-            holders = pipe_holders(self.pipe_inode)
+        if not left:  # the group is gone: what left it, by its output pipe (still held) or its environment's tag
+            holders = pipe_holders(self.pipe_inode) if self.pump.is_alive() else []
+            holders = sorted(set(holders) | set(tagged(self.tag)))
             escaped = [f"PID {p}: {' '.join(cmdline(p) or ['?'])[:200]}" for p in holders]
             left = stop_pids(holders, self.spec.stop_grace_s)
-            self.pump.finish(5.0, lambda: None, grace=0.0)  # the log is final from here, whatever holds the pipe
+            if self.pump.is_alive():
+                self.pump.finish(5.0, lambda: None, grace=0.0)  # the log is final from here, whatever holds the pipe
         port_free = port_bindable(self.spec.host, self.spec.port)
         if left:
             raise ServerError(
@@ -238,7 +242,8 @@ class ProcessRuntime:
 
     def start(self, spec: ServerSpec) -> ProcessServer:
         spec.log_path.parent.mkdir(parents=True, exist_ok=True)
-        env = server_environment(spec)
+        tag = secrets.token_hex(8)
+        env = {**server_environment(spec), TAG_VAR: tag}
         inherited = sorted(set(base_environment()) - set(spec.env) - set(spec.secret_env))
         # an empty directory of its own, never the bundle: whatever a server leaves in its working directory (a
         # socket, a FIFO, a cache of gigabytes, a config dump with a token) must not become a file kit signs
@@ -252,7 +257,7 @@ class ProcessRuntime:
                 f"cannot start server for {spec.arm}: {spec.command[0]}: {e.strerror or e}",
                 hint="check server.command (or the arm's command) in the manifest, and server.cpus",
             ) from None
-        return self._supervise(spec, proc, inherited, workdir)
+        return self._supervise(spec, proc, inherited, workdir, tag)
 
     @staticmethod
     def _popen(spec: ServerSpec, env: dict[str, str], workdir: Path) -> subprocess.Popen[bytes]:
@@ -268,7 +273,7 @@ class ProcessRuntime:
 
     @staticmethod
     def _supervise(spec: ServerSpec, proc: subprocess.Popen[bytes], inherited: list[str],
-                   workdir: Path) -> ProcessServer:
+                   workdir: Path, tag: str) -> ProcessServer:
         try:
             # the record first: a kit killed from here on leaves a server its resume and kit clean can find
             record = write_record(ServerRecord(
@@ -287,7 +292,7 @@ class ProcessRuntime:
             proc.wait()
             shutil.rmtree(workdir, ignore_errors=True)
             raise
-        return ProcessServer(spec, proc, record, pump, inherited, workdir)
+        return ProcessServer(spec, proc, record, pump, inherited, workdir, tag)
 
     def describe(self) -> dict[str, str]:
         return {"runtime": "process"}

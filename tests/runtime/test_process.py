@@ -303,6 +303,38 @@ def test_a_process_that_left_the_group_holding_the_output_is_found_and_stopped(t
 
 
 @pytest.mark.slow
+def test_a_daemon_that_closed_its_output_is_found_by_its_environment_and_stopped(tmp_path: Path, port: int) -> None:
+    """A review's server double-forked, setsid and pointed its stdio at /dev/null: nothing held the output pipe, so
+    the stop found nothing, the run ended complete, and the daemon lived on through later cells (the gates, kit
+    gates and kit clean saw nothing). It keeps the environment it inherited: the server's own tag finds it."""
+    pidfile = tmp_path / "daemon.pid"
+    daemon_code = (f"open({str(pidfile)!r}, 'w').write(str(os.getpid())); "
+                   "fd = os.open(os.devnull, os.O_RDWR); [os.dup2(fd, i) for i in (0, 1, 2)]; time.sleep(600)")
+    script = (
+        "import os, sys, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        f"        {daemon_code}\n"
+        "    os._exit(0)\n"
+        f"os.execvp(sys.executable, [sys.executable, '-m', 'http.server', '{port}', '--bind', '127.0.0.1'])\n"
+    )
+    server = ProcessRuntime().start(_spec(tmp_path, port, [sys.executable, "-c", script]))
+    server.wait_ready()
+    deadline = time.monotonic() + 10
+    while not pidfile.exists() or not pidfile.read_text().strip():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    daemon = int(pidfile.read_text())
+    assert os.getpgid(daemon) != server.pgid and f"pipe:[{server.pipe_inode}]" not in {
+        os.readlink(f) for f in Path(f"/proc/{daemon}/fd").iterdir()}  # neither the group nor the pipe finds it
+    info = server.stop()
+    escaped = info.details.get("escaped_group")
+    assert escaped and escaped[0].startswith(f"PID {daemon}: "), info.details
+    assert not Path(f"/proc/{daemon}").exists() or "Z" in Path(f"/proc/{daemon}/stat").read_text().split()[2]
+
+
+@pytest.mark.slow
 def test_a_leftover_server_s_working_directory_goes_with_it(tmp_path: Path, port: int) -> None:
     """A kit killed mid-cell leaves its server and the empty directory it runs in (outside the bundle); the stop of
     leftovers (kit clean, a resume) removes both. Was: a kit-cwd-* directory in /tmp per killed cell."""
