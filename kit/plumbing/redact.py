@@ -7,8 +7,9 @@ The secrets are the values of the variables kit passes through (``server.pass_en
 passphrase, and those of every ``ServerSpec`` built: one set per process (``add_secrets``, ``secrets_from_env``),
 which the load driver process builds again from its own environment (names reach it, never values). Each secret is
 matched in every form a server is likely to echo it in: as is, JSON-escaped (``\\"``, ``\\/``, ``\\u00xx`` in either
-hex case, any mixture), base64 (standard or urlsafe, padded or not, inside longer base64 at each alignment) and
-URL-encoded (``quote``, ``quote_plus``, either hex case); forms shorter than MIN_DERIVED are left alone. The mask
+hex case, any mixture), base64 (standard or urlsafe, padded or not, inside longer base64 at each alignment),
+URL-encoded (``quote``, ``quote_plus``, either hex case) and hex (its UTF-8 bytes, either case: a dump of bytes);
+forms shorter than MIN_DERIVED are left alone. The mask
 is always ``***``: neither the length nor any part of a secret shows.
 
 A text cut from a longer one (a bounded read, a log's tail) may hold part of a secret at the cut: ``redact``'s
@@ -55,10 +56,10 @@ def _b64_forms(raw: bytes) -> set[str]:
 def secret_forms(value: str) -> set[str]:
     """The literal forms of a secret that redaction removes besides its JSON-escaped ones (``json_pattern``): the
     value itself, its base64 (standard and urlsafe, padded or not, also inside longer base64), URL-encoded (quote and
-    quote_plus, either hex case) and json.dumps forms."""
+    quote_plus, either hex case), hex (either case) and json.dumps forms."""
     if not value:
         return set()
-    derived = _b64_forms(value.encode())
+    derived = _b64_forms(value.encode()) | {value.encode().hex(), value.encode().hex().upper()}
     for q in (quote(value, safe=""), quote(value), quote_plus(value), quote_plus(value, safe="")):
         derived |= {q, re.sub(r"%[0-9A-F]{2}", lambda mo: mo.group(0).lower(), q)}
     derived |= {json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]}

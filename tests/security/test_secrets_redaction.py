@@ -26,7 +26,8 @@ PLANTED = "planted-kit-env-secret-5d1e"  # in kit's environment only: the server
 def forms(s: str) -> set[str]:
     raw = s.encode()
     b64 = {base64.b64encode(raw).decode(), base64.urlsafe_b64encode(raw).decode()}
-    return {s, quote(s, safe=""), quote(s), quote_plus(s), json.dumps(s)[1:-1], *b64, *(b.rstrip("=") for b in b64)}
+    return {s, quote(s, safe=""), quote(s), quote_plus(s), json.dumps(s)[1:-1], *b64, *(b.rstrip("=") for b in b64),
+            raw.hex(), raw.hex().upper()}
 
 
 ECHO = """
@@ -35,6 +36,7 @@ s = os.environ.get("HF_TOKEN", "")
 print("raw", s, "b64", base64.b64encode(s.encode()).decode(), flush=True)
 print("urlsafe", base64.urlsafe_b64encode(s.encode()).decode().rstrip("="), "quote", u.quote(s, safe=""), flush=True)
 print("quote_plus", u.quote_plus(s), "json", json.dumps({"t": s}), flush=True)
+print("hex", s.encode().hex(), "HEX", s.encode().hex().upper(), flush=True)  # a review: a dump of bytes
 print("embedded-b64", base64.b64encode(b"user:" + s.encode()).decode(), flush=True)
 print("planted", os.environ.get("KIT_PLANTED_SECRET"), os.environ.get("MY_PLANTED_SECRET"), flush=True)
 print("env-names", " ".join(sorted(os.environ)), flush=True)
@@ -88,7 +90,7 @@ def test_no_secret_anywhere_in_a_real_bundle(tmp_path: Path, port: int) -> None:
         found = [n for n in needles if n in data]
         assert not found, f"{p.relative_to(bundle)} holds {found}"
     log = next(p for p in files if p.name == "server.log").read_text()
-    assert "raw *** b64 ***" in log and "urlsafe *** quote ***" in log and "quote_plus *** json" in log
+    assert "raw *** b64 ***" in log and "urlsafe *** quote ***" in log and "quote_plus *** json" in log and "hex *** HEX ***" in log
     assert "planted None None" in log  # neither planted variable reached the server
     names = next(line for line in log.splitlines() if line.startswith("env-names")).split()[1:]
     # of kit's own variables only the server's tag (kit.plumbing.procs.TAG_VAR: a token, to find what it starts)
