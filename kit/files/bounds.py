@@ -44,6 +44,9 @@ def usage_count(value: object) -> int | None:
     return None
 
 
+UNPARSABLE = "<unparsable usage event>"  # kit.load.sse.parse_usage's answer for a usage event it cannot parse
+
+
 def usage_problem(usage: object, client_tokens: int, requested: int | None) -> str | None:
     """Why a server's ``usage.completion_tokens`` cannot be true (None: absent, or plausible).
 
@@ -53,6 +56,8 @@ def usage_problem(usage: object, client_tokens: int, requested: int | None) -> s
     """
     if usage is None:
         return None
+    if usage == UNPARSABLE:
+        return "the usage event is not JSON kit can read (broken, or a number of more digits than Python parses)"
     count = usage_count(usage)
     if count is None:
         text = repr(usage)

@@ -10,6 +10,7 @@ The bounds on what a server may send per request are ``kit.files.bounds``'s.
 
 from __future__ import annotations
 
+from kit.files import bounds
 from kit.plumbing.jsontypes import loads
 from kit.plumbing.redact import redact
 
@@ -50,10 +51,13 @@ def has_usage(payload: bytes) -> bool:
 
 def parse_usage(payload: bytes) -> tuple[object, object]:
     """(completion_tokens, prompt_tokens) from a chunk that carries a usage object, as the server sent them (None
-    when absent or unparsable); whether they are plausible is ``kit.files.bounds``'s to say."""
+    when absent, ``bounds.UNPARSABLE`` when the event cannot be parsed: flagged, not read as no usage, e.g. a count
+    of 100,000 digits, past Python's int-parse limit); whether they are plausible is ``kit.files.bounds``'s to say."""
     try:
         usage = loads(payload).get("usage") or {}
-    except (ValueError, AttributeError):  # TooDeep is a ValueError
+    except ValueError:  # TooDeep, and a number of too many digits, are ValueErrors
+        return bounds.UNPARSABLE, bounds.UNPARSABLE
+    except AttributeError:  # not an object
         return None, None
     if not isinstance(usage, dict):
         return None, None

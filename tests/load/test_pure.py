@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from kit.files import bounds
 from kit.load import assess, auto_processes, sse
 from kit.load.prompts import BodyBuilder, PromptSource
 
@@ -38,7 +39,13 @@ def test_has_content(payload: bytes, key: bytes, expected: bool) -> None:
 def test_usage_and_errors() -> None:
     assert sse.has_usage(USAGE) and not sse.has_usage(CHAT_TOKEN)
     assert sse.parse_usage(USAGE) == (34, 12)
-    assert sse.parse_usage(b"not json") == (None, None)
+    # an event that says usage but cannot be parsed is flagged, not read as no usage (a review: a count of 100,000
+    # digits, past Python's int-parse limit, read as absent while one of 4,000 digits was flagged)
+    huge = b'{"usage":{"completion_tokens":' + b"9" * 100_000 + b',"prompt_tokens":1}}'
+    for payload in (b"not json", huge):
+        assert sse.parse_usage(payload) == (bounds.UNPARSABLE, bounds.UNPARSABLE)
+    assert "not JSON kit can read" in (bounds.usage_problem(bounds.UNPARSABLE, 3, 8) or "")
+    assert bounds.usage_count(bounds.UNPARSABLE) is None and sse.parse_usage(b"[1]") == (None, None)
     assert sse.error_message(b'{"error":{"message":"out of memory","code":500}}') == "out of memory"
     assert sse.error_message(b'{"object":"error","message":"bad"}') == "bad"
     assert sse.error_message(CHAT_TOKEN) is None
