@@ -62,8 +62,6 @@ def loads_at(text: str, start: int) -> Any:
 # summary). Where the input may hold one (an escape of a surrogate, or bytes of one), strings are mended; a pair
 # the parser joined into one character is no surrogate and stays.
 _LONE = re.compile("[\ud800-\udfff]")
-
-
 _MAY_TEXT = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]")
 _MAY_BYTES = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
 
@@ -94,8 +92,7 @@ def _whole_chars(value: Any) -> Any:
     own depth bound holds, but nothing here recurses)."""
     if isinstance(value, str):
         return _mend(value)
-    root: list[Any] = [value]
-    stack: list[Any] = [root]
+    stack: list[Any] = [value] if isinstance(value, dict | list) else []  # containers are mended in place
     while stack:
         node = stack.pop()
         items = list(node.items()) if isinstance(node, dict) else list(enumerate(node))
@@ -107,4 +104,4 @@ def _whole_chars(value: Any) -> Any:
             elif isinstance(v, dict | list):
                 stack.append(v)
             node[_mend(k) if isinstance(k, str) else k] = v
-    return root[0]
+    return value

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -107,17 +108,23 @@ def stop_group(pgid: int, grace_s: float, *, kill_wait_s: float = 10.0, reap: ob
     return GroupStop(sent, group_members(pgid))
 
 
-def pipe_holders(inode: int, proc: Path = PROC) -> list[int]:
-    """PIDs (not this process) that hold an end of the pipe ``inode`` open: a server's output pipe still held after
-    its process group is gone means a process that left the group (setsid, a double fork) and lives on."""
-    want, me, out = f"pipe:[{inode}]", os.getpid(), []
+def _others_where(test: Callable[[Path], bool], proc: Path) -> list[int]:
+    """PIDs (not this process) whose /proc entry passes ``test`` (one that vanishes or cannot be read does not)."""
+    me, out = os.getpid(), []
     for entry in proc.iterdir():
         if not entry.name.isdigit() or int(entry.name) == me:
             continue
         with contextlib.suppress(OSError):
-            if any(os.readlink(fd) == want for fd in (entry / "fd").iterdir()):
+            if test(entry):
                 out.append(int(entry.name))
     return sorted(out)
+
+
+def pipe_holders(inode: int, proc: Path = PROC) -> list[int]:
+    """PIDs (not this process) that hold an end of the pipe ``inode`` open: a server's output pipe still held after
+    its process group is gone means a process that left the group (setsid, a double fork) and lives on."""
+    want = f"pipe:[{inode}]"
+    return _others_where(lambda entry: any(os.readlink(fd) == want for fd in (entry / "fd").iterdir()), proc)
 
 
 TAG_VAR = "KIT_SERVER_TAG"  # in every process-runtime server's environment: a token of its own (tagged)
@@ -127,14 +134,13 @@ MAX_ENVIRON_BYTES = 1 << 20  # of one process's /proc/PID/environ read to look f
 def tagged(tag: str, proc: Path = PROC) -> list[int]:
     """PIDs (not this process) whose environment holds ``TAG_VAR=tag``: what a server started, wherever it went
     (a daemon that double-forked, setsid and closed its output keeps the environment it inherited)."""
-    want, me, out = f"{TAG_VAR}={tag}".encode(), os.getpid(), []
-    for entry in proc.iterdir():
-        if not entry.name.isdigit() or int(entry.name) == me:
-            continue
-        with contextlib.suppress(OSError), open(entry / "environ", "rb") as f:
-            if want in f.read(MAX_ENVIRON_BYTES).split(b"\0"):
-                out.append(int(entry.name))
-    return sorted(out)
+    want = f"{TAG_VAR}={tag}".encode()
+
+    def holds(entry: Path) -> bool:
+        with open(entry / "environ", "rb") as f:
+            return want in f.read(MAX_ENVIRON_BYTES).split(b"\0")
+
+    return _others_where(holds, proc)
 
 
 def stop_pids(pids: list[int], grace_s: float) -> list[int]:

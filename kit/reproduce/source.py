@@ -102,10 +102,10 @@ def opened(target: Path, trust: list[Path], *, allow_untrusted: bool) -> Iterato
     if not target.exists():
         raise UsageError(f"{target}: no such file or directory",
                          hint="give a bundle directory or a bundle archive (.tar.gz) made by `kit archive`")
-    is_archive = target.name.endswith((".tar.gz", ".tgz"))
-    if not target.is_dir() and not is_archive:
+    is_dir = target.is_dir()
+    if not is_dir and not target.name.endswith((".tar.gz", ".tgz")):
         raise UsageError(f"{target}: neither a bundle directory nor a .tar.gz/.tgz archive")
-    if not target.is_dir() and not target.is_file():  # a FIFO would block the open; a device never ends
+    if not is_dir and not target.is_file():  # a FIFO would block the open; a device never ends
         raise BundleError(f"{target}: not a regular file, so not an archive kit reads",
                           hint="give the .tar.gz file `kit archive` wrote")
     label = str(target)
@@ -113,7 +113,7 @@ def opened(target: Path, trust: list[Path], *, allow_untrusted: bool) -> Iterato
     tmp = Path(tempfile.mkdtemp(prefix="kit-reproduce-"))
     try:
         seen: dict[str, bool] = {}
-        read = hashlib.sha256() if is_archive and not target.is_dir() else None  # the bytes verified, read once
+        read = None if is_dir else hashlib.sha256()  # an archive: the bytes verified, read once
         if read is not None:
             (tmp / "x").mkdir()
             root = safe_extract(target, tmp / "x", check=_untrusted_check(label, files, allow_untrusted, seen),

@@ -12,7 +12,7 @@ from kit.errors import ServerError
 from kit.plumbing.net import port_bindable
 from kit.plumbing.procs import group_members
 from kit.runtime import ServerSpec
-from kit.runtime.process import ProcessRuntime
+from kit.runtime.process import ProcessRuntime, ProcessServer
 
 
 def _spec(tmp_path: Path, port: int, command: list[str], **kw: object) -> ServerSpec:
@@ -278,6 +278,25 @@ def test_tail_lines_are_the_lines_a_terminal_shows(tmp_path: Path) -> None:
     assert tail_lines(tmp_path / "missing.log") == []
 
 
+def _with_daemon(tmp_path: Path, port: int, script: str, pidfile: Path) -> tuple[ProcessServer, int]:
+    """A ready server from ``script``, and the PID its daemon wrote to ``pidfile`` (waited for, 10 s at most)."""
+    server = ProcessRuntime().start(_spec(tmp_path, port, [sys.executable, "-c", script]))
+    server.wait_ready()
+    deadline = time.monotonic() + 10
+    while not pidfile.exists() or not pidfile.read_text().strip():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    return server, int(pidfile.read_text())
+
+
+def _stopped_and_named(server: ProcessServer, daemon: int, command: str) -> None:
+    """The server's stop names the daemon (PID and the start of its command line) and leaves it dead or a zombie."""
+    info = server.stop()
+    escaped = info.details.get("escaped_group")
+    assert escaped and escaped[0].startswith(f"PID {daemon}: {command}"), info.details
+    assert not Path(f"/proc/{daemon}").exists() or "Z" in Path(f"/proc/{daemon}/stat").read_text().split()[2]
+
+
 @pytest.mark.slow
 def test_a_process_that_left_the_group_holding_the_output_is_found_and_stopped(tmp_path: Path, port: int) -> None:
     """A review's server daemonized (setsid, a double fork): the stop said the group was gone (group_members_left
@@ -288,18 +307,9 @@ def test_a_process_that_left_the_group_holding_the_output_is_found_and_stopped(t
         f"subprocess.Popen(['setsid', 'sh', '-c', 'echo $$ > {pidfile}; exec sleep 600'])\n"
         f"os.execvp(sys.executable, [sys.executable, '-m', 'http.server', '{port}', '--bind', '127.0.0.1'])\n"
     )
-    server = ProcessRuntime().start(_spec(tmp_path, port, [sys.executable, "-c", script]))
-    server.wait_ready()
-    deadline = time.monotonic() + 10
-    while not pidfile.exists() or not pidfile.read_text().strip():
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    daemon = int(pidfile.read_text())
+    server, daemon = _with_daemon(tmp_path, port, script, pidfile)
     assert os.getpgid(daemon) != server.pgid  # it left the group: stop_group alone never reaches it
-    info = server.stop()
-    escaped = info.details.get("escaped_group")
-    assert escaped and escaped[0].startswith(f"PID {daemon}: sleep 600"), info.details
-    assert not Path(f"/proc/{daemon}").exists() or "Z" in Path(f"/proc/{daemon}/stat").read_text().split()[2]
+    _stopped_and_named(server, daemon, "sleep 600")
 
 
 @pytest.mark.slow
@@ -319,19 +329,10 @@ def test_a_daemon_that_closed_its_output_is_found_by_its_environment_and_stopped
         "    os._exit(0)\n"
         f"os.execvp(sys.executable, [sys.executable, '-m', 'http.server', '{port}', '--bind', '127.0.0.1'])\n"
     )
-    server = ProcessRuntime().start(_spec(tmp_path, port, [sys.executable, "-c", script]))
-    server.wait_ready()
-    deadline = time.monotonic() + 10
-    while not pidfile.exists() or not pidfile.read_text().strip():
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    daemon = int(pidfile.read_text())
+    server, daemon = _with_daemon(tmp_path, port, script, pidfile)
     assert os.getpgid(daemon) != server.pgid and f"pipe:[{server.pipe_inode}]" not in {
         os.readlink(f) for f in Path(f"/proc/{daemon}/fd").iterdir()}  # neither the group nor the pipe finds it
-    info = server.stop()
-    escaped = info.details.get("escaped_group")
-    assert escaped and escaped[0].startswith(f"PID {daemon}: "), info.details
-    assert not Path(f"/proc/{daemon}").exists() or "Z" in Path(f"/proc/{daemon}/stat").read_text().split()[2]
+    _stopped_and_named(server, daemon, "")
 
 
 @pytest.mark.slow
