@@ -53,9 +53,10 @@ that goes beyond one ends with an error naming it ("response head over 64 KiB", 
 
 A stream ends at ``data: [DONE]``, or at the end of the body after an event with a non-null ``finish_reason``
 (``transformers serve`` sends no [DONE]); a body that ends before either is an error ("stream ended without
-[DONE] or a finish_reason"). A request is ok when ``status == 200``, ``error`` is null and it got at least one
-content chunk. HTTP errors
-are records, not exceptions. Warm-up requests (sent first, at the same concurrency) are not recorded.
+[DONE] or a finish_reason"), and so is an event after ``[DONE]`` ("an SSE event after [DONE]": its token would
+be timed). SSE lines may end in LF, CRLF or CR alone, as the SSE spec allows. A request is ok when
+``status == 200``, ``error`` is null and it got at least one content chunk. HTTP errors are records, not exceptions.
+Warm-up requests (sent first, at the same concurrency) are not recorded.
 The order of lines is the order of completion (per process; merged for several processes).
 
 ``client.json`` — the client's self-monitoring per process (CPU time and share of one core, a 10 ms

@@ -302,8 +302,9 @@ class Streamer:
                 break  # the rest of this line has not arrived yet
             if start == 0 or buf[start - 1] == 10:  # at a line start (10 is \n)
                 events += 1
-                if events > cap:
-                    raise StreamCut(f"over {cap} SSE events for max_tokens {req.max_tokens}")
+                if events > cap or req.done:  # nothing may follow [DONE]: a later token would be timed
+                    raise StreamCut("an SSE event after [DONE]" if req.done
+                                    else f"over {cap} SSE events for max_tokens {req.max_tokens}")
                 # fast path for the usual token chunk: `...content":"<non-empty>...`; 34 is `"`
                 i = find(key, start, nl)
                 if i >= 0 and buf[i + klen] == 34 and buf[i + klen + 1] != 34:
@@ -319,6 +320,10 @@ class Streamer:
             pos = max(pos, buf.rfind(b"\n") + 1)
         if pos:
             del buf[:pos]
+        if 13 in buf:  # a line ended by CR alone (SSE allows CR, LF and CRLF; 13 is \r): read as LF, scan again
+            buf[:] = buf.replace(b"\r", b"\n")  # CRLF becomes a blank line, which is skipped; JSON has no raw CR
+            self._scan(req, now)
+            return
         if len(buf) > bounds.MAX_LINE:  # what is left is one line not ended yet: scanned again on every read
             raise StreamCut(f"SSE line over {bounds.MAX_LINE >> 10} KiB")
 

@@ -48,6 +48,7 @@ CUTS = {  # mode -> (status, the start of the request's error)
     "comment-flood": (200, f"timeout after {TIMEOUT_S:g} s"),  # a socket never idle: the timeout still holds
     "huge-headers": (0, "response head over 64 KiB"),
     "slow-headers": (0, f"timeout after {TIMEOUT_S:g} s"),
+    "after-done": (200, "an SSE event after [DONE]"),  # else its token would be timed and counted
 }
 
 
@@ -124,7 +125,7 @@ def _kept(r: dict[str, Any]) -> bool:
             and r["usage_completion_tokens"] == TOKENS and r["usage_flag"] is None)
 
 
-@pytest.mark.parametrize("mode", ["normal", *CUTS])
+@pytest.mark.parametrize("mode", ["normal", "eol=cr", "eol=crlf", "eol=crlf-split", *CUTS])
 def test_a_hostile_answer_is_cut_per_request_and_the_others_kept(hostile: Hostile, session: LoadSession,
                                                                  tmp_path: Path, mode: str) -> None:
     res, recs, peak, wall = _level(session, hostile, mode, tmp_path / mode)

@@ -16,7 +16,10 @@ Modes:
 - ``slow-headers``: a status line, then a header one byte every 50 ms;
 - ``usage=<json>``: a normal stream whose usage chunk says ``completion_tokens: <json>`` (e.g. ``usage=-5``,
   ``usage=1e30``, ``usage=`` + 4000 digits);
-- ``inflate=<pct>``: a normal stream whose usage over-reports the tokens sent by ``pct`` percent.
+- ``inflate=<pct>``: a normal stream whose usage over-reports the tokens sent by ``pct`` percent;
+- ``after-done``: a normal stream, then one more content event after ``[DONE]``;
+- ``eol=cr`` / ``eol=crlf``: a normal stream whose SSE lines end in CR alone / CRLF (the SSE spec allows both);
+  ``eol=crlf-split``: CRLF, each event written in two parts split between its CR and its LF.
 
 With ``--log FILE`` one JSON line per request: ``{"rid", "mode", "start", "end", "sent"}`` (``time.monotonic()``
 when the request's body arrived and when the server stopped answering, i.e. the client closed or the response
@@ -137,17 +140,31 @@ class Handler(socketserver.BaseRequestHandler):
         if mode == "slow-headers":
             return self._endless(b"HTTP/1.1 200 OK\r\nX-Slow: ", b"s", pause=0.05)
         sent = self._send(sse_head)
+        eol = {"eol=cr": b"\r", "eol=crlf": b"\r\n", "eol=crlf-split": b"\r\n"}.get(mode, b"\n")
+
+        def event(data: bytes) -> int:
+            data = data.replace(b"\n", eol)
+            if mode != "eol=crlf-split":
+                return self._send(_chunk(data))
+            cut = data.index(b"\r") + 1
+            n = self._send(_chunk(data[:cut]))
+            time.sleep(0.002)  # TCP_NODELAY: the two parts reach the client apart
+            return n + self._send(_chunk(data[cut:]))
+
         for i in range(tokens):
-            sent += self._send(_chunk(_content(i)))
+            sent += event(_content(i))
             time.sleep(0.001)
         usage = str(tokens).encode()
         if mode.startswith("usage="):
             usage = mode.removeprefix("usage=").encode()
         elif mode.startswith("inflate="):
             usage = str(round(tokens * (1 + float(mode.removeprefix("inflate=")) / 100))).encode()
-        sent += self._send(_chunk(b'data: {"id":"x","choices":[],"usage":{"prompt_tokens":24,"completion_tokens":'
-                                  + usage + b"}}\n\n"))
-        sent += self._send(_chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+        sent += event(b'data: {"id":"x","choices":[],"usage":{"prompt_tokens":24,"completion_tokens":'
+                      + usage + b"}}\n\n")
+        sent += event(b"data: [DONE]\n\n")
+        if mode == "after-done":
+            sent += event(_content(tokens))
+        sent += self._send(b"0\r\n\r\n")
         return sent
 
     def _log(self, rid: str, mode: str, start: float, sent: int) -> None:
