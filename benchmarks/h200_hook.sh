@@ -14,7 +14,8 @@
 # The benchmark's forced variants (FORCED=a,b,... to choose others; see FORCED in the benchmark): the default
 # over each of the three routers, twice (oea / same over torch ops, short / same-short over torch.topk, fused /
 # same-fused over one fused Triton kernel, as sglang's gates: docs/oea-hook.md's table), and the default with
-# kernel B launched without PDL over the fused router (nobpdl-fused).
+# each row's top-k found by tl.topk instead of K max rounds (KIT_OEA_SELECT=topk) over each router (topk,
+# topk-short, topk-fused).
 #
 # Needs on the device: python3 with torch (CUDA), triton, numpy, pytest (as the 2026-12-03 calls had).
 set -uo pipefail
@@ -31,7 +32,7 @@ hook_tests "$OUT"
 tests_rc=$?
 
 t0=$SECONDS
-timeout 270 $PY benchmarks/oea_hook_overhead.py --out "$OUT/hook" --forced "${FORCED:-same,short,same-short,fused,same-fused,nobpdl-fused}" \
+timeout 270 $PY benchmarks/oea_hook_overhead.py --out "$OUT/hook" --forced "${FORCED:-same,short,same-short,fused,same-fused,topk,topk-short,topk-fused}" \
   --samples 21 --max-seconds 200 > "$OUT/bench.log" 2>&1
 bench_rc=$?
 echo "benchmark: exit $bench_rc in $((SECONDS - t0)) s"

@@ -142,7 +142,8 @@ class Case:
 # variants timed only as another's baseline
 BASELINES = ("plain", "hf-plain", "plain-dup", "plain-short", "plain-fused")
 KNOBS = ("KIT_OEA_PATH", "KIT_OEA_PDL", "KIT_OEA_SKIP_SLACK", "KIT_OEA_SPLIT_WARPS", "KIT_OEA_SINGLE_WARPS",
-         "KIT_OEA_SPLIT_ROWS", "KIT_OEA_PRELAUNCH", "KIT_OEA_UNION", "KIT_OEA_A_ROWS", "KIT_OEA_A_WARPS", "KIT_OEA_B_PDL")
+         "KIT_OEA_SPLIT_ROWS", "KIT_OEA_PRELAUNCH", "KIT_OEA_UNION", "KIT_OEA_A_ROWS", "KIT_OEA_A_WARPS", "KIT_OEA_B_PDL",
+         "KIT_OEA_SELECT")
 # name -> (the knobs it sets, the batch sizes it runs at); the rest run with the defaults (auto path, PDL where
 # the GPU has it, skip slack n // 64, triton_oea's warps and rows per program), i.e. what kit's sglang patch runs.
 FORCED: dict[str, tuple[dict[str, str], tuple[int, int]]] = {
@@ -205,6 +206,11 @@ FORCED: dict[str, tuple[dict[str, str], tuple[int, int]]] = {
     "same-fused": ({}, (1, 1 << 30)),
     "sets-fused": ({"KIT_OEA_UNION": "sets"}, (2, 1 << 30)),
     "noprelaunch-fused": ({"KIT_OEA_PRELAUNCH": "0"}, (3, 1 << 30)),
+    # each row's top-k in the union by one tl.topk (Triton's bitonic top-k, as sglang 0.5.23's Triton router picks
+    # its experts) instead of K rounds of a max over the row (KIT_OEA_SELECT=topk), over each router
+    "topk": ({"KIT_OEA_SELECT": "topk"}, (1, 1 << 30)),
+    "topk-short": ({"KIT_OEA_SELECT": "topk"}, (1, 1 << 30)),
+    "topk-fused": ({"KIT_OEA_SELECT": "topk"}, (1, 1 << 30)),
 }
 # The prelaunched layout swept (``--forced sweep``): the atomic union with kernel B's rows per program B and kernel
 # A's own rows A and warps W (its grid is free there), over either router (``-short``: over plain-short), at 128

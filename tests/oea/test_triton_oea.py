@@ -39,7 +39,8 @@ pytestmark = pytest.mark.slow  # ~11 s interpreted on 2 CPU cores
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 PATHS = ["single", "repl", "split", "split-hint", "split-light", "split-prelaunched", "split-prelaunched-apart",
          "split-prelaunched-atomic", "split-prelaunched-atomic-apart", "split-prelaunched-bpdl",
-         "split-prelaunched-atomic-bpdl"]
+         "split-prelaunched-atomic-bpdl", "single-topk", "split-prelaunched-bpdl-topk"]
+# "-topk": each row's top-k in the union by Triton's tl.topk (KIT_OEA_SELECT=topk) instead of K max rounds.
 # "-bpdl": kernel B launched with PDL (KIT_OEA_B_PDL=1; the other paths 0): on a GPU for real; under the
 # interpreter B's PDL code (the logits ranked before griddepcontrol.wait, A's union and the ids after) runs
 # with the wait a no-op (programs run one by one, after the kernels before them: _interpret_pdl).
@@ -109,14 +110,16 @@ def _interpret_pdl(monkeypatch: pytest.MonkeyPatch, wait: Any = _no_wait) -> Non
 
 @pytest.fixture(params=PATHS)
 def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    prelaunched = request.param.startswith("split-prelaunched")
-    monkeypatch.setenv(TK.PATH_KNOB, "split" if prelaunched else request.param)
-    monkeypatch.setenv(TK.UNION_KNOB, "atomic" if "-atomic" in request.param else "sets")
-    monkeypatch.setenv(TK.B_PDL_KNOB, "1" if request.param.endswith("-bpdl") else "0")
-    if request.param.endswith("-bpdl"):
+    name = request.param.removesuffix("-topk")
+    monkeypatch.setenv(TK.SELECT_KNOB, "topk" if name != request.param else "rounds")
+    prelaunched = name.startswith("split-prelaunched")
+    monkeypatch.setenv(TK.PATH_KNOB, "split" if prelaunched else name)
+    monkeypatch.setenv(TK.UNION_KNOB, "atomic" if "-atomic" in name else "sets")
+    monkeypatch.setenv(TK.B_PDL_KNOB, "1" if name.endswith("-bpdl") else "0")
+    if name.endswith("-bpdl"):
         _interpret_pdl(monkeypatch)
-    if request.param.endswith("-apart"):
-        atomic = "-atomic" in request.param
+    if name.endswith("-apart"):
+        atomic = "-atomic" in name
         monkeypatch.setenv(TK.ROWS_KNOB, "4" if atomic else "2")
         monkeypatch.setenv(TK.A_ROWS_KNOB, "2" if atomic else "4")
     monkeypatch.setitem(_MODE, "prelaunch", prelaunched)
@@ -375,6 +378,18 @@ def test_b_pdl_knob(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(TK.B_PDL_KNOB, "yes")
     with pytest.raises(ValueError, match="KIT_OEA_B_PDL='yes': expected 1 or 0"):
         TK._b_pdl(cpu)
+
+
+def test_select_knob(monkeypatch: pytest.MonkeyPatch) -> None:
+    """KIT_OEA_SELECT: rounds (default, also when empty) or topk, in any case; anything else is named."""
+    monkeypatch.delenv(TK.SELECT_KNOB, raising=False)
+    assert TK._select_topk() is False
+    for raw, topk in (("", False), ("rounds", False), ("TopK", True), (" topk ", True)):
+        monkeypatch.setenv(TK.SELECT_KNOB, raw)
+        assert TK._select_topk() is topk, raw
+    monkeypatch.setenv(TK.SELECT_KNOB, "bitonic")
+    with pytest.raises(ValueError, match="KIT_OEA_SELECT='bitonic': expected rounds or topk"):
+        TK._select_topk()
 
 
 def _failing_wait() -> None:

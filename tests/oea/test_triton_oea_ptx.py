@@ -41,7 +41,7 @@ SCRIPT = textwrap.dedent(
     CONSTS = {"K": 8, "K0": 4, "BLOCK_M": 8, "BLOCK_N": 256, "BLOCK_K": 8, "WORDS": 8, "BLOCK_P": 256,
               "HAS_BIAS": True, "HAS_NTNP": True, "SOFTMAX": False, "USE_PDL": True, "RENORMALIZE": True,
               "USE_IDS": True, "CHECK_ROWS": False, "BLOCK_R": 1024, "BLOCK_U": 1, "ONE_PASS": False,
-              "ATOMIC": False}
+              "ATOMIC": False, "TOPK": False}
     # (label, kernel, constexprs over CONSTS): the split path's four kernels, and the prelaunched kernel B
     # (checking the ids; one-pass and looped, with either union) as KIT_OEA_B_PDL=1 launches it
     JOBS = [(n, n, {}) for n in ("_part_kernel", "_light_part_kernel", "_split_select_kernel",
@@ -50,6 +50,7 @@ SCRIPT = textwrap.dedent(
         for atomic in (False, True):
             JOBS.append((f"prelaunched_b{'' if one else '_looped'}{'_atomic' if atomic else ''}",
                          "_split_select_kernel", {"CHECK_ROWS": True, "ONE_PASS": one, "ATOMIC": atomic}))
+    JOBS.append(("prelaunched_b_topk", "_split_select_kernel", {"CHECK_ROWS": True, "ONE_PASS": True, "TOPK": True}))
     DEF = re.compile(r"^\s*(?:@!?%p\d+\s+)?([a-z][\w.]*)\s+(%rd\d+),(.*);")
 
     def bases(reg, lines, end, seen):
@@ -109,7 +110,7 @@ def ptx_report() -> dict[str, Any]:
 
 @pytest.mark.parametrize(
     "name", ["_split_select_kernel", "_repair_select_kernel", "prelaunched_b", "prelaunched_b_atomic",
-             "prelaunched_b_looped", "prelaunched_b_looped_atomic"]
+             "prelaunched_b_looped", "prelaunched_b_looped_atomic", "prelaunched_b_topk"]
 )  # fmt: skip
 def test_kernel_b_reads_only_the_router_inputs_before_its_wait(name: str, ptx_report: dict[str, Any]) -> None:
     """(The prelaunched kernel B with PDL, ``KIT_OEA_B_PDL=1``: it may start while the router's last kernel runs,

@@ -71,8 +71,9 @@ Knobs, read per call so that benchmarks and tests can force each choice: ``KIT_O
 ``single`` | ``repl`` | ``split`` | ``split-hint`` | ``split-light``), ``KIT_OEA_SINGLE_MAX`` (largest batch
 for single under ``auto``; default from the 512-logit rule), ``KIT_OEA_REPL_MAX`` (default 0), ``KIT_OEA_PDL``
 (``auto`` | ``1`` | ``0``), ``KIT_OEA_SPLIT_WARPS``, ``KIT_OEA_SPLIT_ROWS``, ``KIT_OEA_SINGLE_WARPS``,
-``KIT_OEA_UNION``, for the prelaunched kernel A alone ``KIT_OEA_A_ROWS`` / ``KIT_OEA_A_WARPS``, and
-``KIT_OEA_B_PDL`` (the prelaunched kernel B with PDL: ``_b_pdl``). All launches are on the current stream
+``KIT_OEA_UNION``, for the prelaunched kernel A alone ``KIT_OEA_A_ROWS`` / ``KIT_OEA_A_WARPS``,
+``KIT_OEA_B_PDL`` (the prelaunched kernel B with PDL: ``_b_pdl``) and ``KIT_OEA_SELECT`` (``rounds`` | ``topk``:
+how each row's top-k in the union is found, ``_select_topk``). All launches are on the current stream
 with grids from shapes only: CUDA-graph safe.
 """
 
@@ -111,6 +112,9 @@ ROWS_KNOB = "KIT_OEA_SPLIT_ROWS"  # rows per program of the split kernels (bench
 # warps (benchmarks; default _a_layout)
 A_ROWS_KNOB = "KIT_OEA_A_ROWS"
 A_WARPS_KNOB = "KIT_OEA_A_WARPS"
+# how kernel B (and single / repl) picks each row's top-k in the union: rounds (default: K rounds of a max over the
+# row's keys) or topk (Triton's bitonic tl.topk over the same keys, as sglang 0.5.23's Triton router does; _select)
+SELECT_KNOB = "KIT_OEA_SELECT"
 # Measured on one H200 (benchmarks/results/h200-hook-2026-12-03/): single wins up to 512 logits (4 rows of
 # Qwen3's 128 experts, 2 of GLM-5's 256), split above; repl never won by more than noise (forcible, off).
 DEFAULT_SINGLE_ELEMENTS = 512
@@ -183,22 +187,29 @@ def _key_index(best, BLOCK_N: tl.constexpr):
 def _select_store(
     key, mx, den, active, rows, rmask, valid, logits_ptr, stride_l, ids_ptr, stride_i, w_ptr, stride_w, scale,
     K: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SOFTMAX: tl.constexpr,
-    RENORMALIZE: tl.constexpr,
+    RENORMALIZE: tl.constexpr, TOPK: tl.constexpr = False,
 ):  # fmt: skip
-    """Every row's top-k among ``active`` (fillers: its top-1, weight 0), weights, written in place."""
+    """Every row's top-k among ``active`` (fillers: its top-1, weight 0), weights, written in place. ``TOPK``:
+    the k best keys by one ``tl.topk`` (a bitonic top-k over the row, sorted, best first; the keys are distinct
+    within a row, so the same experts in the same order), else K rounds of a max below the previous best."""
     koffs = tl.arange(0, BLOCK_K)
     top1 = _key_index(tl.max(key, axis=1), BLOCK_N)
     akey = tl.where(active[None, :], key, -9223372036854775807)
-    out_ids = tl.zeros([key.shape[0], BLOCK_K], dtype=tl.int32) + top1[:, None]
-    take = tl.zeros([key.shape[0], BLOCK_K], dtype=tl.int1)
-    prev = tl.zeros_like(top1).to(tl.int64) + 9223372036854775807
-    for j in tl.static_range(K):
-        best = _next_key(akey, prev)
-        ok = best > -9223372036854775807
-        here = (koffs[None, :] == j) & ok[:, None]
-        out_ids = tl.where(here, _key_index(best, BLOCK_N)[:, None], out_ids)
-        take = take | here
-        prev = best
+    if TOPK:
+        won = tl.topk(akey, BLOCK_K)  # [BM, BLOCK_K], descending; BLOCK_K (a power of 2) >= K
+        take = (won > -9223372036854775807) & (koffs[None, :] < K)
+        out_ids = tl.where(take, _key_index(won, BLOCK_N), top1[:, None])
+    else:
+        out_ids = tl.zeros([key.shape[0], BLOCK_K], dtype=tl.int32) + top1[:, None]
+        take = tl.zeros([key.shape[0], BLOCK_K], dtype=tl.int1)
+        prev = tl.zeros_like(top1).to(tl.int64) + 9223372036854775807
+        for j in tl.static_range(K):
+            best = _next_key(akey, prev)
+            ok = best > -9223372036854775807
+            here = (koffs[None, :] == j) & ok[:, None]
+            out_ids = tl.where(here, _key_index(best, BLOCK_N)[:, None], out_ids)
+            take = take | here
+            prev = best
     _store_routed(out_ids, take, mx, den, rows, rmask, valid, logits_ptr, stride_l, ids_ptr, stride_i, w_ptr,
                   stride_w, scale, K, BLOCK_K, SOFTMAX, RENORMALIZE)  # fmt: skip
 
@@ -238,7 +249,7 @@ def _union_kernel(
     logits_ptr, stride_l, bias_ptr, ids_ptr, stride_i, w_ptr, stride_w, ntnp_ptr, M, N, scale, skip_at, R,
     K: tl.constexpr, K0: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_M2: tl.constexpr, BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_NTNP: tl.constexpr, SOFTMAX: tl.constexpr,
-    RENORMALIZE: tl.constexpr, USE_PDL: tl.constexpr,
+    RENORMALIZE: tl.constexpr, USE_PDL: tl.constexpr, TOPK: tl.constexpr = False,
 ):  # fmt: skip
     """single (one program, ``R`` = M) and repl (one program per ``R`` = BLOCK_M2 rows): the union of every
     valid row's top-k0 in registers (BLOCK_M rows at a time), its size, then, unless the union has >= skip_at
@@ -267,7 +278,7 @@ def _union_kernel(
                                      SOFTMAX)  # fmt: skip
             valid = _rows_valid(ids_ptr, stride_i, ntnp_ptr, rows, rmask, K, BLOCK_K, HAS_NTNP)
             _select_store(key, mx, den, active > 0, rows, rmask, valid, logits_ptr, stride_l, ids_ptr, stride_i,
-                          w_ptr, stride_w, scale, K, BLOCK_N, BLOCK_K, SOFTMAX, RENORMALIZE)  # fmt: skip
+                          w_ptr, stride_w, scale, K, BLOCK_N, BLOCK_K, SOFTMAX, RENORMALIZE, TOPK)  # fmt: skip
 
 
 @triton.jit
@@ -407,7 +418,7 @@ def _split_select_kernel(
     BLOCK_P: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_NTNP: tl.constexpr, SOFTMAX: tl.constexpr,
     RENORMALIZE: tl.constexpr, USE_PDL: tl.constexpr, K0: tl.constexpr = 1, CHECK_ROWS: tl.constexpr = False,
     BLOCK_R: tl.constexpr = 1024, BLOCK_U: tl.constexpr = 1, ONE_PASS: tl.constexpr = False,
-    ATOMIC: tl.constexpr = False, union_ptr=None,
+    ATOMIC: tl.constexpr = False, union_ptr=None, TOPK: tl.constexpr = False,
 ):  # fmt: skip
     """Split path, kernel B: the union (OR of kernel A's P bit sets), its size, then, unless the union has
     >= skip_at experts (then plain routing is left as it is), this program's rows' selection. ``CHECK_ROWS``
@@ -481,7 +492,7 @@ def _split_select_kernel(
         active = tl.reshape(bits, [BLOCK_N]) > 0
         valid = _rows_valid(ids_ptr, stride_i, ntnp_ptr, rows, rmask, K, BLOCK_K, HAS_NTNP)
         _select_store(key, mx, den, active, rows, rmask, valid, logits_ptr, stride_l, ids_ptr, stride_i,
-                      w_ptr, stride_w, scale, K, BLOCK_N, BLOCK_K, SOFTMAX, RENORMALIZE)  # fmt: skip
+                      w_ptr, stride_w, scale, K, BLOCK_N, BLOCK_K, SOFTMAX, RENORMALIZE, TOPK)  # fmt: skip
 
 
 @triton.jit
@@ -627,6 +638,15 @@ def _flag_knob(name: str) -> bool:
     if raw not in ("0", "1"):
         raise ValueError(f"{name}={raw!r}: expected 1 or 0")
     return raw == "1"
+
+
+def _select_topk() -> bool:
+    """``KIT_OEA_SELECT``: ``rounds`` (the default) or ``topk`` (``_select_store``'s ``TOPK``), for kernel B and
+    single / repl; the split-hint kernels keep their rounds."""
+    raw = os.environ.get(SELECT_KNOB, "rounds").strip().lower() or "rounds"
+    if raw not in ("rounds", "topk"):
+        raise ValueError(f"{SELECT_KNOB}={raw!r}: expected rounds or topk")
+    return raw == "topk"
 
 
 def _int_knob(name: str, default: int) -> int:
@@ -941,7 +961,7 @@ def oea_reroute_triton_(
     at = n + 1 if skip_at is None else int(skip_at)
     stride_l, stride_i, stride_w = router_logits.stride(0), topk_ids.stride(0), topk_weights.stride(0)
     if prelaunched is not None:
-        b_pdl = _b_pdl(router_logits.device)
+        b_pdl, topk = _b_pdl(router_logits.device), _select_topk()  # a refusal: oea_reroute_ joins
         join(prelaunched)
         _split_select_kernel[(prelaunched.programs,)](
             router_logits, stride_l, bias, topk_ids, stride_i, topk_weights, stride_w, ntnp, prelaunched.part, m, n,
@@ -954,11 +974,11 @@ def oea_reroute_triton_(
             BLOCK_U=min(triton.next_power_of_2(m),
                         max(1, (256 * prelaunched.warps if router_logits.is_cuda else 8192) // block_n)),
             ONE_PASS=prelaunched.sets <= _ONE_PASS_SETS and m <= _ONE_PASS_ROWS, **{**flags, "USE_PDL": b_pdl},
-            ATOMIC=prelaunched.union is not None, union_ptr=prelaunched.union,
+            ATOMIC=prelaunched.union is not None, union_ptr=prelaunched.union, TOPK=topk,
             **({"launch_pdl": True} if b_pdl else {}),
         )  # fmt: skip
         return
-    path = choose_path(m, block_n)
+    path, topk = choose_path(m, block_n), _select_topk()
     if not path.startswith("split"):
         block_m = min(triton.next_power_of_2(m), max(1, _SINGLE_TILE // block_n))
         block_m2 = block_m if path == "single" else _REPL_ROWS
@@ -967,7 +987,7 @@ def oea_reroute_triton_(
             router_logits, stride_l, bias, topk_ids, stride_i, topk_weights, stride_w, ntnp, m, n, scale, at, rows,
             K=k, K0=k0, BLOCK_M=block_m, BLOCK_M2=block_m2, BLOCK_N=block_n, BLOCK_K=block_k,
             RENORMALIZE=renormalize, num_warps=_warps_knob(SINGLE_WARPS_KNOB, 8 if block_m * block_n >= 4096 else 4),
-            **flags, **launch,
+            TOPK=topk, **flags, **launch,
         )  # fmt: skip
         return
     block_m, programs, words, warps = _split_layout(m, block_n, path, router_logits.device)
@@ -983,5 +1003,5 @@ def oea_reroute_triton_(
         router_logits, stride_l, bias, topk_ids, stride_i, topk_weights, stride_w, ntnp, part, m, n, programs, scale,
         at, K=k, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, WORDS=words,
         BLOCK_P=min(triton.next_power_of_2(programs), _ONE_PASS_SETS), RENORMALIZE=renormalize, num_warps=warps,
-        **flags, **launch,
+        **flags, **launch, **({} if path == "split-hint" else {"TOPK": topk}),
     )  # fmt: skip
