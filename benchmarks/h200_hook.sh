@@ -17,6 +17,9 @@
 # each row's top-k found by tl.topk instead of K max rounds (KIT_OEA_SELECT=topk) over each router (topk,
 # topk-short, topk-fused).
 #
+# With little device time: TESTS_S / TESTS_K bound and filter the tests (benchmarks/hook_common.sh), BENCH_S the
+# benchmark's --max-seconds (default 200; it stops starting cells after that), FORCED its variants.
+#
 # Needs on the device: python3 with torch (CUDA), triton, numpy, pytest (as the 2026-12-03 calls had).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -32,8 +35,9 @@ hook_tests "$OUT"
 tests_rc=$?
 
 t0=$SECONDS
-timeout 270 $PY benchmarks/oea_hook_overhead.py --out "$OUT/hook" --forced "${FORCED:-same,short,same-short,fused,same-fused,topk,topk-short,topk-fused}" \
-  --samples 21 --max-seconds 200 > "$OUT/bench.log" 2>&1
+timeout $((${BENCH_S:-200} + 70)) $PY benchmarks/oea_hook_overhead.py --out "$OUT/hook" \
+  --forced "${FORCED:-same,short,same-short,fused,same-fused,topk,topk-short,topk-fused}" \
+  --samples 21 --max-seconds "${BENCH_S:-200}" > "$OUT/bench.log" 2>&1
 bench_rc=$?
 echo "benchmark: exit $bench_rc in $((SECONDS - t0)) s"
 grep -E '^- ' "$OUT/bench.log" || tail -n 20 "$OUT/bench.log"

@@ -11,14 +11,15 @@ hook_env() {
 
 # hook_tests OUT: tests/oea/test_triton_oea.py and tests/oea/test_oea_gpu.py, compiled, every tier, on the
 # kit_oea that PYTHONPATH names, the two files side by side (Triton's compiles are most of the time, on the CPU),
-# into OUT/tests-*.log and OUT/tests-*.xml (bounded: 300 s each, so that h200_hook.sh fits one device call);
+# into OUT/tests-*.log and OUT/tests-*.xml (bounded: 300 s each, so that h200_hook.sh fits one device call;
+# TESTS_S another bound, TESTS_K a pytest -k expression: a call with little device time left);
 # prints each file's exit status (124: out of time) and summary, and returns nonzero if either failed.
 hook_tests() {
   local t0=$SECONDS rc=0 i f
   local files=(test_triton_oea test_oea_gpu) pids=() codes=()
   for f in "${files[@]}"; do
-    timeout 300 $PY -m pytest -q -p no:cacheprovider -m "gpu or slow or not slow" -rfE --junitxml "$1/tests-$f.xml" \
-      "tests/oea/$f.py" > "$1/tests-$f.log" 2>&1 &
+    timeout "${TESTS_S:-300}" $PY -m pytest -q -p no:cacheprovider -m "gpu or slow or not slow" -rfE \
+      --junitxml "$1/tests-$f.xml" ${TESTS_K:+-k "$TESTS_K"} "tests/oea/$f.py" > "$1/tests-$f.log" 2>&1 &
     pids+=($!)
   done
   for i in "${!pids[@]}"; do
