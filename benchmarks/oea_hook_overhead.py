@@ -211,6 +211,8 @@ FORCED: dict[str, tuple[dict[str, str], tuple[int, int]]] = {
     "topk": ({"KIT_OEA_SELECT": "topk"}, (1, 1 << 30)),
     "topk-short": ({"KIT_OEA_SELECT": "topk"}, (1, 1 << 30)),
     "topk-fused": ({"KIT_OEA_SELECT": "topk"}, (1, 1 << 30)),
+    "topk-noskip": ({"KIT_OEA_SELECT": "topk", "KIT_OEA_SKIP_SLACK": "off"}, (64, 1 << 30)),
+    "rounds-noskip": ({"KIT_OEA_SELECT": "rounds", "KIT_OEA_SKIP_SLACK": "off"}, (64, 1 << 30)),
 }
 # The prelaunched layout swept (``--forced sweep``): the atomic union with kernel B's rows per program B and kernel
 # A's own rows A and warps W (its grid is free there), over either router (``-short``: over plain-short), at 128

@@ -381,15 +381,23 @@ def test_b_pdl_knob(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_select_knob(monkeypatch: pytest.MonkeyPatch) -> None:
-    """KIT_OEA_SELECT: rounds (default, also when empty) or topk, in any case; anything else is named."""
+    """KIT_OEA_SELECT: auto (default, also when empty: tl.topk where a selecting program holds at most 512 logits,
+    the K max rounds above), rounds or topk, in any case; anything else is named."""
     monkeypatch.delenv(TK.SELECT_KNOB, raising=False)
-    assert TK._select_topk() is False
-    for raw, topk in (("", False), ("rounds", False), ("TopK", True), (" topk ", True)):
+    # auto: GLM-5 at one row a program (1-128 rows), Qwen3 at four (its 64 and 512 rows) take topk; GLM-5 at four
+    # rows a program (its atomic union near 64 and 256 rows, 512 rows), eight (1024), Qwen3 at eight take rounds
+    assert [TK._select_topk(rows, n, 8) for rows, n in ((1, 256), (2, 256), (4, 128), (4, 256), (8, 256), (8, 128))] \
+        == [True, True, True, False, False, False]
+    assert TK._select_topk(1, 1024, 8) is False  # one row of 1024 experts is past the threshold too
+    assert TK._select_topk(1, 256, 1) is False  # top-1 routing: one round (tl.topk takes no k of 1)
+    for raw, small, large in (("", True, False), ("auto", True, False), ("rounds", False, False),
+                              ("TopK", True, True), (" topk ", True, True)):
         monkeypatch.setenv(TK.SELECT_KNOB, raw)
-        assert TK._select_topk() is topk, raw
+        assert (TK._select_topk(1, 256, 8), TK._select_topk(8, 256, 8)) == (small, large), raw
+        assert TK._select_topk(1, 256, 1) is False, raw
     monkeypatch.setenv(TK.SELECT_KNOB, "bitonic")
-    with pytest.raises(ValueError, match="KIT_OEA_SELECT='bitonic': expected rounds or topk"):
-        TK._select_topk()
+    with pytest.raises(ValueError, match="KIT_OEA_SELECT='bitonic': expected auto, rounds or topk"):
+        TK._select_topk(1, 256, 1)  # refused even where the knob would not matter
 
 
 def _failing_wait() -> None:

@@ -13,7 +13,8 @@ reference and the CPU path) and fused Triton kernels (``kit_oea.triton_oea``: on
 two above), taken on CUDA when Triton imports (``KIT_OEA_IMPL`` overrides). Measured on one H200 under a CUDA
 graph, GLM-5 shape (256 experts, top-8, k0=4): the torch ops add 78-124 us per MoE layer (batch 1-1024; the
 plain routing step itself is 23-44 us), the fused kernels +3.0 to +6.5 us; on one H100 with their first kernel
-prelaunched beside the router (``oea_prelaunch_``), +2.7 to +5.4 us but one noisy cell (docs/oea-hook.md).
+prelaunched beside the router (``oea_prelaunch_``) and each row's top-k by ``tl.topk`` where a program holds
+at most 512 logits, +1.9 to +4.8 us at every batch 1-1024 over three routers (docs/oea-hook.md).
 
 Where the union of top-k0 already holds all but ``KIT_OEA_SKIP_SLACK`` experts (default ``n // 64``) the hook
 keeps plain routing exactly (``skip_at``): decided on the device, so one captured graph serves both outcomes.

@@ -37,10 +37,11 @@ rows on those inputs; benchmarks/results/h200-hookfast-2026-12-03/.) Paths, chos
   it rebuild the union from every row, as the reference). One launch on the critical path. Where
   ``_union_layout`` says so (GLM-5 near 64 and 256 rows, Qwen3 near 64), kernel A's programs OR into one set
   instead of a bit set each (the atomic union), and B reads that one set; kernel A's grid is its own either
-  way (``_a_layout``); kernel B is launched with PDL (``_b_pdl``). On one H100
-  (benchmarks/results/h100-hookbpdl-2026-12-06/, docs/oea-hook.md) the hook costs +1.9 to +5.0 us over
+  way (``_a_layout``); kernel B is launched with PDL (``_b_pdl``) and, where its programs hold at most 512
+  logits, finds each row's top-k with ``tl.topk`` (``_select_topk``). On one H100
+  (benchmarks/results/h100-hooktopk-2026-12-06/, docs/oea-hook.md) the hook costs +1.9 to +4.8 us over
   plain routing at every batch 1-1024 of both shapes over three routers (torch ops, torch.topk, one fused
-  kernel), but GLM-5 at 128 rows over torch ops (+5.2 to +5.7).
+  kernel), in two runs.
 - **repl** (forced only): one launch, every program rebuilds the union from all rows (as single does) and
   selects for one row. Measured slower than split from 4 rows up; kept for measurement.
 
@@ -64,16 +65,16 @@ but slower (+6.3 to +7.6 us, commit 7f16e21).
 
 Per row, each expert's rank and index are packed into one int64 key (order-preserving float bits << 32 |
 (BLOCK_N - 1 - index)), so one ``max`` finds the best expert with ties to the lower index; the i-th step
-takes the largest key below the previous one; the chosen experts' weights are re-read from the logits with
-one gather.
+takes the largest key below the previous one (or one ``tl.topk`` takes the k largest, ``_select_topk``); the
+chosen experts' weights are re-read from the logits with one gather.
 
 Knobs, read per call so that benchmarks and tests can force each choice: ``KIT_OEA_PATH`` (``auto`` |
 ``single`` | ``repl`` | ``split`` | ``split-hint`` | ``split-light``), ``KIT_OEA_SINGLE_MAX`` (largest batch
 for single under ``auto``; default from the 512-logit rule), ``KIT_OEA_REPL_MAX`` (default 0), ``KIT_OEA_PDL``
 (``auto`` | ``1`` | ``0``), ``KIT_OEA_SPLIT_WARPS``, ``KIT_OEA_SPLIT_ROWS``, ``KIT_OEA_SINGLE_WARPS``,
 ``KIT_OEA_UNION``, for the prelaunched kernel A alone ``KIT_OEA_A_ROWS`` / ``KIT_OEA_A_WARPS``,
-``KIT_OEA_B_PDL`` (the prelaunched kernel B with PDL: ``_b_pdl``) and ``KIT_OEA_SELECT`` (``rounds`` | ``topk``:
-how each row's top-k in the union is found, ``_select_topk``). All launches are on the current stream
+``KIT_OEA_B_PDL`` (the prelaunched kernel B with PDL: ``_b_pdl``) and ``KIT_OEA_SELECT`` (``auto`` | ``rounds``
+| ``topk``: how each row's top-k in the union is found, ``_select_topk``). All launches are on the current stream
 with grids from shapes only: CUDA-graph safe.
 """
 
@@ -112,8 +113,9 @@ ROWS_KNOB = "KIT_OEA_SPLIT_ROWS"  # rows per program of the split kernels (bench
 # warps (benchmarks; default _a_layout)
 A_ROWS_KNOB = "KIT_OEA_A_ROWS"
 A_WARPS_KNOB = "KIT_OEA_A_WARPS"
-# how kernel B (and single / repl) picks each row's top-k in the union: rounds (default: K rounds of a max over the
-# row's keys) or topk (Triton's bitonic tl.topk over the same keys, as sglang 0.5.23's Triton router does; _select)
+# how kernel B (and single / repl) picks each row's top-k in the union: auto (default), rounds (K rounds of a max
+# over the row's keys) or topk (Triton's bitonic tl.topk over the same keys, as sglang 0.5.23's Triton router
+# does): _select_topk
 SELECT_KNOB = "KIT_OEA_SELECT"
 # Measured on one H200 (benchmarks/results/h200-hook-2026-12-03/): single wins up to 512 logits (4 rows of
 # Qwen3's 128 experts, 2 of GLM-5's 256), split above; repl never won by more than noise (forcible, off).
@@ -640,13 +642,27 @@ def _flag_knob(name: str) -> bool:
     return raw == "1"
 
 
-def _select_topk() -> bool:
-    """``KIT_OEA_SELECT``: ``rounds`` (the default) or ``topk`` (``_select_store``'s ``TOPK``), for kernel B and
-    single / repl; the split-hint kernels keep their rounds."""
-    raw = os.environ.get(SELECT_KNOB, "rounds").strip().lower() or "rounds"
-    if raw not in ("rounds", "topk"):
-        raise ValueError(f"{SELECT_KNOB}={raw!r}: expected rounds or topk")
-    return raw == "topk"
+SELECT_TOPK_LOGITS = 512  # auto: tl.topk where a selecting program holds at most this many logits (_select_topk)
+
+
+def _select_topk(block_m: int, block_n: int, block_k: int) -> bool:
+    """``KIT_OEA_SELECT``: ``auto`` (default), ``rounds`` or ``topk`` (``_select_store``'s ``TOPK``), for kernel
+    B and single / repl (the split-hint kernels keep their rounds). ``auto``: topk where the program selects for
+    at most ``SELECT_TOPK_LOGITS`` logits (``block_m`` rows of ``block_n``), rounds above. Top-1 routing
+    (``block_k`` 1: one round, and ``tl.topk`` takes no k of 1) keeps the rounds whatever the knob says.
+
+    Measured on one H100 (benchmarks/results/h100-hooktopk-2026-12-06/, four runs of the forced variants, us over
+    plain routing, torch-ops router): topk took 0.8 to 1.0 us off every cell of one row a program (GLM-5 and
+    Qwen3 at 1-32 rows; GLM-5 at 128 rows +4.13 to +4.64 against +5.10 to +5.56) and Qwen3's four rows of 128
+    (64 rows: +3.23 to +3.26 against +3.63 to +3.89; 512 rows forced to reroute +4.52 against +4.89); it cost more
+    at four or eight rows of 256 (GLM-5 at 64 / 256 rows +4.53 to +4.92 / +4.92 to +5.14 against +4.32 to +4.57 /
+    +4.70 to +4.80; forced to reroute at 1024 rows +15.69 against +12.42) and Qwen3's eight rows of 128 (1024
+    rows, rerouted: +5.40 against +5.22). The one cell the threshold misjudges: Qwen3 at 256 rows (two rows of
+    128) forced to reroute, +4.89 against +4.69."""
+    raw = os.environ.get(SELECT_KNOB, "auto").strip().lower() or "auto"
+    if raw not in ("auto", "rounds", "topk"):
+        raise ValueError(f"{SELECT_KNOB}={raw!r}: expected auto, rounds or topk")
+    return block_k > 1 and (raw == "topk" or (raw == "auto" and block_m * block_n <= SELECT_TOPK_LOGITS))
 
 
 def _int_knob(name: str, default: int) -> int:
@@ -961,7 +977,8 @@ def oea_reroute_triton_(
     at = n + 1 if skip_at is None else int(skip_at)
     stride_l, stride_i, stride_w = router_logits.stride(0), topk_ids.stride(0), topk_weights.stride(0)
     if prelaunched is not None:
-        b_pdl, topk = _b_pdl(router_logits.device), _select_topk()  # a refusal: oea_reroute_ joins
+        # a knob refused here: oea_reroute_ joins the side stream
+        b_pdl, topk = _b_pdl(router_logits.device), _select_topk(prelaunched.block_m, block_n, block_k)
         join(prelaunched)
         _split_select_kernel[(prelaunched.programs,)](
             router_logits, stride_l, bias, topk_ids, stride_i, topk_weights, stride_w, ntnp, prelaunched.part, m, n,
@@ -978,7 +995,7 @@ def oea_reroute_triton_(
             **({"launch_pdl": True} if b_pdl else {}),
         )  # fmt: skip
         return
-    path, topk = choose_path(m, block_n), _select_topk()
+    path = choose_path(m, block_n)
     if not path.startswith("split"):
         block_m = min(triton.next_power_of_2(m), max(1, _SINGLE_TILE // block_n))
         block_m2 = block_m if path == "single" else _REPL_ROWS
@@ -987,7 +1004,7 @@ def oea_reroute_triton_(
             router_logits, stride_l, bias, topk_ids, stride_i, topk_weights, stride_w, ntnp, m, n, scale, at, rows,
             K=k, K0=k0, BLOCK_M=block_m, BLOCK_M2=block_m2, BLOCK_N=block_n, BLOCK_K=block_k,
             RENORMALIZE=renormalize, num_warps=_warps_knob(SINGLE_WARPS_KNOB, 8 if block_m * block_n >= 4096 else 4),
-            TOPK=topk, **flags, **launch,
+            TOPK=_select_topk(block_m2, block_n, block_k), **flags, **launch,
         )  # fmt: skip
         return
     block_m, programs, words, warps = _split_layout(m, block_n, path, router_logits.device)
@@ -1003,5 +1020,5 @@ def oea_reroute_triton_(
         router_logits, stride_l, bias, topk_ids, stride_i, topk_weights, stride_w, ntnp, part, m, n, programs, scale,
         at, K=k, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, WORDS=words,
         BLOCK_P=min(triton.next_power_of_2(programs), _ONE_PASS_SETS), RENORMALIZE=renormalize, num_warps=warps,
-        **flags, **launch, **({} if path == "split-hint" else {"TOPK": topk}),
+        **flags, **launch, **({} if path == "split-hint" else {"TOPK": _select_topk(block_m, block_n, block_k)}),
     )  # fmt: skip
