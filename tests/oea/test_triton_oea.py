@@ -208,6 +208,7 @@ SHAPES = [  # m, n, k, k0, softmax, bias, scale, ntnp, shared, minus_one_rows
     pytest.param(5, 16, 4, 2, True, False, None, None, 0, (), id="tiny"),
     pytest.param(3, 40, 6, 6, False, True, None, None, 0, (), id="k0-equals-k-odd-n"),
     pytest.param(300, 32, 4, 4, True, False, None, 290, 0, (7, 150), id="many-rows-several-programs"),
+    pytest.param(6, 64, 2, 1, True, False, None, None, 0, (2,), id="top-2"),  # tl.topk's smallest k (-topk paths)
 ]
 
 
