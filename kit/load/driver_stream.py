@@ -288,6 +288,8 @@ class Streamer:
     def _scan(self, req: Request, now: int) -> None:
         """Stamp every content chunk complete in the buffer with ``now``; handle the rare other events."""
         buf = req.buf
+        if 13 in buf:  # SSE ends a line with LF, CRLF or CR alone (13 is \r): each CR read as LF, before the scan
+            buf[:] = buf.replace(b"\r", b"\n")  # CRLF becomes a skipped blank line; JSON holds no raw CR
         find = buf.find
         key = self.key
         klen = len(key)
@@ -320,10 +322,6 @@ class Streamer:
             pos = max(pos, buf.rfind(b"\n") + 1)
         if pos:
             del buf[:pos]
-        if 13 in buf:  # a line ended by CR alone (SSE allows CR, LF and CRLF; 13 is \r): read as LF, scan again
-            buf[:] = buf.replace(b"\r", b"\n")  # CRLF becomes a blank line, which is skipped; JSON has no raw CR
-            self._scan(req, now)
-            return
         if len(buf) > bounds.MAX_LINE:  # what is left is one line not ended yet: scanned again on every read
             raise StreamCut(f"SSE line over {bounds.MAX_LINE >> 10} KiB")
 

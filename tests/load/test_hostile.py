@@ -125,7 +125,7 @@ def _kept(r: dict[str, Any]) -> bool:
             and r["usage_completion_tokens"] == TOKENS and r["usage_flag"] is None)
 
 
-@pytest.mark.parametrize("mode", ["normal", "eol=cr", "eol=crlf", "eol=crlf-split", *CUTS])
+@pytest.mark.parametrize("mode", ["normal", "eol=cr", "eol=crlf", "eol=crlf-split", "eol=mixed", *CUTS])
 def test_a_hostile_answer_is_cut_per_request_and_the_others_kept(hostile: Hostile, session: LoadSession,
                                                                  tmp_path: Path, mode: str) -> None:
     res, recs, peak, wall = _level(session, hostile, mode, tmp_path / mode)

@@ -383,22 +383,34 @@ def test_b_pdl_knob(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_select_knob(monkeypatch: pytest.MonkeyPatch) -> None:
     """KIT_OEA_SELECT: auto (default, also when empty: tl.topk where a selecting program holds at most 512 logits,
-    the K max rounds above), rounds or topk, in any case; anything else is named."""
+    the K max rounds above), rounds or topk, in any case; anything else is named, on every path (split-hint's
+    kernels keep their rounds, yet the knob is still read) and by prelaunch_union before it forks."""
     monkeypatch.delenv(TK.SELECT_KNOB, raising=False)
+    assert TK._select_mode() == "auto"
     # auto: GLM-5 at one row a program (1-128 rows), Qwen3 at four (its 64 and 512 rows) take topk; GLM-5 at four
     # rows a program (its atomic union near 64 and 256 rows, 512 rows), eight (1024), Qwen3 at eight take rounds
-    assert [TK._select_topk(rows, n, 8) for rows, n in ((1, 256), (2, 256), (4, 128), (4, 256), (8, 256), (8, 128))] \
-        == [True, True, True, False, False, False]
-    assert TK._select_topk(1, 1024, 8) is False  # one row of 1024 experts is past the threshold too
-    assert TK._select_topk(1, 256, 1) is False  # top-1 routing: one round (tl.topk takes no k of 1)
-    for raw, small, large in (("", True, False), ("auto", True, False), ("rounds", False, False),
-                              ("TopK", True, True), (" topk ", True, True)):
+    assert [TK._select_topk("auto", rows, n, 8) for rows, n in ((1, 256), (2, 256), (4, 128), (4, 256), (8, 256),
+                                                                 (8, 128))] == [True, True, True, False, False, False]
+    assert TK._select_topk("auto", 1, 1024, 8) is False  # one row of 1024 experts is past the threshold too
+    for mode in ("auto", "rounds", "topk"):
+        assert TK._select_topk(mode, 1, 256, 1) is False  # top-1 routing: one round (tl.topk takes no k of 1)
+    assert (TK._select_topk("rounds", 1, 256, 8), TK._select_topk("topk", 8, 256, 8)) == (False, True)
+    for raw, mode in (("", "auto"), ("auto", "auto"), ("Rounds", "rounds"), (" topk ", "topk")):
         monkeypatch.setenv(TK.SELECT_KNOB, raw)
-        assert (TK._select_topk(1, 256, 8), TK._select_topk(8, 256, 8)) == (small, large), raw
-        assert TK._select_topk(1, 256, 1) is False, raw
+        assert TK._select_mode() == mode, raw
     monkeypatch.setenv(TK.SELECT_KNOB, "bitonic")
-    with pytest.raises(ValueError, match="KIT_OEA_SELECT='bitonic': expected auto, rounds or topk"):
-        TK._select_topk(1, 256, 1)  # refused even where the knob would not matter
+    refused = "KIT_OEA_SELECT='bitonic': expected auto, rounds or topk"
+    x = make(8, 64, 4, seed=3)
+    for path in ("single", "split", "split-hint", "split-light"):
+        monkeypatch.setenv(TK.PATH_KNOB, path)
+        ids = x.ids.clone()
+        with pytest.raises(ValueError, match=refused):
+            TK.oea_reroute_triton_(ids, x.weights.clone(), x.logits, k0=2, k=4, softmax=True, correction_bias=None,
+                                   renormalize=True, routed_scaling_factor=None, num_token_non_padded=None)
+        assert TK.torch.equal(ids, x.ids), path  # refused before any launch: nothing written
+    monkeypatch.setenv(TK.PATH_KNOB, "split")
+    with pytest.raises(ValueError, match=refused):
+        TK.prelaunch_union(x.logits, k0=2, k=4, softmax=True, correction_bias=None, num_token_non_padded=None)
 
 
 def _failing_wait() -> None:

@@ -19,7 +19,8 @@ Modes:
 - ``inflate=<pct>``: a normal stream whose usage over-reports the tokens sent by ``pct`` percent;
 - ``after-done``: a normal stream, then one more content event after ``[DONE]``;
 - ``eol=cr`` / ``eol=crlf``: a normal stream whose SSE lines end in CR alone / CRLF (the SSE spec allows both);
-  ``eol=crlf-split``: CRLF, each event written in two parts split between its CR and its LF.
+  ``eol=crlf-split``: CRLF, each event written in two parts split between its CR and its LF; ``eol=mixed``:
+  the events' line ends cycle CR alone, LF, CRLF, the whole stream in one write (one read holds all three).
 
 With ``--log FILE`` one JSON line per request: ``{"rid", "mode", "start", "end", "sent"}`` (``time.monotonic()``
 when the request's body arrived and when the server stopped answering, i.e. the client closed or the response
@@ -141,8 +142,12 @@ class Handler(socketserver.BaseRequestHandler):
             return self._endless(b"HTTP/1.1 200 OK\r\nX-Slow: ", b"s", pause=0.05)
         sent = self._send(sse_head)
         eol = {"eol=cr": b"\r", "eol=crlf": b"\r\n", "eol=crlf-split": b"\r\n"}.get(mode, b"\n")
+        held: list[bytes] = []  # eol=mixed: every event, sent at the end in one write
 
         def event(data: bytes) -> int:
+            if mode == "eol=mixed":
+                held.append(data.replace(b"\n", (b"\r", b"\n", b"\r\n")[len(held) % 3]))
+                return 0
             data = data.replace(b"\n", eol)
             if mode != "eol=crlf-split":
                 return self._send(_chunk(data))
@@ -164,6 +169,8 @@ class Handler(socketserver.BaseRequestHandler):
         sent += event(b"data: [DONE]\n\n")
         if mode == "after-done":
             sent += event(_content(tokens))
+        if held:
+            sent += self._send(_chunk(b"".join(held)))
         sent += self._send(b"0\r\n\r\n")
         return sent
 

@@ -645,24 +645,30 @@ def _flag_knob(name: str) -> bool:
 SELECT_TOPK_LOGITS = 512  # auto: tl.topk where a selecting program holds at most this many logits (_select_topk)
 
 
-def _select_topk(block_m: int, block_n: int, block_k: int) -> bool:
-    """``KIT_OEA_SELECT``: ``auto`` (default), ``rounds`` or ``topk`` (``_select_store``'s ``TOPK``), for kernel
-    B and single / repl (the split-hint kernels keep their rounds). ``auto``: topk where the program selects for
-    at most ``SELECT_TOPK_LOGITS`` logits (``block_m`` rows of ``block_n``), rounds above. Top-1 routing
-    (``block_k`` 1: one round, and ``tl.topk`` takes no k of 1) keeps the rounds whatever the knob says.
-
-    Measured on one H100 (benchmarks/results/h100-hooktopk-2026-12-06/, four runs of the forced variants, us over
-    plain routing, torch-ops router): topk took 0.8 to 1.0 us off every cell of one row a program (GLM-5 and
-    Qwen3 at 1-32 rows; GLM-5 at 128 rows +4.13 to +4.64 against +5.10 to +5.56) and Qwen3's four rows of 128
-    (64 rows: +3.23 to +3.26 against +3.63 to +3.89; 512 rows forced to reroute +4.52 against +4.89); it cost more
-    at four or eight rows of 256 (GLM-5 at 64 / 256 rows +4.53 to +4.92 / +4.92 to +5.14 against +4.32 to +4.57 /
-    +4.70 to +4.80; forced to reroute at 1024 rows +15.69 against +12.42) and Qwen3's eight rows of 128 (1024
-    rows, rerouted: +5.40 against +5.22). The one cell the threshold misjudges: Qwen3 at 256 rows (two rows of
-    128) forced to reroute, +4.89 against +4.69."""
+def _select_mode() -> str:
+    """``KIT_OEA_SELECT``: ``auto`` (default, also when empty), ``rounds`` or ``topk``, in any case; anything else is
+    refused. Read before any launch (``prelaunch_union`` before it forks, ``oea_reroute_triton_`` on every path)."""
     raw = os.environ.get(SELECT_KNOB, "auto").strip().lower() or "auto"
     if raw not in ("auto", "rounds", "topk"):
         raise ValueError(f"{SELECT_KNOB}={raw!r}: expected auto, rounds or topk")
-    return block_k > 1 and (raw == "topk" or (raw == "auto" and block_m * block_n <= SELECT_TOPK_LOGITS))
+    return raw
+
+
+def _select_topk(mode: str, block_m: int, block_n: int, block_k: int) -> bool:
+    """Whether a program that selects for ``block_m`` rows of ``block_n`` (padded) experts, ``block_k`` slots,
+    finds each row's top-k with ``tl.topk`` (``_select_store``'s ``TOPK``), for kernel B and single / repl (the
+    split-hint kernels keep their rounds). ``mode`` (``_select_mode``) ``auto``: where the program holds at most
+    ``SELECT_TOPK_LOGITS`` logits, the K max rounds above. Top-1 routing (``block_k`` 1: one round, and
+    ``tl.topk`` takes no k of 1) keeps the rounds whatever the knob says.
+
+    Measured on one H100 (benchmarks/results/h100-hooktopk-2026-12-06/, c1-c4: four runs of each forced way, us
+    over plain routing): topk 0.7 to 1.1 us less at 1-32 rows of either shape (one row a program), 0.5 to 1.0 at
+    GLM-5's 128 rows (over torch ops +4.13 to +4.64 against +5.10 to +5.56), 0.2 to 0.5 at Qwen3's 128 and 0.4 to
+    0.6 at its 64 (four rows of 128 a program; rerouted at 512 rows +4.52 against +4.89); 0.2 to 0.5 more at
+    GLM-5's 64 and 256 rows (four rows of 256), and rerouted at GLM-5's 512 / 1024 rows (+6.04 / +15.69 against
+    +5.65 / +12.42) and Qwen3's 1024 (+5.40 against +5.22). The one measured cell the threshold misjudges: Qwen3
+    at 256 rows (two rows of 128) forced to reroute, +4.89 against +4.69."""
+    return block_k > 1 and (mode == "topk" or (mode == "auto" and block_m * block_n <= SELECT_TOPK_LOGITS))
 
 
 def _int_knob(name: str, default: int) -> int:
@@ -891,6 +897,7 @@ def prelaunch_union(
     ):
         return None
     device = router_logits.device
+    _select_mode()  # kernel B's knob, refused before the fork (as the layout's knobs below)
     atomic, min_rows = _union_layout(m, block_n)
     block_m, programs, words, warps = _split_layout(m, block_n, "split-prelaunched", device, min_rows)
     a_rows, a_programs, a_warps = _a_layout(m, block_n, atomic, block_m)
@@ -965,6 +972,7 @@ def oea_reroute_triton_(
                              f"{prelaunched.shape}, called with {here}")  # fmt: skip
     if m == 0:
         return
+    mode = _select_mode()  # before any launch, whatever the path (a refusal after a prelaunch: oea_reroute_ joins)
     block_n, block_k = max(triton.next_power_of_2(n), 32), triton.next_power_of_2(k)
     dummy = router_logits  # never read when the matching HAS_* flag is off
     bias = correction_bias if correction_bias is not None else dummy
@@ -977,8 +985,7 @@ def oea_reroute_triton_(
     at = n + 1 if skip_at is None else int(skip_at)
     stride_l, stride_i, stride_w = router_logits.stride(0), topk_ids.stride(0), topk_weights.stride(0)
     if prelaunched is not None:
-        # a knob refused here: oea_reroute_ joins the side stream
-        b_pdl, topk = _b_pdl(router_logits.device), _select_topk(prelaunched.block_m, block_n, block_k)
+        b_pdl, topk = _b_pdl(router_logits.device), _select_topk(mode, prelaunched.block_m, block_n, block_k)
         join(prelaunched)
         _split_select_kernel[(prelaunched.programs,)](
             router_logits, stride_l, bias, topk_ids, stride_i, topk_weights, stride_w, ntnp, prelaunched.part, m, n,
@@ -1004,7 +1011,7 @@ def oea_reroute_triton_(
             router_logits, stride_l, bias, topk_ids, stride_i, topk_weights, stride_w, ntnp, m, n, scale, at, rows,
             K=k, K0=k0, BLOCK_M=block_m, BLOCK_M2=block_m2, BLOCK_N=block_n, BLOCK_K=block_k,
             RENORMALIZE=renormalize, num_warps=_warps_knob(SINGLE_WARPS_KNOB, 8 if block_m * block_n >= 4096 else 4),
-            TOPK=_select_topk(block_m2, block_n, block_k), **flags, **launch,
+            TOPK=_select_topk(mode, block_m2, block_n, block_k), **flags, **launch,
         )  # fmt: skip
         return
     block_m, programs, words, warps = _split_layout(m, block_n, path, router_logits.device)
@@ -1020,5 +1027,5 @@ def oea_reroute_triton_(
         router_logits, stride_l, bias, topk_ids, stride_i, topk_weights, stride_w, ntnp, part, m, n, programs, scale,
         at, K=k, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, WORDS=words,
         BLOCK_P=min(triton.next_power_of_2(programs), _ONE_PASS_SETS), RENORMALIZE=renormalize, num_warps=warps,
-        **flags, **launch, **({} if path == "split-hint" else {"TOPK": _select_topk(block_m, block_n, block_k)}),
+        **flags, **launch, **({} if path == "split-hint" else {"TOPK": _select_topk(mode, block_m, block_n, block_k)}),
     )  # fmt: skip
