@@ -411,6 +411,11 @@ def test_select_knob(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(TK.PATH_KNOB, "split")
     with pytest.raises(ValueError, match=refused):
         TK.prelaunch_union(x.logits, k0=2, k=4, softmax=True, correction_bias=None, num_token_non_padded=None)
+    for raw, topk in (("rounds", False), ("topk", True), ("auto", True)):  # kernel B's choice rides on the handle
+        monkeypatch.setenv(TK.SELECT_KNOB, raw)
+        pre = TK.prelaunch_union(x.logits, k0=2, k=4, softmax=True, correction_bias=None, num_token_non_padded=None)
+        assert pre is not None and pre.topk is topk, raw
+        TK.join(pre)
 
 
 def _failing_wait() -> None:

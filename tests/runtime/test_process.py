@@ -10,6 +10,7 @@ from support.ports import free_port
 
 from kit.errors import ServerError
 from kit.plumbing.net import port_bindable
+from kit.plumbing.poll import poll_until
 from kit.plumbing.procs import group_members
 from kit.runtime import ServerSpec
 from kit.runtime.process import ProcessRuntime, ProcessServer
@@ -282,10 +283,7 @@ def _with_daemon(tmp_path: Path, port: int, script: str, pidfile: Path) -> tuple
     """A ready server from ``script``, and the PID its daemon wrote to ``pidfile`` (waited for, 10 s at most)."""
     server = ProcessRuntime().start(_spec(tmp_path, port, [sys.executable, "-c", script]))
     server.wait_ready()
-    deadline = time.monotonic() + 10
-    while not pidfile.exists() or not pidfile.read_text().strip():
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    assert poll_until(lambda: pidfile.exists() and pidfile.read_text().strip(), 10, interval=0.05)
     return server, int(pidfile.read_text())
 
 

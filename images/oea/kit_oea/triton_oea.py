@@ -647,7 +647,8 @@ SELECT_TOPK_LOGITS = 512  # auto: tl.topk where a selecting program holds at mos
 
 def _select_mode() -> str:
     """``KIT_OEA_SELECT``: ``auto`` (default, also when empty), ``rounds`` or ``topk``, in any case; anything else is
-    refused. Read before any launch (``prelaunch_union`` before it forks, ``oea_reroute_triton_`` on every path)."""
+    refused. Read before any launch: by ``prelaunch_union`` before it forks (kernel B's choice then rides on the
+    handle, as its warps do), by ``oea_reroute_triton_`` on every path without a prelaunch."""
     raw = os.environ.get(SELECT_KNOB, "auto").strip().lower() or "auto"
     if raw not in ("auto", "rounds", "topk"):
         raise ValueError(f"{SELECT_KNOB}={raw!r}: expected auto, rounds or topk")
@@ -766,6 +767,7 @@ class Prelaunched(NamedTuple):
     stream: Any  # the side stream (torch.cuda.Stream), None where kernel A ran in order (CPU: the interpreter)
     shape: tuple[object, ...]  # what it was launched for (``_launch_shape``): kernel B checks it
     union: torch.Tensor | None = None  # KIT_OEA_UNION=atomic: the one bit set kernel A's programs OR into
+    topk: bool = False  # kernel B's selection by tl.topk (_select_topk), decided with its layout
 
     @property
     def m(self) -> int:
@@ -897,9 +899,9 @@ def prelaunch_union(
     ):
         return None
     device = router_logits.device
-    _select_mode()  # kernel B's knob, refused before the fork (as the layout's knobs below)
     atomic, min_rows = _union_layout(m, block_n)
     block_m, programs, words, warps = _split_layout(m, block_n, "split-prelaunched", device, min_rows)
+    topk = _select_topk(_select_mode(), block_m, block_n, block_k)  # refused before the fork, as the layout's knobs
     a_rows, a_programs, a_warps = _a_layout(m, block_n, atomic, block_m)
     sets = 0 if atomic else a_programs  # the bit sets kernel B ORs (none with the atomic union)
     dummy = router_logits
@@ -926,7 +928,7 @@ def prelaunch_union(
             USE_PDL=False, USE_IDS=False, ATOMIC=union is not None, union_ptr=union,
         )  # fmt: skip
     shape = _launch_shape(router_logits, k0, k, softmax, correction_bias, num_token_non_padded)
-    return Prelaunched(part, block_m, programs, warps, sets, stream, shape, union)
+    return Prelaunched(part, block_m, programs, warps, sets, stream, shape, union, topk)
 
 
 def _launch_shape(
@@ -972,7 +974,6 @@ def oea_reroute_triton_(
                              f"{prelaunched.shape}, called with {here}")  # fmt: skip
     if m == 0:
         return
-    mode = _select_mode()  # before any launch, whatever the path (a refusal after a prelaunch: oea_reroute_ joins)
     block_n, block_k = max(triton.next_power_of_2(n), 32), triton.next_power_of_2(k)
     dummy = router_logits  # never read when the matching HAS_* flag is off
     bias = correction_bias if correction_bias is not None else dummy
@@ -985,7 +986,7 @@ def oea_reroute_triton_(
     at = n + 1 if skip_at is None else int(skip_at)
     stride_l, stride_i, stride_w = router_logits.stride(0), topk_ids.stride(0), topk_weights.stride(0)
     if prelaunched is not None:
-        b_pdl, topk = _b_pdl(router_logits.device), _select_topk(mode, prelaunched.block_m, block_n, block_k)
+        b_pdl = _b_pdl(router_logits.device)
         join(prelaunched)
         _split_select_kernel[(prelaunched.programs,)](
             router_logits, stride_l, bias, topk_ids, stride_i, topk_weights, stride_w, ntnp, prelaunched.part, m, n,
@@ -998,11 +999,11 @@ def oea_reroute_triton_(
             BLOCK_U=min(triton.next_power_of_2(m),
                         max(1, (256 * prelaunched.warps if router_logits.is_cuda else 8192) // block_n)),
             ONE_PASS=prelaunched.sets <= _ONE_PASS_SETS and m <= _ONE_PASS_ROWS, **{**flags, "USE_PDL": b_pdl},
-            ATOMIC=prelaunched.union is not None, union_ptr=prelaunched.union, TOPK=topk,
+            ATOMIC=prelaunched.union is not None, union_ptr=prelaunched.union, TOPK=prelaunched.topk,
             **({"launch_pdl": True} if b_pdl else {}),
         )  # fmt: skip
         return
-    path = choose_path(m, block_n)
+    path, mode = choose_path(m, block_n), _select_mode()  # both before any launch, whatever the path
     if not path.startswith("split"):
         block_m = min(triton.next_power_of_2(m), max(1, _SINGLE_TILE // block_n))
         block_m2 = block_m if path == "single" else _REPL_ROWS
