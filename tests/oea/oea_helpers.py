@@ -149,3 +149,44 @@ def patch_triton_interpreter_scalars() -> None:
 
     patched._kit_scalar_fix = True  # type: ignore[attr-defined]
     interpreter._patch_lang_tensor = patched
+
+
+def patch_triton_interpreter_repatching() -> None:
+    """Triton 3.6's interpreter patches triton.language for the interpreter (``_patch_lang``: inspect.getmembers
+    over tl, tl.core, tl.tensor, tl.math) at each launch and again at every call of a @triton.jit helper inside
+    the kernel, though within one launch the modules are already patched, with the same builder: a third of an
+    interpreted test's time here (cProfile of the slowest: 83,401 such calls, 12 of its 37 s). Patched here, in
+    the tests that interpret kernels on the CPU: inside a launch, a helper's call whose modules the launch has
+    already patched patches nothing; the launch's own patch and its restore at the launch's end are Triton's, as
+    is a helper's first patch of a module the launch had not patched (tl.core, for triton's own standard
+    library). Compiled kernels are untouched; every interpreted kernel is checked against a reference anyway."""
+    import inspect
+
+    import triton.language as tl
+    from triton.runtime import interpreter
+
+    original = interpreter._patch_lang
+    if getattr(original, "_kit_once", False):
+        return
+    launch = interpreter.GridExecutor.__call__
+    patched_now: list[set[int]] = []  # the modules the launch in progress has patched (none: no launch)
+
+    def in_one_launch(self: Any, *args: Any, **kwargs: Any) -> Any:
+        patched_now.append(set())
+        try:
+            return launch(self, *args, **kwargs)
+        finally:
+            patched_now.pop()
+
+    def patch_lang(fn: Any) -> Any:
+        langs = {id(v) for v in fn.__globals__.values() if inspect.ismodule(v) and v in (tl, tl.core)}
+        if not patched_now:
+            return original(fn)
+        if langs <= patched_now[-1]:
+            return interpreter._LangPatchScope()
+        patched_now[-1] |= langs
+        return original(fn)
+
+    patch_lang._kit_once = True  # type: ignore[attr-defined]
+    interpreter._patch_lang = patch_lang
+    interpreter.GridExecutor.__call__ = in_one_launch

@@ -32,7 +32,12 @@ if importlib.util.find_spec("triton") is None:
     pytest.skip("triton is not installed (the kernels cannot run or be interpreted)", allow_module_level=True)
 
 from kit_oea.oea import reroute_torch_  # noqa: E402
-from oea_helpers import IMAGE_DIR, patch_triton_interpreter_scalars, reference  # noqa: E402
+from oea_helpers import (  # noqa: E402
+    IMAGE_DIR,
+    patch_triton_interpreter_repatching,
+    patch_triton_interpreter_scalars,
+    reference,
+)
 
 pytestmark = pytest.mark.slow  # ~11 s interpreted on 2 CPU cores
 
@@ -69,6 +74,7 @@ def _load_kernels() -> ModuleType:
 
         if DEVICE == "cpu":
             patch_triton_interpreter_scalars()
+            patch_triton_interpreter_repatching()
 
         spec = importlib.util.spec_from_file_location(
             "kit_oea_triton_under_test", IMAGE_DIR / "kit_oea" / "triton_oea.py"
