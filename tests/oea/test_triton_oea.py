@@ -406,7 +406,7 @@ def test_select_knob(monkeypatch: pytest.MonkeyPatch) -> None:
         assert TK._select_mode() == mode, raw
     monkeypatch.setenv(TK.SELECT_KNOB, "bitonic")
     refused = "KIT_OEA_SELECT='bitonic': expected auto, rounds or topk"
-    x = make(8, 64, 4, seed=3)
+    x = SimpleNamespace(**{name: t.to(DEVICE) for name, t in vars(make(8, 64, 4, seed=3)).items() if t is not None})
     for path in ("single", "split", "split-hint", "split-light"):
         monkeypatch.setenv(TK.PATH_KNOB, path)
         ids = x.ids.clone()
