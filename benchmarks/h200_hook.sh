@@ -17,7 +17,7 @@
 # each row's top-k found by tl.topk instead of K max rounds (KIT_OEA_SELECT=topk) over each router (topk,
 # topk-short, topk-fused).
 #
-# With little device time: TESTS_S / TESTS_K bound and filter the tests (benchmarks/hook_common.sh), BENCH_S the
+# ONLY_ON=H200 runs nothing unless the GPU is one. With little device time: TESTS_S / TESTS_K bound and filter the tests (benchmarks/hook_common.sh), BENCH_S the
 # benchmark's --max-seconds (default 200; it stops starting cells after that), FORCED its variants.
 #
 # Needs on the device: python3 with torch (CUDA), triton, numpy, pytest (as the 2026-12-03 calls had).
@@ -31,6 +31,12 @@ PY=${PY:-python3}
 . benchmarks/hook_common.sh
 
 hook_env 2>&1 | tee "$OUT/env.txt"
+# ONLY_ON=H200: run nothing (exit 3) unless the GPU's name holds it: a call for an H200 that got another card costs
+# its start only, not a full run whose timings could not fill the table asked for
+if [ -n "${ONLY_ON:-}" ] && ! nvidia-smi --query-gpu=name --format=csv,noheader | grep -q -- "$ONLY_ON"; then
+  echo "not an $ONLY_ON: nothing run"
+  exit 3
+fi
 hook_tests "$OUT"
 tests_rc=$?
 

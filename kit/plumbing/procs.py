@@ -143,6 +143,28 @@ def tagged(tag: str, proc: Path = PROC) -> list[int]:
     return _others_where(holds, proc)
 
 
+MAX_DESCENDANTS = 100_000  # processes followed below one PID (bounded, whatever /proc shows)
+
+
+def descendants(pid: int, proc: Path = PROC) -> list[int]:
+    """Live (non-zombie) PIDs below ``pid`` by parent links (its children, theirs, ...), from one scan of /proc:
+    what a server's leader started, wherever its group or session went, while the leader lives (it is their
+    subreaper: an orphan among them is reparented to it, not to init; ``ProcessRuntime``)."""
+    children: dict[int, list[int]] = {}
+    for name in os.listdir(proc):
+        fields = stat_fields(int(name), proc) if name.isdigit() else None
+        if fields and len(fields) > 1 and fields[0] != "Z":
+            children.setdefault(int(fields[1]), []).append(int(name))
+    found: set[int] = set()
+    todo = [pid]
+    while todo and len(found) < MAX_DESCENDANTS:
+        for child in children.get(todo.pop(), []):
+            if child not in found and child != pid:
+                found.add(child)
+                todo.append(child)
+    return sorted(found)
+
+
 def stop_pids(pids: list[int], grace_s: float) -> list[int]:
     """SIGTERM each of ``pids``, up to ``grace_s`` for them to go, then SIGKILL; those still alive after 5 s more."""
     def alive() -> list[int]:

@@ -11,6 +11,10 @@ address or port than the manifest's, its log announces it as HTTP and it answers
 listens where kit connects (the wrong port: its listening sockets from /proc, the fix in the error).
 Stop: SIGTERM to the whole group, a grace period, SIGKILL, then proof: no process of the
 group remains and the port can be bound again.
+Escapes: the leader is made the subreaper of everything it starts (``kit.runtime.subreaper``), so a process that left
+the group and the session (setsid, a double fork) stays below it by parent links even with its output closed
+and its environment scrubbed; the stop finds such processes by those links (taken before the group is
+signalled), by the output pipe they hold and by the tag in their environment, names them and stops them.
 """
 
 from __future__ import annotations
@@ -34,7 +38,15 @@ from kit.plumbing.clock import utc_now
 from kit.plumbing.logpump import LogPump, pipe_chunks
 from kit.plumbing.net import http_get, http_ok, listening, local_url, port_bindable, reaches
 from kit.plumbing.poll import Deadline, poll_until
-from kit.plumbing.procs import TAG_VAR, group_members, pipe_holders, signal_group, stop_group, stop_pids, tagged
+from kit.plumbing.procs import (
+    TAG_VAR,
+    group_members,
+    pipe_holders,
+    signal_group,
+    stop_group,
+    stop_pids,
+    tagged,
+)
 from kit.runtime import (
     ProcessDescription,
     ProcessStopDetails,
@@ -56,6 +68,7 @@ from kit.runtime.records import (
     start_ticks,
     write_record,
 )
+from kit.runtime.subreaper import left_the_group, not_runnable, shim_argv, still_the_same
 
 __all__ = ["LeftoverStops", "ProcessRuntime", "ProcessServer", "kill_leftover_groups", "port_bindable"]
 
@@ -68,6 +81,7 @@ ANNOUNCE_LINES = 400  # the log lines (of its last 64 KiB) searched for where th
 
 
 WORKDIR_PREFIX = "kit-cwd-"  # a server's working directory: <tmp>/kit-cwd-<server name>-<random>
+EXEC_WAIT_S = 10.0  # for the shim's exec of the server's command (about 20-70 ms)
 
 
 def _pipe_inode(proc: subprocess.Popen[bytes]) -> int:
@@ -190,14 +204,16 @@ class ProcessServer:
         if self._stopped is not None:
             return self._stopped
         t0 = time.monotonic()
+        # before the leader goes (then they are init's), and only while it is unreaped: its PID is not reused
+        adopted = left_the_group(self.proc.pid, self.pgid) if self.proc.poll() is None else []
         ended = stop_group(self.pgid, self.spec.stop_grace_s, reap=self.proc.poll)
         code = self.proc.wait(timeout=30)
         left = group_members(self.pgid)
         self.pump.join(timeout=1)
         escaped: list[str] = []
-        if not left:  # the group is gone: what left it, by its output pipe (still held) or its environment's tag
+        if not left:  # the group is gone: what left it, by its parent links, its output pipe or its environment's tag
             holders = pipe_holders(self.pipe_inode) if self.pump.is_alive() else []
-            holders = sorted(set(holders) | set(tagged(self.tag)))
+            holders = sorted(set(holders) | set(tagged(self.tag)) | set(still_the_same(adopted)))
             escaped = [f"PID {p}: {' '.join(cmdline(p) or ['?'])[:200]}" for p in holders]
             left = stop_pids(holders, self.spec.stop_grace_s)
             if self.pump.is_alive():
@@ -249,6 +265,9 @@ class ProcessRuntime:
         # socket, a FIFO, a cache of gigabytes, a config dump with a token) must not become a file kit signs
         workdir = Path(tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{spec.name}-"))
         try:
+            why = not_runnable(spec.command[0], env.get("PATH", os.defpath), workdir)
+            if why is not None:
+                raise why
             with pinned(parse_cpulist(spec.cpus) if spec.cpus else None):
                 proc = self._popen(spec, env, workdir)
         except OSError as e:
@@ -262,7 +281,7 @@ class ProcessRuntime:
     @staticmethod
     def _popen(spec: ServerSpec, env: dict[str, str], workdir: Path) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
-            spec.command,
+            shim_argv(spec.command),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -275,12 +294,18 @@ class ProcessRuntime:
     def _supervise(spec: ServerSpec, proc: subprocess.Popen[bytes], inherited: list[str],
                    workdir: Path, tag: str) -> ProcessServer:
         try:
-            # the record first: a kit killed from here on leaves a server its resume and kit clean can find
-            record = write_record(ServerRecord(
+            # the record first: a kit killed from here on leaves a server its resume and kit clean can find (by its
+            # start time alone until the shim has exec'd the command, then by its command line as well)
+            fields = ServerRecord(
                 pgid=proc.pid, pid=proc.pid, run_id=spec.labels.get("kit.run"), cell=spec.labels.get("kit.cell"),
                 command=spec.command, started=utc_now(), boot_id=boot_id(),
-                start_ticks=start_ticks(proc.pid), cmdline=cmdline(proc.pid),
-                kit_pid=os.getpid(), kit_start_ticks=start_ticks(os.getpid()), workdir=str(workdir)))
+                start_ticks=start_ticks(proc.pid), cmdline=None,
+                kit_pid=os.getpid(), kit_start_ticks=start_ticks(os.getpid()), workdir=str(workdir))
+            record = write_record(fields)
+            shim = shim_argv(spec.command)
+            poll_until(lambda: proc.poll() is not None or cmdline(proc.pid) != shim, EXEC_WAIT_S, interval=0.005)
+            if proc.poll() is None and (now := cmdline(proc.pid)) != shim:
+                record = write_record(ServerRecord(**{**fields, "cmdline": now}))
             stdout = proc.stdout
             assert stdout is not None
             pump = LogPump(partial(pipe_chunks, stdout), spec.log_path, name=f"log-{spec.name}",
@@ -334,7 +359,14 @@ def kill_leftover_groups(grace_s: float = 5.0, *, run_id: str | None = None) -> 
             continue
         what = f"group {pgid} (run {record.get('run_id')}, cell {record.get('cell')}): "
         what += " ".join(record.get("command", []))[:80]
+        adopted = left_the_group(pgid, pgid)  # the leader's, taken while it may still live, and if it still is
+        if start_ticks(pgid) != record.get("start_ticks"):  # gone since (its PID perhaps another's): none
+            adopted = []
         left = stop_group(pgid, grace_s).left
+        escaped = still_the_same(adopted)
+        if escaped:
+            what += f" (and {len(escaped)} that left its group: PIDs {escaped})"
+            left += stop_pids(escaped, grace_s)
         if left:
             survived.append(f"{what} (processes {left} still there after SIGKILL)")
             continue

@@ -48,7 +48,7 @@ class ServerRecord(TypedDict):
     started: str  # UTC, kit.plumbing.clock format (older records: isoformat with +00:00)
     boot_id: str | None
     start_ticks: int | None  # the leader's start time (absent in records of older kit versions)
-    cmdline: list[str] | None  # the leader's /proc cmdline right after it started
+    cmdline: list[str] | None  # the leader's /proc cmdline once it runs the command (shown; not its identity)
     kit_pid: NotRequired[int]  # the kit process that started it, and that process's start time: a run whose lock
     kit_start_ticks: NotRequired[int | None]  # is in another KIT_LOCK_DIR is still known live by its kit
     workdir: NotRequired[str]  # the process runtime: the empty directory it runs in, removed with the leftover
@@ -286,9 +286,12 @@ def same_boot(record: ServerRecord) -> bool:
 def identity_mismatch(record: ServerRecord, proc: Path = PROC) -> str | None:
     """Why the live process group numbered ``record["pgid"]`` is not the one recorded (None: it is).
 
-    The leader alive: its start time and command line must be the recorded ones. The leader gone: every
-    member must have started no earlier than the recorded leader. A record without the leader's start
-    time (older kit) proves nothing, so it never counts."""
+    The leader alive: its start time must be the recorded one (with the PID and the boot, the process itself: a
+    PID is not handed out again within one clock tick). Its command line is not compared: a leader that exec'd
+    (kit's subreaper shim, a shell's ``exec``, a server that re-execs itself) keeps its PID and start time and
+    changes it, and such a leftover was once taken for a stranger, its record dropped and it left running. The
+    leader gone: every member must have started no earlier than the recorded leader. A record without the
+    leader's start time (older kit) proves nothing, so it never counts."""
     pgid = int(record["pgid"])
     want = record.get("start_ticks")
     if not isinstance(want, int):
@@ -297,8 +300,6 @@ def identity_mismatch(record: ServerRecord, proc: Path = PROC) -> str | None:
     if now is not None:
         if now != want:
             return f"PID {pgid} now started at tick {now}, the recorded leader at tick {want}: the PGID was reused"
-        if record.get("cmdline") is not None and cmdline(pgid, proc) != record.get("cmdline"):
-            return f"PID {pgid} now runs {cmdline(pgid, proc)!r}, not the recorded {record.get('cmdline')!r}"
         return None
     early = [p for p in group_members(pgid, proc) if (start_ticks(p, proc) or want) < want]
     if early:

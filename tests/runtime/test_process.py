@@ -333,6 +333,95 @@ def test_a_daemon_that_closed_its_output_is_found_by_its_environment_and_stopped
     _stopped_and_named(server, daemon, "")
 
 
+def _scrubbed_daemon_script(port: int, pidfile: Path) -> str:
+    """A server that leaves a daemon behind every trace but its parent links: a double fork, setsid, its stdio on
+    /dev/null and an exec with an empty environment (no tag), then serves HTTP on ``port``."""
+    daemon = f"import os, time; open({str(pidfile)!r}, 'w').write(str(os.getpid())); time.sleep(600)"
+    return (
+        "import os, sys\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        "        fd = os.open(os.devnull, os.O_RDWR)\n"
+        "        [os.dup2(fd, i) for i in (0, 1, 2)]\n"
+        f"        os.execve(sys.executable, [sys.executable, '-c', {daemon!r}], {{}})\n"
+        "    os._exit(0)\n"
+        f"os.execvp(sys.executable, [sys.executable, '-m', 'http.server', '{port}', '--bind', '127.0.0.1'])\n"
+    )
+
+
+def _traceless(server: ProcessServer, daemon: int) -> None:
+    """``daemon`` left the group, holds no end of the output pipe and has no tag: only its parent is the leader's."""
+    from kit.plumbing.procs import TAG_VAR
+
+    assert os.getpgid(daemon) != server.pgid
+    assert f"pipe:[{server.pipe_inode}]" not in {os.readlink(f) for f in Path(f"/proc/{daemon}/fd").iterdir()}
+    assert TAG_VAR.encode() not in Path(f"/proc/{daemon}/environ").read_bytes()
+    ppid = int(Path(f"/proc/{daemon}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    assert ppid == server.proc.pid  # reparented to the leader (its subreaper), not to init
+
+
+@pytest.mark.slow
+def test_a_daemon_that_also_scrubbed_its_environment_is_found_by_its_parent_links(tmp_path: Path, port: int) -> None:
+    """A review's server double-forked, setsid, closed its output and scrubbed its environment: neither the group,
+    the pipe nor the tag found it, and it outlived the run. The leader is now its subreaper: the stop finds it."""
+    pidfile = tmp_path / "daemon.pid"
+    server, daemon = _with_daemon(tmp_path, port, _scrubbed_daemon_script(port, pidfile), pidfile)
+    _traceless(server, daemon)
+    _stopped_and_named(server, daemon, sys.executable)
+
+
+@pytest.mark.slow
+def test_a_leftover_s_scrubbed_daemon_goes_with_it(tmp_path: Path, port: int) -> None:
+    """kit killed mid-cell (no stop ran): `kit clean` / a resume stop the leftover group and, by the leader's parent
+    links taken before it goes, the daemon that left the group without a trace."""
+    from kit.runtime.process import kill_leftover_groups
+
+    pidfile = tmp_path / "daemon.pid"
+    server, daemon = _with_daemon(tmp_path, port, _scrubbed_daemon_script(port, pidfile), pidfile)
+    _traceless(server, daemon)
+    out = kill_leftover_groups(grace_s=2, run_id="test")  # as if its kit were gone
+    assert len(out.stopped) == 1 and f"left its group: PIDs [{daemon}]" in out.stopped[0], out
+    assert not out.survived
+    server.proc.wait(timeout=10)
+    assert poll_until(lambda: not Path(f"/proc/{daemon}").exists()
+                      or "Z" in Path(f"/proc/{daemon}/stat").read_text().split()[2], 10, interval=0.05)
+    server.pump.join(timeout=5)
+
+
+@pytest.mark.parametrize(("command", "why"), [
+    (["no-such-server-anywhere"], "No such file or directory"),
+    (["{tmp}/serve.sh"], "Permission denied"),  # a file, not executable
+    (["{tmp}"], "Permission denied"),  # a directory
+    (["./serve.sh"], "No such file or directory"),  # relative: from the server's own empty working directory
+])
+def test_a_command_that_cannot_run_is_named_at_once(tmp_path: Path, port: int, command: list[str],
+                                                   why: str) -> None:  # fmt: skip
+    """Checked before the subreaper shim starts (which would otherwise exit 127 after naming it in the log)."""
+    (tmp_path / "serve.sh").write_text("#!/bin/sh\nexec sleep 60\n")  # mode 644
+    command = [command[0].format(tmp=tmp_path)]
+    with pytest.raises(ServerError) as e:
+        ProcessRuntime().start(_spec(tmp_path, port, command))
+    assert e.value.message == f"cannot start server for a: {command[0]}: {why}"
+    assert "server.command" in (e.value.hint or "")
+
+
+def test_the_leader_runs_the_command_itself_and_keeps_its_exit_code(tmp_path: Path, port: int) -> None:
+    """The shim execs the command in the same process: the recorded PID's command line is the command's, and its
+    exit code is the command's own."""
+    server = ProcessRuntime().start(_spec(tmp_path, port, ["sh", "-c", "sleep 0.3; exit 7"]))
+    assert server.proc.wait(timeout=10) == 7
+    server.stop()
+    from kit.runtime.records import cmdline, read_record
+
+    server = ProcessRuntime().start(_spec(tmp_path, port, ["sleep", "30"]))
+    try:
+        record = read_record(server.record)
+        assert record is not None and record["cmdline"] == cmdline(server.proc.pid) == ["sleep", "30"]
+    finally:
+        server.stop()
+
+
 @pytest.mark.slow
 def test_a_leftover_server_s_working_directory_goes_with_it(tmp_path: Path, port: int) -> None:
     """A kit killed mid-cell leaves its server and the empty directory it runs in (outside the bundle); the stop of
