@@ -68,7 +68,7 @@ from kit.runtime.records import (
     start_ticks,
     write_record,
 )
-from kit.runtime.subreaper import left_the_group, not_runnable, shim_argv, still_the_same
+from kit.runtime.subreaper import Adopted, spawn, still_the_same
 
 __all__ = ["LeftoverStops", "ProcessRuntime", "ProcessServer", "kill_leftover_groups", "port_bindable"]
 
@@ -81,8 +81,6 @@ ANNOUNCE_LINES = 400  # the log lines (of its last 64 KiB) searched for where th
 
 
 WORKDIR_PREFIX = "kit-cwd-"  # a server's working directory: <tmp>/kit-cwd-<server name>-<random>
-EXEC_WAIT_S = 10.0  # for the shim's exec of the server's command (about 20-70 ms)
-
 
 def _pipe_inode(proc: subprocess.Popen[bytes]) -> int:
     try:
@@ -204,16 +202,15 @@ class ProcessServer:
         if self._stopped is not None:
             return self._stopped
         t0 = time.monotonic()
-        # before the leader goes (then they are init's), and only while it is unreaped: its PID is not reused
-        adopted = left_the_group(self.proc.pid, self.pgid) if self.proc.poll() is None else []
-        ended = stop_group(self.pgid, self.spec.stop_grace_s, reap=self.proc.poll)
+        adopted = Adopted(self.proc.pid, self.pgid, lambda: self.proc.poll() is None)
+        ended = stop_group(self.pgid, self.spec.stop_grace_s, reap=adopted.watch)
         code = self.proc.wait(timeout=30)
         left = group_members(self.pgid)
         self.pump.join(timeout=1)
         escaped: list[str] = []
         if not left:  # the group is gone: what left it, by its parent links, its output pipe or its environment's tag
             holders = pipe_holders(self.pipe_inode) if self.pump.is_alive() else []
-            holders = sorted(set(holders) | set(tagged(self.tag)) | set(still_the_same(adopted)))
+            holders = sorted(set(holders) | set(tagged(self.tag)) | set(still_the_same(adopted.taken)))
             escaped = [f"PID {p}: {' '.join(cmdline(p) or ['?'])[:200]}" for p in holders]
             left = stop_pids(holders, self.spec.stop_grace_s)
             if self.pump.is_alive():
@@ -222,7 +219,7 @@ class ProcessServer:
         if left:
             raise ServerError(
                 f"process group {self.pgid} of {self.spec.name} still has processes {left} after SIGKILL"
-                + (f" (left the group, holding its output: {'; '.join(escaped)})" if escaped else ""),
+                + (f" (left the group: {'; '.join(escaped)})" if escaped else ""),
                 hint=f"kill -KILL {' '.join(map(str, left))}" if escaped else f"kill -KILL -- -{self.pgid}",
             )
         with contextlib.suppress(FileNotFoundError):
@@ -265,9 +262,6 @@ class ProcessRuntime:
         # socket, a FIFO, a cache of gigabytes, a config dump with a token) must not become a file kit signs
         workdir = Path(tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{spec.name}-"))
         try:
-            why = not_runnable(spec.command[0], env.get("PATH", os.defpath), workdir)
-            if why is not None:
-                raise why
             with pinned(parse_cpulist(spec.cpus) if spec.cpus else None):
                 proc = self._popen(spec, env, workdir)
         except OSError as e:
@@ -280,12 +274,12 @@ class ProcessRuntime:
 
     @staticmethod
     def _popen(spec: ServerSpec, env: dict[str, str], workdir: Path) -> subprocess.Popen[bytes]:
-        return subprocess.Popen(
-            shim_argv(spec.command),
+        return spawn(
+            spec.command,
+            env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
-            env=env,
             cwd=workdir,  # empty: nothing planted in kit's cwd is on its path; nothing it writes lands in the bundle
             start_new_session=True,
         )
@@ -294,18 +288,12 @@ class ProcessRuntime:
     def _supervise(spec: ServerSpec, proc: subprocess.Popen[bytes], inherited: list[str],
                    workdir: Path, tag: str) -> ProcessServer:
         try:
-            # the record first: a kit killed from here on leaves a server its resume and kit clean can find (by its
-            # start time alone until the shim has exec'd the command, then by its command line as well)
-            fields = ServerRecord(
+            # the record first: a kit killed from here on leaves a server its resume and kit clean can find
+            record = write_record(ServerRecord(
                 pgid=proc.pid, pid=proc.pid, run_id=spec.labels.get("kit.run"), cell=spec.labels.get("kit.cell"),
                 command=spec.command, started=utc_now(), boot_id=boot_id(),
-                start_ticks=start_ticks(proc.pid), cmdline=None,
-                kit_pid=os.getpid(), kit_start_ticks=start_ticks(os.getpid()), workdir=str(workdir))
-            record = write_record(fields)
-            shim = shim_argv(spec.command)
-            poll_until(lambda: proc.poll() is not None or cmdline(proc.pid) != shim, EXEC_WAIT_S, interval=0.005)
-            if proc.poll() is None and (now := cmdline(proc.pid)) != shim:
-                record = write_record(ServerRecord(**{**fields, "cmdline": now}))
+                start_ticks=start_ticks(proc.pid), cmdline=cmdline(proc.pid),
+                kit_pid=os.getpid(), kit_start_ticks=start_ticks(os.getpid()), workdir=str(workdir)))
             stdout = proc.stdout
             assert stdout is not None
             pump = LogPump(partial(pipe_chunks, stdout), spec.log_path, name=f"log-{spec.name}",
@@ -359,11 +347,9 @@ def kill_leftover_groups(grace_s: float = 5.0, *, run_id: str | None = None) -> 
             continue
         what = f"group {pgid} (run {record.get('run_id')}, cell {record.get('cell')}): "
         what += " ".join(record.get("command", []))[:80]
-        adopted = left_the_group(pgid, pgid)  # the leader's, taken while it may still live, and if it still is
-        if start_ticks(pgid) != record.get("start_ticks"):  # gone since (its PID perhaps another's): none
-            adopted = []
-        left = stop_group(pgid, grace_s).left
-        escaped = still_the_same(adopted)
+        adopted = Adopted(pgid, pgid, partial(_same_start, pgid, record.get("start_ticks")))
+        left = stop_group(pgid, grace_s, reap=adopted.watch).left
+        escaped = still_the_same(adopted.taken)
         if escaped:
             what += f" (and {len(escaped)} that left its group: PIDs {escaped})"
             left += stop_pids(escaped, grace_s)
@@ -374,6 +360,10 @@ def kill_leftover_groups(grace_s: float = 5.0, *, run_id: str | None = None) -> 
         path.unlink(missing_ok=True)
         stopped.append(what)
     return LeftoverStops(stopped, stale, survived)
+
+
+def _same_start(pid: int, ticks: int | None) -> bool:
+    return ticks is not None and start_ticks(pid) == ticks
 
 
 def _remove_workdir(record: ServerRecord) -> None:

@@ -1,56 +1,92 @@
 """The process runtime's start: the server's leader made the subreaper of everything it starts, and what left its
-group found again by parent links (``kit.runtime.process`` stops it)."""
+group found again by parent links (``kit.runtime.process`` stops it).
+
+``spawn`` starts ``python -I -S -c SHIM`` with an empty environment; the shim reads the server's environment from
+a memory file kit filled (never argv: it may hold secrets, and /proc shows argv to every user), calls
+prctl(PR_SET_CHILD_SUBREAPER), which execve keeps, puts SIGPIPE and SIGXFSZ back to their defaults (Python's own
+start ignores them, and an ignored signal stays ignored across exec), and execs the command with exactly that
+environment in the same process: the PID, group, record and exit code are the command's, and every orphan below
+it (a daemon that double-forked and called setsid) is reparented to it, not to init, while it lives. The shim's
+own environment is empty, so nothing of the server's (LD_PRELOAD, LD_LIBRARY_PATH, PYTHON*, a C locale Python
+would coerce) touches it or is changed by it. The exec's outcome comes back on a close-on-exec pipe, as in
+``subprocess``: end of file means the command runs; an errno means it could not, raised here as OSError, as
+``Popen`` of the bare command would. Not a ``preexec_fn``: that runs Python between fork and exec, which is not
+safe in a process with threads (kit has).
+"""
 
 from __future__ import annotations
 
 import os
-import shutil
+import select
+import subprocess
 import sys
-from pathlib import Path
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from kit.plumbing.procs import descendants, group_members
 from kit.runtime.records import start_ticks
 
-# Run before the server's command, in the same process: PR_SET_CHILD_SUBREAPER (36), which execve keeps, then an
-# exec of the command, so that the PID, group, record and exit code are the command's, and every orphan below it
-# (a daemon that double-forked and called setsid) is reparented to it, not to init, for as long as it lives. Not
-# a preexec_fn: that runs Python between fork and exec, which is not safe in a process with threads (kit has).
-SUBREAPER_SHIM = (
-    "import ctypes, os, sys\n"
-    "ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)\n"
-    "try:\n"
-    "    os.execvp(sys.argv[1], sys.argv[1:])\n"
-    "except OSError as e:\n"
-    "    os.write(2, f'kit: cannot start {sys.argv[1]}: {e.strerror}\\n'.encode())\n"
-    "    os._exit(127)\n"
-)
+EXEC_WAIT_S = 10.0  # for the shim's exec of the command (about 20-70 ms): past it, the start goes on unconfirmed
+SHIM = """\
+import ctypes, os, signal, sys
+err, envfd = int(sys.argv[1]), int(sys.argv[2])
+with os.fdopen(envfd, "rb") as f:
+    env = dict(item.split(b"=", 1) for item in f.read().split(b"\\0") if b"=" in item)
+ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)
+for name in ("SIGPIPE", "SIGXFZ", "SIGXFSZ"):
+    if hasattr(signal, name):
+        signal.signal(getattr(signal, name), signal.SIG_DFL)
+os.set_inheritable(err, False)
+try:
+    os.execvpe(sys.argv[3], sys.argv[3:], env)
+except OSError as e:
+    os.write(err, str(e.errno).encode())
+    os._exit(127)
+"""
 
 
-def shim_argv(command: list[str]) -> list[str]:
-    """``command`` behind the subreaper shim (isolated mode: no PYTHON* variable of the server's changes it)."""
-    return [sys.executable, "-I", "-S", "-c", SUBREAPER_SHIM, *command]
+def _environment_file(env: Mapping[str, str]) -> int:
+    """A memory file holding ``env`` as NUL-separated NAME=value, read from its start."""
+    fd = os.memfd_create("kit-server-env")
+    data = b"\0".join(os.fsencode(k) + b"=" + os.fsencode(v) for k, v in env.items())
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
 
 
-def not_runnable(command0: str, path: str, workdir: Path) -> OSError | None:
-    """Why ``command0`` cannot be executed from ``workdir`` with ``path`` as PATH (None: it can), as the exec would
-    say it: checked before the shim starts, so that a typo is named at once rather than as the shim's exit 127."""
-    if "/" in command0:
-        target = workdir / command0  # an absolute path stays as it is
-    else:
-        found = shutil.which(command0, path=path)
-        if found is None:
-            return FileNotFoundError(2, os.strerror(2))
-        target = Path(found)
-    if not target.exists():
-        return FileNotFoundError(2, os.strerror(2))
-    if target.is_dir() or not os.access(target, os.X_OK):
-        return PermissionError(13, os.strerror(13))
-    return None
+def spawn(command: list[str], env: Mapping[str, str], **popen: Any) -> subprocess.Popen[bytes]:
+    """``command`` started behind the shim with ``env`` (and ``popen``'s other Popen arguments), once its exec has
+    happened (OSError, as Popen's, when it could not: the shim is reaped first)."""
+    envfd = _environment_file(env)
+    r, w = os.pipe()
+    try:
+        proc: subprocess.Popen[bytes] = subprocess.Popen(
+            [sys.executable, "-I", "-S", "-c", SHIM, str(w), str(envfd), *command],
+            env={}, pass_fds=(w, envfd), **popen)
+    except BaseException:
+        os.close(r)
+        raise
+    finally:
+        os.close(w)
+        os.close(envfd)
+    try:
+        ready, _, _ = select.select([r], [], [], EXEC_WAIT_S)
+        said = os.read(r, 32) if ready else b""
+    finally:
+        os.close(r)
+    if said:
+        proc.wait()
+        code = int(said) if said.isdigit() else 0
+        raise OSError(code, os.strerror(code) if code else f"the subreaper shim said {said[:32]!r}")
+    return proc
 
 
 def left_the_group(leader: int, pgid: int) -> list[tuple[int, int | None]]:
     """The processes below ``leader`` by parent links that are not in its group (setsid, a double fork), each
-    with its start time: ``still_the_same`` later stops only those, never a process that reused a PID."""
+    with its start time: ``still_the_same`` later keeps only those, never a process that reused a PID."""
     members = set(group_members(pgid))
     return [(p, start_ticks(p)) for p in descendants(leader) if p not in members]
 
@@ -58,3 +94,30 @@ def left_the_group(leader: int, pgid: int) -> list[tuple[int, int | None]]:
 def still_the_same(taken: list[tuple[int, int | None]]) -> list[int]:
     """The PIDs of ``taken`` that are still the processes taken (same start time)."""
     return [p for p, ticks in taken if ticks is not None and start_ticks(p) == ticks]
+
+
+class Adopted:
+    """What left a server's group below its leader by parent links, taken before the group is signalled and again
+    (at most every ``every_s``) while the stop waits: a daemon that escapes in its SIGTERM handler is reparented
+    to the leader, and to init once the leader is gone. Taken only while ``ours()`` says the leader is still the
+    server's (unreaped, or of the recorded start time: its PID not another's), before and after each scan.
+    ``watch`` is the stop's poll: it calls ``ours()`` every time (a ``Popen.poll`` there reaps the leader)."""
+
+    def __init__(self, leader: int, pgid: int, ours: Callable[[], bool], every_s: float = 0.2) -> None:
+        self.leader, self.pgid, self.ours, self.every_s = leader, pgid, ours, every_s
+        self.last = -every_s
+        self.seen: dict[int, int | None] = {}
+        self.watch()
+
+    @property
+    def taken(self) -> list[tuple[int, int | None]]:
+        return list(self.seen.items())
+
+    def watch(self) -> None:
+        now = time.monotonic()
+        if self.ours() and now - self.last >= self.every_s:
+            self.last = now
+            found = left_the_group(self.leader, self.pgid)
+            if self.ours():
+                for pid, ticks in found:
+                    self.seen.setdefault(pid, ticks)

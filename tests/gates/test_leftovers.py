@@ -136,7 +136,7 @@ def test_a_group_that_outlives_sigkill_keeps_its_record(state_home: Path, monkey
     server = subprocess.Popen(["sleep", "600"], start_new_session=True)
     try:
         record = write_record(state_home, server.pid, "run-a")
-        monkeypatch.setattr(process, "stop_group", lambda pgid, grace_s: GroupStop("SIGKILL", [pgid]))
+        monkeypatch.setattr(process, "stop_group", lambda pgid, grace_s, **_: GroupStop("SIGKILL", [pgid]))
         out = process.kill_leftover_groups(run_id="run-a")
         assert out.stopped == [] and record.exists()
         assert len(out.survived) == 1 and f"processes [{server.pid}] still there after SIGKILL" in out.survived[0]

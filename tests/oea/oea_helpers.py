@@ -180,12 +180,13 @@ def patch_triton_interpreter_repatching() -> None:
 
     def patch_lang(fn: Any) -> Any:
         langs = {id(v) for v in fn.__globals__.values() if inspect.ismodule(v) and v in (tl, tl.core)}
-        if not patched_now:
+        if not langs or not patched_now:  # no language module (Triton's own assertion names it) or no launch
             return original(fn)
         if langs <= patched_now[-1]:
             return interpreter._LangPatchScope()
-        patched_now[-1] |= langs
-        return original(fn)
+        scope = original(fn)
+        patched_now[-1] |= langs  # once patched, not before (a failure part-way leaves them to be patched again)
+        return scope
 
     patch_lang._kit_once = True  # type: ignore[attr-defined]
     interpreter._patch_lang = patch_lang

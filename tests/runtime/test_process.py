@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -394,16 +395,55 @@ def test_a_leftover_s_scrubbed_daemon_goes_with_it(tmp_path: Path, port: int) ->
     (["{tmp}/serve.sh"], "Permission denied"),  # a file, not executable
     (["{tmp}"], "Permission denied"),  # a directory
     (["./serve.sh"], "No such file or directory"),  # relative: from the server's own empty working directory
+    (["{tmp}/garbage"], "Exec format error"),  # executable, no shebang, not a binary
+    (["{tmp}/orphan.sh"], "No such file or directory"),  # its shebang's interpreter is missing
 ])
 def test_a_command_that_cannot_run_is_named_at_once(tmp_path: Path, port: int, command: list[str],
                                                    why: str) -> None:  # fmt: skip
-    """Checked before the subreaper shim starts (which would otherwise exit 127 after naming it in the log)."""
+    """The exec's own errno, back from the shim on a close-on-exec pipe (as subprocess does for a bare command),
+    the same words Popen of the command would raise (checked against it), nothing left behind."""
     (tmp_path / "serve.sh").write_text("#!/bin/sh\nexec sleep 60\n")  # mode 644
+    (tmp_path / "garbage").write_bytes(b"\x00\x01 not a program")
+    (tmp_path / "orphan.sh").write_text("#!/no/such/interpreter\n")
+    for name in ("garbage", "orphan.sh"):
+        (tmp_path / name).chmod(0o755)
+    (tmp_path / "empty").mkdir()
     command = [command[0].format(tmp=tmp_path)]
+    with pytest.raises(OSError) as direct:
+        subprocess.Popen(command, cwd=tmp_path / "empty" if command[0].startswith("./") else None)
+    assert direct.value.strerror == why
     with pytest.raises(ServerError) as e:
         ProcessRuntime().start(_spec(tmp_path, port, command))
     assert e.value.message == f"cannot start server for a: {command[0]}: {why}"
     assert "server.command" in (e.value.hint or "")
+    assert not list((tmp_path / "state").rglob("*.json"))  # no record of a server that never ran
+
+
+def test_the_server_gets_the_environment_and_signals_a_bare_popen_gives(tmp_path: Path, port: int) -> None:
+    """The shim between kit and the command changes nothing the command can see: its environment is exactly kit's
+    (no LC_CTYPE from Python's locale coercion, whatever the locale), its ignored signals are a bare Popen's
+    (Python's start ignores SIGPIPE and SIGXFSZ, which an exec would keep), and a loader variable meant for the
+    server (here a broken libffi first on LD_LIBRARY_PATH) never reaches the shim's own Python."""
+    from kit.runtime import server_environment
+
+    broken = tmp_path / "lib"
+    broken.mkdir()
+    (broken / "libffi.so.8").write_bytes(b"")  # the shim's ctypes would fail to load it
+    probe = "grep SigIgn /proc/self/status; env -0"
+    spec = _spec(tmp_path, port, ["sh", "-c", probe], env={"LANG": "C", "LD_LIBRARY_PATH": str(broken)})
+    server = ProcessRuntime().start(spec)
+    assert server.proc.wait(timeout=20) == 0
+    server.stop()
+    out = spec.log_path.read_bytes()
+    sig_line, _, env_blob = out.partition(b"\n")
+    bare = subprocess.run(["sh", "-c", "grep SigIgn /proc/self/status"], capture_output=True, check=True)
+    assert sig_line + b"\n" == bare.stdout  # the signals a bare Popen leaves ignored, no more
+    got = dict(item.decode().split("=", 1) for item in env_blob.split(b"\0") if item)
+    got.pop("KIT_SERVER_TAG")
+    got.pop("PWD", None)  # the shell's own
+    got.pop("SHLVL", None)
+    assert got == {k: v for k, v in server_environment(spec).items() if k not in ("PWD", "SHLVL")}
+    assert "LC_CTYPE" not in got and got["LD_LIBRARY_PATH"] == str(broken)
 
 
 def test_the_leader_runs_the_command_itself_and_keeps_its_exit_code(tmp_path: Path, port: int) -> None:
