@@ -390,6 +390,38 @@ def test_a_leftover_s_scrubbed_daemon_goes_with_it(tmp_path: Path, port: int) ->
     server.pump.join(timeout=5)
 
 
+@pytest.mark.slow
+def test_a_daemon_that_escapes_in_the_sigterm_handler_is_caught_while_the_leader_lives(tmp_path: Path,
+                                                                                       port: int) -> None:
+    """A review: the stop took what left the group once, before SIGTERM; a server whose SIGTERM handler
+    double-forks, calls setsid, closes the daemon's output and scrubs its environment, then exits, left it
+    running. The stop now looks again (every 0.2 s) while the leader lives."""
+    pidfile = tmp_path / "daemon.pid"
+    daemon = f"import os, time; open({str(pidfile)!r}, 'w').write(str(os.getpid())); time.sleep(600)"
+    script = (
+        "import os, signal, sys, time\n"
+        "def on_term(*_):\n"
+        "    if os.fork() == 0:\n"
+        "        os.setsid()\n"
+        "        if os.fork() == 0:\n"
+        "            fd = os.open(os.devnull, os.O_RDWR); [os.dup2(fd, i) for i in (0, 1, 2)]\n"
+        f"            os.execve(sys.executable, [sys.executable, '-c', {daemon!r}], {{}})\n"
+        "        os._exit(0)\n"
+        "    os.wait(); time.sleep(1.5); sys.exit(0)\n"
+        "signal.signal(signal.SIGTERM, on_term)\n"
+        "import http.server\n"
+        f"http.server.HTTPServer(('127.0.0.1', {port}), http.server.SimpleHTTPRequestHandler).serve_forever()\n"
+    )
+    server = ProcessRuntime().start(_spec(tmp_path, port, [sys.executable, "-c", script], stop_grace_s=5))
+    server.wait_ready()
+    info = server.stop()
+    escaped = [e for e in info.details.get("escaped_group") or [] if "time.sleep(600)" in e]  # its command line
+    assert len(escaped) == 1, info.details
+    daemon_pid = int(escaped[0].split(":")[0].removeprefix("PID "))
+    assert not pidfile.exists() or int(pidfile.read_text()) == daemon_pid
+    assert not Path(f"/proc/{daemon_pid}").exists() or "Z" in Path(f"/proc/{daemon_pid}/stat").read_text().split()[2]
+
+
 @pytest.mark.parametrize(("command", "why"), [
     (["no-such-server-anywhere"], "No such file or directory"),
     (["{tmp}/serve.sh"], "Permission denied"),  # a file, not executable
