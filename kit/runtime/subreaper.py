@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kit.plumbing.procs import descendants, group_members
+from kit.plumbing.procs import descendants
 from kit.runtime.records import start_ticks
 
 EXEC_WAIT_S = 10.0  # for the shim's exec of the command (about 20-70 ms): past it, the start goes on unconfirmed
@@ -87,8 +87,15 @@ def spawn(command: list[str], env: Mapping[str, str], **popen: Any) -> subproces
 def left_the_group(leader: int, pgid: int) -> list[tuple[int, int | None]]:
     """The processes below ``leader`` by parent links that are not in its group (setsid, a double fork), each
     with its start time: ``still_the_same`` later keeps only those, never a process that reused a PID."""
-    members = set(group_members(pgid))
-    return [(p, start_ticks(p)) for p in descendants(leader) if p not in members]
+    return [(p, start_ticks(p)) for p in descendants(leader) if _group_of(p) not in (pgid, None)]
+
+
+def _group_of(pid: int) -> int | None:
+    """``pid``'s process group (None when it is gone)."""
+    try:
+        return os.getpgid(pid)
+    except ProcessLookupError:
+        return None
 
 
 def still_the_same(taken: list[tuple[int, int | None]]) -> list[int]:
