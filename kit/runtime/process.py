@@ -38,15 +38,7 @@ from kit.plumbing.clock import utc_now
 from kit.plumbing.logpump import LogPump, pipe_chunks
 from kit.plumbing.net import http_get, http_ok, listening, local_url, port_bindable, reaches
 from kit.plumbing.poll import Deadline, poll_until
-from kit.plumbing.procs import (
-    TAG_VAR,
-    group_members,
-    pipe_holders,
-    signal_group,
-    stop_group,
-    stop_pids,
-    tagged,
-)
+from kit.plumbing.procs import TAG_VAR, group_members, pipe_holders, signal_group, stop_group, stop_pids, tagged
 from kit.runtime import (
     ProcessDescription,
     ProcessStopDetails,
@@ -65,10 +57,11 @@ from kit.runtime.records import (
     read_record,
     record_files,
     recorded_members,
+    same_process,
     start_ticks,
     write_record,
 )
-from kit.runtime.subreaper import Adopted, spawn, still_the_same
+from kit.runtime.subreaper import Adopted, spawn
 
 __all__ = ["LeftoverStops", "ProcessRuntime", "ProcessServer", "kill_leftover_groups", "port_bindable"]
 
@@ -81,6 +74,7 @@ ANNOUNCE_LINES = 400  # the log lines (of its last 64 KiB) searched for where th
 
 
 WORKDIR_PREFIX = "kit-cwd-"  # a server's working directory: <tmp>/kit-cwd-<server name>-<random>
+
 
 def _pipe_inode(proc: subprocess.Popen[bytes]) -> int:
     try:
@@ -210,7 +204,7 @@ class ProcessServer:
         escaped: list[str] = []
         if not left:  # the group is gone: what left it, by its parent links, its output pipe or its environment's tag
             holders = pipe_holders(self.pipe_inode) if self.pump.is_alive() else []
-            holders = sorted(set(holders) | set(tagged(self.tag)) | set(still_the_same(adopted.taken)))
+            holders = sorted(set(holders) | set(tagged(self.tag)) | set(adopted.still_there()))
             escaped = [f"PID {p}: {' '.join(cmdline(p) or ['?'])[:200]}" for p in holders]
             left = stop_pids(holders, self.spec.stop_grace_s)
             if self.pump.is_alive():
@@ -347,9 +341,9 @@ def kill_leftover_groups(grace_s: float = 5.0, *, run_id: str | None = None) -> 
             continue
         what = f"group {pgid} (run {record.get('run_id')}, cell {record.get('cell')}): "
         what += " ".join(record.get("command", []))[:80]
-        adopted = Adopted(pgid, pgid, partial(_same_start, pgid, record.get("start_ticks")))
+        adopted = Adopted(pgid, pgid, partial(same_process, pgid, record.get("start_ticks")))
         left = stop_group(pgid, grace_s, reap=adopted.watch).left
-        escaped = still_the_same(adopted.taken)
+        escaped = adopted.still_there()
         if escaped:
             what += f" (and {len(escaped)} that left its group: PIDs {escaped})"
             left += stop_pids(escaped, grace_s)
@@ -360,10 +354,6 @@ def kill_leftover_groups(grace_s: float = 5.0, *, run_id: str | None = None) -> 
         path.unlink(missing_ok=True)
         stopped.append(what)
     return LeftoverStops(stopped, stale, survived)
-
-
-def _same_start(pid: int, ticks: int | None) -> bool:
-    return ticks is not None and start_ticks(pid) == ticks
 
 
 def _remove_workdir(record: ServerRecord) -> None:

@@ -63,6 +63,12 @@ def start_ticks(pid: int, proc: Path = PROC) -> int | None:
         return None
 
 
+def same_process(pid: int, ticks: object, proc: Path = PROC) -> bool:
+    """Whether ``pid`` is still the process that started at ``ticks`` (an int from ``start_ticks``; anything else,
+    None included, proves nothing: False)."""
+    return isinstance(ticks, int) and start_ticks(pid, proc) == ticks
+
+
 def cmdline(pid: int, proc: Path = PROC) -> list[str] | None:
     """The command line of ``pid`` as the kernel shows it (None when gone or unreadable)."""
     try:
@@ -215,8 +221,7 @@ def owner_alive(owner: RunOwner, proc: Path = PROC) -> bool:
     """Whether the recorded kit process is still the one that took the lock (same boot, same start time)."""
     if owner.get("boot_id") not in (None, boot_id()):
         return False
-    want = owner.get("start_ticks")
-    return isinstance(want, int) and start_ticks(int(owner["pid"]), proc) == want
+    return same_process(int(owner["pid"]), owner.get("start_ticks"), proc)
 
 
 def live_owner(run_id: str | None) -> RunOwner | None:

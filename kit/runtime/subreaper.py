@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kit.plumbing.procs import descendants
-from kit.runtime.records import start_ticks
+from kit.runtime.records import same_process, start_ticks
 
 EXEC_WAIT_S = 10.0  # for the shim's exec of the command (about 20-70 ms): past it, the start goes on unconfirmed
 SHIM = """\
@@ -86,7 +86,7 @@ def spawn(command: list[str], env: Mapping[str, str], **popen: Any) -> subproces
 
 def left_the_group(leader: int, pgid: int) -> list[tuple[int, int | None]]:
     """The processes below ``leader`` by parent links that are not in its group (setsid, a double fork), each
-    with its start time: ``still_the_same`` later keeps only those, never a process that reused a PID."""
+    with its start time: ``Adopted.still_there`` later keeps only those, never a process that reused a PID."""
     return [(p, start_ticks(p)) for p in descendants(leader) if _group_of(p) not in (pgid, None)]
 
 
@@ -96,11 +96,6 @@ def _group_of(pid: int) -> int | None:
         return os.getpgid(pid)
     except ProcessLookupError:
         return None
-
-
-def still_the_same(taken: list[tuple[int, int | None]]) -> list[int]:
-    """The PIDs of ``taken`` that are still the processes taken (same start time)."""
-    return [p for p, ticks in taken if ticks is not None and start_ticks(p) == ticks]
 
 
 class Adopted:
@@ -116,9 +111,9 @@ class Adopted:
         self.seen: dict[int, int | None] = {}
         self.watch()
 
-    @property
-    def taken(self) -> list[tuple[int, int | None]]:
-        return list(self.seen.items())
+    def still_there(self) -> list[int]:
+        """The PIDs taken that are still the processes taken (same start time)."""
+        return [p for p, ticks in self.seen.items() if same_process(p, ticks)]
 
     def watch(self) -> None:
         now = time.monotonic()
