@@ -191,3 +191,63 @@ def patch_triton_interpreter_repatching() -> None:
     patch_lang._kit_once = True  # type: ignore[attr-defined]
     interpreter._patch_lang = patch_lang
     interpreter.GridExecutor.__call__ = in_one_launch
+
+
+def patch_triton_interpreter_tree_reduce() -> None:
+    """Triton 3.6's interpreter reduces with a custom combine function (``tl.reduce(x, axis, fn)``: the union's
+    ``_or``, and ``tl.topk``'s ``xor_sum`` at every stage of its bitonic sort) one element at a time: a Python
+    call of ``fn`` per element, on 1-element tensors. In the slowest interpreted test that was 56 of its 72 s
+    (cProfile: 2,944 reductions, 1.2 million 1-element tensors). Patched here, in the tests that interpret
+    kernels on the CPU: integer reductions combine whole halves at once, neighbour with neighbour (element 2i
+    with 2i+1, an odd last one carried over), log2(n) calls of ``fn`` on blocks. That keeps the order of the
+    operands, so it equals the interpreter's left fold for any associative ``fn``, which Triton requires of a
+    combine function (a GPU reduces by a tree, too) and which integer arithmetic keeps exact; floats and empty
+    blocks keep Triton's own loop. tests/oea/test_triton_oea.py checks it against Triton's own loop."""
+    import triton.language as tl
+    from triton.runtime import interpreter
+
+    ops = interpreter.ReduceOps
+    original = ops.generic_reduce
+    if getattr(original, "_kit_tree", False):
+        return
+
+    def tree_reduce(self: Any, input: tuple[Any, ...]) -> list[Any]:
+        datas = [arg.handle.data for arg in input]
+        if datas[0].size == 0 or not all(np.issubdtype(d.dtype, np.integer) or d.dtype == np.bool_ for d in datas):
+            return original(self, input)
+        flat, axis = self.unravel(input, self.axis)
+        kinds = [arg.dtype for arg in flat]
+        parts = [np.moveaxis(arg.handle.data, axis, -1) for arg in flat]
+        while parts[0].shape[-1] > 1:
+            n = parts[0].shape[-1]
+            even = n - n % 2
+            left = [self.to_tensor(p[..., 0:even:2], kind) for p, kind in zip(parts, kinds, strict=True)]
+            right = [self.to_tensor(p[..., 1:even:2], kind) for p, kind in zip(parts, kinds, strict=True)]
+            out = self.combine_fn.fn(*left, *right)
+            outs = out if isinstance(out, tuple) else (out,)
+            shape = parts[0][..., 0:even:2].shape
+            parts = [
+                np.concatenate(
+                    [np.broadcast_to(np.asarray(o.handle.data if isinstance(o, tl.core.tensor) else o), shape)
+                     .astype(p.dtype), p[..., even:]],
+                    axis=-1,
+                )
+                for o, p in zip(outs, parts, strict=True)
+            ]  # fmt: skip
+        ret = []
+        for i, part in enumerate(parts):  # packed as Triton's own generic_reduce packs its result
+            data = part[..., 0]
+            if self.keep_dims:
+                if self.axis is not None:
+                    data = np.expand_dims(data, axis)
+                else:
+                    for _ in range(datas[0].ndim):
+                        data = np.expand_dims(data, 0)
+            elif self.axis is None:
+                data = data.item()
+            ret.append(self.to_tensor(data, input[i].dtype))
+        return ret
+
+    tree_reduce._kit_tree = True  # type: ignore[attr-defined]
+    tree_reduce._kit_original = original  # type: ignore[attr-defined]
+    ops.generic_reduce = tree_reduce

@@ -36,6 +36,7 @@ from oea_helpers import (  # noqa: E402
     IMAGE_DIR,
     patch_triton_interpreter_repatching,
     patch_triton_interpreter_scalars,
+    patch_triton_interpreter_tree_reduce,
     reference,
 )
 
@@ -75,6 +76,7 @@ def _load_kernels() -> ModuleType:
         if DEVICE == "cpu":
             patch_triton_interpreter_scalars()
             patch_triton_interpreter_repatching()
+            patch_triton_interpreter_tree_reduce()
 
         spec = importlib.util.spec_from_file_location(
             "kit_oea_triton_under_test", IMAGE_DIR / "kit_oea" / "triton_oea.py"
@@ -91,6 +93,7 @@ def _load_kernels() -> ModuleType:
 
 
 TK = _load_kernels()
+tl = TK.tl  # for the test kernels below, decorated in their tests (where TRITON_INTERPRET is set)
 
 
 @pytest.fixture(autouse=True)
@@ -857,3 +860,95 @@ def test_top_1_routing_with_an_id_past_the_experts(path: str, monkeypatch: pytes
     out = run_both(x, k=k, k0=1, softmax=True, incoming="random")
     assert_same(*out)
     assert out[2][5, 0] == 7
+
+
+def _last_nonzero(a: Any, b: Any) -> Any:
+    """Associative but not commutative (b, unless it is 0): a reduction that pairs its operands out of order
+    gets another answer."""
+    COMBINED.append(1)
+    return tl.where(b != 0, b, a)
+
+
+def _first_max(v1: Any, i1: Any, v2: Any, i2: Any) -> Any:
+    """A tuple reduction: the largest value and, among equals, the lowest index."""
+    COMBINED.append(1)
+    take = (v1 > v2) | ((v1 == v2) & (i1 < i2))
+    return tl.where(take, v1, v2), tl.where(take, i1, i2)
+
+
+def _reduce_kernel(x_ptr, out_ptr, idx_ptr, M: tl.constexpr, N: tl.constexpr, MODE: tl.constexpr):  # noqa: N803
+    rows = tl.arange(0, M)
+    cols = tl.arange(0, N)
+    x = tl.load(x_ptr + rows[:, None] * N + cols[None, :])
+    if MODE == 0:
+        tl.store(out_ptr + cols, tl.reduce(x, 0, COMBINE))
+    elif MODE == 1:
+        tl.store(out_ptr + rows, tl.reduce(x, 1, COMBINE))
+    elif MODE == 2:
+        tl.store(out_ptr, tl.reduce(x, None, COMBINE))
+    elif MODE == 3:
+        tl.store(out_ptr + rows[:, None], tl.reduce(x, 1, COMBINE, keep_dims=True))
+    else:
+        value, index = tl.reduce((x, rows[:, None] * N + cols[None, :]), 1, COMBINE)
+        tl.store(out_ptr + rows, value)
+        tl.store(idx_ptr + rows, index)
+
+
+def _counted(a: Any, b: Any) -> Any:
+    """INNER (kit's ``_or``, Triton's ``_xor_combine``), its calls counted."""
+    COMBINED.append(1)
+    return INNER(a, b)
+
+
+COMBINED: list[int] = []
+COMBINE: Any = None  # the combine function and INNER, set in each test's own copy of these globals
+INNER: Any = None
+_REDUCE_MODES = {"axis0": 0, "axis1": 1, "all": 2, "keep_dims": 3, "tuple": 4}
+
+
+@pytest.mark.skipif(DEVICE != "cpu", reason="the interpreter's reduction, patched on the CPU only")
+@pytest.mark.parametrize(
+    ("combine", "mode"),
+    [(c, m) for c in ("or", "xor", "last_nonzero") for m in _REDUCE_MODES if m != "tuple"] + [("first_max", "tuple")],
+)
+@pytest.mark.parametrize(("m", "n", "dtype"), [(4, 256, torch.int32), (8, 8, torch.int64), (1, 2, torch.int16)])
+def test_tree_reduce_equals_the_interpreters_own_loop(combine: str, mode: str, m: int, n: int, dtype: Any) -> None:
+    """patch_triton_interpreter_tree_reduce (the tests' speed-up of Triton's interpreter) against Triton's own
+    element-by-element loop, and both against numpy: kit's union ``_or``, Triton's ``_xor_combine`` (its topk's
+    xor_sum), a non-commutative combine and a tuple one, on every axis, the whole block and keep_dims, with
+    ties, zeros and negative numbers; the tree must call the combine function log2(n) times, not once per
+    element (else the patch is not what ran)."""
+    inner = {"or": TK._or, "xor": tl.standard._xor_combine}
+    fn = {"last_nonzero": _last_nonzero, "first_max": _first_max}.get(combine, _counted)
+    here = dict(globals(), INNER=inner.get(combine))
+    here["COMBINE"] = TK.triton.jit(FunctionType(fn.__code__, here, fn.__name__))  # where TRITON_INTERPRET=1
+    kernel = TK.triton.jit(FunctionType(_reduce_kernel.__code__, here, "_reduce_kernel"))
+    gen = torch.Generator().manual_seed(m * n)
+    x = torch.randint(-3, 4, (m, n), generator=gen, dtype=dtype)  # few values: ties, negatives
+    x[torch.rand((m, n), generator=gen) < 0.8] = 0  # mostly zeros: the last non-zero is seldom the last element
+    tree_reduce = TK.triton.runtime.interpreter.ReduceOps.generic_reduce
+    results = []
+    for reduce in (tree_reduce, tree_reduce._kit_original):
+        out, idx = torch.zeros(max(m, n), dtype=dtype), torch.zeros(m, dtype=torch.int32)
+        COMBINED.clear()
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(TK.triton.runtime.interpreter.ReduceOps, "generic_reduce", reduce)
+            kernel[(1,)](x, out, idx, M=m, N=n, MODE=_REDUCE_MODES[mode])
+        results.append((out.clone(), idx.clone(), len(COMBINED)))
+    (tree, tree_idx, tree_calls), (loop, loop_idx, loop_calls) = results
+    assert torch.equal(tree, loop) and torch.equal(tree_idx, loop_idx)
+    axis_n = {"axis0": m, "all": m * n}.get(mode, n)
+    assert loop_calls == (axis_n - 1) * (m * n // axis_n)  # Triton's loop: once per element past the first
+    assert tree_calls == (axis_n - 1).bit_length()  # the tree: once per halving, whole blocks at a time
+    a = x.numpy()
+    by = {"axis0": (a, 0), "all": (a.reshape(1, -1), 1)}.get(mode, (a, 1))
+    lines = np.moveaxis(by[0], by[1], -1).reshape(-1, by[0].shape[by[1]])  # each reduced line, in order
+    numpy_fold = {
+        "or": lambda: np.bitwise_or.reduce(lines, axis=1),
+        "xor": lambda: np.bitwise_xor.reduce(lines, axis=1),
+        "last_nonzero": lambda: np.array([next((e for e in reversed(line) if e != 0), 0) for line in lines]),
+        "first_max": lambda: lines.max(axis=1),
+    }[combine]()
+    assert np.array_equal(tree.numpy()[: numpy_fold.size], numpy_fold.reshape(-1))
+    if mode == "tuple":
+        assert np.array_equal(tree_idx.numpy(), a.argmax(axis=1) + np.arange(m) * n)
