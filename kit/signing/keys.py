@@ -109,8 +109,11 @@ def load_signing_key(path: Path, passphrase: str | None = None) -> SigningKey:
                 f"{path}: the key is protected by a passphrase", hint="set KIT_KEY_PASSPHRASE to unlock it"
             ) from None
     except ValueError as e:
-        if pw is not None and ("checksum" in str(e).lower() or "decrypt" in str(e).lower()):
-            raise UsageError(f"{path}: wrong passphrase (KIT_KEY_PASSPHRASE)") from None
+        # An encrypted PEM key read with a wrong passphrase mostly fails its padding ("bad decrypt"), but about
+        # once in 256 passphrases the padding happens to pass and the garbage fails to parse instead
+        if pw is not None and (b"ENCRYPTED PRIVATE KEY" in data or "checksum" in str(e).lower()
+                               or "decrypt" in str(e).lower()):
+            raise UsageError(f"{path}: wrong passphrase (KIT_KEY_PASSPHRASE), or a damaged encrypted key") from None
         raise UsageError(f"{path}: not a readable private key ({e})") from None
     if not isinstance(key, Ed25519PrivateKey):
         raise UsageError(

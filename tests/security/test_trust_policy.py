@@ -16,7 +16,7 @@ from trust_helpers import ROOT, bundle, forge, key, resign, trust_user
 from kit.bundle import runner_key
 from kit.cli import main
 from kit.errors import UsageError
-from kit.signing import NS_BUNDLE, NS_MANIFEST, sign_manifest, user_trust_file
+from kit.signing import NS_BUNDLE, NS_MANIFEST, load_signing_key, sign_manifest, user_trust_file
 
 
 def _kit(*args: str) -> tuple[int, str]:
@@ -138,6 +138,24 @@ def test_runner_key_passphrase(kit_home: Path, monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.delenv("KIT_KEY_PASSPHRASE")
     with pytest.raises(UsageError, match="protected by a passphrase"):
         runner_key(None)
+
+
+def test_a_wrong_passphrase_is_named_even_when_the_padding_happens_to_pass() -> None:
+    """Was a flaky test_runner_key_passphrase (about 1 run in 256): an encrypted PEM key read with a wrong
+    passphrase mostly fails cryptography's padding check ("bad decrypt"), but now and then the padding of the
+    garbage passes and its parse fails instead ("Could not deserialize key data"), which kit called "not a
+    readable private key". tests/data/keys/encrypted_ed25519.pem (passphrase "s3cret") with "wrong163", found
+    by trying wrong passphrases against cryptography itself, is such a case, checked here first."""
+    from cryptography.hazmat.primitives import serialization
+
+    key = ROOT / "tests" / "data" / "keys" / "encrypted_ed25519.pem"
+    with pytest.raises(ValueError, match="Could not deserialize key data"):  # the padding passed: not "decrypt"
+        serialization.load_pem_private_key(key.read_bytes(), b"wrong163")
+    with pytest.raises(UsageError, match="wrong passphrase"):
+        load_signing_key(key, "wrong163")
+    with pytest.raises(UsageError, match="wrong passphrase"):
+        load_signing_key(key, "wrong")
+    assert load_signing_key(key, "s3cret").fingerprint.startswith("SHA256:")
 
 
 def test_keygen_suggests_one_role(tmp_path: Path, kit_home: Path) -> None:
