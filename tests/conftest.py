@@ -25,6 +25,10 @@ sys.path.insert(0, str(ROOT))
 _BASE = os.environ["KIT_LOCK_DIR"] = tempfile.mkdtemp(prefix="kit-locks-")
 atexit.register(shutil.rmtree, _BASE, True)
 _LOCK_DIRS = itertools.count()
+# A run's PNG plots cost about 1.1 s of CPU plus 0.13 s a cell (kit.report.plots.wanted), the larger part of a
+# small run's own CPU and, over the suite's ~150 runs, minutes of `make test` on 2 cores. Off for every kit the
+# tests start, unless a test is marked `plots` (those that look at them, and the shipped demo's end to end).
+os.environ["KIT_PLOTS"] = "0"
 
 
 @pytest.fixture(autouse=True)
@@ -36,6 +40,13 @@ def own_lock_dir(monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("KIT_LOCK_DIR", path)
     return path
 
+
+
+@pytest.fixture(autouse=True)
+def plots_drawn(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests marked `plots` get runs that draw their plots (KIT_PLOTS unset, kit's default)."""
+    if request.node.get_closest_marker("plots") is not None:
+        monkeypatch.delenv("KIT_PLOTS")
 
 
 @pytest.fixture(autouse=True)

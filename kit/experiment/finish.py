@@ -19,6 +19,7 @@ from kit.manifest import Manifest
 from kit.plumbing.clock import utc_now
 from kit.plumbing.treedigest import METHOD, tree_digest
 from kit.report import render_report, verdict_lines
+from kit.report.plots import wanted as plots_wanted
 from kit.signing import ManifestTrust, SigningKey
 from kit.stats import summarize_bundle
 
@@ -57,7 +58,7 @@ def finalize(session: BundleSession, c: Closing, status: str) -> tuple[JsonObjec
 
     c.summary_error = attempt("summary", summarise, c.notices)
     if c.summary_error is None and summary:
-        c.report_error = attempt("report", lambda: render_report(bundle.root, summary), c.notices)
+        c.report_error = attempt("report", lambda: render_report(bundle.root, summary, draw=plots_wanted()), c.notices)
     else:
         summary, c.summary_error = {}, c.summary_error or "no summary"
         status = "failed" if status == "complete" else status

@@ -34,17 +34,19 @@ def verdict_lines(summary: Summary | Mapping[str, object]) -> list[str]:
     return render.verdict_lines(as_summary(summary))
 
 
-def render_report(root: Path, summary: Summary | Mapping[str, object]) -> list[Path]:
-    """Write report.md and plots/*.png under the bundle root; return the paths written."""
+def render_report(root: Path, summary: Summary | Mapping[str, object], *, draw: bool = True) -> list[Path]:
+    """Write report.md and (``draw``) plots/*.png under the bundle root; return the paths written."""
     root = Path(root)
     typed = as_summary(summary)
-    written = plots.render_plots(root, typed)
-    # the plots people decide from, and each cell's telemetry over time (kit.report.plots_decide, plots_series)
-    shown = root / "plots"
-    written += [plot_pareto(typed, shown / "pareto.png"), plot_cdfs(root, typed, shown / "latency_cdf.png"),
-                plot_drift(typed, shown / "drift.png"), *render_cell_plots(root, typed)]
+    written: list[Path] = []
+    if draw:
+        written = plots.render_plots(root, typed)
+        # the plots people decide from, and each cell's telemetry over time (kit.report.plots_decide, plots_series)
+        shown = root / "plots"
+        written += [plot_pareto(typed, shown / "pareto.png"), plot_cdfs(root, typed, shown / "latency_cdf.png"),
+                    plot_drift(typed, shown / "drift.png"), *render_cell_plots(root, typed)]
     md = root / "report.md"
-    text = render_markdown(typed, [p.relative_to(root).as_posix() for p in written])
+    text = render_markdown(typed, [p.relative_to(root).as_posix() for p in written] if draw else None)
     text += "\n".join(quality_section(cell_quality(root, typed)))  # helper sglang: the untimed quality check
     text += "\n".join(expert_pass_section(arm_passes(root, typed)))  # manifest expert_pass (kit.report.expert_pass)
     # https and the workload: kit.report.workload

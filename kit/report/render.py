@@ -9,6 +9,7 @@ from pathlib import Path
 from kit.files.summary import Distribution, Summary
 from kit.report.analysis import analysis_lines
 from kit.report.batch import batch_table, queue_bound_section  # telemetry
+from kit.report.plots import NOT_DRAWN
 from kit.report.power import power_note, power_section, rules_out_text
 from kit.report.text import confidence_pct, fmt, ratio_ci_text, ratio_text
 
@@ -189,7 +190,8 @@ def _pct(ratio: float) -> str:
     return f"{100 * (ratio - 1):+.1f} %".replace("-", "−")
 
 
-def render_markdown(summary: Summary, plots: Sequence[str] = ()) -> str:
+def render_markdown(summary: Summary, plots: Sequence[str] | None = ()) -> str:
+    """The report; ``plots``: the PNGs' paths under the bundle, or None where the run drew none (KIT_PLOTS=0)."""
     arms = [a for a in summary.arms if a != summary.baseline]
     title = f"# {summary.experiment}: {', '.join(arms)} vs {summary.baseline}"
     a = summary.analysis
@@ -207,7 +209,9 @@ def render_markdown(summary: Summary, plots: Sequence[str] = ()) -> str:
         flag = "  ⚠ CLIENT-BOUND: not a clean result" if lv.client_bound else ""
         lines += [f"## Concurrency {lv.concurrency}{flag}", "", *_level_table(summary, lv.concurrency), ""]
         lines += batch_table(summary, lv.concurrency)  # telemetry: what the server ran at this level
-    if plots:
+    if plots is None:
+        lines += ["## Plots", "", NOT_DRAWN, ""]
+    elif plots:
         lines += ["## Plots", "", *[f"![{Path(p).stem}]({p})" for p in plots], ""]
     lines += ["## Method", "", "Model, corrections and guardrails: [docs/statistics.md](docs/statistics.md) in kit's "
               "repository.", ""]

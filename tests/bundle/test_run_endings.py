@@ -19,7 +19,8 @@ from kit.experiment.run import outcome
 from kit.experiment.session import BundleSession
 from kit.files.run import RunFile
 from kit.manifest import Manifest
-from kit.signing import ManifestTrust, SigningKey
+from kit.report.rebuild import rebuild
+from kit.signing import ManifestTrust, SigningKey, user_trust_file
 
 
 def _closing(runner: SigningKey) -> Closing:
@@ -59,6 +60,7 @@ def test_a_computed_summary_clears_an_earlier_summary_error(make_bundle: Callabl
     assert json.loads(b.path("run.json").read_bytes())["summary_error"] is None
 
 
+@pytest.mark.plots
 def test_a_run_whose_report_cannot_be_rendered_keeps_its_verdicts_and_does_not_exit_0(
         make_bundle: Callable[..., Bundle], runner: SigningKey) -> None:
     b = make_bundle()
@@ -76,3 +78,33 @@ def test_a_run_whose_report_cannot_be_rendered_keeps_its_verdicts_and_does_not_e
     assert e.value.exit_code == ExitCode.INTERNAL != ExitCode.OK
     assert "report.md could not be rendered" in e.value.message
     assert f"kit report {b.root}" in (e.value.hint or "")
+
+
+@pytest.mark.slow  # plots: seconds of matplotlib
+@pytest.mark.parametrize("value", ["0", "off"])
+def test_kit_plots_0_writes_the_report_without_plots_and_kit_report_draws_them(
+        make_bundle: Callable[..., Bundle], runner: SigningKey, monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    """KIT_PLOTS=0: the run's report.md says the plots were not drawn and how to draw them, no plots/ folder is
+    left (not even an earlier finish's), the bundle is sealed; `kit report` (rebuild) then draws them, links
+    them from report.md and re-signs. Unset (kit's default), the run draws them."""
+    b = make_bundle()
+    b.remove_provenance()
+    monkeypatch.setenv("KIT_PLOTS", value)
+    session = BundleSession(b, resumed=False, checkpoints=Checkpointer(b, runner, Chain()))
+    summary, status = finalize(session, _closing(runner), "complete")
+    assert summary and status == "complete"
+    report = b.path("report.md").read_text()
+    assert "Not drawn: KIT_PLOTS=0 where this run finished. `kit report BUNDLE` draws them" in report
+    assert "![" not in report and not b.exists("plots")
+    verify_integrity(b.root)
+    trust = user_trust_file()  # kit report re-signs only what a runner the user trusts signed
+    trust.parent.mkdir(parents=True, exist_ok=True)
+    trust.write_text(f'runner namespaces="kit-bundle" {runner.public_line()}\n')
+    lines = rebuild(b.root, runner.path)
+    assert "wrote plots/throughput.png" in lines and "Not drawn" not in b.path("report.md").read_text()
+    assert "![throughput](plots/throughput.png)" in b.path("report.md").read_text()
+    verify_integrity(b.root)
+    monkeypatch.delenv("KIT_PLOTS")
+    b.remove_provenance()
+    finalize(BundleSession(b, resumed=False, checkpoints=Checkpointer(b, runner, Chain())), _closing(runner), "complete")
+    assert (b.path("plots") / "throughput.png").stat().st_size > 10_000

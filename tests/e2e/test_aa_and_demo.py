@@ -56,6 +56,7 @@ def shipped_demo_cut(path: Path) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.plots
 def test_the_shipped_demo_end_to_end(tmp_path: Path, isolated: dict[str, str]) -> None:
     """What `make demo` runs: the signed demo manifest verified, then run trusted through the repo's
     allowed_signers given explicitly (the example key is never trusted by default); the bundle then verifies

@@ -22,6 +22,7 @@ from kit.signing import generate_key
 pytestmark = pytest.mark.slow
 
 
+@pytest.mark.plots
 def test_run_verify_report_compare_archive(tmp_path: Path, port: int, isolated: dict[str, str]) -> None:
     # a signed manifest, trusted through --trust
     m = tiny_manifest(tmp_path / "tiny.yaml", port)

@@ -21,6 +21,7 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.plots
 def test_the_report_shows_the_batch_the_server_ran(tmp_path: Path, port: int) -> None:
     m = write_manifest(tmp_path / "capped.yaml", manifest_data(
         "capped", port=port, arms=ab_arms(same=True),
