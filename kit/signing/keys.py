@@ -9,6 +9,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
@@ -108,11 +109,15 @@ def load_signing_key(path: Path, passphrase: str | None = None) -> SigningKey:
             raise UsageError(
                 f"{path}: the key is protected by a passphrase", hint="set KIT_KEY_PASSPHRASE to unlock it"
             ) from None
+    except UnsupportedAlgorithm as e:  # a passphrase-protected OpenSSH key: cryptography reads it with bcrypt
+        raise UsageError(f"{path}: cannot read this key here ({e})",
+                         hint="install the bcrypt package beside kit (pip install bcrypt), or make a key with "
+                              "`kit keygen` (encrypted with KIT_KEY_PASSPHRASE, read without bcrypt)") from None
     except ValueError as e:
         # An encrypted PEM key read with a wrong passphrase mostly fails its padding ("bad decrypt"), but about
-        # once in 256 passphrases the padding happens to pass and the garbage fails to parse instead
-        if pw is not None and (b"ENCRYPTED PRIVATE KEY" in data or "checksum" in str(e).lower()
-                               or "decrypt" in str(e).lower()):
+        # once in 256 passphrases the padding happens to pass and the garbage fails to parse instead (PKCS#8's
+        # "ENCRYPTED PRIVATE KEY", or the older "Proc-Type: 4,ENCRYPTED" header)
+        if pw is not None and (b"ENCRYPTED" in data or "checksum" in str(e).lower() or "decrypt" in str(e).lower()):
             raise UsageError(f"{path}: wrong passphrase (KIT_KEY_PASSPHRASE), or a damaged encrypted key") from None
         raise UsageError(f"{path}: not a readable private key ({e})") from None
     if not isinstance(key, Ed25519PrivateKey):

@@ -201,8 +201,10 @@ def patch_triton_interpreter_tree_reduce() -> None:
     kernels on the CPU: integer reductions combine whole halves at once, neighbour with neighbour (element 2i
     with 2i+1, an odd last one carried over), log2(n) calls of ``fn`` on blocks. That keeps the order of the
     operands, so it equals the interpreter's left fold for any associative ``fn``, which Triton requires of a
-    combine function (a GPU reduces by a tree, too) and which integer arithmetic keeps exact; floats and empty
-    blocks keep Triton's own loop. tests/oea/test_triton_oea.py checks it against Triton's own loop."""
+    combine function (a GPU reduces by a tree, too) and which integer arithmetic keeps exact. Triton's own loop
+    stays where the tree could differ: a non-integer Triton type (floats, and bf16 / fp8, which the interpreter
+    stores as unsigned integers), a combine with Python control flow (an ``if`` on a block is one truth value for
+    every element), and an empty block. tests/oea/test_triton_oea.py checks it against Triton's own loop."""
     import triton.language as tl
     from triton.runtime import interpreter
 
@@ -211,9 +213,23 @@ def patch_triton_interpreter_tree_reduce() -> None:
     if getattr(original, "_kit_tree", False):
         return
 
+    branches: dict[Any, bool] = {}
+
+    def branching(fn: Any) -> bool:
+        """Whether the combine's own code has Python control flow on values (if, while, for, a ? b : c, and, or)."""
+        if fn not in branches:
+            import ast
+            import inspect
+            import textwrap
+
+            tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+            flow = (ast.If, ast.IfExp, ast.While, ast.For, ast.BoolOp, ast.Match)
+            branches[fn] = any(isinstance(node, flow) for node in ast.walk(tree))
+        return branches[fn]
+
     def tree_reduce(self: Any, input: tuple[Any, ...]) -> list[Any]:
         datas = [arg.handle.data for arg in input]
-        if datas[0].size == 0 or not all(np.issubdtype(d.dtype, np.integer) or d.dtype == np.bool_ for d in datas):
+        if datas[0].size == 0 or not all(arg.dtype.is_int() for arg in input) or branching(self.combine_fn.fn):
             return original(self, input)
         flat, axis = self.unravel(input, self.axis)
         kinds = [arg.dtype for arg in flat]
@@ -240,8 +256,8 @@ def patch_triton_interpreter_tree_reduce() -> None:
             if self.keep_dims:
                 if self.axis is not None:
                     data = np.expand_dims(data, axis)
-                else:
-                    for _ in range(datas[0].ndim):
+                else:  # as Triton's loop: one dimension per dimension of the flattened block, [1] (compiled: [1] * ndim)
+                    for _ in range(flat[0].handle.data.ndim):
                         data = np.expand_dims(data, 0)
             elif self.axis is None:
                 data = data.item()

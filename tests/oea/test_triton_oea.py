@@ -888,6 +888,8 @@ def _reduce_kernel(x_ptr, out_ptr, idx_ptr, M: tl.constexpr, N: tl.constexpr, MO
         tl.store(out_ptr, tl.reduce(x, None, COMBINE))
     elif MODE == 3:
         tl.store(out_ptr + rows[:, None], tl.reduce(x, 1, COMBINE, keep_dims=True))
+    elif MODE == 5:
+        tl.store(out_ptr + tl.arange(0, 1), tl.reduce(x, None, COMBINE, keep_dims=True))  # interpreted: shape [1]
     else:
         value, index = tl.reduce((x, rows[:, None] * N + cols[None, :]), 1, COMBINE)
         tl.store(out_ptr + rows, value)
@@ -903,7 +905,7 @@ def _counted(a: Any, b: Any) -> Any:
 COMBINED: list[int] = []
 COMBINE: Any = None  # the combine function and INNER, set in each test's own copy of these globals
 INNER: Any = None
-_REDUCE_MODES = {"axis0": 0, "axis1": 1, "all": 2, "keep_dims": 3, "tuple": 4}
+_REDUCE_MODES = {"axis0": 0, "axis1": 1, "all": 2, "keep_dims": 3, "all_keep_dims": 5, "tuple": 4}
 
 
 @pytest.mark.skipif(DEVICE != "cpu", reason="the interpreter's reduction, patched on the CPU only")
@@ -911,7 +913,8 @@ _REDUCE_MODES = {"axis0": 0, "axis1": 1, "all": 2, "keep_dims": 3, "tuple": 4}
     ("combine", "mode"),
     [(c, m) for c in ("or", "xor", "last_nonzero") for m in _REDUCE_MODES if m != "tuple"] + [("first_max", "tuple")],
 )
-@pytest.mark.parametrize(("m", "n", "dtype"), [(4, 256, torch.int32), (8, 8, torch.int64), (1, 2, torch.int16)])
+@pytest.mark.parametrize(("m", "n", "dtype"), [(4, 256, torch.int32), (8, 8, torch.int64), (1, 2, torch.int16),
+                                               (4, 8, torch.bool)])
 def test_tree_reduce_equals_the_interpreters_own_loop(combine: str, mode: str, m: int, n: int, dtype: Any) -> None:
     """patch_triton_interpreter_tree_reduce (the tests' speed-up of Triton's interpreter) against Triton's own
     element-by-element loop, and both against numpy: kit's union ``_or``, Triton's ``_xor_combine`` (its topk's
@@ -924,8 +927,9 @@ def test_tree_reduce_equals_the_interpreters_own_loop(combine: str, mode: str, m
     here["COMBINE"] = TK.triton.jit(FunctionType(fn.__code__, here, fn.__name__))  # where TRITON_INTERPRET=1
     kernel = TK.triton.jit(FunctionType(_reduce_kernel.__code__, here, "_reduce_kernel"))
     gen = torch.Generator().manual_seed(m * n)
-    x = torch.randint(-3, 4, (m, n), generator=gen, dtype=dtype)  # few values: ties, negatives
+    x = torch.randint(-3, 4, (m, n), generator=gen)  # few values: ties, negatives
     x[torch.rand((m, n), generator=gen) < 0.8] = 0  # mostly zeros: the last non-zero is seldom the last element
+    x = x.to(dtype)
     tree_reduce = TK.triton.runtime.interpreter.ReduceOps.generic_reduce
     results = []
     for reduce in (tree_reduce, tree_reduce._kit_original):
@@ -937,11 +941,11 @@ def test_tree_reduce_equals_the_interpreters_own_loop(combine: str, mode: str, m
         results.append((out.clone(), idx.clone(), len(COMBINED)))
     (tree, tree_idx, tree_calls), (loop, loop_idx, loop_calls) = results
     assert torch.equal(tree, loop) and torch.equal(tree_idx, loop_idx)
-    axis_n = {"axis0": m, "all": m * n}.get(mode, n)
+    axis_n = {"axis0": m, "all": m * n, "all_keep_dims": m * n}.get(mode, n)
     assert loop_calls == (axis_n - 1) * (m * n // axis_n)  # Triton's loop: once per element past the first
     assert tree_calls == (axis_n - 1).bit_length()  # the tree: once per halving, whole blocks at a time
     a = x.numpy()
-    by = {"axis0": (a, 0), "all": (a.reshape(1, -1), 1)}.get(mode, (a, 1))
+    by = {"axis0": (a, 0), "all": (a.reshape(1, -1), 1), "all_keep_dims": (a.reshape(1, -1), 1)}.get(mode, (a, 1))
     lines = np.moveaxis(by[0], by[1], -1).reshape(-1, by[0].shape[by[1]])  # each reduced line, in order
     numpy_fold = {
         "or": lambda: np.bitwise_or.reduce(lines, axis=1),
@@ -952,3 +956,44 @@ def test_tree_reduce_equals_the_interpreters_own_loop(combine: str, mode: str, m
     assert np.array_equal(tree.numpy()[: numpy_fold.size], numpy_fold.reshape(-1))
     if mode == "tuple":
         assert np.array_equal(tree_idx.numpy(), a.argmax(axis=1) + np.arange(m) * n)
+
+
+def _bf16_sum(a: Any, b: Any) -> Any:
+    """A float sum in bf16, which the interpreter stores as uint16: order changes its rounding."""
+    return (a.to(tl.float32) + b.to(tl.float32)).to(tl.bfloat16)
+
+
+def _min_by_if(a: Any, b: Any) -> Any:
+    """Legal in a compiled combine (scalars there); on a block, one truth value for every element."""
+    COMBINED.append(1)
+    return a if a < b else b
+
+
+@pytest.mark.skipif(DEVICE != "cpu", reason="the interpreter's reduction, patched on the CPU only")
+@pytest.mark.parametrize(("combine", "dtype"), [("bf16_sum", torch.bfloat16), ("min_by_if", torch.int32)])
+def test_tree_reduce_leaves_floats_and_branching_combines_to_triton(combine: str, dtype: Any) -> None:
+    """Where a tree could differ from Triton's loop, the loop runs: a bf16 sum (stored as uint16 by the
+    interpreter; the tree's rounding would differ: 255 ones after a 256 sum to 510 by pairs, 256 one by one)
+    and a combine with a Python ``if`` (true for a whole block at once): the same result and as many calls as
+    Triton's own loop."""
+    if combine == "bf16_sum":
+        here = dict(globals(), INNER=TK.triton.jit(FunctionType(_bf16_sum.__code__, dict(globals()), "_bf16_sum")))
+        fn = _counted
+    else:
+        here, fn = dict(globals()), _min_by_if
+    here["COMBINE"] = TK.triton.jit(FunctionType(fn.__code__, here, fn.__name__))
+    kernel = TK.triton.jit(FunctionType(_reduce_kernel.__code__, here, "_reduce_kernel"))
+    m, n = 1, 256
+    x = torch.ones((m, n), dtype=dtype)
+    x[0, 0] = 256
+    x[0, 77] = -30 if dtype == torch.int32 else 1
+    tree_reduce = TK.triton.runtime.interpreter.ReduceOps.generic_reduce
+    results = []
+    for reduce in (tree_reduce, tree_reduce._kit_original):
+        out, idx = torch.zeros(n, dtype=dtype), torch.zeros(m, dtype=torch.int32)
+        COMBINED.clear()
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(TK.triton.runtime.interpreter.ReduceOps, "generic_reduce", reduce)
+            kernel[(1,)](x, out, idx, M=m, N=n, MODE=_REDUCE_MODES["axis1"])
+        results.append((out[0].item(), len(COMBINED)))
+    assert results[0] == results[1] == ((256.0, n - 1) if dtype == torch.bfloat16 else (-30, n - 1))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -156,6 +157,23 @@ def test_a_wrong_passphrase_is_named_even_when_the_padding_happens_to_pass() -> 
     with pytest.raises(UsageError, match="wrong passphrase"):
         load_signing_key(key, "wrong")
     assert load_signing_key(key, "s3cret").fingerprint.startswith("SHA256:")
+
+
+def test_a_passphrase_protected_openssh_key_gets_a_usage_error_not_a_traceback(tmp_path: Path) -> None:
+    """`ssh-keygen -N` keys: cryptography reads them only with the bcrypt package, which kit does not require;
+    without it the load was an uncaught UnsupportedAlgorithm (internal error, exit 1)."""
+    import importlib.util
+
+    key = tmp_path / "id_ed25519"
+    made = subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "pw", "-C", "me@lab", "-f", str(key)],
+                          capture_output=True, text=True, check=False)
+    assert made.returncode == 0, made.stderr
+    if importlib.util.find_spec("bcrypt") is not None:
+        assert load_signing_key(key, "pw").comment == "me@lab"
+        return
+    with pytest.raises(UsageError, match="cannot read this key here") as e:
+        load_signing_key(key, "pw")
+    assert "pip install bcrypt" in (e.value.hint or "")
 
 
 def test_keygen_suggests_one_role(tmp_path: Path, kit_home: Path) -> None:
