@@ -205,6 +205,11 @@ def patch_triton_interpreter_tree_reduce() -> None:
     stays where the tree could differ: a non-integer Triton type (floats, and bf16 / fp8, which the interpreter
     stores as unsigned integers), a combine with Python control flow (an ``if`` on a block is one truth value for
     every element), and an empty block. tests/oea/test_triton_oea.py checks it against Triton's own loop."""
+    import ast
+    import functools
+    import inspect
+    import textwrap
+
     import triton.language as tl
     from triton.runtime import interpreter
 
@@ -213,23 +218,16 @@ def patch_triton_interpreter_tree_reduce() -> None:
     if getattr(original, "_kit_tree", False):
         return
 
-    branches: dict[Any, bool] = {}
-
+    @functools.cache
     def branching(fn: Any) -> bool:
         """Whether the combine's own code has Python control flow on values (if, while, for, a ? b : c, and, or)."""
-        if fn not in branches:
-            import ast
-            import inspect
-            import textwrap
-
-            tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
-            flow = (ast.If, ast.IfExp, ast.While, ast.For, ast.BoolOp, ast.Match)
-            branches[fn] = any(isinstance(node, flow) for node in ast.walk(tree))
-        return branches[fn]
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+        flow = (ast.If, ast.IfExp, ast.While, ast.For, ast.BoolOp, ast.Match)
+        return any(isinstance(node, flow) for node in ast.walk(tree))
 
     def tree_reduce(self: Any, input: tuple[Any, ...]) -> list[Any]:
-        datas = [arg.handle.data for arg in input]
-        if datas[0].size == 0 or not all(arg.dtype.is_int() for arg in input) or branching(self.combine_fn.fn):
+        empty = input[0].handle.data.size == 0
+        if empty or not all(arg.dtype.is_int() for arg in input) or branching(self.combine_fn.fn):
             return original(self, input)
         flat, axis = self.unravel(input, self.axis)
         kinds = [arg.dtype for arg in flat]

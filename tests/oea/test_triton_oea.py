@@ -908,6 +908,22 @@ INNER: Any = None
 _REDUCE_MODES = {"axis0": 0, "axis1": 1, "all": 2, "keep_dims": 3, "all_keep_dims": 5, "tuple": 4}
 
 
+def _tree_and_loop(kernel: Any, x: Any, mode: str) -> list[tuple[Any, Any, int]]:
+    """``kernel`` (``_reduce_kernel`` with a COMBINE) run on ``x`` under patch_triton_interpreter_tree_reduce, then
+    under Triton's own loop: each run's (out, idx, calls of the combine counted in COMBINED)."""
+    m, n = x.shape
+    tree_reduce = TK.triton.runtime.interpreter.ReduceOps.generic_reduce
+    results = []
+    for reduce in (tree_reduce, tree_reduce._kit_original):
+        out, idx = torch.zeros(max(m, n), dtype=x.dtype), torch.zeros(m, dtype=torch.int32)
+        COMBINED.clear()
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(TK.triton.runtime.interpreter.ReduceOps, "generic_reduce", reduce)
+            kernel[(1,)](x, out, idx, M=m, N=n, MODE=_REDUCE_MODES[mode])
+        results.append((out, idx, len(COMBINED)))
+    return results
+
+
 @pytest.mark.skipif(DEVICE != "cpu", reason="the interpreter's reduction, patched on the CPU only")
 @pytest.mark.parametrize(
     ("combine", "mode"),
@@ -930,16 +946,7 @@ def test_tree_reduce_equals_the_interpreters_own_loop(combine: str, mode: str, m
     x = torch.randint(-3, 4, (m, n), generator=gen)  # few values: ties, negatives
     x[torch.rand((m, n), generator=gen) < 0.8] = 0  # mostly zeros: the last non-zero is seldom the last element
     x = x.to(dtype)
-    tree_reduce = TK.triton.runtime.interpreter.ReduceOps.generic_reduce
-    results = []
-    for reduce in (tree_reduce, tree_reduce._kit_original):
-        out, idx = torch.zeros(max(m, n), dtype=dtype), torch.zeros(m, dtype=torch.int32)
-        COMBINED.clear()
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(TK.triton.runtime.interpreter.ReduceOps, "generic_reduce", reduce)
-            kernel[(1,)](x, out, idx, M=m, N=n, MODE=_REDUCE_MODES[mode])
-        results.append((out.clone(), idx.clone(), len(COMBINED)))
-    (tree, tree_idx, tree_calls), (loop, loop_idx, loop_calls) = results
+    (tree, tree_idx, tree_calls), (loop, loop_idx, loop_calls) = _tree_and_loop(kernel, x, mode)
     assert torch.equal(tree, loop) and torch.equal(tree_idx, loop_idx)
     axis_n = {"axis0": m, "all": m * n, "all_keep_dims": m * n}.get(mode, n)
     assert loop_calls == (axis_n - 1) * (m * n // axis_n)  # Triton's loop: once per element past the first
@@ -987,13 +994,5 @@ def test_tree_reduce_leaves_floats_and_branching_combines_to_triton(combine: str
     x = torch.ones((m, n), dtype=dtype)
     x[0, 0] = 256
     x[0, 77] = -30 if dtype == torch.int32 else 1
-    tree_reduce = TK.triton.runtime.interpreter.ReduceOps.generic_reduce
-    results = []
-    for reduce in (tree_reduce, tree_reduce._kit_original):
-        out, idx = torch.zeros(n, dtype=dtype), torch.zeros(m, dtype=torch.int32)
-        COMBINED.clear()
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(TK.triton.runtime.interpreter.ReduceOps, "generic_reduce", reduce)
-            kernel[(1,)](x, out, idx, M=m, N=n, MODE=_REDUCE_MODES["axis1"])
-        results.append((out[0].item(), len(COMBINED)))
+    results = [(out[0].item(), calls) for out, _, calls in _tree_and_loop(kernel, x, "axis1")]
     assert results[0] == results[1] == ((256.0, n - 1) if dtype == torch.bfloat16 else (-30, n - 1))
