@@ -21,8 +21,8 @@ from docker.errors import APIError, NotFound
 
 from kit.errors import GateFailed, KitError
 from kit.runtime.docker import LIVE_STATES, MANAGED_FILTER, connect, explanation, remove_container
+from kit.runtime.leftovers import kill_leftover_groups
 from kit.runtime.lockdir import entries
-from kit.runtime.process import kill_leftover_groups
 from kit.runtime.records import (
     live_run_records,
     lock_held,

@@ -31,6 +31,7 @@ from kit.runtime.records import (
     owner_text,
     read_record,
     record_files,
+    recorded_cgroup,
     recorded_members,
     state_dir,
 )
@@ -170,6 +171,8 @@ def check_process_groups(*, run_id: str | None, phase: str, directory: Path | No
         if members:
             live.append(LiveGroup(**record, file=str(path), members=[procinfo.describe(p) for p in members]))
             continue
+        if (cgroup := recorded_cgroup(record)) is not None:
+            cgroup.remove()  # empty: all of it is gone
         try:
             path.unlink()
             stale.append(StaleRecord(**record, file=str(path), removed=True, error=None))
@@ -184,10 +187,13 @@ def check_process_groups(*, run_id: str | None, phase: str, directory: Path | No
     if not blocking:
         return timer.check(PROCESSES, True, f"no blocking kit server process group{removed}", None, evidence)
     parts = [
-        f"process group {g['pgid']} (run {g.get('run_id')}, cell {g.get('cell')}, started {g.get('started')}): "
+        f"process group {g['pgid']} (run {g.get('run_id')}, cell {g.get('cell')}, started {g.get('started')}"
+        + (f", cgroup {Path(g['cgroup']).name}" if g.get("cgroup") else "") + "): "
         + ", ".join(procinfo.short(p) for p in g["members"])
         for g in blocking
     ]
     groups = " ".join(f"-{g['pgid']}" for g in blocking)
+    cgroups = " ".join(f"{g['cgroup']}/cgroup.kill" for g in blocking if g.get("cgroup"))
+    by_hand = f"kill -TERM -- {groups}" + (f" and echo 1 | tee {cgroups}" if cgroups else "")
     return timer.check(PROCESSES, False, f"{len(blocking)} kit server(s) still running: " + "; ".join(parts) + removed,
-                       f"kit clean, or kill -TERM -- {groups}", evidence)
+                       f"kit clean, or {by_hand}", evidence)

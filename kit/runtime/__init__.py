@@ -167,6 +167,8 @@ class ProcessDescription(TypedDict):
     cwd: str
     cpus: str | None  # server.cpus as asked
     cpus_allowed: str | None  # the kernel's Cpus_allowed_list of the leader once started (the proof)
+    cgroup: str | None  # the cgroup it and all it starts run in (kit.plumbing.cgroups); None: none
+    cgroup_note: str  # why it has none ("" when it has one)
 
 
 class ContainerDescription(TypedDict):

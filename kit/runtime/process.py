@@ -11,10 +11,13 @@ address or port than the manifest's, its log announces it as HTTP and it answers
 listens where kit connects (the wrong port: its listening sockets from /proc, the fix in the error).
 Stop: SIGTERM to the whole group, a grace period, SIGKILL, then proof: no process of the
 group remains and the port can be bound again.
-Escapes: the leader is made the subreaper of everything it starts (``kit.runtime.subreaper``), so a process that left
-the group and the session (setsid, a double fork) stays below it by parent links even with its output closed
-and its environment scrubbed; the stop finds such processes by those links (taken before the group is
-signalled), by the output pipe they hold and by the tag in their environment, names them and stops them.
+Escapes: where kit may make one, the server runs in a cgroup of its own (``kit.plumbing.cgroups``), joined before
+its command runs: whatever left the group (setsid, a double fork, its output closed, its environment scrubbed,
+its leader gone first) is still in it, and the stop and `kit clean` name it, SIGTERM it, then kill the whole
+cgroup at once. Everywhere, the leader is also made the subreaper of everything it starts
+(``kit.runtime.subreaper``), so a process that left the group stays below it by parent links while the leader
+lives; the stop finds such processes by those links (taken before the group is signalled), by the output pipe
+they hold and by the tag in their environment, names them and stops them.
 """
 
 from __future__ import annotations
@@ -28,17 +31,17 @@ import signal
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
 from kit.errors import ServerError
 from kit.plumbing.affinity import parse_cpulist, pinned, process_cpus
+from kit.plumbing.cgroups import Cgroup
 from kit.plumbing.clock import utc_now
 from kit.plumbing.logpump import LogPump, pipe_chunks
 from kit.plumbing.net import http_get, http_ok, listening, local_url, port_bindable, reaches
 from kit.plumbing.poll import Deadline, poll_until
-from kit.plumbing.procs import TAG_VAR, group_members, pipe_holders, signal_group, stop_group, stop_pids, tagged
+from kit.plumbing.procs import TAG_VAR, group_members, pipe_holders, signal_group, stop_group, tagged
 from kit.runtime import (
     ProcessDescription,
     ProcessStopDetails,
@@ -54,16 +57,12 @@ from kit.runtime.records import (
     ServerRecord,
     boot_id,
     cmdline,
-    read_record,
-    record_files,
-    recorded_members,
-    same_process,
     start_ticks,
     write_record,
 )
-from kit.runtime.subreaper import Adopted, spawn
+from kit.runtime.subreaper import Adopted, spawn, stop_escapes
 
-__all__ = ["LeftoverStops", "ProcessRuntime", "ProcessServer", "kill_leftover_groups", "port_bindable"]
+__all__ = ["ProcessRuntime", "ProcessServer", "port_bindable"]
 
 READY_FIRST_S = 0.05  # readiness polls: 50 ms, then x1.2 up to 1 s (a start of 0.4-2 s is seen within 20 % of it)
 READY_BACKOFF = 1.2
@@ -72,6 +71,8 @@ ELSEWHERE_GRACE_S = 10.0  # HTTP answered elsewhere this long (and nothing liste
 ELSEWHERE_PROBES = 8  # at most this many of the group's other listeners asked for HTTP per poll
 ANNOUNCE_LINES = 400  # the log lines (of its last 64 KiB) searched for where the server says it listens
 
+
+Contained = tuple[Cgroup | None, str]  # a server's cgroup, or None and why it has none
 
 WORKDIR_PREFIX = "kit-cwd-"  # a server's working directory: <tmp>/kit-cwd-<server name>-<random>
 
@@ -85,8 +86,9 @@ def _pipe_inode(proc: subprocess.Popen[bytes]) -> int:
 
 class ProcessServer:
     def __init__(self, spec: ServerSpec, proc: subprocess.Popen[bytes], record: Path, pump: LogPump,
-                 inherited: list[str], workdir: Path, tag: str) -> None:
+                 inherited: list[str], workdir: Path, tag: str, contained: Contained) -> None:
         self.spec = spec
+        self.cgroup, self.cgroup_note = contained  # its cgroup (None: none could be made or joined, and why)
         self.tag = tag  # TAG_VAR's value in its environment: found in any process it started, at the stop
         self.workdir = workdir  # its working directory, outside the bundle; removed when it is stopped
         self.pipe_inode = _pipe_inode(proc)  # its output pipe (0: unknown), to find what still holds it at the stop
@@ -202,11 +204,12 @@ class ProcessServer:
         left = group_members(self.pgid)
         self.pump.join(timeout=1)
         escaped: list[str] = []
-        if not left:  # the group is gone: what left it, by its parent links, its output pipe or its environment's tag
+        if not left:  # the group is gone: what left it, by its cgroup, parent links, output pipe or environment's tag
             holders = pipe_holders(self.pipe_inode) if self.pump.is_alive() else []
-            holders = sorted(set(holders) | set(tagged(self.tag)) | set(adopted.still_there()))
+            holders = sorted(set(holders) | set(tagged(self.tag)) | set(adopted.still_there()) | set(
+                self.cgroup.procs() if self.cgroup else []))
             escaped = [f"PID {p}: {' '.join(cmdline(p) or ['?'])[:200]}" for p in holders]
-            left = stop_pids(holders, self.spec.stop_grace_s)
+            left = stop_escapes(holders, self.cgroup, self.spec.stop_grace_s)
             if self.pump.is_alive():
                 self.pump.finish(5.0, lambda: None, grace=0.0)  # the log is final from here, whatever holds the pipe
         port_free = port_bindable(self.spec.host, self.spec.port)
@@ -216,6 +219,8 @@ class ProcessServer:
                 + (f" (left the group: {'; '.join(escaped)})" if escaped else ""),
                 hint=f"kill -KILL {' '.join(map(str, left))}" if escaped else f"kill -KILL -- -{self.pgid}",
             )
+        if self.cgroup is not None:
+            self.cgroup.remove()
         with contextlib.suppress(FileNotFoundError):
             self.record.unlink()
         shutil.rmtree(self.workdir, ignore_errors=True)  # what it wrote there is its own: caches, sockets, dumps
@@ -241,6 +246,8 @@ class ProcessServer:
             cwd=str(self.workdir),
             cpus=self.spec.cpus,
             cpus_allowed=self.cpus_allowed,
+            cgroup=str(self.cgroup.path) if self.cgroup else None,
+            cgroup_note=self.cgroup_note,
         )
 
 
@@ -255,39 +262,54 @@ class ProcessRuntime:
         # an empty directory of its own, never the bundle: whatever a server leaves in its working directory (a
         # socket, a FIFO, a cache of gigabytes, a config dump with a token) must not become a file kit signs
         workdir = Path(tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{spec.name}-"))
+        cgroup, note = Cgroup.create(spec.name)
         try:
             with pinned(parse_cpulist(spec.cpus) if spec.cpus else None):
-                proc = self._popen(spec, env, workdir)
+                proc, note = self._popen(spec, env, workdir, cgroup, note)
         except OSError as e:
             shutil.rmtree(workdir, ignore_errors=True)
+            if cgroup is not None:
+                cgroup.remove()
             raise ServerError(
                 f"cannot start server for {spec.arm}: {spec.command[0]}: {e.strerror or e}",
                 hint="check server.command (or the arm's command) in the manifest, and server.cpus",
             ) from None
-        return self._supervise(spec, proc, inherited, workdir, tag)
+        if note and cgroup is not None:  # it could not join: the cgroup is empty, and of no use
+            cgroup.remove()
+            cgroup = None
+        return self._supervise(spec, proc, inherited, workdir, tag, (cgroup, note))
 
     @staticmethod
-    def _popen(spec: ServerSpec, env: dict[str, str], workdir: Path) -> subprocess.Popen[bytes]:
-        return spawn(
-            spec.command,
-            env,
-            stdin=subprocess.DEVNULL,
+    def _popen(spec: ServerSpec, env: dict[str, str], workdir: Path, cgroup: Cgroup | None,
+               note: str) -> tuple[subprocess.Popen[bytes], str]:
+        """The started server, and why it is not in a cgroup ("" when it is)."""
+        join = cgroup.join_file() if cgroup is not None else None
+        try:
+            proc, failed = spawn(spec.command, env, join, stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
-            cwd=workdir,  # empty: nothing planted in kit's cwd is on its path; nothing it writes lands in the bundle
-            start_new_session=True,
-        )
+                                 cwd=workdir,  # empty: nothing planted in kit's cwd is on its path; nothing it
+                                 start_new_session=True)  # writes lands in the bundle
+        finally:
+            if join is not None:
+                os.close(join)
+        if cgroup is not None and failed is not None:
+            note = f"cannot join {cgroup.path}: {os.strerror(failed) if failed else 'refused'}"
+        return proc, note
 
     @staticmethod
     def _supervise(spec: ServerSpec, proc: subprocess.Popen[bytes], inherited: list[str],
-                   workdir: Path, tag: str) -> ProcessServer:
+                   workdir: Path, tag: str, contained: Contained) -> ProcessServer:
         try:
             # the record first: a kit killed from here on leaves a server its resume and kit clean can find
-            record = write_record(ServerRecord(
+            entry = ServerRecord(
                 pgid=proc.pid, pid=proc.pid, run_id=spec.labels.get("kit.run"), cell=spec.labels.get("kit.cell"),
                 command=spec.command, started=utc_now(), boot_id=boot_id(),
                 start_ticks=start_ticks(proc.pid), cmdline=cmdline(proc.pid),
-                kit_pid=os.getpid(), kit_start_ticks=start_ticks(os.getpid()), workdir=str(workdir)))
+                kit_pid=os.getpid(), kit_start_ticks=start_ticks(os.getpid()), workdir=str(workdir))
+            if contained[0] is not None:
+                entry["cgroup"] = str(contained[0].path)
+            record = write_record(entry)
             stdout = proc.stdout
             assert stdout is not None
             pump = LogPump(partial(pipe_chunks, stdout), spec.log_path, name=f"log-{spec.name}",
@@ -296,10 +318,13 @@ class ProcessRuntime:
         except BaseException:
             # nothing may outlive a failed start, not even when the record cannot be written
             signal_group(proc.pid, signal.SIGKILL)
+            if contained[0] is not None:
+                contained[0].kill()
+                contained[0].remove()
             proc.wait()
             shutil.rmtree(workdir, ignore_errors=True)
             raise
-        return ProcessServer(spec, proc, record, pump, inherited, workdir, tag)
+        return ProcessServer(spec, proc, record, pump, inherited, workdir, tag, contained)
 
     def describe(self) -> dict[str, str]:
         return {"runtime": "process"}
@@ -307,61 +332,3 @@ class ProcessRuntime:
 
 def _address(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
-@dataclass(frozen=True)
-class LeftoverStops:
-    """What ``kill_leftover_groups`` did: groups stopped, stale records dropped (with why), and groups that
-    outlived SIGKILL (their records kept, so that the leftover gate names them and a later clean retries)."""
-
-    stopped: list[str]
-    stale: list[str]
-    survived: list[str]
-
-
-def kill_leftover_groups(grace_s: float = 5.0, *, run_id: str | None = None) -> LeftoverStops:
-    """Stop every process-runtime server group recorded in state_dir() that no other live kit owns (``run_id``:
-    only that run's) and whose leader is still the recorded process (SIGTERM, grace, SIGKILL), dropping the
-    records of the groups that are gone. A PGID that now belongs to another process is never signalled: its record
-    is dropped as stale, saying why. `kit clean` calls this for every run; a resume for its own run id."""
-    stopped: list[str] = []
-    stale: list[str] = []
-    survived: list[str] = []
-    for path in record_files():
-        record = read_record(path)
-        if record is None or (run_id is not None and record.get("run_id") != run_id):
-            continue
-        pgid = int(record["pgid"])
-        members, foreign = recorded_members(record)
-        if not members:
-            _remove_workdir(record)
-            path.unlink(missing_ok=True)
-            why = f"not signalled: {foreign}" if foreign else "already gone"
-            stale.append(f"{path.name} (group {pgid} {why})")
-            continue
-        what = f"group {pgid} (run {record.get('run_id')}, cell {record.get('cell')}): "
-        what += " ".join(record.get("command", []))[:80]
-        adopted = Adopted(pgid, pgid, partial(same_process, pgid, record.get("start_ticks")))
-        left = stop_group(pgid, grace_s, reap=adopted.watch).left
-        escaped = adopted.still_there()
-        if escaped:
-            what += f" (and {len(escaped)} that left its group: PIDs {escaped})"
-            left += stop_pids(escaped, grace_s)
-        if left:
-            survived.append(f"{what} (processes {left} still there after SIGKILL)")
-            continue
-        _remove_workdir(record)
-        path.unlink(missing_ok=True)
-        stopped.append(what)
-    return LeftoverStops(stopped, stale, survived)
-
-
-def _remove_workdir(record: ServerRecord) -> None:
-    """The empty directory a stopped server ran in (``ProcessRuntime.start``), when the record names one kit made:
-    a kit-cwd-* directory right under the temp directory, never anything else."""
-    workdir = record.get("workdir")
-    if not isinstance(workdir, str):
-        return
-    p = Path(workdir)
-    if p.parent == Path(tempfile.gettempdir()) and p.name.startswith(WORKDIR_PREFIX) and not p.is_symlink():
-        shutil.rmtree(p, ignore_errors=True)

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import NotRequired, TypedDict, cast
 
 from kit.errors import GateFailed
+from kit.plumbing.cgroups import Cgroup
 from kit.plumbing.files import atomic_write
 from kit.plumbing.jsontypes import loads
 from kit.plumbing.procs import PROC, group_members, stat_fields
@@ -52,6 +53,7 @@ class ServerRecord(TypedDict):
     kit_pid: NotRequired[int]  # the kit process that started it, and that process's start time: a run whose lock
     kit_start_ticks: NotRequired[int | None]  # is in another KIT_LOCK_DIR is still known live by its kit
     workdir: NotRequired[str]  # the process runtime: the empty directory it runs in, removed with the leftover
+    cgroup: NotRequired[str]  # the cgroup it runs in (kit.plumbing.cgroups), when kit could make one
 
 
 def start_ticks(pid: int, proc: Path = PROC) -> int | None:
@@ -312,13 +314,20 @@ def identity_mismatch(record: ServerRecord, proc: Path = PROC) -> str | None:
     return None
 
 
+def recorded_cgroup(record: ServerRecord) -> Cgroup | None:
+    """The cgroup the record's server runs in, when it names one kit makes and it still exists (this boot)."""
+    return Cgroup.recorded(record.get("cgroup")) if same_boot(record) else None
+
+
 def recorded_members(record: ServerRecord, proc: Path = PROC) -> tuple[list[int], str | None]:
-    """The live members of the recorded group, and why none count when the PGID is someone else's now.
-    Empty (with no reason) when the group is gone or the record is from an earlier boot."""
+    """The live processes of the recorded server: its group's members (while the PGID is still the recorded
+    leader's) and everything in its cgroup (what left the group, whatever it did), and why the group's members do
+    not count when the PGID is someone else's now. Empty (with no reason) when all is gone or the record is from
+    an earlier boot."""
     if not same_boot(record):
         return [], None
     members = group_members(int(record["pgid"]), proc)
-    if not members:
-        return [], None
-    why = identity_mismatch(record, proc)
-    return ([], why) if why else (members, None)
+    why = identity_mismatch(record, proc) if members else None
+    cgroup = recorded_cgroup(record) if proc == PROC else None
+    inside = cgroup.procs() if cgroup is not None else []
+    return sorted(set([] if why else members) | set(inside)), why

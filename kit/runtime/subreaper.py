@@ -18,28 +18,37 @@ from __future__ import annotations
 
 import os
 import select
+import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kit.plumbing.procs import descendants
+from kit.plumbing.cgroups import Cgroup
+from kit.plumbing.poll import Deadline, poll_until
+from kit.plumbing.procs import descendants, stop_pids
 from kit.runtime.records import same_process, start_ticks
 
 EXEC_WAIT_S = 10.0  # for the shim's exec of the command (about 20-70 ms): past it, the start goes on unconfirmed
 SHIM = """\
 import ctypes, os, signal, sys
-err, envfd = int(sys.argv[1]), int(sys.argv[2])
+err, envfd, cgfd = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 with os.fdopen(envfd, "rb") as f:
     env = dict(item.split(b"=", 1) for item in f.read().split(b"\\0") if b"=" in item)
+if cgfd >= 0:
+    try:
+        os.write(cgfd, b"0")
+    except OSError as e:
+        os.write(err, b"C%d;" % e.errno)
+    os.close(cgfd)
 ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)
 for name in ("SIGPIPE", "SIGXFZ", "SIGXFSZ"):
     if hasattr(signal, name):
         signal.signal(getattr(signal, name), signal.SIG_DFL)
 os.set_inheritable(err, False)
 try:
-    os.execvpe(sys.argv[3], sys.argv[3:], env)
+    os.execvpe(sys.argv[4], sys.argv[4:], env)
 except OSError as e:
     os.write(err, str(e.errno).encode())
     os._exit(127)
@@ -57,15 +66,19 @@ def _environment_file(env: Mapping[str, str]) -> int:
     return fd
 
 
-def spawn(command: list[str], env: Mapping[str, str], **popen: Any) -> subprocess.Popen[bytes]:
+def spawn(command: list[str], env: Mapping[str, str], join: int | None = None,
+          **popen: Any) -> tuple[subprocess.Popen[bytes], int | None]:
     """``command`` started behind the shim with ``env`` (and ``popen``'s other Popen arguments), once its exec has
-    happened (OSError, as Popen's, when it could not: the shim is reaped first)."""
+    happened (OSError, as Popen's, when it could not: the shim is reaped first). ``join``: an open write end of a
+    cgroup's ``cgroup.procs`` (``kit.plumbing.cgroups``) the shim moves itself into before the exec; returned with
+    the process: None when it joined (or none was given), else the errno of that write (it runs outside)."""
     envfd = _environment_file(env)
     r, w = os.pipe()
+    fds = (w, envfd) if join is None else (w, envfd, join)
     try:
         proc: subprocess.Popen[bytes] = subprocess.Popen(
-            [sys.executable, "-I", "-S", "-c", SHIM, str(w), str(envfd), *command],
-            env={}, pass_fds=(w, envfd), **popen)
+            [sys.executable, "-I", "-S", "-c", SHIM, str(w), str(envfd), str(-1 if join is None else join), *command],
+            env={}, pass_fds=fds, **popen)
     except BaseException:
         os.close(r)
         raise
@@ -73,15 +86,31 @@ def spawn(command: list[str], env: Mapping[str, str], **popen: Any) -> subproces
         os.close(w)
         os.close(envfd)
     try:
-        ready, _, _ = select.select([r], [], [], EXEC_WAIT_S)
-        said = os.read(r, 32) if ready else b""
+        said = _said(r)
     finally:
         os.close(r)
+    joined: int | None = None
+    if said.startswith(b"C") and b";" in said:
+        cg, _, said = said[1:].partition(b";")
+        joined = int(cg) if cg.isdigit() else 0
     if said:
         proc.wait()
         code = int(said) if said.isdigit() else 0
         raise OSError(code, os.strerror(code) if code else f"the subreaper shim said {said[:32]!r}")
-    return proc
+    return proc, joined
+
+
+def _said(r: int, limit: int = 64) -> bytes:
+    """What the shim wrote on its pipe up to the exec (end of file), at most ``limit`` bytes, EXEC_WAIT_S at most."""
+    out = b""
+    end = time.monotonic() + EXEC_WAIT_S
+    while len(out) < limit:
+        ready, _, _ = select.select([r], [], [], max(0.0, end - time.monotonic()))
+        chunk = os.read(r, limit - len(out)) if ready else b""
+        if not chunk:
+            break
+        out += chunk
+    return out
 
 
 def left_the_group(leader: int, pgid: int) -> list[tuple[int, int | None]]:
@@ -123,3 +152,15 @@ class Adopted:
             if self.ours():
                 for pid, ticks in found:
                     self.seen.setdefault(pid, ticks)
+
+
+def stop_escapes(pids: list[int], cgroup: Cgroup | None, grace_s: float) -> list[int]:
+    """What left a server's group stopped: SIGTERM to all of them (those in its cgroup through it), up to
+    ``grace_s``, then SIGKILL (the cgroup's at once, what it forked meanwhile too); who is left."""
+    if cgroup is None:
+        return stop_pids(pids, grace_s)
+    deadline = Deadline.after(grace_s)
+    cgroup.signal_all(signal.SIGTERM)
+    left = stop_pids([p for p in pids if not cgroup.has(p)], grace_s)
+    poll_until(lambda: not cgroup.populated(), deadline)
+    return sorted(set(left) | set(cgroup.kill()))

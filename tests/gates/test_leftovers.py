@@ -131,7 +131,7 @@ def test_a_group_that_outlives_sigkill_keeps_its_record(state_home: Path, monkey
     """A process in uninterruptible sleep (D state: a hung NFS or GPU driver call) outlives SIGKILL; it cannot be
     made on demand, so stop_group's answer for it is stood in. Its record stays for the gate and a later clean."""
     from kit.plumbing.procs import GroupStop
-    from kit.runtime import process
+    from kit.runtime import leftovers as process
 
     server = subprocess.Popen(["sleep", "600"], start_new_session=True)
     try:

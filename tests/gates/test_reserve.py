@@ -195,7 +195,7 @@ def test_containers_of_a_live_run_are_left_alone_by_the_gate_and_kit_clean(holde
 
 
 def test_a_resume_stops_only_its_own_runs_leftovers_and_clean_the_rest(state_home: Path) -> None:
-    """One process-group stop (kit.runtime.process.kill_leftover_groups) for both callers: the resume's, limited
+    """One process-group stop (kit.runtime.leftovers.kill_leftover_groups) for both callers: the resume's, limited
     to its run id, leaves a dead run's group alone; `kit clean`'s stops it."""
     own, other = (subprocess.Popen(["sleep", "600"], start_new_session=True) for _ in range(2))
     try:

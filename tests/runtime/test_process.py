@@ -32,6 +32,13 @@ def _state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
 
 
+@pytest.fixture
+def no_cgroup(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A host where kit makes no cgroup (KIT_CGROUP=0 stands in for a read-only or cgroup v1 one): what left the
+    group is found by parent links, the output pipe and the environment's tag alone."""
+    monkeypatch.setenv("KIT_CGROUP", "0")
+
+
 @pytest.mark.slow  # a real process or server for seconds: the slow tier (unit tier budget, issue 21)
 def test_start_ready_stop_frees_port_and_group(tmp_path: Path, port: int) -> None:
     # a parent that forks a child which ignores SIGTERM: stop must still leave nothing
@@ -312,7 +319,8 @@ def test_a_process_that_left_the_group_holding_the_output_is_found_and_stopped(t
 
 
 @pytest.mark.slow
-def test_a_daemon_that_closed_its_output_is_found_by_its_environment_and_stopped(tmp_path: Path, port: int) -> None:
+def test_a_daemon_that_closed_its_output_is_found_by_its_environment_and_stopped(tmp_path: Path, port: int,
+                                                                                 no_cgroup: None) -> None:
     """A review's server double-forked, setsid and pointed its stdio at /dev/null: nothing held the output pipe, so
     the stop found nothing, the run ended complete, and the daemon lived on through later cells (the gates, kit
     gates and kit clean saw nothing). It keeps the environment it inherited: the server's own tag finds it."""
@@ -363,7 +371,8 @@ def _traceless(server: ProcessServer, daemon: int) -> None:
 
 
 @pytest.mark.slow
-def test_a_daemon_that_also_scrubbed_its_environment_is_found_by_its_parent_links(tmp_path: Path, port: int) -> None:
+def test_a_daemon_that_also_scrubbed_its_environment_is_found_by_its_parent_links(tmp_path: Path, port: int,
+                                                                                  no_cgroup: None) -> None:
     """A review's server double-forked, setsid, closed its output and scrubbed its environment: neither the group,
     the pipe nor the tag found it, and it outlived the run. The leader is now its subreaper: the stop finds it."""
     pidfile = tmp_path / "daemon.pid"
@@ -373,10 +382,10 @@ def test_a_daemon_that_also_scrubbed_its_environment_is_found_by_its_parent_link
 
 
 @pytest.mark.slow
-def test_a_leftover_s_scrubbed_daemon_goes_with_it(tmp_path: Path, port: int) -> None:
+def test_a_leftover_s_scrubbed_daemon_goes_with_it(tmp_path: Path, port: int, no_cgroup: None) -> None:
     """kit killed mid-cell (no stop ran): `kit clean` / a resume stop the leftover group and, by the leader's parent
     links taken before it goes, the daemon that left the group without a trace."""
-    from kit.runtime.process import kill_leftover_groups
+    from kit.runtime.leftovers import kill_leftover_groups
 
     pidfile = tmp_path / "daemon.pid"
     server, daemon = _with_daemon(tmp_path, port, _scrubbed_daemon_script(port, pidfile), pidfile)
@@ -391,8 +400,8 @@ def test_a_leftover_s_scrubbed_daemon_goes_with_it(tmp_path: Path, port: int) ->
 
 
 @pytest.mark.slow
-def test_a_daemon_that_escapes_in_the_sigterm_handler_is_caught_while_the_leader_lives(tmp_path: Path,
-                                                                                       port: int) -> None:
+def test_a_daemon_that_escapes_in_the_sigterm_handler_is_caught_while_the_leader_lives(tmp_path: Path, port: int,
+                                                                                       no_cgroup: None) -> None:
     """A review: the stop took what left the group once, before SIGTERM; a server whose SIGTERM handler
     double-forks, calls setsid, closes the daemon's output and scrubs its environment, then exits, left it
     running. The stop now looks again (every 0.2 s) while the leader lives."""
@@ -498,7 +507,7 @@ def test_the_leader_runs_the_command_itself_and_keeps_its_exit_code(tmp_path: Pa
 def test_a_leftover_server_s_working_directory_goes_with_it(tmp_path: Path, port: int) -> None:
     """A kit killed mid-cell leaves its server and the empty directory it runs in (outside the bundle); the stop of
     leftovers (kit clean, a resume) removes both. Was: a kit-cwd-* directory in /tmp per killed cell."""
-    from kit.runtime.process import kill_leftover_groups
+    from kit.runtime.leftovers import kill_leftover_groups
 
     command = [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"]
     server = ProcessRuntime().start(_spec(tmp_path, port, command))
@@ -507,3 +516,129 @@ def test_a_leftover_server_s_working_directory_goes_with_it(tmp_path: Path, port
     out = kill_leftover_groups(grace_s=2, run_id="test")  # as if its kit were gone
     assert len(out.stopped) == 1 and not server.workdir.exists()
     server.proc.wait(timeout=10)
+
+
+def _cgroup_of(pid: int) -> str:
+    return next(line[3:] for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines() if line.startswith("0::"))
+
+
+def _contained(server: ProcessServer) -> Path:
+    """The server's cgroup (skips where this host lets kit make none: the note says why)."""
+    desc = server.describe()
+    if desc["cgroup"] is None:
+        server.stop()
+        pytest.skip(f"no cgroup for servers here: {desc['cgroup_note']}")
+    return Path(desc["cgroup"])
+
+
+def _gone(pid: int) -> bool:
+    return not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+@pytest.mark.slow
+def test_a_server_runs_in_a_cgroup_of_its_own_that_goes_with_its_stop(tmp_path: Path, port: int) -> None:
+    """The leader joins a new cgroup below kit's own before its command runs (so does everything it starts); the
+    record names it for a later clean, the description shows it, and a proven stop removes it."""
+    import json
+
+    command = [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"]
+    server = ProcessRuntime().start(_spec(tmp_path, port, command))
+    server.wait_ready()
+    path = _contained(server)
+    assert path.name.startswith("kit-t-") and server.describe()["cgroup_note"] == ""
+    assert (path / "cgroup.procs").read_text().split() == [str(server.proc.pid)]
+    assert _cgroup_of(server.proc.pid) == _cgroup_of(os.getpid()).rstrip("/") + "/" + path.name  # below kit's own
+    record = json.loads(next((tmp_path / "state/kit/servers").glob("*.json")).read_text())
+    assert record["cgroup"] == str(path)
+    server.stop()
+    assert not path.exists()
+
+
+def _orphaning_server(port: int, pidfile: Path) -> list[str]:
+    """A server whose leader leaves a traceless daemon (double fork, setsid, stdio on /dev/null, an empty
+    environment: no tag) and serves HTTP; the test then kills the leader alone, as a crash would."""
+    return [sys.executable, "-c", _scrubbed_daemon_script(port, pidfile)]
+
+
+@pytest.mark.slow
+def test_a_daemon_whose_leader_exited_first_is_found_by_the_cgroup_and_stopped(tmp_path: Path, port: int) -> None:
+    """The escape the subreaper cannot catch: the leader is gone before the stop, so the daemon is init's child,
+    outside the group, holding neither the output pipe nor the tag. Without a cgroup the stop says nothing and it
+    lives on (KIT_CGROUP=0 makes this test fail); in the server's cgroup the stop names it and ends it."""
+    pidfile = tmp_path / "daemon.pid"
+    server, daemon = _with_daemon(tmp_path, port, _scrubbed_daemon_script(port, pidfile), pidfile)
+    path = _contained(server)
+    _traceless(server, daemon)
+    os.kill(server.proc.pid, 9)
+    server.proc.wait(timeout=10)
+    assert poll_until(lambda: int(Path(f"/proc/{daemon}/stat").read_text().rsplit(")", 1)[1].split()[1]) != \
+        server.proc.pid, 5, interval=0.02)  # reparented away from the dead leader
+    _stopped_and_named(server, daemon, sys.executable)
+    assert not path.exists()
+
+
+@pytest.mark.slow
+def test_a_dead_kit_s_orphaned_daemon_blocks_the_gate_until_kit_clean(tmp_path: Path, port: int) -> None:
+    """kit SIGKILLed mid-cell and its server's leader gone too: its daemon, traceless but in the server's cgroup,
+    is a leftover the gate names (PID and command line) and refuses on; the stop of leftovers (kit clean) ends it
+    and removes the cgroup and the record; the gate then passes."""
+    from kit.gates.leftovers import check_process_groups
+    from kit.runtime.leftovers import kill_leftover_groups
+
+    pidfile = tmp_path / "daemon.pid"
+    server, daemon = _with_daemon(tmp_path, port, _scrubbed_daemon_script(port, pidfile), pidfile)
+    path = _contained(server)
+    os.kill(server.proc.pid, 9)
+    server.proc.wait(timeout=10)
+    gate = check_process_groups(run_id="next-run", phase="before")
+    assert not gate.ok and f"pid {daemon}" in gate.message.lower(), gate.message
+    out = kill_leftover_groups(grace_s=2, run_id="test")
+    assert len(out.stopped) == 1 and f"left its group: PIDs [{daemon}]" in out.stopped[0], out
+    assert poll_until(lambda: _gone(daemon), 10, interval=0.05)
+    assert not path.exists() and check_process_groups(run_id="next-run", phase="before").ok
+    server.pump.join(timeout=5)
+
+
+def test_a_shim_that_cannot_join_the_cgroup_still_runs_the_command_and_says_why() -> None:
+    """spawn hands the shim an open cgroup.procs; a write that fails (here: a read-only descriptor) comes back as
+    its errno, and the command runs all the same (kit then runs it without a cgroup, saying why)."""
+    import errno
+
+    from kit.runtime.subreaper import spawn
+
+    fd = os.open(os.devnull, os.O_RDONLY)
+    try:
+        proc, failed = spawn(["sh", "-c", "exit 7"], {"PATH": os.environ["PATH"]}, fd)
+    finally:
+        os.close(fd)
+    assert failed == errno.EBADF and proc.wait(timeout=10) == 7
+
+
+def test_a_record_never_names_a_cgroup_kit_did_not_make(tmp_path: Path) -> None:
+    """A server record (a file in the user's state directory) leads kit to kill a cgroup: only one of kit's own
+    names (kit-<server>-<16 hex>) under the cgroup2 mount, never its root, a parent, another name or a link."""
+    from kit.plumbing.cgroups import Cgroup, mount_point
+
+    mount = mount_point()
+    if mount is None:
+        pytest.skip("no cgroup v2 mount here")
+    made, note = Cgroup.create("probe")
+    if made is None:
+        pytest.skip(f"no cgroup for servers here: {note}")
+    try:
+        assert Cgroup.recorded(str(made.path)) == made
+        link = tmp_path / "kit-x-0123456789abcdef"
+        link.symlink_to(made.path)
+        for bad in (str(mount), str(made.path.parent), str(made.path) + "/..", str(link), 17, None,
+                    str(made.path.with_name("docker")), str(made.path.with_name("kit-x-0123")),
+                    str(mount / "kit-x-0123456789abcdef" / ".." / made.path.relative_to(mount))):
+            assert Cgroup.recorded(bad) is None, bad
+    finally:
+        assert made.remove() and not made.path.exists()
+
+
+def test_kit_cgroup_0_makes_none_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kit.plumbing.cgroups import Cgroup
+
+    monkeypatch.setenv("KIT_CGROUP", "off")
+    assert Cgroup.create("x") == (None, "KIT_CGROUP=off")

@@ -1,0 +1,168 @@
+"""A cgroup (v2) of its own for each process-runtime server: what the server starts stays in it whatever it does
+(setsid, a double fork, output closed, environment scrubbed, its leader exiting first), the kernel lists it
+(``cgroup.procs``: no PID guessed from parent links or reused by another process), and one write ends all of it
+(``cgroup.kill``, Linux 5.14+).
+
+Made as a child of kit's own cgroup (``/proc/self/cgroup``'s ``0::`` line) under the cgroup2 mount, named
+``kit-<server>-<random>``, where kit may write there: root, or a subtree delegated to the user (systemd
+``Delegate=yes``, a ``systemd-run --user --scope``). Elsewhere (a read-only /sys/fs/cgroup in a container, cgroup
+v1 only, an older kernel) none is made and the process runtime finds what left the server's group as before,
+by its parent links, its output pipe and its environment's tag (``kit.runtime.process``); the server's
+description says which, and why. ``KIT_CGROUP=0`` (0/false/no/off) never makes one.
+
+The server joins before its command runs: kit's start shim writes ``0`` into the cgroup's ``cgroup.procs``
+(an open file it is handed) before its exec, so nothing it starts is ever outside.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import secrets
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+
+from kit.plumbing.poll import poll_until
+
+ENV = "KIT_CGROUP"
+PREFIX = "kit-"
+NAME = re.compile(r"kit-[A-Za-z0-9._-]{1,64}-[0-9a-f]{16}")  # as ``create`` names them: what a record may name
+MAX_PROC_FILE = 1 << 20  # bytes read of /proc/self/mountinfo, /proc/self/cgroup, a cgroup's procs or events
+MAX_PROCS = 100_000  # PIDs taken from one cgroup.procs
+
+
+def wanted() -> bool:
+    """False when ``KIT_CGROUP`` turns containment off (0, false, no, off)."""
+    return os.environ.get(ENV, "").strip().lower() not in ("0", "false", "no", "off")
+
+
+def _read(path: Path) -> str:
+    """A kernel file's text, its first MAX_PROC_FILE bytes (OSError when it cannot be read)."""
+    with open(path, "rb") as f:
+        return f.read(MAX_PROC_FILE).decode("utf-8", "replace")
+
+
+def mount_point() -> Path | None:
+    """Where the cgroup2 hierarchy is mounted (/sys/fs/cgroup, or /sys/fs/cgroup/unified on a hybrid host)."""
+    with contextlib.suppress(OSError):
+        for line in _read(Path("/proc/self/mountinfo")).splitlines():
+            left, _, right = line.partition(" - ")
+            if right.split(" ", 1)[0] == "cgroup2" and len(fields := left.split()) > 4:
+                return Path(fields[4].replace("\\040", " "))
+    return None
+
+
+def own_path() -> str | None:
+    """This process's cgroup v2 path (``/`` in a host's root cgroup), None without a cgroup2 line."""
+    with contextlib.suppress(OSError):
+        for line in _read(Path("/proc/self/cgroup")).splitlines():
+            if line.startswith("0::"):
+                return line[3:]
+    return None
+
+
+@dataclass(frozen=True)
+class Cgroup:
+    """One server's cgroup (a directory of the cgroup2 hierarchy)."""
+
+    path: Path
+
+    @classmethod
+    def create(cls, server: str) -> tuple[Cgroup | None, str]:
+        """A new empty cgroup for ``server``, below kit's own, or None and why none could be made."""
+        if not wanted():
+            return None, f"{ENV}={os.environ.get(ENV)}"
+        mount, own = mount_point(), own_path()
+        if mount is None or own is None:
+            return None, "no cgroup v2 hierarchy mounted"
+        name = f"{PREFIX}{re.sub(r'[^A-Za-z0-9._-]', '_', server)[:64] or 'server'}-{secrets.token_hex(8)}"
+        path = mount / own.lstrip("/") / name
+        try:
+            path.mkdir(mode=0o755)
+        except OSError as e:
+            return None, f"cannot make {path}: {e.strerror or e}"
+        group = cls(path)
+        if not (path / "cgroup.kill").exists():
+            group.remove()
+            return None, "this kernel's cgroups have no cgroup.kill (Linux 5.14 or later)"
+        return group, ""
+
+    @classmethod
+    def recorded(cls, path: object) -> Cgroup | None:
+        """The cgroup a server record names, only when it is one kit makes (a ``kit-<server>-<hex>`` directory
+        under the cgroup2 mount, not a link): a record never leads kit to signal any other cgroup."""
+        mount = mount_point()
+        if not isinstance(path, str) or mount is None:
+            return None
+        p = Path(path)
+        if NAME.fullmatch(p.name) is None or ".." in p.parts or not p.is_relative_to(mount) or p.is_symlink():
+            return None
+        return cls(p) if p.is_dir() else None
+
+    def join_file(self) -> int:
+        """An open write end of ``cgroup.procs``: writing ``0`` to it moves the writer in (the start shim's)."""
+        return os.open(self.path / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC)
+
+    def procs(self) -> list[int]:
+        """The live processes in it (the kernel's list: zombies are not in it), [] when it is gone."""
+        try:
+            text = _read(self.path / "cgroup.procs")
+        except OSError:
+            return []
+        return sorted({int(p) for p in text.split()[:MAX_PROCS] if p.isdigit()})
+
+    def has(self, pid: int) -> bool:
+        """Whether ``pid`` is in it now."""
+        with contextlib.suppress(OSError):
+            return f"0::{self.relative}" in _read(Path(f"/proc/{pid}/cgroup")).splitlines()
+        return False
+
+    @property
+    def relative(self) -> str:
+        mount = mount_point()
+        return "/" + str(self.path.relative_to(mount)) if mount and self.path.is_relative_to(mount) else str(self.path)
+
+    def populated(self) -> bool:
+        """Whether any live process is in it (``cgroup.events``; False when it is gone)."""
+        try:
+            return "populated 1" in _read(self.path / "cgroup.events").splitlines()
+        except OSError:
+            return False
+
+    def signal_all(self, sig: signal.Signals) -> list[int]:
+        """``sig`` to each process in it, each found in it again once a pidfd holds it (a PID that another
+        process took meanwhile is never signalled); the PIDs signalled."""
+        sent = []
+        for pid in self.procs():
+            try:
+                fd = os.pidfd_open(pid)
+            except OSError:
+                continue
+            try:
+                if self.has(pid):
+                    signal.pidfd_send_signal(fd, sig)
+                    sent.append(pid)
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
+        return sent
+
+    def kill(self, wait_s: float = 10.0) -> list[int]:
+        """SIGKILL to everything in it, at once (what it forks meanwhile too); who is still in it after ``wait_s``."""
+        with contextlib.suppress(OSError):
+            (self.path / "cgroup.kill").write_text("1")
+        poll_until(lambda: not self.populated(), wait_s)
+        return self.procs()
+
+    def remove(self) -> bool:
+        """Remove the (empty) directory; True when it is gone."""
+        try:
+            self.path.rmdir()
+        except FileNotFoundError:
+            return True
+        except OSError:
+            return False
+        return True

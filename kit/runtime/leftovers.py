@@ -1,0 +1,93 @@
+"""Process-runtime servers a dead kit left behind: found by the records the process runtime keeps
+(``kit.runtime.records``) and stopped, with what left their groups (their cgroup, their leaders' parent links),
+by `kit clean` and by a resume for its own run. A PGID that is someone else's now is never signalled."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+from kit.plumbing.cgroups import Cgroup
+from kit.plumbing.procs import stop_group
+from kit.runtime.process import WORKDIR_PREFIX
+from kit.runtime.records import (
+    ServerRecord,
+    read_record,
+    record_files,
+    recorded_cgroup,
+    recorded_members,
+    same_process,
+)
+from kit.runtime.subreaper import Adopted, stop_escapes
+
+
+@dataclass(frozen=True)
+class LeftoverStops:
+    """What ``kill_leftover_groups`` did: groups stopped, stale records dropped (with why), and groups that
+    outlived SIGKILL (their records kept, so that the leftover gate names them and a later clean retries)."""
+
+    stopped: list[str]
+    stale: list[str]
+    survived: list[str]
+
+
+def kill_leftover_groups(grace_s: float = 5.0, *, run_id: str | None = None) -> LeftoverStops:
+    """Stop every process-runtime server group recorded in state_dir() that no other live kit owns (``run_id``:
+    only that run's) and whose leader is still the recorded process (SIGTERM, grace, SIGKILL), dropping the
+    records of the groups that are gone. A PGID that now belongs to another process is never signalled: its record
+    is dropped as stale, saying why. `kit clean` calls this for every run; a resume for its own run id."""
+    stopped: list[str] = []
+    stale: list[str] = []
+    survived: list[str] = []
+    for path in record_files():
+        record = read_record(path)
+        if record is None or (run_id is not None and record.get("run_id") != run_id):
+            continue
+        pgid = int(record["pgid"])
+        members, foreign = recorded_members(record)
+        cgroup = recorded_cgroup(record)
+        if not members:
+            _forget(path, record, cgroup)
+            why = f"not signalled: {foreign}" if foreign else "already gone"
+            stale.append(f"{path.name} (group {pgid} {why})")
+            continue
+        what = f"group {pgid} (run {record.get('run_id')}, cell {record.get('cell')}): "
+        what += " ".join(record.get("command", []))[:80]
+        left: list[int] = []
+        escaped: list[int] = []
+        if foreign is None:  # the PGID is still the recorded leader's: the group is the server's
+            adopted = Adopted(pgid, pgid, partial(same_process, pgid, record.get("start_ticks")))
+            left = stop_group(pgid, grace_s, reap=adopted.watch).left
+            escaped = adopted.still_there()
+        escaped = sorted(set(escaped) | set(cgroup.procs() if cgroup else []))
+        if escaped:
+            what += f" (and {len(escaped)} that left its group: PIDs {escaped})"
+            left += stop_escapes(escaped, cgroup, grace_s)
+        if left:
+            survived.append(f"{what} (processes {left} still there after SIGKILL)")
+            continue
+        _forget(path, record, cgroup)
+        stopped.append(what)
+    return LeftoverStops(stopped, stale, survived)
+
+
+def _forget(path: Path, record: ServerRecord, cgroup: Cgroup | None) -> None:
+    """A leftover server is gone: its working directory, its (empty) cgroup and its record go too."""
+    _remove_workdir(record)
+    if cgroup is not None:
+        cgroup.remove()
+    path.unlink(missing_ok=True)
+
+
+def _remove_workdir(record: ServerRecord) -> None:
+    """The empty directory a stopped server ran in (``ProcessRuntime.start``), when the record names one kit made:
+    a kit-cwd-* directory right under the temp directory, never anything else."""
+    workdir = record.get("workdir")
+    if not isinstance(workdir, str):
+        return
+    p = Path(workdir)
+    if p.parent == Path(tempfile.gettempdir()) and p.name.startswith(WORKDIR_PREFIX) and not p.is_symlink():
+        shutil.rmtree(p, ignore_errors=True)
