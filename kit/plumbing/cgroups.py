@@ -25,10 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kit.plumbing.poll import poll_until
+from kit.plumbing.procs import stat_fields
 
 ENV = "KIT_CGROUP"
 PREFIX = "kit-"
-NAME = re.compile(r"kit-[A-Za-z0-9._-]{1,64}-[0-9a-f]{16}")  # as ``create`` names them: what a record may name
+# as ``create`` names them: kit-<server>-<kit's pid>.<its start time in ticks>-<random>; only such are ever touched
+NAME = re.compile(r"kit-[A-Za-z0-9._-]{1,64}-(?P<pid>[0-9]{1,10})\.(?P<ticks>[0-9]{1,20})-[0-9a-f]{16}")
 MAX_PROC_FILE = 1 << 20  # bytes read of /proc/self/mountinfo, /proc/self/cgroup, a cgroup's procs or events
 MAX_PROCS = 100_000  # PIDs taken from one cgroup.procs
 
@@ -77,7 +79,10 @@ class Cgroup:
         mount, own = mount_point(), own_path()
         if mount is None or own is None:
             return None, "no cgroup v2 hierarchy mounted"
-        name = f"{PREFIX}{re.sub(r'[^A-Za-z0-9._-]', '_', server)[:64] or 'server'}-{secrets.token_hex(8)}"
+        label = re.sub(r"[^A-Za-z0-9._-]", "_", server.removeprefix(PREFIX))[:64] or "server"
+        me = os.getpid()
+        fields = stat_fields(me)
+        name = f"{PREFIX}{label}-{me}.{fields[19] if fields and len(fields) > 19 else 0}-{secrets.token_hex(8)}"
         path = mount / own.lstrip("/") / name
         try:
             path.mkdir(mode=0o755)
@@ -100,6 +105,12 @@ class Cgroup:
         if NAME.fullmatch(p.name) is None or ".." in p.parts or not p.is_relative_to(mount) or p.is_symlink():
             return None
         return cls(p) if p.is_dir() else None
+
+    @property
+    def maker(self) -> tuple[int, int]:
+        """The kit process that made it: its PID and start time (clock ticks since boot), from its name."""
+        m = NAME.fullmatch(self.path.name)
+        return (int(m["pid"]), int(m["ticks"])) if m else (0, 0)
 
     def join_file(self) -> int:
         """An open write end of ``cgroup.procs``: writing ``0`` to it moves the writer in (the start shim's)."""
@@ -166,3 +177,16 @@ class Cgroup:
         except OSError:
             return False
         return True
+
+
+def made_here() -> list[Cgroup]:
+    """kit's cgroups directly below this process's own (where every kit in this cgroup makes them), sorted."""
+    mount, own = mount_point(), own_path()
+    if mount is None or own is None:
+        return []
+    found = []
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(mount / own.lstrip("/")):
+            if NAME.fullmatch(entry.name) and entry.is_dir(follow_symlinks=False):
+                found.append(Cgroup(Path(entry.path)))
+    return sorted(found, key=lambda c: c.path)

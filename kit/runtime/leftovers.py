@@ -10,11 +10,13 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from kit.plumbing.cgroups import Cgroup
+from kit.plumbing.cgroups import Cgroup, made_here
 from kit.plumbing.procs import stop_group
 from kit.runtime.process import WORKDIR_PREFIX
 from kit.runtime.records import (
     ServerRecord,
+    all_record_files,
+    cmdline,
     read_record,
     record_files,
     recorded_cgroup,
@@ -71,7 +73,29 @@ def kill_leftover_groups(grace_s: float = 5.0, *, run_id: str | None = None) -> 
             continue
         _forget(path, record, cgroup)
         stopped.append(what)
+    if run_id is None:
+        _unrecorded(grace_s, stopped, stale, survived)
     return LeftoverStops(stopped, stale, survived)
+
+
+def _unrecorded(grace_s: float, stopped: list[str], stale: list[str], survived: list[str]) -> None:
+    """The cgroups of servers no record names whose kit is gone (killed between making one and recording its
+    server): what is in one is stopped as a leftover, and the directory removed. A live kit's are never touched."""
+    named = {str(c) for p in all_record_files() if (r := read_record(p)) is not None and (c := r.get("cgroup"))}
+    for cgroup in made_here():
+        if str(cgroup.path) in named or same_process(*cgroup.maker):
+            continue
+        inside = cgroup.procs()
+        what = f"cgroup {cgroup.path} (no record names it: its kit died starting the server)"
+        if inside:
+            what += f": PIDs {inside} {' '.join(cmdline(inside[0]) or ['?'])[:80]}"
+            if left := stop_escapes(inside, cgroup, grace_s):
+                survived.append(f"{what} (processes {left} still there after SIGKILL)")
+                continue
+        if cgroup.remove() and not inside:
+            stale.append(f"{what}: empty, removed")
+        elif inside:
+            stopped.append(what)
 
 
 def _forget(path: Path, record: ServerRecord, cgroup: Cgroup | None) -> None:

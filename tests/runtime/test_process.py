@@ -627,11 +627,12 @@ def test_a_record_never_names_a_cgroup_kit_did_not_make(tmp_path: Path) -> None:
         pytest.skip(f"no cgroup for servers here: {note}")
     try:
         assert Cgroup.recorded(str(made.path)) == made
-        link = tmp_path / "kit-x-0123456789abcdef"
+        link = tmp_path / "kit-x-1.2-0123456789abcdef"
         link.symlink_to(made.path)
         for bad in (str(mount), str(made.path.parent), str(made.path) + "/..", str(link), 17, None,
-                    str(made.path.with_name("docker")), str(made.path.with_name("kit-x-0123")),
-                    str(mount / "kit-x-0123456789abcdef" / ".." / made.path.relative_to(mount))):
+                    str(made.path.with_name("docker")), str(made.path.with_name("kit-x-1.2-0123")),
+                    str(made.path.with_name("kit-x-0123456789abcdef")),
+                    str(mount / "kit-x-1.2-0123456789abcdef" / ".." / made.path.relative_to(mount))):
             assert Cgroup.recorded(bad) is None, bad
     finally:
         assert made.remove() and not made.path.exists()
@@ -642,3 +643,33 @@ def test_kit_cgroup_0_makes_none_and_says_so(monkeypatch: pytest.MonkeyPatch) ->
 
     monkeypatch.setenv("KIT_CGROUP", "off")
     assert Cgroup.create("x") == (None, "KIT_CGROUP=off")
+
+
+@pytest.mark.slow
+def test_kit_clean_stops_what_is_in_a_cgroup_no_record_names(tmp_path: Path) -> None:
+    """kit killed after making a server's cgroup and starting the server, before writing its record: kit clean
+    finds the cgroup (one of kit's names, below its own cgroup, its kit gone, no record naming it), stops what is in
+    it and removes it; one a live kit made (this process: a kit starting a server right now) stays."""
+    from kit.plumbing.cgroups import Cgroup
+    from kit.runtime.leftovers import kill_leftover_groups
+
+    young, note = Cgroup.create("young")
+    if young is None:
+        pytest.skip(f"no cgroup for servers here: {note}")
+    made_by_a_dead_kit = subprocess.run(
+        [sys.executable, "-c", "from kit.plumbing.cgroups import Cgroup; print(Cgroup.create('orphan')[0].path)"],
+        capture_output=True, text=True, check=True).stdout.strip()
+    orphan = Cgroup(Path(made_by_a_dead_kit))
+    sleeper = subprocess.Popen(["sleep", "600"], start_new_session=True)
+    try:
+        (orphan.path / "cgroup.procs").write_text(str(sleeper.pid))
+        out = kill_leftover_groups(grace_s=1)
+        mine = [s for s in out.stopped if str(orphan.path) in s]
+        assert len(mine) == 1 and f"PIDs [{sleeper.pid}] sleep 600" in mine[0], out
+        assert sleeper.wait(timeout=10) == -15 and not orphan.path.exists()  # SIGTERM was enough
+        assert young.path.is_dir() and not any(str(young.path) in s for s in out.stopped + out.stale)
+    finally:
+        sleeper.kill()
+        orphan.kill()
+        orphan.remove()
+        young.remove()
