@@ -283,13 +283,17 @@ class ProcessRuntime:
     def _popen(spec: ServerSpec, env: dict[str, str], workdir: Path, cgroup: Cgroup | None,
                note: str) -> tuple[subprocess.Popen[bytes], str]:
         """The started server, and why it is not in a cgroup ("" when it is)."""
-        join = cgroup.join_file() if cgroup is not None else None
+        join = None
+        if cgroup is not None:
+            try:
+                join = cgroup.join_file()
+            except OSError as e:
+                note = f"cannot open {cgroup.path}/cgroup.procs: {e.strerror or e}"
         try:
-            proc, failed = spawn(spec.command, env, join, stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-                                 cwd=workdir,  # empty: nothing planted in kit's cwd is on its path; nothing it
-                                 start_new_session=True)  # writes lands in the bundle
+            proc, failed = spawn(
+                spec.command, env, join, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                cwd=workdir,  # empty: nothing planted in kit's cwd is on its path, nothing it writes in the bundle
+                start_new_session=True)
         finally:
             if join is not None:
                 os.close(join)
