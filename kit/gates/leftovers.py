@@ -13,6 +13,7 @@ it alone too). Whether two runs may share the host is the reservations' question
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TypedDict
@@ -188,12 +189,12 @@ def check_process_groups(*, run_id: str | None, phase: str, directory: Path | No
         return timer.check(PROCESSES, True, f"no blocking kit server process group{removed}", None, evidence)
     parts = [
         f"process group {g['pgid']} (run {g.get('run_id')}, cell {g.get('cell')}, started {g.get('started')}"
-        + (f", cgroup {Path(g['cgroup']).name}" if g.get("cgroup") else "") + "): "
+        + (f", cgroup {cgroup.path.name}" if (cgroup := recorded_cgroup(g)) else "") + "): "
         + ", ".join(procinfo.short(p) for p in g["members"])
         for g in blocking
     ]
     groups = " ".join(f"-{g['pgid']}" for g in blocking)
-    cgroups = " ".join(f"{g['cgroup']}/cgroup.kill" for g in blocking if g.get("cgroup"))
+    cgroups = " ".join(shlex.quote(f"{cgroup.path}/cgroup.kill") for g in blocking if (cgroup := recorded_cgroup(g)))
     by_hand = f"kill -TERM -- {groups}" + (f" and echo 1 | tee {cgroups}" if cgroups else "")
     return timer.check(PROCESSES, False, f"{len(blocking)} kit server(s) still running: " + "; ".join(parts) + removed,
                        f"kit clean, or {by_hand}", evidence)

@@ -1,7 +1,10 @@
-"""A cgroup (v2) of its own for each process-runtime server: what the server starts stays in it whatever it does
-(setsid, a double fork, output closed, environment scrubbed, its leader exiting first), the kernel lists it
-(``cgroup.procs``: no PID guessed from parent links or reused by another process), and one write ends all of it
-(``cgroup.kill``, Linux 5.14+).
+"""A cgroup (v2) of its own for each process-runtime server: what the server starts stays in it through setsid, a
+double fork, closed output, a scrubbed environment and its leader exiting first; the kernel lists it
+(``cgroup.procs``, of it and of any cgroup the server made below it: no PID guessed from parent links or reused by
+another process), and one write ends all of it (``cgroup.kill``, Linux 5.14+). It contains what a server does by
+accident or by habit (daemons), not a server bent on escaping: one that may write to a ``cgroup.procs`` above its
+own (root, or the user owning a delegated subtree) can move itself out, and is then found only by the process
+runtime's other means (parent links, output pipe, environment tag).
 
 Made as a child of kit's own cgroup (``/proc/self/cgroup``'s ``0::`` line) under the cgroup2 mount, named
 ``kit-<server>-<random>``, where kit may write there: root, or a subtree delegated to the user (systemd
@@ -32,7 +35,8 @@ PREFIX = "kit-"
 # as ``create`` names them: kit-<server>-<kit's pid>.<its start time in ticks>-<random>; only such are ever touched
 NAME = re.compile(r"kit-[A-Za-z0-9._-]{1,64}-(?P<pid>[0-9]{1,10})\.(?P<ticks>[0-9]{1,20})-[0-9a-f]{16}")
 MAX_PROC_FILE = 1 << 20  # bytes read of /proc/self/mountinfo, /proc/self/cgroup, a cgroup's procs or events
-MAX_PROCS = 100_000  # PIDs taken from one cgroup.procs
+MAX_PROCS = 100_000  # PIDs taken from one cgroup and the cgroups below it
+MAX_TREE = 1_000  # cgroups followed below one server's (a server may make its own)
 
 
 def wanted() -> bool:
@@ -95,16 +99,21 @@ class Cgroup:
         return group, ""
 
     @classmethod
-    def recorded(cls, path: object) -> Cgroup | None:
-        """The cgroup a server record names, only when it is one kit makes (a ``kit-<server>-<hex>`` directory
-        under the cgroup2 mount, not a link): a record never leads kit to signal any other cgroup."""
+    def recorded(cls, path: object, maker: tuple[object, object]) -> Cgroup | None:
+        """The cgroup a server record names, only when it is one kit makes (a ``kit-<server>-<pid>.<ticks>-<hex>``
+        directory under the cgroup2 mount, not a link) and the record's kit (``maker``: its PID and start time)
+        made it: a record never leads kit to signal any other cgroup, another kit's included."""
         mount = mount_point()
-        if not isinstance(path, str) or mount is None:
+        if not isinstance(path, str) or mount is None or len(path) > 4096:
             return None
-        p = Path(path)
-        if NAME.fullmatch(p.name) is None or ".." in p.parts or not p.is_relative_to(mount) or p.is_symlink():
+        try:
+            p = Path(path)
+            if NAME.fullmatch(p.name) is None or ".." in p.parts or not p.is_relative_to(mount) or p.is_symlink():
+                return None
+            group = cls(p)
+            return group if group.maker == maker and p.is_dir() else None
+        except (OSError, ValueError):
             return None
-        return cls(p) if p.is_dir() else None
 
     @property
     def maker(self) -> tuple[int, int]:
@@ -116,18 +125,33 @@ class Cgroup:
         """An open write end of ``cgroup.procs``: writing ``0`` to it moves the writer in (the start shim's)."""
         return os.open(self.path / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC)
 
+    def tree(self) -> list[Path]:
+        """It and the cgroups below it (a server may make its own), parents first; [] when it is gone."""
+        found: list[Path] = []
+        todo = [self.path]
+        while todo and len(found) < MAX_TREE:
+            here = todo.pop(0)
+            found.append(here)
+            with contextlib.suppress(OSError), os.scandir(here) as entries:
+                todo += sorted(Path(e.path) for e in entries if e.is_dir(follow_symlinks=False))
+        return found if self.path.is_dir() else []
+
     def procs(self) -> list[int]:
-        """The live processes in it (the kernel's list: zombies are not in it), [] when it is gone."""
-        try:
-            text = _read(self.path / "cgroup.procs")
-        except OSError:
-            return []
-        return sorted({int(p) for p in text.split()[:MAX_PROCS] if p.isdigit()})
+        """The live processes in it and below it (the kernel's lists: zombies are not in them), [] when gone."""
+        pids: set[int] = set()
+        for here in self.tree():
+            with contextlib.suppress(OSError):
+                pids |= {int(p) for p in _read(here / "cgroup.procs").split()[:MAX_PROCS] if p.isdigit()}
+            if len(pids) >= MAX_PROCS:
+                break
+        return sorted(pids)
 
     def has(self, pid: int) -> bool:
-        """Whether ``pid`` is in it now."""
+        """Whether ``pid`` is in it (or below it) now."""
         with contextlib.suppress(OSError):
-            return f"0::{self.relative}" in _read(Path(f"/proc/{pid}/cgroup")).splitlines()
+            mine = self.relative
+            return any(line == f"0::{mine}" or line.startswith(f"0::{mine}/")
+                       for line in _read(Path(f"/proc/{pid}/cgroup")).splitlines())
         return False
 
     @property
@@ -136,7 +160,7 @@ class Cgroup:
         return "/" + str(self.path.relative_to(mount)) if mount and self.path.is_relative_to(mount) else str(self.path)
 
     def populated(self) -> bool:
-        """Whether any live process is in it (``cgroup.events``; False when it is gone)."""
+        """Whether any live process is in it or below it (``cgroup.events``; False when it is gone)."""
         try:
             return "populated 1" in _read(self.path / "cgroup.events").splitlines()
         except OSError:
@@ -169,14 +193,11 @@ class Cgroup:
         return self.procs()
 
     def remove(self) -> bool:
-        """Remove the (empty) directory; True when it is gone."""
-        try:
-            self.path.rmdir()
-        except FileNotFoundError:
-            return True
-        except OSError:
-            return False
-        return True
+        """Remove the (empty) directory and those below it, deepest first; True when it is gone."""
+        for here in reversed(self.tree()):
+            with contextlib.suppress(OSError):
+                here.rmdir()
+        return not self.path.exists()
 
 
 def made_here() -> list[Cgroup]:

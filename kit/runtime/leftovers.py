@@ -52,9 +52,9 @@ def kill_leftover_groups(grace_s: float = 5.0, *, run_id: str | None = None) -> 
         members, foreign = recorded_members(record)
         cgroup = recorded_cgroup(record)
         if not members:
-            _forget(path, record, cgroup)
             why = f"not signalled: {foreign}" if foreign else "already gone"
-            stale.append(f"{path.name} (group {pgid} {why})")
+            (stale if _forget(path, record, cgroup) else survived).append(f"{path.name} (group {pgid} {why})"
+                                                                          + _kept(cgroup))
             continue
         what = f"group {pgid} (run {record.get('run_id')}, cell {record.get('cell')}): "
         what += " ".join(record.get("command", []))[:80]
@@ -71,8 +71,7 @@ def kill_leftover_groups(grace_s: float = 5.0, *, run_id: str | None = None) -> 
         if left:
             survived.append(f"{what} (processes {left} still there after SIGKILL)")
             continue
-        _forget(path, record, cgroup)
-        stopped.append(what)
+        (stopped if _forget(path, record, cgroup) else survived).append(what + _kept(cgroup))
     if run_id is None:
         _unrecorded(grace_s, stopped, stale, survived)
     return LeftoverStops(stopped, stale, survived)
@@ -92,18 +91,27 @@ def _unrecorded(grace_s: float, stopped: list[str], stale: list[str], survived: 
             if left := stop_escapes(inside, cgroup, grace_s):
                 survived.append(f"{what} (processes {left} still there after SIGKILL)")
                 continue
-        if cgroup.remove() and not inside:
-            stale.append(f"{what}: empty, removed")
+        if not cgroup.remove():
+            survived.append(f"{what}{_kept(cgroup)}")
         elif inside:
             stopped.append(what)
+        else:
+            stale.append(f"{what}: empty, removed")
 
 
-def _forget(path: Path, record: ServerRecord, cgroup: Cgroup | None) -> None:
-    """A leftover server is gone: its working directory, its (empty) cgroup and its record go too."""
+def _forget(path: Path, record: ServerRecord, cgroup: Cgroup | None) -> bool:
+    """A leftover server is gone: its working directory, its (empty) cgroup and its record go too; False (the
+    record kept, for the gate and a later clean) when its cgroup cannot be removed."""
     _remove_workdir(record)
-    if cgroup is not None:
-        cgroup.remove()
+    if cgroup is not None and not cgroup.remove():
+        return False
     path.unlink(missing_ok=True)
+    return True
+
+
+def _kept(cgroup: Cgroup | None) -> str:
+    """`` (its cgroup ... could not be removed)`` when ``cgroup`` is still there, else nothing."""
+    return f" (its cgroup {cgroup.path} could not be removed)" if cgroup is not None and cgroup.path.exists() else ""
 
 
 def _remove_workdir(record: ServerRecord) -> None:

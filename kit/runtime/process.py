@@ -219,10 +219,9 @@ class ProcessServer:
                 + (f" (left the group: {'; '.join(escaped)})" if escaped else ""),
                 hint=f"kill -KILL {' '.join(map(str, left))}" if escaped else f"kill -KILL -- -{self.pgid}",
             )
-        if self.cgroup is not None:
-            self.cgroup.remove()
-        with contextlib.suppress(FileNotFoundError):
-            self.record.unlink()
+        if self.cgroup is None or self.cgroup.remove():  # else its record stays: the gate and kit clean retry
+            with contextlib.suppress(FileNotFoundError):
+                self.record.unlink()
         shutil.rmtree(self.workdir, ignore_errors=True)  # what it wrote there is its own: caches, sockets, dumps
         details = ProcessStopDetails(pgid=self.pgid, port_free_after_stop=port_free, group_members_left=left,
                                      log_bytes=self.pump.bytes_written, log_dropped_bytes=self.pump.dropped_bytes,

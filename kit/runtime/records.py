@@ -315,8 +315,10 @@ def identity_mismatch(record: ServerRecord, proc: Path = PROC) -> str | None:
 
 
 def recorded_cgroup(record: ServerRecord) -> Cgroup | None:
-    """The cgroup the record's server runs in, when it names one kit makes and it still exists (this boot)."""
-    return Cgroup.recorded(record.get("cgroup")) if same_boot(record) else None
+    """The cgroup the record's server runs in, when it names one that the record's kit made (its name says which
+    kit: PID and start time) and it still exists (this boot)."""
+    maker = (record.get("kit_pid"), record.get("kit_start_ticks"))
+    return Cgroup.recorded(record.get("cgroup"), maker) if same_boot(record) else None
 
 
 def recorded_members(record: ServerRecord, proc: Path = PROC) -> tuple[list[int], str | None]:
