@@ -187,14 +187,15 @@ def check_process_groups(*, run_id: str | None, phase: str, directory: Path | No
     removed += _left_alone(g["owner"] for g in owned)
     if not blocking:
         return timer.check(PROCESSES, True, f"no blocking kit server process group{removed}", None, evidence)
+    cgroups = [recorded_cgroup(g) for g in blocking]  # checked: a record's own path is never shown as it is
     parts = [
         f"process group {g['pgid']} (run {g.get('run_id')}, cell {g.get('cell')}, started {g.get('started')}"
-        + (f", cgroup {cgroup.path.name}" if (cgroup := recorded_cgroup(g)) else "") + "): "
+        + (f", cgroup {cgroup.path.name}" if cgroup else "") + "): "
         + ", ".join(procinfo.short(p) for p in g["members"])
-        for g in blocking
+        for g, cgroup in zip(blocking, cgroups, strict=True)
     ]
     groups = " ".join(f"-{g['pgid']}" for g in blocking)
-    cgroups = " ".join(shlex.quote(f"{cgroup.path}/cgroup.kill") for g in blocking if (cgroup := recorded_cgroup(g)))
-    by_hand = f"kill -TERM -- {groups}" + (f" and echo 1 | tee {cgroups}" if cgroups else "")
+    kills = " ".join(shlex.quote(f"{cgroup.path}/cgroup.kill") for cgroup in cgroups if cgroup)
+    by_hand = f"kill -TERM -- {groups}" + (f" and echo 1 | tee {kills}" if kills else "")
     return timer.check(PROCESSES, False, f"{len(blocking)} kit server(s) still running: " + "; ".join(parts) + removed,
                        f"kit clean, or {by_hand}", evidence)

@@ -30,6 +30,7 @@ from kit.errors import GateFailed
 from kit.manifest import Manifest
 from kit.plumbing.clock import utc_now
 from kit.plumbing.poll import poll_until
+from kit.plumbing.procs import start_ticks
 from kit.runtime.lockdir import FIX, LockFile, entries, lock_dir, open_lock, read_lock, user_name, write_info
 from kit.runtime.records import (
     RunOwner,
@@ -41,7 +42,6 @@ from kit.runtime.records import (
     owner_text,
     run_lock_path,
     runs_dir,
-    start_ticks,
     unknown_owner,
 )
 

@@ -20,6 +20,7 @@ The server joins before its command runs: kit's start shim writes ``0`` into the
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import secrets
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kit.plumbing.poll import poll_until
-from kit.plumbing.procs import stat_fields
+from kit.plumbing.procs import start_ticks
 
 ENV = "KIT_CGROUP"
 PREFIX = "kit-"
@@ -50,8 +51,10 @@ def _read(path: Path) -> str:
         return f.read(MAX_PROC_FILE).decode("utf-8", "replace")
 
 
+@functools.cache
 def mount_point() -> Path | None:
-    """Where the cgroup2 hierarchy is mounted (/sys/fs/cgroup, or /sys/fs/cgroup/unified on a hybrid host)."""
+    """Where the cgroup2 hierarchy is mounted (/sys/fs/cgroup, or /sys/fs/cgroup/unified on a hybrid host): read
+    once per process (every ``Cgroup.has`` asks, once per PID signalled)."""
     with contextlib.suppress(OSError):
         for line in _read(Path("/proc/self/mountinfo")).splitlines():
             left, _, right = line.partition(" - ")
@@ -69,6 +72,12 @@ def own_path() -> str | None:
     return None
 
 
+def own_dir() -> Path | None:
+    """This process's cgroup as a directory of the cgroup2 mount (None without either): where kit makes its own."""
+    mount, own = mount_point(), own_path()
+    return None if mount is None or own is None else mount / own.lstrip("/")
+
+
 @dataclass(frozen=True)
 class Cgroup:
     """One server's cgroup (a directory of the cgroup2 hierarchy)."""
@@ -80,14 +89,13 @@ class Cgroup:
         """A new empty cgroup for ``server``, below kit's own, or None and why none could be made."""
         if not wanted():
             return None, f"{ENV}={os.environ.get(ENV)}"
-        mount, own = mount_point(), own_path()
-        if mount is None or own is None:
+        here = own_dir()
+        if here is None:
             return None, "no cgroup v2 hierarchy mounted"
         label = re.sub(r"[^A-Za-z0-9._-]", "_", server.removeprefix(PREFIX))[:64] or "server"
         me = os.getpid()
-        fields = stat_fields(me)
-        name = f"{PREFIX}{label}-{me}.{fields[19] if fields and len(fields) > 19 else 0}-{secrets.token_hex(8)}"
-        path = mount / own.lstrip("/") / name
+        name = f"{PREFIX}{label}-{me}.{start_ticks(me) or 0}-{secrets.token_hex(8)}"
+        path = here / name
         try:
             path.mkdir(mode=0o755)
         except OSError as e:
@@ -202,12 +210,12 @@ class Cgroup:
 
 def made_here() -> list[Cgroup]:
     """kit's cgroups directly below this process's own (where every kit in this cgroup makes them), sorted."""
-    mount, own = mount_point(), own_path()
-    if mount is None or own is None:
+    here = own_dir()
+    if here is None:
         return []
     found = []
     with contextlib.suppress(OSError):
-        for entry in os.scandir(mount / own.lstrip("/")):
+        for entry in os.scandir(here):
             if NAME.fullmatch(entry.name) and entry.is_dir(follow_symlinks=False):
                 found.append(Cgroup(Path(entry.path)))
     return sorted(found, key=lambda c: c.path)

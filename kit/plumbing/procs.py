@@ -29,6 +29,18 @@ def stat_fields(pid: int, proc: Path = PROC) -> list[str] | None:
     return text.rsplit(")", 1)[1].split()
 
 
+STARTTIME_FIELD = 19  # index of /proc/PID/stat field 22 (starttime) in stat_fields()
+
+
+def start_ticks(pid: int, proc: Path = PROC) -> int | None:
+    """When ``pid`` started, in clock ticks since boot (None when it is gone)."""
+    fields = stat_fields(pid, proc)
+    try:
+        return int(fields[STARTTIME_FIELD]) if fields else None
+    except (IndexError, ValueError):
+        return None
+
+
 def group_members(pgid: int, proc: Path = PROC) -> list[int]:
     """Live (non-zombie) PIDs in process group ``pgid``.
 

@@ -41,7 +41,7 @@ from kit.plumbing.clock import utc_now
 from kit.plumbing.logpump import LogPump, pipe_chunks
 from kit.plumbing.net import http_get, http_ok, listening, local_url, port_bindable, reaches
 from kit.plumbing.poll import Deadline, poll_until
-from kit.plumbing.procs import TAG_VAR, group_members, pipe_holders, signal_group, stop_group, tagged
+from kit.plumbing.procs import TAG_VAR, group_members, pipe_holders, signal_group, start_ticks, stop_group, tagged
 from kit.runtime import (
     ProcessDescription,
     ProcessStopDetails,
@@ -57,7 +57,6 @@ from kit.runtime.records import (
     ServerRecord,
     boot_id,
     cmdline,
-    start_ticks,
     write_record,
 )
 from kit.runtime.subreaper import Adopted, spawn, stop_escapes

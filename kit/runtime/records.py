@@ -31,11 +31,10 @@ from kit.errors import GateFailed
 from kit.plumbing.cgroups import Cgroup
 from kit.plumbing.files import atomic_write
 from kit.plumbing.jsontypes import loads
-from kit.plumbing.procs import PROC, group_members, stat_fields
+from kit.plumbing.procs import PROC, group_members, start_ticks
 from kit.runtime.lockdir import lock_dir, open_lock, read_lock, user_name
 
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")  # a run id as kit makes them, and a safe file name
-STARTTIME_FIELD = 19  # index of /proc/PID/stat field 22 (starttime) in stat_fields()
 
 
 class ServerRecord(TypedDict):
@@ -54,15 +53,6 @@ class ServerRecord(TypedDict):
     kit_start_ticks: NotRequired[int | None]  # is in another KIT_LOCK_DIR is still known live by its kit
     workdir: NotRequired[str]  # the process runtime: the empty directory it runs in, removed with the leftover
     cgroup: NotRequired[str]  # the cgroup it runs in (kit.plumbing.cgroups), when kit could make one
-
-
-def start_ticks(pid: int, proc: Path = PROC) -> int | None:
-    """When ``pid`` started, in clock ticks since boot (None when it is gone)."""
-    fields = stat_fields(pid, proc)
-    try:
-        return int(fields[STARTTIME_FIELD]) if fields else None
-    except (IndexError, ValueError):
-        return None
 
 
 def same_process(pid: int, ticks: object, proc: Path = PROC) -> bool:

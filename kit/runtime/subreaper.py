@@ -27,8 +27,8 @@ from typing import Any
 
 from kit.plumbing.cgroups import Cgroup
 from kit.plumbing.poll import Deadline, poll_until
-from kit.plumbing.procs import descendants, stop_pids
-from kit.runtime.records import same_process, start_ticks
+from kit.plumbing.procs import descendants, start_ticks, stop_pids
+from kit.runtime.records import same_process
 
 EXEC_WAIT_S = 10.0  # for the shim's exec of the command (about 20-70 ms): past it, the start goes on unconfirmed
 SHIM = """\
@@ -89,15 +89,15 @@ def spawn(command: list[str], env: Mapping[str, str], join: int | None = None,
         said = _said(r)
     finally:
         os.close(r)
-    joined: int | None = None
+    failed: int | None = None  # the shim's write to cgroup.procs: its errno (0: unknown), None when it joined
     if said.startswith(b"C") and b";" in said:
         cg, _, said = said[1:].partition(b";")
-        joined = int(cg) if cg.isdigit() else 0
+        failed = int(cg) if cg.isdigit() else 0
     if said:
         proc.wait()
         code = int(said) if said.isdigit() else 0
         raise OSError(code, os.strerror(code) if code else f"the subreaper shim said {said[:32]!r}")
-    return proc, joined
+    return proc, failed
 
 
 def _said(r: int, limit: int = 64) -> bytes:

@@ -42,7 +42,7 @@ from kit.plumbing.interrupts import deferred_interrupts
 from kit.plumbing.logpump import LogPump, pipe_chunks
 from kit.plumbing.net import http_ok
 from kit.plumbing.poll import Deadline, poll_until
-from kit.plumbing.procs import group_members, signal_group, stop_group
+from kit.plumbing.procs import group_members, signal_group, start_ticks, stop_group
 from kit.runtime import (
     RankDescription,
     RanksDescription,
@@ -56,7 +56,7 @@ from kit.runtime import (
     server_environment,
     tail_lines,
 )
-from kit.runtime.records import ServerRecord, boot_id, cmdline, start_ticks, write_record
+from kit.runtime.records import ServerRecord, boot_id, cmdline, write_record
 from kit.slurm.commands import Slurm
 from kit.slurm.nodecheck import RANK_TAG, node_gates, node_name, rank_tag
 

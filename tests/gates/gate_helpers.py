@@ -12,7 +12,8 @@ from support.manifests import manifest_data, manifest_model
 from support.ports import free_port
 
 from kit.manifest import Manifest
-from kit.runtime.records import cmdline, start_ticks
+from kit.plumbing.procs import start_ticks
+from kit.runtime.records import cmdline
 
 
 def make_manifest(

@@ -151,7 +151,7 @@ def test_a_server_whose_kit_lives_is_no_leftover_whatever_lock_directory_it_used
     found no run lock of A's, stopped A's live server and A failed its cell. The record names the kit process that
     started the server (pid and start time): while it lives, the server is that run's."""
     from kit.cleanup import clean_all
-    from kit.runtime.records import start_ticks
+    from kit.plumbing.procs import start_ticks
 
     kit = subprocess.Popen(["sleep", "600"], start_new_session=True)  # stands for run A's kit process
     server = subprocess.Popen(["sleep", "600"], start_new_session=True)

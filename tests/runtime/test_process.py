@@ -295,12 +295,20 @@ def _with_daemon(tmp_path: Path, port: int, script: str, pidfile: Path) -> tuple
     return server, int(pidfile.read_text())
 
 
+def _gone(pid: int) -> bool:
+    """Whether ``pid`` is dead or a zombie."""
+    try:
+        return "Z" in Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return True
+
+
 def _stopped_and_named(server: ProcessServer, daemon: int, command: str) -> None:
     """The server's stop names the daemon (PID and the start of its command line) and leaves it dead or a zombie."""
     info = server.stop()
     escaped = info.details.get("escaped_group")
     assert escaped and escaped[0].startswith(f"PID {daemon}: {command}"), info.details
-    assert not Path(f"/proc/{daemon}").exists() or "Z" in Path(f"/proc/{daemon}/stat").read_text().split()[2]
+    assert _gone(daemon)
 
 
 @pytest.mark.slow
@@ -342,10 +350,11 @@ def test_a_daemon_that_closed_its_output_is_found_by_its_environment_and_stopped
     _stopped_and_named(server, daemon, "")
 
 
-def _scrubbed_daemon_script(port: int, pidfile: Path) -> str:
+def _scrubbed_daemon_script(port: int, pidfile: Path, first: str = "") -> str:
     """A server that leaves a daemon behind every trace but its parent links: a double fork, setsid, its stdio on
-    /dev/null and an exec with an empty environment (no tag), then serves HTTP on ``port``."""
-    daemon = f"import os, time; open({str(pidfile)!r}, 'w').write(str(os.getpid())); time.sleep(600)"
+    /dev/null and an exec with an empty environment (no tag), then serves HTTP on ``port``. The daemon runs
+    ``first`` (lines of Python) before it writes its PID to ``pidfile``."""
+    daemon = f"import os, time\n{first}open({str(pidfile)!r}, 'w').write(str(os.getpid())); time.sleep(600)"
     return (
         "import os, sys\n"
         "if os.fork() == 0:\n"
@@ -394,8 +403,7 @@ def test_a_leftover_s_scrubbed_daemon_goes_with_it(tmp_path: Path, port: int, no
     assert len(out.stopped) == 1 and f"left its group: PIDs [{daemon}]" in out.stopped[0], out
     assert not out.survived
     server.proc.wait(timeout=10)
-    assert poll_until(lambda: not Path(f"/proc/{daemon}").exists()
-                      or "Z" in Path(f"/proc/{daemon}/stat").read_text().split()[2], 10, interval=0.05)
+    assert poll_until(lambda: _gone(daemon), 10, interval=0.05)
     server.pump.join(timeout=5)
 
 
@@ -428,7 +436,7 @@ def test_a_daemon_that_escapes_in_the_sigterm_handler_is_caught_while_the_leader
     assert len(escaped) == 1, info.details
     daemon_pid = int(escaped[0].split(":")[0].removeprefix("PID "))
     assert not pidfile.exists() or int(pidfile.read_text()) == daemon_pid
-    assert not Path(f"/proc/{daemon_pid}").exists() or "Z" in Path(f"/proc/{daemon_pid}/stat").read_text().split()[2]
+    assert _gone(daemon_pid)
 
 
 @pytest.mark.parametrize(("command", "why"), [
@@ -524,11 +532,10 @@ def _cgroup_of(pid: int) -> str:
 
 def _cgroups_expected() -> bool:
     """Whether kit must be able to make cgroups here: root, KIT_CGROUP not off, a writable cgroup2 mount."""
-    from kit.plumbing.cgroups import mount_point, own_path, wanted
+    from kit.plumbing.cgroups import own_dir, wanted
 
-    mount, own = mount_point(), own_path()
-    return (os.geteuid() == 0 and wanted() and mount is not None and own is not None
-            and os.access(mount / own.lstrip("/"), os.W_OK))
+    here = own_dir()
+    return os.geteuid() == 0 and wanted() and here is not None and os.access(here, os.W_OK)
 
 
 def _contained(server: ProcessServer) -> Path:
@@ -542,10 +549,6 @@ def _contained(server: ProcessServer) -> Path:
             pytest.fail(why)
         pytest.skip(why)
     return Path(desc["cgroup"])
-
-
-def _gone(pid: int) -> bool:
-    return not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
 
 
 @pytest.mark.slow
@@ -565,12 +568,6 @@ def test_a_server_runs_in_a_cgroup_of_its_own_that_goes_with_its_stop(tmp_path: 
     assert record["cgroup"] == str(path)
     server.stop()
     assert not path.exists()
-
-
-def _orphaning_server(port: int, pidfile: Path) -> list[str]:
-    """A server whose leader leaves a traceless daemon (double fork, setsid, stdio on /dev/null, an empty
-    environment: no tag) and serves HTTP; the test then kills the leader alone, as a crash would."""
-    return [sys.executable, "-c", _scrubbed_daemon_script(port, pidfile)]
 
 
 @pytest.mark.slow
@@ -706,22 +703,10 @@ def test_a_daemon_in_a_cgroup_it_made_below_the_server_s_is_found_and_both_go(tm
     from kit.plumbing.cgroups import mount_point
 
     pidfile = tmp_path / "daemon.pid"
-    daemon = ("import os, time\n"
-              "own = open('/proc/self/cgroup').read().split('0::', 1)[1].split()[0]\n"
-              f"sub = {str(mount_point())!r} + own + '/sub'\n"
-              "os.mkdir(sub); open(sub + '/cgroup.procs', 'w').write('0')\n"
-              f"open({str(pidfile)!r}, 'w').write(str(os.getpid())); time.sleep(600)\n")
-    script = (
-        "import os, sys\n"
-        "if os.fork() == 0:\n"
-        "    os.setsid()\n"
-        "    if os.fork() == 0:\n"
-        "        fd = os.open(os.devnull, os.O_RDWR)\n"
-        "        [os.dup2(fd, i) for i in (0, 1, 2)]\n"
-        f"        os.execve(sys.executable, [sys.executable, '-c', {daemon!r}], {{}})\n"
-        "    os._exit(0)\n"
-        f"os.execvp(sys.executable, [sys.executable, '-m', 'http.server', '{port}', '--bind', '127.0.0.1'])\n"
-    )
+    into_a_child_cgroup = ("own = open('/proc/self/cgroup').read().split('0::', 1)[1].split()[0]\n"
+                           f"sub = {str(mount_point())!r} + own + '/sub'\n"
+                           "os.mkdir(sub); open(sub + '/cgroup.procs', 'w').write('0')\n")
+    script = _scrubbed_daemon_script(port, pidfile, into_a_child_cgroup)
     server, pid = _with_daemon(tmp_path, port, script, pidfile)
     path = _contained(server)
     assert _cgroup_of(pid) == _cgroup_of(server.proc.pid) + "/sub"

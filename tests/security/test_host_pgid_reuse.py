@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from kit.gates.leftovers import check_process_groups
-from kit.plumbing.procs import group_members
-from kit.runtime.records import cmdline, start_ticks
+from kit.plumbing.procs import group_members, start_ticks
+from kit.runtime.records import cmdline
 
 KIT = [sys.executable, "-m", "kit"]
 ROOT = Path(__file__).resolve().parents[2]
