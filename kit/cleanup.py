@@ -24,9 +24,10 @@ from kit.runtime.docker import LIVE_STATES, MANAGED_FILTER, connect, explanation
 from kit.runtime.leftovers import kill_leftover_groups
 from kit.runtime.lockdir import entries
 from kit.runtime.records import (
+    RunOwner,
+    labelled_owner,
     live_run_records,
     lock_held,
-    other_live_run,
     owner_alive,
     owner_text,
     read_owner,
@@ -47,6 +48,7 @@ class LiveRun:
     status: str
     ports: list[tuple[str, int]]  # (host address, host port) published
     gpus: list[str] | str | None  # GPU UUIDs/indices, "all", or None
+    owner: RunOwner | None = None  # the live run of another kit process it belongs to (None: its kit is gone)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -91,7 +93,7 @@ def live_runs(client: Any | None = None) -> list[LiveRun]:
         out.append(LiveRun(
             run_id=labels.get("kit.run", "?"), experiment=labels.get("kit.experiment", "?"),
             arm=labels.get("kit.arm", "?"), cell=labels.get("kit.cell", "?"), container_id=c.id,
-            name=c.name, status=status, ports=_ports(attrs), gpus=_gpus(attrs),
+            name=c.name, status=status, ports=_ports(attrs), gpus=_gpus(attrs), owner=labelled_owner(dict(labels)),
         ))
     return out
 
@@ -119,10 +121,9 @@ def refuse_live_runs(*, ports: Iterable[int], gpus: list[str] | str | None, own_
     """Raise GateFailed (exit 5) when another kit run's container holds these ports or GPUs."""
     found = conflicting_runs(live_runs(client), ports=ports, gpus=gpus, own_run=own_run)
     if found:
-        owners = {r.run_id: other_live_run(r.run_id) for r in found}
-        lines = [f"  {r}" + (f", {owner_text(o)}, still running" if (o := owners[r.run_id]) else ", its kit is gone")
+        lines = [f"  {r}" + (f", {owner_text(r.owner)}, still running" if r.owner else ", its kit is gone")
                  for r in found]
-        live = any(owners.values())
+        live = any(r.owner for r in found)
         raise GateFailed(
             "another kit run holds the GPUs or ports this run needs:\n" + "\n".join(lines),
             hint="wait for it to finish, or choose other ports (`kit clean` leaves a live run alone)" if live
@@ -139,7 +140,7 @@ def clean(images: bool = False, client: Any | None = None, *, run_id: str | None
     kept: list[str] = []
     for c in client.containers.list(all=True, filters={"label": filters}):
         desc = f"{c.name} ({c.short_id}, {c.status})"
-        if (owner := other_live_run((c.labels or {}).get("kit.run"))) is not None:
+        if (owner := labelled_owner(dict(c.labels or {}))) is not None:
             kept.append(f"{desc}: {owner_text(owner)}, still running")
         elif remove_container(client, c):
             removed.append(desc)

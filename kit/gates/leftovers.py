@@ -6,9 +6,11 @@ whose process group is gone is stale: it is deleted, and the evidence says so. B
 kit server blocks; after a stop only this run's own (the "after" gate proves the stop left nothing behind).
 
 A server or container of a run that another kit process is running right now (its run lock held, its kit
-the recorded process: ``kit.runtime.records.live_owner``) is no leftover: it never blocks, the evidence and
-the message name whose it is (run id, kit pid), and no hint sends anyone to `kit clean` for it (which leaves
-it alone too). Whether two runs may share the host is the reservations' question (``kit.gates.reserve``).
+the recorded process: ``kit.runtime.records.live_owner``; where the lock is in another lock directory, the kit
+process its record or its container's labels name: ``other_live_owner``, ``labelled_owner``) is no leftover: it
+never blocks, the evidence and the message name whose it is (run id, kit pid), and no hint sends anyone to
+`kit clean` for it (which leaves it alone too). Whether two runs may share the host is the reservations'
+question (``kit.gates.reserve``).
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ from kit.plumbing.dockerconn import docker_client
 from kit.runtime.records import (
     RunOwner,
     ServerRecord,
+    labelled_owner,
     live_run_records,
-    other_live_run,
     owner_text,
     read_record,
     record_files,
@@ -128,7 +130,7 @@ def check_containers(m: Manifest, *, run_id: str | None, phase: str, client: Any
             CONTAINERS, False, f"Docker not reachable ({error}); the manifest's runtime is docker",
             "start the Docker engine (e.g. `dockerd &` or `systemctl start docker`) or set DOCKER_HOST", evidence,
         )
-    owned = {c["id"]: o for c in found if c["run"] != run_id and (o := other_live_run(c["run"])) is not None}
+    owned = {c["id"]: o for c in found if c["run"] != run_id and (o := labelled_owner(c["labels"])) is not None}
     blocking = [c for c in found if c["id"] not in owned and _counts(c["run"], run_id, phase)]
     evidence = ContainersEvidence(found=found, blocking=[c["id"] for c in blocking], run_id=run_id,
                                   of_live_runs=owned)

@@ -267,6 +267,34 @@ def other_live_owner(record: ServerRecord | None) -> RunOwner | None:
     return started
 
 
+# labels kit puts on each container it creates, beside the cell's kit.* labels: the kit process that made it (pid,
+# start time, boot), so that a container of a live run whose lock is in another lock directory is that run's, as a
+# process-runtime server's record says by its kit_pid / kit_start_ticks
+KIT_PID_LABEL, KIT_TICKS_LABEL, KIT_BOOT_LABEL = "kit.pid", "kit.start_ticks", "kit.boot"
+_DIGITS = re.compile(r"[0-9]{1,20}")
+
+
+def maker_labels() -> dict[str, str]:
+    """This kit process as container labels (its pid, start time and boot; the start time or boot left out where
+    they cannot be read)."""
+    ticks, boot = start_ticks(os.getpid()), boot_id()
+    return {KIT_PID_LABEL: str(os.getpid()), **({KIT_TICKS_LABEL: str(ticks)} if ticks is not None else {}),
+            **({KIT_BOOT_LABEL: boot} if boot else {})}
+
+
+def labelled_owner(labels: dict[str, str]) -> RunOwner | None:
+    """The live run of another kit process that owns a container with these labels (None: a leftover, or ours):
+    by its run lock (``kit.run``), or by the kit process its ``maker_labels`` name. A malformed label proves
+    nothing (the container is then judged by its run lock alone)."""
+    pid, ticks = labels.get(KIT_PID_LABEL, ""), labels.get(KIT_TICKS_LABEL, "")
+    run_id = labels.get("kit.run")
+    record: dict[str, object] = {"run_id": run_id if isinstance(run_id, str) else None, "started": "?",
+                                 "boot_id": labels.get(KIT_BOOT_LABEL)}
+    if _DIGITS.fullmatch(pid) and _DIGITS.fullmatch(ticks):
+        record |= {"kit_pid": int(pid), "kit_start_ticks": int(ticks)}
+    return other_live_owner(cast(ServerRecord, record))
+
+
 def owner_text(owner: RunOwner) -> str:
     """``run ID (kit pid P, user U, experiment E, bundle B)``: whose a live server or reservation is."""
     if owner["run_id"] == "?":

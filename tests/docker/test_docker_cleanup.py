@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 from docker_helpers import SESSION_RUN, make_spec
+from support.manifests import manifest_data, manifest_model
 
 from kit.cleanup import clean, conflicting_runs, live_runs, refuse_live_runs, remove_images
 from kit.errors import ExitCode, GateFailed
+from kit.gates.leftovers import check_containers
+from kit.plumbing.procs import start_ticks
 from kit.runtime.docker import DockerRuntime
+from kit.runtime.records import boot_id
 
 pytestmark = pytest.mark.docker
 
@@ -54,6 +60,9 @@ def test_live_runs_report_ports_and_gpus_and_refuse_conflicts(client: Any, engin
         assert len(mine) == 1
         r = mine[0]
         assert r.ports == [("127.0.0.1", spec.port)] and r.gpus is None and r.cell == "a-r1"
+        labels = client.containers.get(r.container_id).labels  # the kit process that made it: this one
+        assert (labels["kit.pid"], labels["kit.start_ticks"]) == (str(os.getpid()), str(start_ticks(os.getpid())))
+        assert labels["kit.boot"] == boot_id() and r.owner is None  # its own: never "another live run"
         assert conflicting_runs([r], ports=[spec.port], gpus=None) == [r]
         assert conflicting_runs([r], ports=[spec.port], gpus=None, own_run=run) == []
         assert conflicting_runs([r], ports=[1], gpus="all") == []
@@ -64,6 +73,44 @@ def test_live_runs_report_ports_and_gpus_and_refuse_conflicts(client: Any, engin
     finally:
         server.stop()
     assert not [x for x in live_runs(client) if x.run_id == run]
+
+
+def test_a_container_whose_kit_lives_is_no_leftover_whatever_lock_directory_it_used(client: Any,
+                                                                                     engine_image: Any) -> None:
+    """A run's container while its kit lives, that kit's run lock in another lock directory (KIT_LOCK_DIR: every
+    test has its own): was taken for a leftover, so a process-runtime run beside it failed its leftover gate (a
+    flaky e2e test, 2026-12-07) and `kit clean` would have removed it mid-cell. The labels kit puts on each
+    container name its kit process (pid, start time, boot), as a process-runtime server's record does."""
+    run = f"{SESSION_RUN}-otherdir"
+    kit = subprocess.Popen(["sleep", "600"])  # stands for that run's kit process
+    ticks = start_ticks(kit.pid)
+    assert ticks is not None
+    labels = {"kit.managed": "1", "kit.run": run, "kit.cell": "a-r1", "kit.pid": str(kit.pid),
+              "kit.start_ticks": str(ticks), "kit.boot": boot_id() or ""}
+    c = client.containers.run(engine_image.image_id, ["sleep", "600"], detach=True, labels=labels,
+                              name=f"kit-{run}")
+    m = manifest_model(manifest_data("t", port=1, command=["true"], served_name="m"))
+    try:
+        check = check_containers(m, run_id="new-run", phase="before", client=client)
+        assert c.id in check.evidence["of_live_runs"] and c.id not in check.evidence["blocking"], check.message
+        assert check.evidence["of_live_runs"][c.id]["pid"] == kit.pid
+        out = clean(client=client, run_id=run)
+        assert out["containers"] == [] and len(out["live_run_containers_left_alone"]) == 1
+        assert [r.owner["pid"] for r in live_runs(client) if r.run_id == run and r.owner] == [kit.pid]
+        c.reload()
+        assert c.status == "running"
+        kit.kill()
+        kit.wait()  # its kit is gone: now the container is a leftover
+        check = check_containers(m, run_id="new-run", phase="before", client=client)
+        assert c.id in check.evidence["blocking"] and f"kit-{run}" in check.message
+        assert clean(client=client, run_id=run)["containers"] == [f"kit-{run} ({c.short_id}, running)"]
+    finally:
+        kit.kill()
+        kit.wait()
+        try:
+            c.remove(force=True)
+        except Exception:  # noqa: BLE001 - already gone is the expected case
+            pass
 
 
 def test_gpu_overlap_counts_as_a_conflict() -> None:

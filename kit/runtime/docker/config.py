@@ -1,7 +1,9 @@
 """A ``ServerSpec`` as Docker container settings: GPUs, ulimits, ports, labels, and what to redact.
 
 ``container_config`` is the single place that turns a spec into ``containers.create`` arguments; the
-memlock/stack ulimits sglang wants are added when GPUs are requested (or ``spec.extra["ulimits"]`` says so).
+memlock/stack ulimits sglang wants are added when GPUs are requested (or ``spec.extra["ulimits"]`` says so). The
+labels are the cell's ``kit.*``, ``kit.managed=1`` and the kit process that creates it (``records.maker_labels``:
+pid, start time, boot), so that its live run's container is never taken for a leftover.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from kit.runtime import (
 )
 from kit.runtime.docker.engine import MANAGED_LABEL
 from kit.runtime.docker.gpus import GpuArgs, gpu_args
+from kit.runtime.records import maker_labels
 
 DEFAULT_ULIMITS: dict[str, int] = {"memlock": -1, "stack": 64 * 1024 * 1024}
 EXTRA_KEYS = frozenset({"ulimits", "mem_limit"})
@@ -95,7 +98,7 @@ def container_config(spec: ServerSpec) -> ContainerConfig:
         command=list(spec.command),
         name=spec.name,
         detach=True,
-        labels={**spec.labels, MANAGED_LABEL: "1"},
+        labels={**spec.labels, **maker_labels(), MANAGED_LABEL: "1"},
         environment={**spec.env, **gpu_env, **spec.secret_env},
         ports={f"{cport}/tcp": (spec.host, spec.port)},
         init=True,
