@@ -23,7 +23,10 @@ from kit.verify import verify_target
 pytestmark = pytest.mark.slow
 
 
-def test_a_resume_with_every_cell_measured_needs_no_port(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_resume_with_every_cell_measured_needs_no_port(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         isolated: dict[str, str]) -> None:
+    """``isolated``: no Docker engine (was missing: a docker-tier test's container, made meanwhile beside it by
+    another worker, failed this run's leftover gate, 2026-12-07)."""
     port = free_port()
     m = crash_manifest(tmp_path / "m.yaml", port)
     out = tmp_path / "results"
