@@ -5,7 +5,8 @@ Every container kit creates carries ``kit.managed=1`` and ``kit.run``; every ima
 so ``clean(images=True)`` keeps it).
 
 Nothing of a live run is touched: a container or server group whose run another kit process is running now
-(``kit.runtime.records.live_owner``: its run lock held, its kit the recorded process) is left alone and
+(``kit.runtime.records.live_owner``: its run lock held, its kit the recorded process; or, its lock in another lock
+directory, the live kit its labels or record name: ``labelled_owner``, ``other_live_owner``) is left alone and
 listed with its owner (run id, kit pid); only the locks of runs whose kit is gone are removed.
 """
 

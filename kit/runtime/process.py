@@ -53,12 +53,7 @@ from kit.runtime import (
     server_environment,
     tail_lines,
 )
-from kit.runtime.records import (
-    ServerRecord,
-    boot_id,
-    cmdline,
-    write_record,
-)
+from kit.runtime.records import ServerRecord, boot_id, cmdline, maker, write_record
 from kit.runtime.subreaper import Adopted, spawn, stop_escapes
 
 __all__ = ["ProcessRuntime", "ProcessServer", "port_bindable"]
@@ -307,8 +302,8 @@ class ProcessRuntime:
             entry = ServerRecord(
                 pgid=proc.pid, pid=proc.pid, run_id=spec.labels.get("kit.run"), cell=spec.labels.get("kit.cell"),
                 command=spec.command, started=utc_now(), boot_id=boot_id(),
-                start_ticks=start_ticks(proc.pid), cmdline=cmdline(proc.pid),
-                kit_pid=os.getpid(), kit_start_ticks=start_ticks(os.getpid()), workdir=str(workdir))
+                start_ticks=start_ticks(proc.pid), cmdline=cmdline(proc.pid), workdir=str(workdir))
+            maker(into=entry)
             if contained[0] is not None:
                 entry["cgroup"] = str(contained[0].path)
             record = write_record(entry)

@@ -20,6 +20,7 @@ started before the leader did.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -31,14 +32,23 @@ from kit.errors import GateFailed
 from kit.plumbing.cgroups import Cgroup
 from kit.plumbing.files import atomic_write
 from kit.plumbing.jsontypes import loads
-from kit.plumbing.procs import PROC, group_members, start_ticks
+from kit.plumbing.procs import PROC, group_members, start_ticks, stat_fields
 from kit.runtime.lockdir import lock_dir, open_lock, read_lock, user_name
 
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")  # a run id as kit makes them, and a safe file name
 
 
-class ServerRecord(TypedDict):
-    """What kit knows about a live process-runtime server group."""
+class Maker(TypedDict, total=False):
+    """The kit process that started a server (in its record) or made a container (in its labels, as strings): a
+    run whose lock is in another lock directory is still known live by it."""
+    kit_pid: int
+    kit_start_ticks: int | None
+    kit_pidns: str | None  # its PID namespace (/proc/self/ns/pid): its pid means nothing in another
+    kit_lock_dir: str | None  # where its run lock is: where it is the reader's, the lock alone says live or ended
+
+
+class ServerRecord(Maker):
+    """What kit knows about a live process-runtime server group (and its kit: ``Maker``, absent in older records)."""
 
     pgid: int
     pid: int
@@ -49,16 +59,17 @@ class ServerRecord(TypedDict):
     boot_id: str | None
     start_ticks: int | None  # the leader's start time (absent in records of older kit versions)
     cmdline: list[str] | None  # the leader's /proc cmdline once it runs the command (shown; not its identity)
-    kit_pid: NotRequired[int]  # the kit process that started it, and that process's start time: a run whose lock
-    kit_start_ticks: NotRequired[int | None]  # is in another KIT_LOCK_DIR is still known live by its kit
     workdir: NotRequired[str]  # the process runtime: the empty directory it runs in, removed with the leftover
     cgroup: NotRequired[str]  # the cgroup it runs in (kit.plumbing.cgroups), when kit could make one
 
 
 def same_process(pid: int, ticks: object, proc: Path = PROC) -> bool:
     """Whether ``pid`` is still the process that started at ``ticks`` (an int from ``start_ticks``; anything else,
-    None included, proves nothing: False)."""
-    return isinstance(ticks, int) and start_ticks(pid, proc) == ticks
+    None included, proves nothing: False) and has not ended: a zombie (killed, its parent not yet reaping it, as
+    under a container's PID 1 that never does) keeps its start time, and is no live kit."""
+    if not isinstance(ticks, int) or start_ticks(pid, proc) != ticks:
+        return False
+    return (stat_fields(pid, proc) or ["X"])[0] not in ("Z", "X")
 
 
 def cmdline(pid: int, proc: Path = PROC) -> list[str] | None:
@@ -249,50 +260,84 @@ def is_self(owner: RunOwner) -> bool:
     return owner["pid"] == os.getpid() and owner.get("start_ticks") in (None, start_ticks(os.getpid()))
 
 
+def pid_namespace() -> str | None:
+    with contextlib.suppress(OSError):
+        return os.readlink("/proc/self/ns/pid")
+    return None
+
+
+def _lock_dir_here() -> str | None:
+    with contextlib.suppress(GateFailed):  # an unsafe lock directory: no run could reserve there
+        return os.path.realpath(runs_dir())
+    return None
+
+
+def maker(into: Maker | None = None) -> Maker:
+    """This kit process as the maker of what it starts (written ``into`` a record, when given)."""
+    m = Maker() if into is None else into
+    m["kit_pid"], m["kit_start_ticks"] = os.getpid(), start_ticks(os.getpid())
+    m["kit_pidns"], m["kit_lock_dir"] = pid_namespace(), _lock_dir_here()
+    return m
+
+
+def _live_maker(m: Maker, run_id: object, boot: object, started: str) -> RunOwner | None:
+    """The kit process ``m`` names, when it is another one, alive (pid, start time, boot, not a zombie) and in this
+    PID namespace, and its run lock is in another lock directory: where it is in this one, the lock is gone and
+    the run has ended (its kit may live on: a library caller, a finishing report), so nothing of it is live."""
+    here = _lock_dir_here()
+    if m.get("kit_lock_dir") is not None and m.get("kit_lock_dir") == here:
+        return None
+    if m.get("kit_pidns") not in (None, pid_namespace()):
+        return None
+    owner = RunOwner(run_id=str(run_id or "?"), pid=m["kit_pid"], start_ticks=m.get("kit_start_ticks"), started=started,
+                     boot_id=boot if isinstance(boot, str) else None, experiment="?", bundle="?", ports=[], gpus=[],
+                     user="?", note="its run lock is not in this lock directory")
+    return None if is_self(owner) or not owner_alive(owner) else owner
+
+
 def other_live_owner(record: ServerRecord | None) -> RunOwner | None:
     """The live run of another kit process that owns the server of ``record`` (None: a leftover, or ours): by its
     run lock, or, where that lock is in another lock directory (KIT_LOCK_DIR), by the kit process the record names
-    (pid, start time, boot)."""
+    (``Maker``; records of older kits name no namespace nor lock directory)."""
     if record is None:
         return None
     owner = other_live_run(record.get("run_id"))
     kit_pid = record.get("kit_pid")
     if owner is not None or not isinstance(kit_pid, int):
         return owner
-    started = RunOwner(run_id=str(record.get("run_id") or "?"), pid=kit_pid, start_ticks=record.get("kit_start_ticks"),
-                       boot_id=record.get("boot_id"), experiment="?", bundle="?", started=str(record["started"]),
-                       ports=[], gpus=[], user="?", note="its run lock is not in this lock directory")
-    if is_self(started) or not owner_alive(started):
-        return None
-    return started
+    m = Maker(kit_pid=kit_pid, kit_start_ticks=record.get("kit_start_ticks"), kit_pidns=record.get("kit_pidns"),
+              kit_lock_dir=record.get("kit_lock_dir"))
+    return _live_maker(m, record.get("run_id"), record.get("boot_id"), str(record["started"]))
 
 
-# labels kit puts on each container it creates, beside the cell's kit.* labels: the kit process that made it (pid,
-# start time, boot), so that a container of a live run whose lock is in another lock directory is that run's, as a
-# process-runtime server's record says by its kit_pid / kit_start_ticks
-KIT_PID_LABEL, KIT_TICKS_LABEL, KIT_BOOT_LABEL = "kit.pid", "kit.start_ticks", "kit.boot"
+# the labels of each container kit creates that name its maker (beside the cell's kit.* labels)
+MAKER_LABELS = {"kit_pid": "kit.pid", "kit_start_ticks": "kit.start_ticks", "kit_pidns": "kit.pidns",
+                "kit_lock_dir": "kit.lock_dir"}
+BOOT_LABEL = "kit.boot"
 _DIGITS = re.compile(r"[0-9]{1,20}")
 
 
 def maker_labels() -> dict[str, str]:
-    """This kit process as container labels (its pid, start time and boot; the start time or boot left out where
-    they cannot be read)."""
-    ticks, boot = start_ticks(os.getpid()), boot_id()
-    return {KIT_PID_LABEL: str(os.getpid()), **({KIT_TICKS_LABEL: str(ticks)} if ticks is not None else {}),
-            **({KIT_BOOT_LABEL: boot} if boot else {})}
+    """This kit process (``maker()``) and its boot as container labels; what cannot be read is left out."""
+    found = {MAKER_LABELS[k]: str(v) for k, v in maker().items() if v is not None}
+    return {**found, **({BOOT_LABEL: b} if (b := boot_id()) else {})}
 
 
 def labelled_owner(labels: dict[str, str]) -> RunOwner | None:
     """The live run of another kit process that owns a container with these labels (None: a leftover, or ours):
-    by its run lock (``kit.run``), or by the kit process its ``maker_labels`` name. A malformed label proves
-    nothing (the container is then judged by its run lock alone)."""
-    pid, ticks = labels.get(KIT_PID_LABEL, ""), labels.get(KIT_TICKS_LABEL, "")
-    run_id = labels.get("kit.run")
-    record: dict[str, object] = {"run_id": run_id if isinstance(run_id, str) else None, "started": "?",
-                                 "boot_id": labels.get(KIT_BOOT_LABEL)}
-    if _DIGITS.fullmatch(pid) and _DIGITS.fullmatch(ticks):
-        record |= {"kit_pid": int(pid), "kit_start_ticks": int(ticks)}
-    return other_live_owner(cast(ServerRecord, record))
+    by its run lock (``kit.run``), or by the kit process its ``maker_labels`` name, all of them there and well
+    formed (anything else proves nothing: the container is judged by its run lock alone)."""
+    got = {k: v if isinstance(v := labels.get(label), str) else "" for k, label in MAKER_LABELS.items()}
+    run = labels.get("kit.run")
+    run_id = run if isinstance(run, str) and _RUN_ID.fullmatch(run) else None
+    owner = other_live_run(run_id)
+    boot = labels.get(BOOT_LABEL)
+    if owner is not None or not (_DIGITS.fullmatch(got["kit_pid"]) and _DIGITS.fullmatch(got["kit_start_ticks"])
+                                 and got["kit_pidns"] and got["kit_lock_dir"] and isinstance(boot, str) and boot):
+        return owner
+    m = Maker(kit_pid=int(got["kit_pid"]), kit_start_ticks=int(got["kit_start_ticks"]), kit_pidns=got["kit_pidns"],
+              kit_lock_dir=got["kit_lock_dir"])
+    return _live_maker(m, run_id, boot, "?")
 
 
 def owner_text(owner: RunOwner) -> str:

@@ -56,7 +56,7 @@ from kit.runtime import (
     server_environment,
     tail_lines,
 )
-from kit.runtime.records import ServerRecord, boot_id, cmdline, write_record
+from kit.runtime.records import ServerRecord, boot_id, cmdline, maker, write_record
 from kit.slurm.commands import Slurm
 from kit.slurm.nodecheck import RANK_TAG, node_gates, node_name, rank_tag
 
@@ -306,10 +306,11 @@ class SlurmRanksRuntime:
                 r.pump = LogPump(partial(pipe_chunks, proc.stdout), log, name=f"log-{step}",
                                  limit=spec.log_limit_bytes)
                 r.pump.start()
-                r.record = write_record(ServerRecord(
+                entry = ServerRecord(
                     pgid=proc.pid, pid=proc.pid, run_id=run, cell=cell, command=["srun", "...", *rank.command],
-                    started=utc_now(), boot_id=boot_id(), start_ticks=start_ticks(proc.pid), cmdline=cmdline(proc.pid),
-                    kit_pid=os.getpid(), kit_start_ticks=start_ticks(os.getpid())))
+                    started=utc_now(), boot_id=boot_id(), start_ticks=start_ticks(proc.pid), cmdline=cmdline(proc.pid))
+                maker(into=entry)
+                r.record = write_record(entry)
         except BaseException:
             with contextlib.suppress(KitError):
                 server.stop()  # nothing may outlive a failed start (interrupts are held while it stops)

@@ -16,7 +16,7 @@ from kit.errors import ExitCode, GateFailed
 from kit.gates.leftovers import check_containers
 from kit.plumbing.procs import start_ticks
 from kit.runtime.docker import DockerRuntime
-from kit.runtime.records import boot_id
+from kit.runtime.records import boot_id, pid_namespace
 
 pytestmark = pytest.mark.docker
 
@@ -62,7 +62,8 @@ def test_live_runs_report_ports_and_gpus_and_refuse_conflicts(client: Any, engin
         assert r.ports == [("127.0.0.1", spec.port)] and r.gpus is None and r.cell == "a-r1"
         labels = client.containers.get(r.container_id).labels  # the kit process that made it: this one
         assert (labels["kit.pid"], labels["kit.start_ticks"]) == (str(os.getpid()), str(start_ticks(os.getpid())))
-        assert labels["kit.boot"] == boot_id() and r.owner is None  # its own: never "another live run"
+        assert labels["kit.boot"] == boot_id() and labels["kit.pidns"] == pid_namespace()
+        assert r.owner is None  # its own: never "another live run"
         assert conflicting_runs([r], ports=[spec.port], gpus=None) == [r]
         assert conflicting_runs([r], ports=[spec.port], gpus=None, own_run=run) == []
         assert conflicting_runs([r], ports=[1], gpus="all") == []
@@ -86,7 +87,8 @@ def test_a_container_whose_kit_lives_is_no_leftover_whatever_lock_directory_it_u
     ticks = start_ticks(kit.pid)
     assert ticks is not None
     labels = {"kit.managed": "1", "kit.run": run, "kit.cell": "a-r1", "kit.pid": str(kit.pid),
-              "kit.start_ticks": str(ticks), "kit.boot": boot_id() or ""}
+              "kit.start_ticks": str(ticks), "kit.boot": boot_id() or "", "kit.pidns": pid_namespace() or "",
+              "kit.lock_dir": "/elsewhere/locks"}
     c = client.containers.run(engine_image.image_id, ["sleep", "600"], detach=True, labels=labels,
                               name=f"kit-{run}")
     m = manifest_model(manifest_data("t", port=1, command=["true"], served_name="m"))
