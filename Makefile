@@ -61,7 +61,8 @@ lint: setup
 	$(BIN)/mypy
 
 ## Set everything up (including a Docker engine when none answers) and run every test tier this machine supports:
-## the unit tier first, then the docker, slow and gpu tiers, then the few `quiet` tests alone (a sequential run that
+## the unit tier first, then the docker, slow and gpu tiers (ruff and mypy beside them: alone, mypy held one of the
+## two cores for 45-53 s while the other idled), then the few `quiet` tests alone (a sequential run that
 ## must stop early: with the parallel tiers loading 2 cores its load client is flagged client-bound, so it could only
 ## ever skip there); every test runs once. Each step's wall time is printed,
 ## each tier's too (pytest's "time per tier" section), and the total.
@@ -69,9 +70,12 @@ test: $(TEST_STAMP)
 	@echo "setup: $$(( $$(date +%s) - $(MAKE_START) )) s wall"
 	./scripts/ensure-docker
 	./scripts/ensure-slurm
-	$(call timed,ruff and mypy,$(BIN)/ruff check kit tests benchmarks && $(BIN)/mypy)
 	$(call timed,unit tier (budget 120 s on 2 cores),$(PYTEST) -n $(UNIT_WORKERS) -m "($(UNIT)) and not quiet")
-	$(call timed,docker + slow + gpu tiers,$(PYTEST) -n $(SLOW_WORKERS) -m "not ($(UNIT)) and not quiet")
+	@start=$$(date +%s); ($(BIN)/ruff check kit tests benchmarks && $(BIN)/mypy) > $(VENV)/lint.log 2>&1 & lint=$$!; \
+	$(PYTEST) -n $(SLOW_WORKERS) -m "not ($(UNIT)) and not quiet"; rc=$$?; \
+	echo "docker + slow + gpu tiers (ruff and mypy beside them): $$(( $$(date +%s) - start )) s wall"; \
+	wait $$lint; lint_rc=$$?; cat $(VENV)/lint.log; echo "ruff and mypy: exit $$lint_rc"; \
+	[ $$rc -eq 0 ] && [ $$lint_rc -eq 0 ]
 	$(call timed,quiet tests (alone),$(PYTEST) -n 0 -m quiet)
 	@echo "make test: $$(( $$(date +%s) - $(MAKE_START) )) s wall in all, setup included (budget 20 minutes on 2 cores)"
 
