@@ -7,11 +7,12 @@ own (root, or the user owning a delegated subtree) can move itself out, and is t
 runtime's other means (parent links, output pipe, environment tag).
 
 Made as a child of kit's own cgroup (``/proc/self/cgroup``'s ``0::`` line) under the cgroup2 mount, named
-``kit-<server>-<random>``, where kit may write there: root, or a subtree delegated to the user (systemd
-``Delegate=yes``, a ``systemd-run --user --scope``). Elsewhere (a read-only /sys/fs/cgroup in a container, cgroup
-v1 only, an older kernel) none is made and the process runtime finds what left the server's group as before,
-by its parent links, its output pipe and its environment's tag (``kit.runtime.process``); the server's
-description says which, and why. ``KIT_CGROUP=0`` (0/false/no/off) never makes one.
+``kit-<server>-<kit pid>.<start ticks>.<PID namespace>-<random>``, where kit may write there: root, or a subtree
+delegated to the user (systemd ``Delegate=yes``, a ``systemd-run --user --scope``). Elsewhere (a read-only
+/sys/fs/cgroup in a container, cgroup v1 only, an older kernel) none is made and the process runtime finds what
+left the server's group as before, by its parent links, its output pipe and its environment's tag
+(``kit.runtime.process``); the server's description says which, and why. ``KIT_CGROUP=0`` (0/false/no/off) never
+makes one.
 
 The server joins before its command runs: kit's start shim writes ``0`` into the cgroup's ``cgroup.procs``
 (an open file it is handed) before its exec, so nothing it starts is ever outside.
@@ -33,8 +34,10 @@ from kit.plumbing.procs import start_ticks
 
 ENV = "KIT_CGROUP"
 PREFIX = "kit-"
-# as ``create`` names them: kit-<server>-<kit's pid>.<its start time in ticks>-<random>; only such are ever touched
-NAME = re.compile(r"kit-[A-Za-z0-9._-]{1,64}-(?P<pid>[0-9]{1,10})\.(?P<ticks>[0-9]{1,20})-[0-9a-f]{16}")
+# as ``create`` names them: kit-<server>-<kit's pid>.<its start time in ticks>.<its PID namespace's inode>-<random>
+# (the namespace absent in the names of older kits); only such are ever touched
+NAME = re.compile(r"kit-[A-Za-z0-9._-]{1,64}-(?P<pid>[0-9]{1,10})\.(?P<ticks>[0-9]{1,20})(?:\.(?P<ns>[0-9]{1,20}))?"
+                  r"-[0-9a-f]{16}")
 MAX_PROC_FILE = 1 << 20  # bytes read of /proc/self/mountinfo, /proc/self/cgroup, a cgroup's procs or events
 MAX_PROCS = 100_000  # PIDs taken from one cgroup and the cgroups below it
 MAX_TREE = 1_000  # cgroups followed below one server's (a server may make its own)
@@ -72,6 +75,13 @@ def own_path() -> str | None:
     return None
 
 
+def pid_namespace_inode() -> int | None:
+    """This process's PID namespace, as the inode of /proc/self/ns/pid (None where it cannot be read)."""
+    with contextlib.suppress(OSError):
+        return os.stat("/proc/self/ns/pid").st_ino
+    return None
+
+
 def own_dir() -> Path | None:
     """This process's cgroup as a directory of the cgroup2 mount (None without either): where kit makes its own."""
     mount, own = mount_point(), own_path()
@@ -94,7 +104,8 @@ class Cgroup:
             return None, "no cgroup v2 hierarchy mounted"
         label = re.sub(r"[^A-Za-z0-9._-]", "_", server.removeprefix(PREFIX))[:64] or "server"
         me = os.getpid()
-        name = f"{PREFIX}{label}-{me}.{start_ticks(me) or 0}-{secrets.token_hex(8)}"
+        ns = pid_namespace_inode()
+        name = f"{PREFIX}{label}-{me}.{start_ticks(me) or 0}{'' if ns is None else f'.{ns}'}-{secrets.token_hex(8)}"
         path = here / name
         try:
             path.mkdir(mode=0o755)
@@ -128,6 +139,13 @@ class Cgroup:
         """The kit process that made it: its PID and start time (clock ticks since boot), from its name."""
         m = NAME.fullmatch(self.path.name)
         return (int(m["pid"]), int(m["ticks"])) if m else (0, 0)
+
+    @property
+    def maker_namespace(self) -> int | None:
+        """The inode of its kit's PID namespace, from its name (None in the names of older kits): where it is not
+        the reader's, the pid and start time name some other process here."""
+        m = NAME.fullmatch(self.path.name)
+        return int(m["ns"]) if m and m["ns"] else None
 
     def join_file(self) -> int:
         """An open write end of ``cgroup.procs``: writing ``0`` to it moves the writer in (the start shim's)."""

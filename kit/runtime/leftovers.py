@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from kit.plumbing.cgroups import Cgroup, made_here
+from kit.plumbing.cgroups import Cgroup, made_here, pid_namespace_inode
 from kit.plumbing.procs import stop_group
 from kit.runtime.process import WORKDIR_PREFIX
 from kit.runtime.records import (
@@ -79,11 +79,13 @@ def kill_leftover_groups(grace_s: float = 5.0, *, run_id: str | None = None) -> 
 
 def _unrecorded(grace_s: float, stopped: list[str], stale: list[str], survived: list[str]) -> None:
     """The cgroups of servers no record names whose kit is gone (killed between making one and recording its
-    server): what is in one is stopped as a leftover, and the directory removed. A live kit's are never touched."""
+    server): what is in one is stopped as a leftover, and the directory removed. A live kit's are never touched, nor
+    those of a kit in another PID namespace sharing this cgroup (its pid and start time mean nothing here)."""
     named = {str(c) for p in all_record_files() if (r := read_record(p)) is not None and (c := r.get("cgroup"))}
+    here = pid_namespace_inode()
     for cgroup in made_here():
-        if str(cgroup.path) in named or same_process(*cgroup.maker):
-            continue
+        if str(cgroup.path) in named or same_process(*cgroup.maker) or cgroup.maker_namespace not in (None, here):
+            continue  # recorded, its kit alive, or a kit of another PID namespace (alive or not: cannot be told)
         inside = cgroup.procs()
         what = f"cgroup {cgroup.path} (no record names it: its kit died starting the server)"
         if inside:

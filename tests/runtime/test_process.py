@@ -696,6 +696,41 @@ def test_kit_clean_stops_what_is_in_a_cgroup_no_record_names(tmp_path: Path, mon
 
 
 @pytest.mark.slow
+def test_kit_clean_leaves_alone_the_cgroup_of_a_kit_in_another_pid_namespace(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kit in another PID namespace that shares this cgroup (a container's, not given a cgroup namespace) made a
+    server's cgroup: the pid and start time in its name mean nothing here, so `kit clean` cannot tell whether that
+    kit lives, and leaves the cgroup and what runs in it alone (the last note's open limit). The same name made in
+    this namespace, its kit gone, is swept."""
+    from kit.plumbing.cgroups import Cgroup, own_dir, pid_namespace_inode
+    from kit.runtime import leftovers
+    from kit.runtime.leftovers import kill_leftover_groups
+
+    here, ns = own_dir(), pid_namespace_inode()
+    if here is None or ns is None or not _cgroups_expected():
+        (pytest.fail if _cgroups_expected() else pytest.skip)("no cgroup for servers here")
+    assert here is not None and ns is not None
+    foreign = Cgroup(here / f"kit-foreign-999999.12.{ns + 1}-{'0' * 16}")  # pid 999999 started at tick 12: none here
+    local = Cgroup(here / f"kit-local-999999.12.{ns}-{'1' * 16}")
+    assert (foreign.maker, foreign.maker_namespace, local.maker_namespace) == ((999999, 12), ns + 1, ns)
+    foreign.path.mkdir()
+    local.path.mkdir()
+    sleeper = subprocess.Popen(["sleep", "600"], start_new_session=True)
+    monkeypatch.setattr(leftovers, "made_here", lambda: [foreign, local])
+    try:
+        (foreign.path / "cgroup.procs").write_text(str(sleeper.pid))
+        out = kill_leftover_groups(grace_s=1)
+        assert sleeper.poll() is None and foreign.path.is_dir() and foreign.procs() == [sleeper.pid], out
+        assert not any(str(foreign.path) in x for x in out.stopped + out.stale + out.survived)
+        assert not local.path.exists() and any(str(local.path) in x for x in out.stale), out
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+        foreign.kill()
+        foreign.remove()
+        local.remove()
+
+
+@pytest.mark.slow
 def test_a_daemon_in_a_cgroup_it_made_below_the_server_s_is_found_and_both_go(tmp_path: Path, port: int) -> None:
     """A review: a daemon that made a cgroup below the server's and moved into it was in none of the lists kit
     read (cgroup.procs is the cgroup's own), the stop named nothing, the directory stayed, and kit clean dropped the
