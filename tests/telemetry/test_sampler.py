@@ -117,9 +117,14 @@ def test_a_hostile_metrics_endpoint_is_bounded(mode: str) -> None:
             got = scrape(url, timeout_s=lim.scrape_timeout_s, max_bytes=lim.max_response_bytes,
                          max_parsed=lim.max_parsed_samples, max_series=lim.max_series)
             assert len(got.series) == 64 and got.dropped > 0  # many-series: kept up to the bound, the rest counted
-        assert time.monotonic() - t0 < lim.scrape_timeout_s + 1.0
+        # where the server sets the pace (headers never end, a body never ends) the scrape's deadline is the bound;
+        # elsewhere it answers at once and the bound is bytes and samples, what follows is kit's own parsing, whose
+        # time is the machine's (a clean clone's make test: 1.6 s for many-series on 2 loaded cores), so only a hang
+        # is caught there
+        slack = 1.0 if mode in ("slow-headers", "endless-body") else 10.0
+        assert time.monotonic() - t0 < lim.scrape_timeout_s + slack
         samples, s = _collect(url, [], 0.3, limits=lim)
-    assert s.result is not None and s.result.wall_s < 0.3 + lim.scrape_timeout_s + 1.0
+    assert s.result is not None and s.result.wall_s < 0.3 + lim.scrape_timeout_s + slack
     assert samples
     if mode == "many-series":
         assert all(len(x.series) <= 64 for x in samples) and s.result.series_dropped > 0
