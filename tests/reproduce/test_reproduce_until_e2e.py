@@ -55,9 +55,7 @@ def made(tmp_path_factory: pytest.TempPathFactory) -> Made:
     m = write_manifest(tmp / "tiny.yaml", manifest_data(
         "tiny", port=free_port(), arms=[{"name": "baseline"}, {"name": "oea", "args": ["--oea-k0", "1"]}],
         command=engine_command(engine_args=DEMO_ENGINE), server={"ready_timeout_s": 60, "stop_grace_s": 5},
-        # 16 requests a cell (was 32: this module was the suite's largest, 171 s of CPU in make test): at one stream
-        # a cell's TPOT mean stands on ~500 token gaps, and the x0.3 effect is decided by the cells, not their size
-        load={"levels": [1], "requests_per_level": 16, "warmup_requests": 2, "prompt_tokens": 8,
+        load={"levels": [1], "requests_per_level": 32, "warmup_requests": 2, "prompt_tokens": 8,
               "output_tokens": 32, "seed": 3, "request_timeout_s": 60},
         design={"repeats": REPEATS, "order": "interleaved"}, gates={"port_deadline_s": 5}))
     runner = generate_key(tmp / "runner", "runner@test")
