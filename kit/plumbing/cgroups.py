@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kit.plumbing.poll import poll_until
-from kit.plumbing.procs import start_ticks
+from kit.plumbing.procs import pid_namespace_inode, start_ticks
 
 ENV = "KIT_CGROUP"
 PREFIX = "kit-"
@@ -72,13 +72,6 @@ def own_path() -> str | None:
         for line in _read(Path("/proc/self/cgroup")).splitlines():
             if line.startswith("0::"):
                 return line[3:]
-    return None
-
-
-def pid_namespace_inode() -> int | None:
-    """This process's PID namespace, as the inode of /proc/self/ns/pid (None where it cannot be read)."""
-    with contextlib.suppress(OSError):
-        return os.stat("/proc/self/ns/pid").st_ino
     return None
 
 

@@ -41,6 +41,14 @@ def start_ticks(pid: int, proc: Path = PROC) -> int | None:
         return None
 
 
+def pid_namespace_inode() -> int | None:
+    """This process's PID namespace, as the inode of /proc/self/ns/pid (None where it cannot be read): a pid and
+    start time name one process only within it."""
+    with contextlib.suppress(OSError):
+        return os.stat(PROC / "self" / "ns" / "pid").st_ino
+    return None
+
+
 def group_members(pgid: int, proc: Path = PROC) -> list[int]:
     """Live (non-zombie) PIDs in process group ``pgid``.
 

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from kit.plumbing.cgroups import Cgroup, made_here, pid_namespace_inode
-from kit.plumbing.procs import stop_group
+from kit.plumbing.cgroups import Cgroup, made_here
+from kit.plumbing.procs import pid_namespace_inode, stop_group
 from kit.runtime.process import WORKDIR_PREFIX
 from kit.runtime.records import (
     ServerRecord,

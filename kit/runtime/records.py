@@ -32,7 +32,7 @@ from kit.errors import GateFailed
 from kit.plumbing.cgroups import Cgroup
 from kit.plumbing.files import atomic_write
 from kit.plumbing.jsontypes import loads
-from kit.plumbing.procs import PROC, group_members, start_ticks, stat_fields
+from kit.plumbing.procs import PROC, STARTTIME_FIELD, group_members, pid_namespace_inode, start_ticks, stat_fields
 from kit.runtime.lockdir import lock_dir, open_lock, read_lock, user_name
 
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")  # a run id as kit makes them, and a safe file name
@@ -67,9 +67,10 @@ def same_process(pid: int, ticks: object, proc: Path = PROC) -> bool:
     """Whether ``pid`` is still the process that started at ``ticks`` (an int from ``start_ticks``; anything else,
     None included, proves nothing: False) and has not ended: a zombie (killed, its parent not yet reaping it, as
     under a container's PID 1 that never does) keeps its start time, and is no live kit."""
-    if not isinstance(ticks, int) or start_ticks(pid, proc) != ticks:
+    fields = stat_fields(pid, proc) if isinstance(ticks, int) else None  # read once: its start time and state
+    if fields is None or len(fields) <= STARTTIME_FIELD:
         return False
-    return (stat_fields(pid, proc) or ["X"])[0] not in ("Z", "X")
+    return fields[STARTTIME_FIELD] == str(ticks) and fields[0] not in ("Z", "X")
 
 
 def cmdline(pid: int, proc: Path = PROC) -> list[str] | None:
@@ -261,9 +262,8 @@ def is_self(owner: RunOwner) -> bool:
 
 
 def pid_namespace() -> str | None:
-    with contextlib.suppress(OSError):
-        return os.readlink("/proc/self/ns/pid")
-    return None
+    """This process's PID namespace as the kernel names it (``pid:[<inode>]``, what /proc/self/ns/pid links to)."""
+    return None if (ino := pid_namespace_inode()) is None else f"pid:[{ino}]"
 
 
 def _lock_dir_here() -> str | None:

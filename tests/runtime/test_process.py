@@ -701,7 +701,8 @@ def test_kit_clean_leaves_alone_the_cgroup_of_a_kit_in_another_pid_namespace(mon
     server's cgroup: the pid and start time in its name mean nothing here, so `kit clean` cannot tell whether that
     kit lives, and leaves the cgroup and what runs in it alone (the last note's open limit). The same name made in
     this namespace, its kit gone, is swept."""
-    from kit.plumbing.cgroups import Cgroup, own_dir, pid_namespace_inode
+    from kit.plumbing.cgroups import Cgroup, own_dir
+    from kit.plumbing.procs import pid_namespace_inode
     from kit.runtime import leftovers
     from kit.runtime.leftovers import kill_leftover_groups
 
