@@ -3,7 +3,8 @@
 ``container_config`` is the single place that turns a spec into ``containers.create`` arguments; the
 memlock/stack ulimits sglang wants are added when GPUs are requested (or ``spec.extra["ulimits"]`` says so). The
 labels are the cell's ``kit.*``, ``kit.managed=1`` and the kit process that creates it (``records.maker_labels``:
-pid, start time, boot), so that its live run's container is never taken for a leftover.
+pid, start time, PID namespace, lock directory, boot), so that its live run's container is never taken for a
+leftover.
 """
 
 from __future__ import annotations
