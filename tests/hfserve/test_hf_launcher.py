@@ -5,6 +5,7 @@ classification of continuous-batching rows."""
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -78,11 +79,12 @@ def test_served_name_is_a_symlink_in_a_private_directory(tmp_path: Path, monkeyp
     model.mkdir()
     (model / "config.json").write_text("{}")
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the private directory lands in tmp_path
     with pytest.raises(serve.LaunchError, match="model directory first"):
         serve.serve_as(["--device", "cpu", str(model)], "kit-tiny")
-    rest = serve.serve_as([str(model), "--device", "cpu", "--port", "9"], "kit-tiny")
+    rest, home = serve.serve_as([str(model), "--device", "cpu", "--port", "9"], "kit-tiny")
     assert rest == ["kit-tiny", "--device", "cpu", "--port", "9"]
-    assert Path.cwd() != tmp_path and Path("kit-tiny").resolve() == model.resolve()
+    assert Path.cwd() == home != tmp_path and Path("kit-tiny").resolve() == model.resolve()
     assert os.path.exists("kit-tiny")  # what transformers' process_model_name checks to keep the name as given
     with pytest.raises(serve.LaunchError, match="no model directory"):
         serve.serve_as([str(tmp_path)], "x")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -46,8 +47,12 @@ def launch(model: Path, port: int, log: Path, **env: str) -> subprocess.Popen[by
 
 @contextmanager
 def server(model: Path, log: Path, **env: str) -> Iterator[int]:
+    """A launched server on a free port, stopped as kit stops one (SIGTERM to its group); its temporary directory
+    (--served-name's symlink) must be gone after the stop."""
     port = free_port()
-    proc = launch(model, port, log, **env)
+    tmp = log.with_suffix(".tmp")
+    tmp.mkdir()
+    proc = launch(model, port, log, TMPDIR=str(tmp), **env)
 
     def healthy() -> bool:
         assert proc.poll() is None, log.read_text()[-3000:]
@@ -59,7 +64,8 @@ def server(model: Path, log: Path, **env: str) -> Iterator[int]:
         yield port
     finally:
         stop_group(proc.pid, 30, reap=proc.poll)  # its own session: the whole group goes
-        proc.wait()
+        code = proc.wait()
+    assert code == -signal.SIGTERM and not any(tmp.iterdir()), (code, list(tmp.iterdir()))
 
 
 def stream(port: int, i: int) -> tuple[list[str], dict[str, int], str | None]:

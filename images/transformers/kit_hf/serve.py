@@ -10,7 +10,10 @@ Every argument it does not know goes to ``transformers serve`` unchanged (the sa
 - ``--served-name``: ``transformers serve`` pins a preloaded model to the exact string it was given and
   refuses any other ``model`` in a request, so a model given by its absolute path would have to be requested
   by that path. With ``--served-name`` the launcher makes a private temporary directory holding one
-  symlink ``NAME -> MODEL_DIR``, changes into it and preloads ``NAME``: clients send ``NAME``.
+  symlink ``NAME -> MODEL_DIR``, changes into it and preloads ``NAME``: clients send ``NAME``. The directory
+  goes when the server ends, SIGTERM included (uvicorn re-raises the SIGTERM it caught once it has shut down,
+  which ends the process before any exit handler runs: the launcher's SIGTERM handler removes the directory, then
+  dies of the signal as before; not SystemExit, which would wait on transformers' non-daemon threads).
 
 - transformers must be exactly ``PINNED`` (the version the OEA hook and kit's request dialect were checked
   against); anything else stops the server with a message naming both versions.
@@ -30,9 +33,9 @@ many routers it reaches, so the server log of every cell records it.
 from __future__ import annotations
 
 import argparse
-import atexit
 import os
 import shutil
+import signal
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -116,9 +119,9 @@ def parse(argv: list[str]) -> Options:
     return Options(own.experts_implementation, own.served_name, rest)
 
 
-def serve_as(rest: list[str], name: str) -> list[str]:
+def serve_as(rest: list[str], name: str) -> tuple[list[str], Path]:
     """Replace the model directory (the first argument for transformers serve) by ``name``, reachable from a
-    new private working directory as a symlink to the model directory."""
+    new private working directory (returned, for the caller to remove) as a symlink to the model directory."""
     if not rest or rest[0].startswith("-"):
         raise LaunchError("--served-name needs the model directory first: python -m kit_hf.serve MODEL_DIR ...")
     if not name or "/" in name or name in (".", ".."):
@@ -129,9 +132,17 @@ def serve_as(rest: list[str], name: str) -> list[str]:
                           "python -m kit_hf.make_model SHAPE DIR")
     home = Path(tempfile.mkdtemp(prefix="kit-hf-"))
     (home / name).symlink_to(model, target_is_directory=True)
-    atexit.register(shutil.rmtree, home, True)
     os.chdir(home)
-    return [name, *rest[1:]]
+    return [name, *rest[1:]], home
+
+
+def _remove_on_sigterm(home: Path) -> None:
+    """On SIGTERM: remove ``home``, then end of the signal itself (the default action)."""
+    def handler(signum: int, _frame: object) -> None:
+        shutil.rmtree(home, ignore_errors=True)
+        signal.signal(signum, signal.SIG_DFL)
+        signal.raise_signal(signum)
+    signal.signal(signal.SIGTERM, handler)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -150,11 +161,23 @@ def main(argv: list[str] | None = None) -> int:
             oea_patch.install(k0)
         wrap_model_loading(opts.experts, k0)
         metrics = add_metrics()
-        rest = serve_as(opts.rest, opts.served_name) if opts.served_name else opts.rest
+        rest, home = serve_as(opts.rest, opts.served_name) if opts.served_name else (opts.rest, None)
     except (LaunchError, ValueError, ImportError) as e:
         _log(f"{type(e).__name__}: {e}" if isinstance(e, ImportError) else str(e))
         return 2
+    if home is not None:
+        _remove_on_sigterm(home)
+    try:
+        return _serve(rest, opts, k0, metrics)
+    finally:
+        if home is not None:
+            shutil.rmtree(home, ignore_errors=True)
+
+
+def _serve(rest: list[str], opts: Options, k0: int | None, metrics: str) -> int:
     from transformers.cli.transformers import app
+
+    from kit_hf import oea_patch
 
     _log(f"transformers {PINNED}; OEA {'k0=' + str(k0) if k0 else 'off'}; "
          f"experts implementation {opts.experts or 'transformers default'}; {metrics}; serve {' '.join(rest)}")
