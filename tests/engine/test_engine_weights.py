@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from engine_helpers import EngineProcess
 
+from kit.engine import weights
 from kit.engine.__main__ import build_parser, weights_cache
 from kit.engine.config import ModelConfig
 from kit.engine.model import MoEModel, draws
@@ -57,6 +58,27 @@ def test_read_back_is_byte_identical_and_both_arms_share_one_file(tmp_path: Path
         a = arrays[d.name]
         assert a.dtype == np.float32 and a.flags.c_contiguous and a.shape == d.shape
         assert a.tobytes() == fresh[d.name].tobytes(), d.name
+        # mapped from the file (read-only, shared by every engine through the page cache), at an aligned address
+        assert not a.flags.writeable and a.ctypes.data % weights.ALIGN == 0, d.name
+    assert fresh["w1"].flags.writeable  # a draw is ordinary memory
+
+
+def test_a_file_whose_values_are_not_aligned_is_read_into_aligned_memory(tmp_path: Path) -> None:
+    """Format 1 put the values right after the header line; such a file (under the key of today's format) is still
+    the draw, copied into aligned memory rather than mapped at an odd address."""
+    fresh, _ = load_or_draw(CFG.seed, draws(CFG), None)
+    cached(tmp_path)
+    path = only_file(tmp_path)
+    data = path.read_bytes()
+    end = data.index(b"\n", len(MAGIC)) + 1
+    unpadded = MAGIC + data[len(MAGIC):end].rstrip(b" \n") + b"\n"
+    assert len(unpadded) % weights.ALIGN  # the header as format 1 wrote it leaves the values unaligned
+    path.write_bytes(unpadded + data[end:])
+    arrays, how = cached(tmp_path)
+    assert how == f"read from {path}"
+    for d in draws(CFG):
+        a = arrays[d.name]
+        assert a.tobytes() == fresh[d.name].tobytes() and a.flags.aligned and a.flags.writeable, d.name  # a copy
 
 
 def test_a_draw_under_min_bytes_is_not_cached(tmp_path: Path) -> None:
