@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -48,11 +49,9 @@ def launch(model: Path, port: int, log: Path, **env: str) -> subprocess.Popen[by
 @contextmanager
 def server(model: Path, log: Path, **env: str) -> Iterator[int]:
     """A launched server on a free port, stopped as kit stops one (SIGTERM to its group); its temporary directory
-    (--served-name's symlink) must be gone after the stop."""
+    (--served-name's symlink, named in its log line) must be gone after the stop."""
     port = free_port()
-    tmp = log.with_suffix(".tmp")
-    tmp.mkdir()
-    proc = launch(model, port, log, TMPDIR=str(tmp), **env)
+    proc = launch(model, port, log, **env)
 
     def healthy() -> bool:
         assert proc.poll() is None, log.read_text()[-3000:]
@@ -65,7 +64,8 @@ def server(model: Path, log: Path, **env: str) -> Iterator[int]:
     finally:
         stop_group(proc.pid, 30, reap=proc.poll)  # its own session: the whole group goes
         code = proc.wait()
-    assert code == -signal.SIGTERM and not any(tmp.iterdir()), (code, list(tmp.iterdir()))
+    home = re.search(r"; serve tiny .* \(in (/\S+)\)\n", log.read_text())
+    assert code == -signal.SIGTERM and home is not None and not Path(home[1]).exists(), (code, home)
 
 
 def stream(port: int, i: int) -> tuple[list[str], dict[str, int], str | None]:

@@ -168,19 +168,20 @@ def main(argv: list[str] | None = None) -> int:
     if home is not None:
         _remove_on_sigterm(home)
     try:
-        return _serve(rest, opts, k0, metrics)
+        return _serve(rest, opts, k0, metrics, home)
     finally:
         if home is not None:
             shutil.rmtree(home, ignore_errors=True)
 
 
-def _serve(rest: list[str], opts: Options, k0: int | None, metrics: str) -> int:
+def _serve(rest: list[str], opts: Options, k0: int | None, metrics: str, home: Path | None) -> int:
     from transformers.cli.transformers import app
 
     from kit_hf import oea_patch
 
     _log(f"transformers {PINNED}; OEA {'k0=' + str(k0) if k0 else 'off'}; "
-         f"experts implementation {opts.experts or 'transformers default'}; {metrics}; serve {' '.join(rest)}")
+         f"experts implementation {opts.experts or 'transformers default'}; {metrics}; serve {' '.join(rest)}"
+         + (f" (in {home})" if home else ""))
     try:
         app(args=["serve", *rest], prog_name="transformers", standalone_mode=True)
     except SystemExit as e:
