@@ -12,7 +12,7 @@ from pathlib import Path
 
 from kit.plumbing.cgroups import Cgroup, made_here
 from kit.plumbing.procs import pid_namespace_inode, stop_group
-from kit.runtime.process import WORKDIR_PREFIX
+from kit.runtime.process import WORKDIR_PREFIX, cgroup_workdir
 from kit.runtime.records import (
     ServerRecord,
     all_record_files,
@@ -95,7 +95,9 @@ def _unrecorded(grace_s: float, stopped: list[str], stale: list[str], survived: 
                 continue
         if not cgroup.remove():
             survived.append(f"{what}{_kept(cgroup)}")
-        elif inside:
+            continue
+        _remove_kit_workdir(str(cgroup_workdir(cgroup)))  # made before the server started: maybe there
+        if inside:
             stopped.append(what)
         else:
             stale.append(f"{what}: empty, removed")
@@ -117,9 +119,13 @@ def _kept(cgroup: Cgroup | None) -> str:
 
 
 def _remove_workdir(record: ServerRecord) -> None:
-    """The empty directory a stopped server ran in (``ProcessRuntime.start``), when the record names one kit made:
-    a kit-cwd-* directory right under the temp directory, never anything else."""
-    workdir = record.get("workdir")
+    """The directory a stopped server ran in (``ProcessRuntime.start``), when the record names one kit made."""
+    _remove_kit_workdir(record.get("workdir"))
+
+
+def _remove_kit_workdir(workdir: object) -> None:
+    """``workdir`` removed when it is one kit makes: a kit-cwd-* directory right under the temp directory, never
+    anything else."""
     if not isinstance(workdir, str):
         return
     p = Path(workdir)

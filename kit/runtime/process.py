@@ -68,7 +68,7 @@ ANNOUNCE_LINES = 400  # the log lines (of its last 64 KiB) searched for where th
 
 Contained = tuple[Cgroup | None, str]  # a server's cgroup, or None and why it has none
 
-WORKDIR_PREFIX = "kit-cwd-"  # a server's working directory: <tmp>/kit-cwd-<server name>-<random>
+WORKDIR_PREFIX = "kit-cwd-"  # a server's working directory: <tmp>/kit-cwd-<its cgroup's name> (make_workdir)
 
 
 def _pipe_inode(proc: subprocess.Popen[bytes]) -> int:
@@ -213,10 +213,12 @@ class ProcessServer:
                 + (f" (left the group: {'; '.join(escaped)})" if escaped else ""),
                 hint=f"kill -KILL {' '.join(map(str, left))}" if escaped else f"kill -KILL -- -{self.pgid}",
             )
+        # what it wrote there is its own (caches, sockets, dumps); removed before its record, which names it for a
+        # kit killed in between
+        shutil.rmtree(self.workdir, ignore_errors=True)
         if self.cgroup is None or self.cgroup.remove():  # else its record stays: the gate and kit clean retry
             with contextlib.suppress(FileNotFoundError):
                 self.record.unlink()
-        shutil.rmtree(self.workdir, ignore_errors=True)  # what it wrote there is its own: caches, sockets, dumps
         details = ProcessStopDetails(pgid=self.pgid, port_free_after_stop=port_free, group_members_left=left,
                                      log_bytes=self.pump.bytes_written, log_dropped_bytes=self.pump.dropped_bytes,
                                      escaped_group=escaped)
@@ -254,8 +256,8 @@ class ProcessRuntime:
         inherited = sorted(set(base_environment()) - set(spec.env) - set(spec.secret_env))
         # an empty directory of its own, never the bundle: whatever a server leaves in its working directory (a
         # socket, a FIFO, a cache of gigabytes, a config dump with a token) must not become a file kit signs
-        workdir = Path(tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{spec.name}-"))
         cgroup, note = Cgroup.create(spec.name)
+        workdir = make_workdir(spec.name, cgroup)
         try:
             with pinned(parse_cpulist(spec.cpus) if spec.cpus else None):
                 proc, note = self._popen(spec, env, workdir, cgroup, note)
@@ -325,6 +327,23 @@ class ProcessRuntime:
 
     def describe(self) -> dict[str, str]:
         return {"runtime": "process"}
+
+
+def cgroup_workdir(cgroup: Cgroup) -> Path:
+    """The working directory of the server in ``cgroup``: ``<tmp>/kit-cwd-<the cgroup's name>``, so that a kit killed
+    before it recorded the server leaves a directory found by its cgroup (leftovers: the unrecorded cgroups)."""
+    return Path(tempfile.gettempdir()) / f"{WORKDIR_PREFIX}{cgroup.path.name}"
+
+
+def make_workdir(name: str, cgroup: Cgroup | None) -> Path:
+    """A new empty private directory for a server: named after its cgroup where it has one (its name is unique: 16
+    random hex digits), else ``<tmp>/kit-cwd-<server name>-<random>``."""
+    if cgroup is not None:
+        path = cgroup_workdir(cgroup)
+        with contextlib.suppress(OSError):  # taken (never by kit) or not makeable so: the random name below
+            path.mkdir(mode=0o700)
+            return path
+    return Path(tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{name}-"))
 
 
 def _address(host: str, port: int) -> str:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -521,6 +522,9 @@ def test_a_leftover_server_s_working_directory_goes_with_it(tmp_path: Path, port
     server = ProcessRuntime().start(_spec(tmp_path, port, command))
     server.wait_ready()
     assert server.workdir.is_dir()
+    if server.cgroup is not None:  # named after its cgroup, for a kit killed before recording it
+        from kit.runtime.process import cgroup_workdir
+        assert server.workdir == cgroup_workdir(server.cgroup)
     out = kill_leftover_groups(grace_s=2, run_id="test")  # as if its kit were gone
     assert len(out.stopped) == 1 and not server.workdir.exists()
     server.proc.wait(timeout=10)
@@ -663,21 +667,27 @@ def test_kit_cgroup_0_makes_none_and_says_so(monkeypatch: pytest.MonkeyPatch) ->
 
 @pytest.mark.slow
 def test_kit_clean_stops_what_is_in_a_cgroup_no_record_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """kit killed after making a server's cgroup and starting the server, before writing its record: kit clean
-    finds the cgroup (one of kit's names, below its own cgroup, its kit gone, no record naming it), stops what is in
-    it and removes it; one a live kit made (this process: a kit starting a server right now) stays."""
+    """kit killed after making a server's cgroup and working directory and starting the server, before writing its
+    record: kit clean finds the cgroup (one of kit's names, below its own cgroup, its kit gone, no record naming it),
+    stops what is in it and removes it and the directory named after it; one a live kit made (this process: a kit
+    starting a server right now) stays, its directory too."""
     from kit.plumbing.cgroups import Cgroup
     from kit.runtime import leftovers
     from kit.runtime.leftovers import kill_leftover_groups
+    from kit.runtime.process import cgroup_workdir, make_workdir
 
     young, note = Cgroup.create("young")
     if young is None:
         (pytest.fail if _cgroups_expected() else pytest.skip)(f"no cgroup for servers here: {note}")
     assert young is not None
+    young_dir = make_workdir("young", young)
     made_by_a_dead_kit = subprocess.run(
-        [sys.executable, "-c", "from kit.plumbing.cgroups import Cgroup; print(Cgroup.create('orphan')[0].path)"],
+        [sys.executable, "-c", "from kit.plumbing.cgroups import Cgroup; from kit.runtime.process import make_workdir\n"
+         "c = Cgroup.create('orphan')[0]; make_workdir('orphan', c); print(c.path)"],
         capture_output=True, text=True, check=True).stdout.strip()
     orphan = Cgroup(Path(made_by_a_dead_kit))
+    orphan_dir = cgroup_workdir(orphan)
+    assert young_dir == cgroup_workdir(young) and young_dir.is_dir() and orphan_dir.is_dir()
     sleeper = subprocess.Popen(["sleep", "600"], start_new_session=True)
     real = leftovers.made_here  # this host's other kit cgroups (a developer's dead kit's) are not this test's
     monkeypatch.setattr(leftovers, "made_here", lambda: [c for c in real() if c in (orphan, young)])
@@ -687,12 +697,15 @@ def test_kit_clean_stops_what_is_in_a_cgroup_no_record_names(tmp_path: Path, mon
         mine = [s for s in out.stopped if str(orphan.path) in s]
         assert len(mine) == 1 and f"PIDs [{sleeper.pid}] sleep 600" in mine[0], out
         assert sleeper.wait(timeout=10) == -15 and not orphan.path.exists()  # SIGTERM was enough
+        assert not orphan_dir.exists() and young_dir.is_dir()
         assert young.path.is_dir() and not any(str(young.path) in s for s in out.stopped + out.stale)
     finally:
         sleeper.kill()
         orphan.kill()
         orphan.remove()
         young.remove()
+        for d in (young_dir, orphan_dir):
+            shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.mark.slow
