@@ -67,9 +67,9 @@ lint: setup
 
 ## Set everything up (including a Docker engine when none answers) and run every test tier this machine supports:
 ## the unit tier first, then the docker, slow and gpu tiers (ruff and mypy beside them: alone, mypy held one of the
-## two cores for 45-53 s while the other idled), then the few `quiet` tests alone (a sequential run that
-## must stop early: with the parallel tiers loading 2 cores its load client is flagged client-bound, so it could only
-## ever skip there); every test runs once. Each step's wall time is printed,
+## two cores for 45-53 s while the other idled), then the few `quiet` tests alone (a sequential run and an
+## until-decided reproduction that must stop early: with the parallel tiers loading 2 cores their load clients are
+## flagged client-bound, so they could only ever skip there); every test runs once. Each step's wall time is printed,
 ## each tier's too (pytest's "time per tier" section), and the total.
 test: $(TEST_STAMP)
 	@echo "setup: $$(( $$(date +%s) - $(MAKE_START) )) s wall"

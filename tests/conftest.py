@@ -138,11 +138,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 # The longest work units first (a group's tests run one after another on one worker, so a group counts whole): the
 # scheduler hands out work units in collection order (`make test` passes --no-loadscope-reorder, which would sort
 # them by their number of tests), and a long one started last ran alone at the end. Measured in `make test`'s
-# docker + slow + gpu tiers on 2 cores, 4 workers (2026-12-07): the until-decided reproduction (225 s) started at
-# 699 s and ended the tier at 929 s with one worker busy, the others done at 832-873 s. Wall seconds then: docker
-# group 379, hf-model about 290, the until-decided reproduction 225, the stats simulation group about 200,
-# test_reproduce_e2e's module about 200, the crash test 101, the open-loop demos 140, the telemetry run 63.
-START_FIRST = ("@docker", "reproduce-until-e2e", "@hf-model", "@stats-simulation", "test_reproduce_e2e.py",
+# docker + slow + gpu tiers on 2 cores, 4 workers (2026-12-07): the until-decided reproduction (225 s; now a quiet
+# test) started at 699 s and ended the tier at 929 s with one worker busy, the others done at 832-873 s. Wall
+# seconds then: docker group 379 (721 in a clone on a machine without the images), hf-model about 290, the stats
+# simulation group about 200, test_reproduce_e2e's module about 200, the crash test 101, the open-loop demos 140,
+# the telemetry run 63.
+START_FIRST = ("@docker", "@hf-model", "@stats-simulation", "test_reproduce_e2e.py",
                "test_crash_sigkill.py::test_sigkill_at_random", "test_arrivals_run.py", "test_telemetry_run.py",
                "@slurm", "test_aa_and_demo.py", "test_run.py::test_run_verify")
 
