@@ -132,7 +132,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if getattr(config.option, "loadgroup", False):  # an xdist worker under --dist loadgroup
         for item in items:
             _name_the_group(item)
-    items.sort(key=_start_rank)  # stable: the rest keep their order
+        items.sort(key=_start_rank)  # stable: the rest keep their order
 
 
 # The longest work units first (a group's tests run one after another on one worker, so a group counts whole): the

@@ -2,10 +2,11 @@
 draw (the same bytes, checked against the sha256 written with them).
 
 Drawing the demo's 257 MiB takes about 2.7 s of CPU at every server start (24 starts in `make demo`). A file of an
-earlier draw is mapped read-only, not read: the engines of every cell share its pages in the page cache, and a start
-costs the sha256 over it (0.15 s here) instead of copying it into fresh memory (1.9 s of system time here, measured
-2026-12-07). The arrays are read-only; a file truncated under a running engine ends it (SIGBUS), which only another
-writer of the cache could do (kit's writers only ever rename complete files into place). The file's name is a hash
+earlier draw is mapped read-only where that is safe (``_mappable``: the user's own file, writable by nobody else, on a
+local filesystem), not read: the engines of every cell share its pages in the page cache, and a start costs the
+sha256 over it (0.15 s here) instead of copying it into fresh memory (1.9 s of system time here, measured
+2026-12-07); elsewhere it is read into memory as before. kit's writers only ever rename complete files into place,
+so a mapped file never changes under an engine. The file's name is a hash
 of what decides the draw (the seed, each array's name, shape and scale, the numpy version and this format), so a
 changed model or numpy draws afresh. The cache is an optimisation only: a directory that cannot be made or written,
 a full disk, or a file that is short, foreign or damaged leaves a logged line and a fresh draw, never an error. It
@@ -25,6 +26,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from io import BufferedReader
 from pathlib import Path
 
 import numpy as np
@@ -44,6 +46,9 @@ TMP_SUFFIX = ".tmp"
 OURS = re.compile(r"[0-9a-f]{64}\.bin")  # a draw's file: key(...).bin
 OURS_TMP = re.compile(r"\.[0-9a-f]{16}\.[A-Za-z0-9_]+" + re.escape(TMP_SUFFIX))  # a writer's, before its rename
 STALE_TMP_S = 3600.0
+MOUNTINFO_MAX = 1 << 20  # bytes of /proc/self/mountinfo read
+# where a cache file is mapped (_mappable); elsewhere (nfs, cifs, fuse, 9p, ...) it is read into memory
+LOCAL_FILESYSTEMS = frozenset({"ext2", "ext3", "ext4", "xfs", "btrfs", "f2fs", "bcachefs", "zfs", "tmpfs", "overlay"})
 
 
 @dataclass(frozen=True)
@@ -113,15 +118,18 @@ def _read(path: Path, name: str, draws: Sequence[Draw]) -> tuple[dict[str, Float
             if not isinstance(header, dict) or header.get("key") != name or header.get("count") != total:
                 return None, "written for other weights"
             start, want = f.tell(), 4 * total
-            got = os.fstat(f.fileno()).st_size - start
+            st = os.fstat(f.fileno())
+            got = st.st_size - start
             if got != want:
                 return None, f"{got} of {want} bytes of values" if got < want else "trailing bytes"
-            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            if _mappable(st, path) and start % ALIGN == 0:  # read-only, on the file's pages
+                flat = np.frombuffer(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ), "<f4", total, start)
+            else:  # a copy of its own (an unaligned file would be copied by numpy's loops at every step)
+                flat = np.empty(total, dtype="<f4")
+                if (n := _read_into(f, flat.data.cast("B"))) != want:
+                    return None, f"{n} of {want} bytes of values"
     except (OSError, ValueError, RecursionError) as exc:  # json.JSONDecodeError is a ValueError; a deep header
         return None, str(exc) or type(exc).__name__
-    flat = np.frombuffer(mapped, dtype="<f4", count=total, offset=start)  # read-only, on the file's pages
-    if start % ALIGN:  # not a file this format writes: copied, as numpy's loops would copy unaligned data each time
-        flat = flat.copy()
     if hashlib.sha256(flat.data).hexdigest() != header.get("sha256"):
         return None, "sha256 differs from its header"
     flat = flat.astype(np.float32, copy=False)
@@ -131,6 +139,47 @@ def _read(path: Path, name: str, draws: Sequence[Draw]) -> tuple[dict[str, Float
         arrays[d.name] = flat[at:at + d.count].reshape(d.shape)
         at += d.count
     return arrays, ""
+
+
+def _read_into(f: BufferedReader, buf: memoryview) -> int:
+    """Bytes read into ``buf`` until it is full or the file ends (readinto may return less)."""
+    got = 0
+    while got < len(buf):
+        n = f.readinto(buf[got:])
+        if not n:
+            break
+        got += n
+    return got
+
+
+def _mappable(st: os.stat_result, path: Path) -> bool:
+    """Whether the file may be mapped rather than copied: it is this user's, nobody else may write it, and it is on a
+    local filesystem. Pages of a mapped file are read again whenever memory is short, after the sha256 was checked:
+    a file changed in place would change the weights, and one removed or cut short on a network filesystem (another
+    node's engine evicting it from a shared cache) would end the engine with SIGBUS."""
+    return st.st_uid == os.geteuid() and not st.st_mode & 0o022 and _filesystem(path) in LOCAL_FILESYSTEMS
+
+
+def _filesystem(path: Path) -> str | None:
+    """The type of the filesystem ``path`` is on: the longest mount point above it in /proc/self/mountinfo (None
+    where that cannot be read)."""
+    try:
+        real = os.path.realpath(path)
+        with open("/proc/self/mountinfo", "rb") as f:
+            lines = f.read(MOUNTINFO_MAX).decode("utf-8", "replace").splitlines()
+    except OSError:
+        return None
+    best, kind = "", None
+    for line in lines:
+        left, _, right = line.partition(" - ")
+        fields = left.split()
+        if len(fields) < 5 or not right:
+            continue
+        point = fields[4].replace("\\040", " ")
+        inside = real == point or real.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= len(best):
+            best, kind = point, right.split(" ", 1)[0]
+    return kind
 
 
 def _write(cache: Path, path: Path, name: str, draws: Sequence[Draw], arrays: dict[str, FloatArray]) -> str | None:

@@ -257,7 +257,13 @@ class ProcessRuntime:
         # an empty directory of its own, never the bundle: whatever a server leaves in its working directory (a
         # socket, a FIFO, a cache of gigabytes, a config dump with a token) must not become a file kit signs
         cgroup, note = Cgroup.create(spec.name)
-        workdir = make_workdir(spec.name, cgroup)
+        try:
+            workdir = make_workdir(spec.name, cgroup)
+        except OSError as e:
+            if cgroup is not None:
+                cgroup.remove()
+            raise ServerError(f"cannot make a working directory for {spec.name} in {tempfile.gettempdir()}: "
+                              f"{e.strerror or e}", hint="free space there, or point TMPDIR elsewhere") from None
         try:
             with pinned(parse_cpulist(spec.cpus) if spec.cpus else None):
                 proc, note = self._popen(spec, env, workdir, cgroup, note)

@@ -63,6 +63,31 @@ def test_read_back_is_byte_identical_and_both_arms_share_one_file(tmp_path: Path
     assert fresh["w1"].flags.writeable  # a draw is ordinary memory
 
 
+@pytest.mark.parametrize("why", ["group-writable", "network filesystem"])
+def test_a_file_that_could_change_under_the_engine_is_read_not_mapped(tmp_path: Path, why: str,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Mapped pages are read again after the sha256 check: a file another user may write, or one on a filesystem
+    where another node may remove it (nfs: SIGBUS), is copied into memory instead; the same bytes either way."""
+    fresh, _ = load_or_draw(CFG.seed, draws(CFG), None)
+    cached(tmp_path)
+    path = only_file(tmp_path)
+    if why == "group-writable":
+        path.chmod(0o664)
+    else:
+        assert weights._filesystem(path) in weights.LOCAL_FILESYSTEMS  # where this test runs: mapped otherwise
+        monkeypatch.setattr(weights, "_filesystem", lambda p: "nfs4")
+    arrays, how = cached(tmp_path)
+    assert how == f"read from {path}"
+    for d in draws(CFG):
+        a = arrays[d.name]
+        assert a.tobytes() == fresh[d.name].tobytes() and a.flags.writeable, d.name  # a copy of its own
+
+
+def test_the_filesystem_is_the_longest_mount_point_above_the_path() -> None:
+    assert weights._filesystem(Path("/proc/self/status")) == "proc"
+    assert weights._filesystem(Path("/")) is not None
+
+
 def test_a_file_whose_values_are_not_aligned_is_read_into_aligned_memory(tmp_path: Path) -> None:
     """Format 1 put the values right after the header line; such a file (under the key of today's format) is still
     the draw, copied into aligned memory rather than mapped at an odd address."""

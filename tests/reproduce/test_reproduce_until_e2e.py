@@ -186,6 +186,12 @@ def test_until_decided_killed_resumes_stops_verifies_and_a_tampered_look_fails(m
     assert f"reproduce-looks/{last['look']:03d}.json: differs from the look recomputed" in t.stderr, t.stderr
     assert "p_zero" in t.stderr
 
+    c = last["comparisons"][0]  # each run's own SE on its pairs at the last look
+    # a pair's log-ratio SD in each run: the original's counts as much as the new one's (CI's run of cde2a84: new
+    # 0.09, original 0.56, measured while the other tiers' simulations held the cores; decided at look 4)
+    sds = {run: c[f"se_{run}"] * math.sqrt(c["cells"][run]) if c.get(f"se_{run}") else math.inf
+           for run in ("original", "new")}
+    print(f"a pair's log-ratio SD at look {last['look']}: {sds}")
     if last["look"] < REPEATS // 2:
         assert last["stop"] == "decided" and len(not_run) > 0
         return
@@ -193,11 +199,6 @@ def test_until_decided_killed_resumes_stops_verifies_and_a_tampered_look_fails(m
     if withheld:
         pytest.skip(f"a guardrail withheld the effect at a look ({', '.join(sorted(set(withheld)))}): kit gives no "
                     "verdict there, so nothing could stop the run early on this machine")
-    c = last["comparisons"][0]  # the maximum: each run's own SE on its 8 pairs
-    # a pair's log-ratio SD in each run: the original's counts as much as the new one's (CI's run of cde2a84: new
-    # 0.09, original 0.56, measured while the other tiers' simulations held the cores; decided at look 4)
-    sds = {run: c[f"se_{run}"] * math.sqrt(c["cells"][run]) if c.get(f"se_{run}") else math.inf
-           for run in ("original", "new")}
     noisy = {run: sd for run, sd in sds.items() if sd > NOISY}
     if noisy:
         pytest.skip("the machine's cell-to-cell noise is too large to decide before the maximum: SD of a pair's log "

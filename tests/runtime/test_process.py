@@ -820,3 +820,21 @@ def test_a_server_that_cannot_join_its_cgroup_runs_without_one_saying_why(tmp_pa
         assert _cgroup_of(server.proc.pid) == _cgroup_of(os.getpid())
     finally:
         server.stop()
+
+
+def test_no_working_directory_is_a_clear_error_and_leaves_no_cgroup(tmp_path: Path, port: int,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The temp directory cannot take the server's working directory (full, gone): a ServerError naming it, no
+    server started, and the cgroup made for it removed."""
+    import tempfile
+
+    from kit.plumbing.cgroups import own_dir
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "gone"))
+    here = own_dir()
+    before = set(os.listdir(here)) if here is not None and here.is_dir() else set()
+    with pytest.raises(ServerError, match=r"cannot make a working directory for t in .*gone") as e:
+        ProcessRuntime().start(_spec(tmp_path, port, ["sleep", "30"], name="t"))
+    assert e.value.hint == "free space there, or point TMPDIR elsewhere"
+    after = set(os.listdir(here)) if here is not None and here.is_dir() else set()
+    assert not {n for n in after - before if n.startswith("kit-t-")}
