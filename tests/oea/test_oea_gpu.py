@@ -117,7 +117,7 @@ def test_kernel_b_reads_the_ids_a_late_router_writes(
     after its wait. The result is the spec's on the router's ids, eagerly and replayed from a graph, one-pass
     (16, 256 rows) and looped (600 rows: 300 sets of kernel A); the router's ids mask a row below
     num_token_non_padded, so B also rebuilds the union from them. (Written 2026-12-06 after a review found no
-    GPU test where the ids land late; not yet run on a GPU when written.)"""
+    GPU test where the ids land late; passed on an H100 on 2026-12-07: benchmarks/results/h100-oeagpu-2026-12-07.)"""
     from late_router import late_copy_
 
     monkeypatch.setenv("KIT_OEA_B_PDL", b_pdl)
