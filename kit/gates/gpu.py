@@ -13,7 +13,7 @@ from typing import Literal
 
 from typing_extensions import TypedDict
 
-from kit.gates import procinfo
+from kit.gates import behind, procinfo
 from kit.gates.procinfo import ContainerRef
 from kit.gates.reserve import holder, runs_of
 from kit.gates.result import Check, GpuIdentity, Timer
@@ -254,13 +254,14 @@ def _clean_message(samples: list[GpuSample], evidence: GpuEvidence, polls: int, 
 def _dirty(timer: Timer, samples: list[GpuSample], evidence: GpuEvidence, polls: int) -> Check:
     parts: list[str] = []
     every: list[procinfo.ProcInfo] = []
-    theirs = runs_of([p["pid"] for s in samples if not s["clean"] for p in s["processes"]])  # live runs' (any user)
+    dirty = [s for s in samples if not s["clean"]]
+    each = [[procinfo.describe(p["pid"]) for p in s["processes"]] for s in dirty]
+    flat = [info for described in each for info in described]
+    # live runs' servers (any user): kit's processes in this lock directory, labelled containers in any
+    theirs = runs_of([info["pid"] for info in flat]) | behind.resolve(flat)
     if theirs:
         evidence["of_live_runs"] = {str(pid): o for pid, o in theirs.items()}
-    for s in samples:
-        if s["clean"]:
-            continue
-        described = [procinfo.describe(p["pid"]) for p in s["processes"]]
+    for s, described in zip(dirty, each, strict=True):
         for p, info in zip(s["processes"], described, strict=True):
             p.update({"visible": info["visible"], "name": info["name"], "cmdline": info["cmdline"],
                       "user": info["user"], "pgid": info["pgid"], "container": info["container"]})

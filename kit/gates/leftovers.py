@@ -27,6 +27,7 @@ from kit.gates.result import Check, Timer
 from kit.manifest import Manifest
 from kit.plumbing.dockerconn import docker_client
 from kit.runtime.records import (
+    RUN_LABEL,
     RunOwner,
     ServerRecord,
     labelled_owner,
@@ -41,7 +42,6 @@ from kit.runtime.records import (
 
 CONTAINERS = "leftover_containers"
 PROCESSES = "leftover_processes"
-RUN_LABEL = "kit.run"
 
 
 class ContainerSeen(TypedDict):

@@ -20,7 +20,7 @@ from typing import NotRequired, TypedDict
 
 import psutil
 
-from kit.gates import procinfo
+from kit.gates import behind, procinfo
 from kit.gates.procinfo import ProcInfo
 from kit.gates.reserve import port_holders, runs_of
 from kit.gates.result import Check, Timer
@@ -203,8 +203,10 @@ def _failed(timer: Timer, busy: dict[tuple[str, int], str], evidence: PortsEvide
     parts: list[str] = []
     holders: list[ProcInfo] = []
     listeners_of = {port: owners(port) for port in sorted({p for _, p in busy})}
-    theirs = runs_of([proc["pid"] for ls in listeners_of.values() for s in ls for proc in s.get("processes", [])
-                      if proc.get("visible")])  # servers of live runs (any user): never to be killed
+    found = [proc for ls in listeners_of.values() for s in ls for proc in s.get("processes", []) if proc.get("visible")]
+    # servers of live runs (any user), never to be killed: kit's processes in this lock directory, and containers
+    # labelled by any kit (named through the docker-proxy that publishes their port)
+    theirs = runs_of([proc["pid"] for proc in found]) | behind.resolve(found)
     if theirs:
         evidence["of_live_runs"] = {str(pid): o for pid, o in theirs.items()}
     for port, listeners in listeners_of.items():

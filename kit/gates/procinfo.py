@@ -10,7 +10,7 @@ import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 import psutil
 
@@ -19,12 +19,16 @@ from kit.runtime import records
 PROC = Path("/proc")
 
 # docker (cgroup v1: /docker/<id>; v2: docker-<id>.scope), containerd, CRI-O (cri-containerd-<id>, crio-<id>)
+PROXY = "docker-proxy"  # dockerd's process holding a port a container publishes
+_HOST_PORT = re.compile(r"(?:^|\s)-host-port\s+(\d{1,5})(?=\s|$)")
 _CONTAINER_RE = re.compile(r"(docker|cri-containerd|containerd|crio|libpod)[-/:]([0-9a-f]{64})")
 
 
 class ContainerRef(TypedDict):
     runtime: str  # docker, containerd, cri-containerd, crio, libpod
     id: str
+    name: NotRequired[str]  # these two only where Docker was asked (kit.gates.behind)
+    kit: NotRequired[bool]  # labelled by kit (kit.run): `kit clean` may remove it
 
 
 class ProcInfo(TypedDict):
@@ -82,25 +86,33 @@ def short(info: ProcInfo) -> str:
     extras = [f"user {info['user']}", f"pgid {info['pgid']}"]
     container = info.get("container")
     if container:
-        extras.append(f"{container['runtime']} container {container['id'][:12]}")
+        named = f" {container['name']}" if container.get("name") else ""
+        whose = "publishing a port of " if info.get("name") == PROXY else ""
+        extras.append(f"{whose}{container['runtime']} container {container['id'][:12]}{named}")
     return f"PID {info['pid']} {info['name']} ({', '.join(extras)})"
 
 
 def fix_commands(infos: Sequence[ProcInfo]) -> list[str]:
     """Commands that stop these processes: the container, or the whole process group.
 
-    A process in kit's own process group is named by PID alone, so the hint never kills kit itself.
+    A process in kit's own process group, or in init's (group 1: ``kill -- -1`` signals every process), is named by
+    PID alone, so the hint never kills kit itself or the machine. A ``docker-proxy`` kit.gates.behind could not tie
+    to its container is named by the port it publishes: its process group is dockerd's.
     """
     containers: list[str] = []
     groups: list[str] = []
     pids: list[str] = []
+    proxied: list[str] = []
     own = os.getpgrp()
     for info in infos:
         container, pgid = info.get("container"), info.get("pgid")
         if container:
             if container["id"][:12] not in containers:
                 containers.append(container["id"][:12])
-        elif pgid and pgid != own:
+        elif (port := proxy_port(info)) is not None:
+            if str(port) not in proxied:
+                proxied.append(str(port))
+        elif pgid and pgid > 1 and pgid != own:
             if f"-{pgid}" not in groups:
                 groups.append(f"-{pgid}")
         elif info.get("visible"):
@@ -108,6 +120,7 @@ def fix_commands(infos: Sequence[ProcInfo]) -> list[str]:
     out = []
     if containers:
         out.append(f"docker rm -f {' '.join(containers)}")
+    out += [f"docker rm -f $(docker ps -q --filter publish={port})" for port in proxied]
     if groups:
         out.append(f"kill -TERM -- {' '.join(groups)}")
     if pids:
@@ -115,13 +128,21 @@ def fix_commands(infos: Sequence[ProcInfo]) -> list[str]:
     return out
 
 
+def proxy_port(info: ProcInfo) -> int | None:
+    """The host port a ``docker-proxy`` publishes (None for any other process)."""
+    match = _HOST_PORT.search(info.get("cmdline") or "") if info.get("name") == PROXY else None
+    port = int(match.group(1)) if match else 0
+    return port if 0 < port < 65536 else None
+
+
 def fix_text(infos: Sequence[ProcInfo]) -> str:
     """How to free what ``infos`` hold: ``kit clean`` only where it may act (a server kit recorded, by its process
-    group; a container, or a process hidden in another PID namespace: kit's containers are labelled and removed by
-    it), and the commands that stop them."""
+    group; a container kit labelled, or one not asked about; a process hidden in another PID namespace: kit's
+    containers are labelled and removed by it), and the commands that stop them."""
     cmds = fix_commands(infos)
     kits = _recorded_groups()
-    ours = any(i.get("container") or not i.get("visible") or (i.get("pgid") or 0) in kits for i in infos)
+    ours = any(((c := i.get("container")) and c.get("kit", True)) or not i.get("visible")
+               or (i.get("pgid") or 0) in kits for i in infos)
     if not cmds:
         return "kit clean" if ours or not infos else "stop it (it is no process kit started)"
     return ("kit clean, or " if ours else "") + " and ".join(cmds)

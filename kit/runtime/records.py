@@ -314,6 +314,7 @@ def other_live_owner(record: ServerRecord | None) -> RunOwner | None:
 MAKER_LABELS = {"kit_pid": "kit.pid", "kit_start_ticks": "kit.start_ticks", "kit_pidns": "kit.pidns",
                 "kit_lock_dir": "kit.lock_dir"}
 BOOT_LABEL = "kit.boot"
+RUN_LABEL = "kit.run"  # the run a server (container or process) belongs to
 _DIGITS = re.compile(r"[0-9]{1,20}")
 
 
@@ -328,7 +329,7 @@ def labelled_owner(labels: dict[str, str]) -> RunOwner | None:
     by its run lock (``kit.run``), or by the kit process its ``maker_labels`` name, all of them there and well
     formed (anything else proves nothing: the container is judged by its run lock alone)."""
     got = {k: v if isinstance(v := labels.get(label), str) else "" for k, label in MAKER_LABELS.items()}
-    run = labels.get("kit.run")
+    run = labels.get(RUN_LABEL)
     run_id = run if isinstance(run, str) and _RUN_ID.fullmatch(run) else None
     owner = other_live_run(run_id)
     boot = labels.get(BOOT_LABEL)

@@ -50,3 +50,25 @@ def test_fix_commands() -> None:
     assert fix_text([in_container]) == "kit clean, or docker rm -f 4b4b4b9c7510"
     assert short(in_container | {"name": "python3", "user": "root"}) == (
         "PID 10 python3 (user root, pgid 10, docker container 4b4b4b9c7510)")
+
+
+def test_fix_commands_never_signal_init_s_group_or_dockerd_s() -> None:
+    """``kill -TERM -- -1`` signals every process the user may signal; a ``docker-proxy`` is in dockerd's group."""
+    under_init = {"pid": 50, "visible": True, "pgid": 1, "container": None}
+    proxy = {"pid": 60, "visible": True, "pgid": 7, "container": None, "name": "docker-proxy",
+             "cmdline": "/usr/sbin/docker-proxy -proto tcp -host-ip 0.0.0.0 -host-port 18999 -container-ip "
+                        "172.17.0.2 -container-port 8000"}
+    assert fix_commands([under_init, proxy, proxy | {"pid": 61}]) == [
+        "docker rm -f $(docker ps -q --filter publish=18999)", "kill -TERM 50"]
+    assert fix_commands([proxy | {"cmdline": "docker-proxy -host-port 99999"}]) == ["kill -TERM -- -7"]
+    assert fix_commands([proxy | {"name": "python3"}]) == ["kill -TERM -- -7"]  # only dockerd's proxy is named so
+
+
+def test_fix_text_offers_kit_clean_only_for_a_container_kit_labelled() -> None:
+    ref = {"runtime": "docker", "id": CID, "name": "web"}
+    theirs = {"pid": 10, "visible": True, "pgid": 10, "container": ref | {"kit": False}}
+    kits = {"pid": 10, "visible": True, "pgid": 10, "container": ref | {"kit": True}}
+    assert fix_text([theirs]) == "docker rm -f 4b4b4b9c7510"
+    assert fix_text([kits]) == "kit clean, or docker rm -f 4b4b4b9c7510"
+    assert short(theirs | {"name": "nginx", "user": "root"}) == (
+        "PID 10 nginx (user root, pgid 10, docker container 4b4b4b9c7510 web)")
