@@ -76,8 +76,17 @@ def group_members(pgid: int, proc: Path = PROC) -> list[int]:
     return sorted(members)
 
 
+def _server_group(pgid: int) -> int:
+    """``pgid``, refused where it is no group a server could lead: ``killpg(1, sig)`` is ``kill(-1, sig)``, every
+    process the caller may signal; ``killpg(0, sig)`` is the caller's own group. Servers lead their own (setsid)."""
+    if pgid < 2:
+        raise ValueError(f"process group {pgid} is never a server's: refusing to signal it")
+    return pgid
+
+
 def group_alive(pgid: int) -> bool:
     """True while any non-zombie process of the group lives (or we may not signal it)."""
+    pgid = _server_group(pgid)
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
@@ -89,6 +98,7 @@ def group_alive(pgid: int) -> bool:
 
 def signal_group(pgid: int, sig: signal.Signals) -> bool:
     """Send ``sig`` to the group; False when it is already gone."""
+    pgid = _server_group(pgid)
     try:
         os.killpg(pgid, sig)
     except ProcessLookupError:

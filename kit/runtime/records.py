@@ -105,11 +105,12 @@ def write_record(record: ServerRecord, directory: Path | None = None) -> Path:
 
 
 def read_record(path: Path) -> ServerRecord | None:
-    """The record in ``path``, or None when it cannot be read or names no process group (perhaps it is
-    being written right now)."""
+    """The record in ``path``, or None when it cannot be read or names no process group a server could lead
+    (perhaps it is being written right now; group 0 or 1 would have ``kit clean`` signal every process)."""
     try:
         doc = loads(path.read_text())
-        int(doc["pgid"])
+        if int(doc["pgid"]) < 2:
+            return None
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return cast(ServerRecord, doc) if isinstance(doc, dict) else None
