@@ -9,6 +9,7 @@ gates then say "wait for that run", not ``docker rm -f``.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,6 +19,7 @@ from kit.plumbing.dockerconn import docker_client
 from kit.runtime.records import RUN_LABEL, RunOwner, labelled_owner
 
 MAX_LOOKUPS = 32  # distinct containers asked about in one gate (a GPU rarely has more holders)
+LOOKUP_S = 20.0  # and for at most this long in all (each Docker call has its own 10 s timeout besides)
 
 
 def resolve(infos: Sequence[ProcInfo], client: Any | None = None) -> dict[int, RunOwner]:
@@ -44,10 +46,12 @@ def resolve(infos: Sequence[ProcInfo], client: Any | None = None) -> dict[int, R
 def _resolve(infos: list[ProcInfo], client: Any) -> dict[int, RunOwner]:
     seen: dict[str, tuple[ContainerRef, RunOwner | None] | None] = {}
     out: dict[int, RunOwner] = {}
+    deadline = time.monotonic() + LOOKUP_S
     for info in infos:
         key = _docker_id(info) or f"port:{proxy_port(info)}"
         if key not in seen:
-            seen[key] = _lookup(client, info) if len(seen) < MAX_LOOKUPS else None
+            more = len(seen) < MAX_LOOKUPS and time.monotonic() < deadline
+            seen[key] = _lookup(client, info) if more else None
         found = seen[key]
         if found is None:
             continue
