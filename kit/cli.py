@@ -10,6 +10,7 @@ Errors are mapped to exit codes in exactly one place, ``KitGroup``; a reader tha
 from __future__ import annotations
 
 import contextlib
+import getpass
 import os
 import sys
 import traceback
@@ -22,8 +23,8 @@ import click
 from kit import __version__, cli_slurm
 from kit.bundle import archive as make_archive
 from kit.cleanup import clean_all, raise_if_unchecked
+from kit.cli_options import echo, json_option, output_dir, output_file, trust_option
 from kit.cli_options import echo_json as _echo_json
-from kit.cli_options import json_option, trust_option
 from kit.cli_plan import plan
 from kit.cli_reproduce import compare, reproduce
 from kit.compose import render_compose
@@ -46,7 +47,7 @@ from kit.verify import verify_target
 
 
 def _fail(message: str, code: int) -> NoReturn:
-    click.echo(f"Error: {redact(message)}", err=True)  # an error may quote a server (kit.plumbing.redact)
+    echo(f"Error: {redact(message)}", err=True)  # an error may quote a server (kit.plumbing.redact)
     raise click.exceptions.Exit(code)
 
 
@@ -121,7 +122,7 @@ def _emit(text: str, output: Path | None) -> None:
         click.echo(text, nl=False)
     else:
         _write_text(output, text)
-        click.echo(f"wrote {output}", err=True)
+        echo(f"wrote {output}", err=True)
 
 
 def _for_each(paths: list[Path], one: Callable[[Path], tuple[str, JsonObject]], as_json: bool) -> None:
@@ -133,14 +134,14 @@ def _for_each(paths: list[Path], one: Callable[[Path], tuple[str, JsonObject]], 
             text, details = one(path)
             results.append({"target": str(path), "ok": True, **details})
             if not as_json:
-                click.echo(f"ok: {path}: {text}")
+                echo(f"ok: {path}: {text}")
         except KitError as e:
             extra = getattr(e, "details", None)  # e.g. who signed an untrusted bundle
             results.append({**(extra if isinstance(extra, dict) else {}), "target": str(path), "ok": False,
                             "error": str(e)})
             first = first or e
             if not as_json:
-                click.echo(f"Error: {e}", err=True)
+                echo(f"Error: {e}", err=True)
     if as_json:
         _echo_json(results)
     if first is not None:
@@ -180,7 +181,8 @@ def validate(manifests: list[Path], allow_unpinned: bool, as_json: bool) -> None
 
 
 @main.command()
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to FILE.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), callback=output_file,
+              help="Write to FILE.")
 @click.option("--bundle", "bundle_files", is_flag=True,
               help="The bundle files' JSON Schema (bundle.schema.json) instead of the manifest's.")
 def schema(output: Path | None, bundle_files: bool) -> None:
@@ -194,6 +196,7 @@ ROLES = {"manifest": ("kit-manifest", "approve manifests (what may run)"),
 
 @main.command()
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              callback=output_file,
               help="Key file to write (default: ~/.config/kit/id_ed25519); FILE.pub is written too.")
 @click.option("-C", "--comment", default=None, help="Key comment, e.g. you@lab (default: user@host).")
 @click.option("--role", type=click.Choice(sorted(ROLES)), default="manifest", show_default=True,
@@ -202,13 +205,13 @@ ROLES = {"manifest": ("kit-manifest", "approve manifests (what may run)"),
 def keygen(output: Path | None, comment: str | None, role: str) -> None:
     """Make an ssh-ed25519 signing key (OpenSSH format, usable by ssh-keygen too)."""
     path = output or user_trust_file().parent / "id_ed25519"
-    who = comment or f"{os.environ.get('USER', 'user')}@{os.uname().nodename}"
+    who = comment or f"{getpass.getuser()}@{os.uname().nodename}"  # USER, LOGNAME, ..., else the password database
     key = generate_key(path, who)
     namespace, does = ROLES[role]
-    click.echo(f"wrote {path} and {path}.pub ({key.fingerprint})")
-    click.echo(f"to let this key {does}, whoever trusts it adds this line to their allowed_signers "
+    echo(f"wrote {path} and {path}.pub ({key.fingerprint})")
+    echo(f"to let this key {does}, whoever trusts it adds this line to their allowed_signers "
                f"(~/.config/kit/allowed_signers or a --trust file), after checking the fingerprint with you:")
-    click.echo(f'{who.replace(" ", "_") or "signer"} namespaces="{namespace}" {key.public_line()}')
+    echo(f'{who.replace(" ", "_") or "signer"} namespaces="{namespace}" {key.public_line()}')
 
 
 @main.command()
@@ -222,7 +225,7 @@ def sign(manifest: Path, key_path: Path, allow_unpinned: bool) -> None:
     refuse_placeholders(lm)  # a placeholder digest is signed only in a template
     key = load_signing_key(key_path, os.environ.get("KIT_KEY_PASSPHRASE"))
     sig, n = sign_manifest(manifest, lm.raw, key, image_contexts(lm))
-    click.echo(f"signed {manifest} with {key.fingerprint} -> {sig} ({n} signature(s))")
+    echo(f"signed {manifest} with {key.fingerprint} -> {sig} ({n} signature(s))")
 
 
 @main.command()
@@ -251,7 +254,7 @@ def verify(targets: list[Path], trust: tuple[Path, ...], integrity_only: bool, a
 @main.command()
 @click.argument("manifest", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("results"),
-              show_default=True, help="Directory for new bundles.")
+              show_default=True, callback=output_dir, help="Directory for new bundles.")
 @click.option("--resume", type=click.Path(file_okay=False, exists=True, path_type=Path),
               help="Finish an interrupted or failed run: only missing or failed cells run. The bundle must verify "
                    "as signed by a runner your policy trusts (kit-bundle); the manifest is checked again under "
@@ -284,17 +287,17 @@ def run(manifest: Path | None, out_dir: Path, resume: Path | None, redo: tuple[s
 def report(bundle: Path, key: Path | None) -> None:
     """Recompute summary.json from the records, re-render report.md and plots, and re-sign."""
     for line in rebuild(bundle, key):
-        click.echo(line)
+        echo(line)
 
 
 @main.command()
 @click.argument("bundle", type=click.Path(file_okay=False, exists=True, path_type=Path))
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path),
-              help="Archive to write (.tar.gz).")
+              callback=output_file, help="Archive to write (.tar.gz).")
 def archive(bundle: Path, output: Path) -> None:
     """Write a deterministic .tar.gz of a bundle (same bundle, same bytes)."""
     digest = make_archive(bundle, output)
-    click.echo(f"wrote {output} (sha256 {digest})")
+    echo(f"wrote {output} (sha256 {digest})")
 
 
 # --------------------------------------------------------------------------- machines
@@ -310,7 +313,7 @@ def gates(manifest: Path, as_json: bool) -> None:
         _echo_json(report_.as_dict())
     else:
         for c in report_.checks:
-            click.echo(f"{'ok  ' if c.ok else 'FAIL'} {c.name} ({c.duration_s * 1000:.0f} ms): {c.message}")
+            echo(f"{'ok  ' if c.ok else 'FAIL'} {c.name} ({c.duration_s * 1000:.0f} ms): {c.message}")
     report_.raise_if_failed()
 
 
@@ -331,15 +334,16 @@ def clean(with_images: bool, as_json: bool) -> None:
               "docker_skipped": "Docker not reachable, containers not checked",
               "docker_unreachable": "Docker not answering, containers NOT checked"}
     for kind, items in result.items():
-        click.echo(f"{labels.get(kind, kind)}: {len(items)}")
+        echo(f"{labels.get(kind, kind)}: {len(items)}")
         for item in items:
-            click.echo(f"  {item}")
+            echo(f"  {item}")
     raise_if_unchecked(result)
 
 
 @main.command()
 @click.argument("manifest", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to FILE.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), callback=output_file,
+              help="Write to FILE.")
 def compose(manifest: Path, output: Path | None) -> None:
     """Generate a compose file with the same servers, runnable by hand (docker compose --profile ARM up)."""
 
@@ -355,13 +359,13 @@ def lock(manifest: Path, update: bool) -> None:
 
     changes = lock_manifest(manifest, update=update)
     for change in changes:
-        click.echo(str(change))
+        echo(str(change))
     if changes:
         template = load_manifest(manifest, allow_unpinned=True).manifest.template
         made_real = " (and remove `template: true` once it can run)" if template else ""
-        click.echo(f"the manifest changed: sign it again with `kit sign {manifest} --key KEY`{made_real}")
+        echo(f"the manifest changed: sign it again with `kit sign {manifest} --key KEY`{made_real}")
     else:
-        click.echo("every base is already pinned; nothing changed")
+        echo("every base is already pinned; nothing changed")
 
 
 main.add_command(plan)

@@ -4,13 +4,63 @@ from __future__ import annotations
 
 import functools
 import json
+import os
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
+from kit.plumbing.printable import printable
 from kit.signing.trust import trust_policy
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISLNK, "a symbolic link"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket"))
+
+
+def output_file(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+    """``-o FILE``: a new file, or a regular one to replace. Anything else there is refused before any work: kit
+    writes beside the target and renames over it, so a device (``/dev/null``, ``/dev/full``), a pipe or a link
+    (``/dev/stdout``) would be replaced for every process on the machine, not written to."""
+    if value is None:
+        return None
+    try:
+        mode = os.lstat(value).st_mode
+    except FileNotFoundError:
+        return value
+    except OSError as e:
+        raise click.BadParameter(f"{value}: {e.strerror or e}; choose another path") from None
+    what = next((name for test, name in _KINDS if test(mode)), None)
+    if what is not None:
+        raise click.BadParameter(
+            f"{value} is {what}: kit writes only regular files (it would replace it, not write into it); choose a "
+            "path that is a regular file or none yet")
+    return value
+
+
+def output_dir(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+    """``--out DIR``: a directory (followed when a link) or one to make, under directories only."""
+    if value is None:
+        return None
+    at = value
+    while True:
+        try:
+            mode = os.stat(at).st_mode
+        except (FileNotFoundError, NotADirectoryError):  # not there, or under a file: look at its parent
+            if at.parent == at:
+                return value
+            at = at.parent
+            continue
+        except OSError as e:
+            raise click.BadParameter(f"{value}: {e.strerror or e}; choose another directory") from None
+        if stat.S_ISDIR(mode):
+            return value
+        what = next((name for test, name in _KINDS if test(mode)), "a file")
+        if at == value:
+            raise click.BadParameter(f"{value} is {what}, not a directory; choose another directory")
+        raise click.BadParameter(f"{value} cannot be made: {at} is {what}, not a directory; choose another directory")
+
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
 
@@ -33,6 +83,12 @@ def trust_option(f: Callable[..., Any]) -> Callable[..., Any]:
         help="allowed_signers file(s) trusted IN ADDITION to your own policy, ~/.config/kit/allowed_signers "
         "(repeatable; --trust-only replaces it). Nothing beside or above the content checked is ever trusted.",
     )(command)
+
+
+def echo(text: str = "", *, err: bool = False, nl: bool = True) -> None:
+    """``click.echo`` of text that may quote a file or a server: control characters shown escaped
+    (``kit.plumbing.printable``)."""
+    click.echo(printable(text), err=err, nl=nl)
 
 
 def echo_json(data: Any) -> None:

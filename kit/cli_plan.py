@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from kit.cli_options import echo_json, json_option
+from kit.cli_options import echo, echo_json, json_option
 from kit.manifest import load_manifest, on_this_host, refuse_placeholders
 from kit.plan import estimate, make_plan, parse_fraction, power_lines, power_plan
 from kit.server_spec import exposure_lines, host_exposure
@@ -48,10 +48,10 @@ def plan(manifest: Path, allow_unpinned: bool, itl_ms: float, cv: str | None, pi
                     "arms": [a.model_dump() for a in m.arms], "gates": m.gates.model_dump(), "power": pp.as_dict(),
                     "slurm": render_allocation(m), "template": m.template, "notes": notes})
         return
-    _render_plan(lm, p, est, click.echo)
-    click.echo("".join(f"  ! {n}\n" for n in notes), nl=False)
-    click.echo("\n".join(power_lines(pp)))
-    click.echo("\n".join(render_allocation(m)))
+    _render_plan(lm, p, est, echo)
+    echo("".join(f"  ! {n}\n" for n in notes), nl=False)
+    echo("\n".join(power_lines(pp)))
+    echo("\n".join(render_allocation(m)))
 
 
 def _render_plan(lm: Any, p: Any, est: Any, out: Callable[[str], None]) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from kit.cli_options import trust_option
+from kit.cli_options import echo, output_dir, trust_option
 from kit.errors import UsageError
 from kit.slurm import list_jobs, render_jobs
 from kit.submit import SubmitOptions, submit_resume
@@ -19,8 +19,9 @@ from kit.submit import submit as submit_all
 @click.command()
 @click.argument("manifests", nargs=-1, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("results"),
-              show_default=True, help="Shared directory (seen by every node) for the bundles; the batch scripts "
-                                      "and the jobs' output go to OUT/slurm/.")
+              show_default=True, callback=output_dir,
+              help="Shared directory (seen by every node) for the bundles; the batch scripts and the jobs' output go "
+                   "to OUT/slurm/.")
 @click.option("--resume", type=click.Path(file_okay=False, exists=True, path_type=Path),
               help="Continue an interrupted or failed bundle in a new job (kit run --resume there); verified here "
                    "first, as kit run --resume does.")
@@ -49,8 +50,8 @@ def submit(manifests: tuple[Path, ...], out_dir: Path, resume: Path | None, slur
         raise UsageError("give MANIFESTs or --resume BUNDLE, not both")
     jobs = [submit_resume(resume, opts)] if resume is not None else submit_all(list(manifests), opts)
     for job in jobs:
-        click.echo(f"submitted {job.describe()}")
-    click.echo("follow them with `kit jobs`; each bundle records its Slurm job id in environment.json")
+        echo(f"submitted {job.describe()}")
+    echo("follow them with `kit jobs`; each bundle records its Slurm job id in environment.json")
 
 
 @click.command()
@@ -64,4 +65,4 @@ def jobs(out_dirs: tuple[Path, ...], as_json: bool) -> None:
         click.echo(json.dumps([k.as_dict() for k in found], indent=2, sort_keys=True))
         return
     for line in render_jobs(found):
-        click.echo(line)
+        echo(line)

@@ -10,6 +10,7 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedCo
 
 from kit.experiment.options import RunResult
 from kit.plan import Cell, LevelPlan
+from kit.plumbing.printable import printable
 
 
 class RichEvents:
@@ -23,7 +24,7 @@ class RichEvents:
         self.cell_label = ""
 
     def message(self, text: str) -> None:
-        self.console.print(text, markup=False, highlight=False)
+        self.console.print(printable(text), markup=False, highlight=False)
 
     def cell_started(self, cell: Cell, position: int, total: int) -> None:
         self.cell_label = f"[{position}/{total}] {cell.id}"
@@ -60,17 +61,13 @@ class RichEvents:
             self.progress.stop()
             self.progress = None
         tail = f": {reason.splitlines()[0]}" if reason else ""
-        self.console.print(f"cell {cell.id}: {status}{tail}", markup=False, highlight=False)
+        self.console.print(printable(f"cell {cell.id}: {status}{tail}"), markup=False, highlight=False)
 
 
 def render_result(result: RunResult, out: TextIO = sys.stdout) -> None:
-    print(f"bundle: {result.bundle}", file=out)
-    print(f"status: {result.status}", file=out)
-    for n in result.notices:
-        print(f"note: {n}", file=out)
+    lines = [f"bundle: {result.bundle}", f"status: {result.status}", *(f"note: {n}" for n in result.notices)]
     if result.verdicts:
-        print("verdicts:", file=out)
-        for line in result.verdicts:
-            print(f"  {line}", file=out)
-    for step in result.next_steps:
-        print(f"next: {step}", file=out)
+        lines += ["verdicts:", *(f"  {line}" for line in result.verdicts)]
+    lines += [f"next: {step}" for step in result.next_steps]
+    for line in lines:
+        print(printable(line), file=out)  # a notice may quote a server's words

@@ -53,6 +53,7 @@ def atomic_writer(dest: Path, mode: int = 0o644) -> Iterator[BinaryIO]:
     beside ``dest`` (O_EXCL|O_NOFOLLOW); on a clean exit it is fsynced and renamed over ``dest``, on any
     exception removed."""
     dest.parent.mkdir(parents=True, exist_ok=True)
+    _replaceable(dest)
     tmp = temp_name(dest)
     try:  # opened inside the try: a signal handled the moment open() returns must still remove the new file
         with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW, mode), "wb") as f:
@@ -65,6 +66,18 @@ def atomic_writer(dest: Path, mode: int = 0o644) -> Iterator[BinaryIO]:
             tmp.unlink(missing_ok=True)
         raise
     fsync_dir(dest.parent)
+
+
+def _replaceable(dest: Path) -> None:
+    """Raise unless ``dest`` is absent, a regular file or a symlink (replaced, never followed): renaming over a
+    device, a pipe or a socket would swap it for a file for every process (``/dev/null`` as root)."""
+    try:
+        mode = os.lstat(dest).st_mode
+    except FileNotFoundError:
+        return
+    if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+        raise OSError(errno.EEXIST, "not a regular file: kit replaces only files, never a device, pipe or directory",
+                      str(dest))
 
 
 def append_line(dest: Path, line: bytes) -> Path:

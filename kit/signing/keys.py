@@ -14,6 +14,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from kit.errors import SignatureError, UsageError
+from kit.plumbing.files import NOFOLLOW
 
 
 def public_key_line(pub: Ed25519PublicKey, comment: str = "") -> str:
@@ -63,8 +64,13 @@ def generate_key(path: Path, comment: str, *, overwrite: bool = False, passphras
     Without a passphrase the private key is in OpenSSH format; with one it is an encrypted PKCS#8 PEM file
     (OpenSSH's own encrypted format needs bcrypt, which kit does not depend on); both load with
     ``load_signing_key`` (the passphrase from KIT_KEY_PASSPHRASE)."""
-    if path.exists() and not overwrite:
-        raise UsageError(f"{path} already exists", hint="choose another path with -o, or remove the old key")
+    public = Path(f"{path}.pub")
+    for there in (path, public):
+        if os.path.lexists(there) and (not overwrite or not there.is_file() or there.is_symlink()):
+            raise UsageError(f"{there} already exists", hint="choose another path with -o, or remove the old key")
+    if any(ord(c) < 32 or ord(c) == 127 for c in comment):
+        raise UsageError(f"the key comment {comment!r} holds a control character",
+                         hint="give a printable comment with -C, e.g. you@lab")
     key = Ed25519PrivateKey.generate()
     if passphrase:
         data = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
@@ -76,10 +82,11 @@ def generate_key(path: Path, comment: str, *, overwrite: bool = False, passphras
     signing = SigningKey(key, comment, path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as f:
+        new = os.O_WRONLY | os.O_CREAT | NOFOLLOW | (os.O_TRUNC if overwrite else os.O_EXCL)  # never through a link
+        with os.fdopen(os.open(path, new, 0o600), "wb") as f:
             f.write(data)
-        Path(f"{path}.pub").write_text(signing.public_line() + "\n")
+        with os.fdopen(os.open(public, new, 0o644), "w") as pub:
+            pub.write(signing.public_line() + "\n")
     except OSError as e:
         raise UsageError(f"cannot write the key to {path}: {e.strerror or e}",
                          hint="choose a writable path with -o") from None

@@ -1,0 +1,96 @@
+"""What kit writes where the user says, and what it shows of what others wrote (an outside review, 2026-12-07).
+
+``kit archive B -o /dev/full`` replaced the device with a 1.4 MB file (kit writes beside the target and renames over
+it); ``-o`` a link to ``/proc/self/fd/1`` swapped the link for a file; ``--out /dev/null`` was "internal error:
+FileExistsError". A manifest key or a bundle's environment holding ``ESC ] 0 ;`` set the reader's window title. A
+named pipe stands for a device here: a test that fails must not replace a real one on the machine running it.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from kit.cli import main
+from kit.plumbing.files import atomic_write
+from kit.plumbing.printable import printable
+from kit.signing import generate_key
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _odd(tmp_path: Path) -> dict[str, Path]:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "elsewhere")
+    (tmp_path / "dir").mkdir()
+    return {"a named pipe": fifo, "a symbolic link": link, "a directory": tmp_path / "dir"}
+
+
+@pytest.mark.parametrize("command", [["schema", "-o"], ["compose", str(ROOT / "experiments/demo.yaml"), "-o"],
+                                     ["keygen", "-o"]])
+def test_dash_o_refuses_what_is_no_regular_file(tmp_path: Path, command: list[str]) -> None:
+    for what, path in _odd(tmp_path).items():
+        before = os.lstat(path).st_mode
+        r = CliRunner().invoke(main, [*command, str(path)])
+        assert r.exit_code == 2, r.output
+        assert f"{path}' {what.replace('a ', 'is a ', 1)}" in r.output if what == "a directory" else (
+            f"{path} is {what}: kit writes only regular files" in r.output)  # click's own check for a directory
+        assert os.lstat(path).st_mode == before  # still the pipe, the link, the directory
+    r = CliRunner().invoke(main, ["schema", "-o", str(tmp_path / "new.json")])
+    assert r.exit_code == 0 and (tmp_path / "new.json").stat().st_size > 0, r.output
+
+
+def test_out_must_be_or_become_a_directory(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    manifest = str(ROOT / "experiments/demo.yaml")
+    r = CliRunner().invoke(main, ["run", "--out", str(tmp_path / "file"), manifest])
+    assert r.exit_code == 2 and f"{tmp_path / 'file'}' is a file" in r.output  # click's own check
+    r = CliRunner().invoke(main, ["run", "--out", str(tmp_path / "file" / "sub"), manifest])
+    assert r.exit_code == 2 and f"cannot be made: {tmp_path / 'file'} is a file" in r.output
+    r = CliRunner().invoke(main, ["run", "--out", str(_odd(tmp_path)["a named pipe"]), manifest])
+    assert r.exit_code == 2 and "is a named pipe, not a directory" in r.output
+
+
+def test_the_atomic_writer_never_replaces_a_pipe_or_a_directory(tmp_path: Path) -> None:
+    odd = _odd(tmp_path)
+    for what in ("a named pipe", "a directory"):
+        with pytest.raises(OSError, match="not a regular file"):
+            atomic_write(odd[what], b"data")
+    assert stat.S_ISFIFO(os.lstat(odd["a named pipe"]).st_mode) and odd["a directory"].is_dir()
+    atomic_write(odd["a symbolic link"], b"data")  # a link is replaced, never followed (bundle files)
+    assert not odd["a symbolic link"].is_symlink() and not (tmp_path / "elsewhere").exists()
+
+
+def test_keygen_never_writes_through_a_link_nor_over_a_public_key(tmp_path: Path) -> None:
+    (tmp_path / "k.pub").write_text("someone's\n")
+    with pytest.raises(Exception, match="k.pub already exists"):
+        generate_key(tmp_path / "k", "me@lab")
+    assert (tmp_path / "k.pub").read_text() == "someone's\n" and not (tmp_path / "k").exists()
+    (tmp_path / "j").symlink_to(tmp_path / "target")  # dangling: Path.exists() said no
+    with pytest.raises(Exception, match="j already exists"):
+        generate_key(tmp_path / "j", "me@lab")
+    assert not (tmp_path / "target").exists()
+    with pytest.raises(Exception, match="control character"):
+        generate_key(tmp_path / "c", "me\x1b]0;title\x07")
+
+
+def test_printable_escapes_what_a_terminal_would_act_on() -> None:
+    assert printable("a\tb\nc") == "a\tb\nc"
+    assert printable("\x1b]0;PWNED\x07\x1b[2J\rx\x7f\x9b") == "\\x1b]0;PWNED\\x07\\x1b[2J\\x0dx\\x7f\\x9b"
+    assert printable("abc\u202edef\u2066") == "abc\\u202edef\\u2066"
+    assert printable("naïve ü 日本") == "naïve ü 日本"
+
+
+def test_a_manifest_key_with_escapes_is_shown_escaped(tmp_path: Path) -> None:
+    bad = tmp_path / "ansi.yaml"
+    bad.write_text((ROOT / "experiments/demo.yaml").read_text() + '"\\e]0;PWNED\\a\\e[31mevil": 1\n')
+    r = CliRunner().invoke(main, ["validate", str(bad)])
+    assert r.exit_code == 3, r.output
+    assert "\x1b" not in r.output and "\x07" not in r.output
+    assert "\\x1b]0;PWNED\\x07" in r.output
