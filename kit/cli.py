@@ -284,9 +284,13 @@ def run(manifest: Path | None, out_dir: Path, resume: Path | None, redo: tuple[s
 @main.command()
 @click.argument("bundle", type=click.Path(file_okay=False, exists=True, path_type=Path))
 @click.option("--key", type=click.Path(dir_okay=False, path_type=Path), help="Runner key to re-sign with.")
-def report(bundle: Path, key: Path | None) -> None:
-    """Recompute summary.json from the records, re-render report.md and plots, and re-sign."""
-    for line in rebuild(bundle, key):
+@trust_option
+def report(bundle: Path, key: Path | None, trust: tuple[Path, ...]) -> None:
+    """Recompute summary.json from the records, re-render report.md and plots, and re-sign where they changed.
+
+    The bundle must verify under your policy first; the runner key that re-signs must be one your policy allows for
+    kit-bundle. Where nothing changed, nothing is rewritten and the original signature stays."""
+    for line in rebuild(bundle, key, trust):
         echo(line)
 
 

@@ -3,28 +3,35 @@
 from __future__ import annotations
 
 import base64
+from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 
-from kit.bundle import Bundle, runner_key, sign_provenance, verify_for_resume
+from kit.allowed_signers import decide
+from kit.bundle import Bundle, runner_key, runner_trust_line, sign_provenance, verify_for_resume
+from kit.errors import BundleError
 from kit.files.summary import Summary
 from kit.plumbing.files import atomic_write
 from kit.plumbing.interrupts import deferred_interrupts
 from kit.plumbing.jsontypes import loads
 from kit.report import render_report
+from kit.signing import NS_BUNDLE, SigningKey, describe_policy, load_trust, policy_files
 from kit.stats import summarize_bundle
 
 
-def rebuild(root: Path, key: Path | None = None) -> list[str]:
-    """Recompute summary.json, rewrite report.md and plots, re-sign keeping the old provenance's parameters."""
+def rebuild(root: Path, key: Path | None = None, trust: Sequence[Path] = ()) -> list[str]:
+    """Recompute summary.json, rewrite report.md and plots; re-sign, keeping the old provenance's parameters, only
+    where a byte of them changed (else the runner's signature stays as it was), and only with a key the policy
+    (``trust``: kit.signing.trust_policy's files) allows for kit-bundle: a bundle kit re-signed must verify here."""
     bundle = Bundle.open(root, clean=False)
     # never re-sign what somebody changed, nor vouch for what a runner you do not trust signed: exit 9, the bundle
     # untouched; only then the temp files of interrupted writes (an interrupted report's) go, each one named
-    verify_for_resume(bundle.root, [], temp_files=True)
+    was = verify_for_resume(bundle.root, list(trust), temp_files=True)
+    signer, notice = runner_key(key)  # before anything changes: a bad key leaves the bundle as it was
     removed = bundle.remove_stale_temp_files()
     prov = bundle.path("provenance.dsse.json")
     old = loads(prov.read_text()) if prov.exists() else None
     summary = summarize_bundle(bundle.root)
-    signer, notice = runner_key(key)  # before the provenance goes: a bad key leaves the bundle as it was
     # From removing the provenance to signing the new one the bundle is unsealed: Ctrl-C, SIGTERM or SIGHUP there
     # would leave a finished bundle that neither verifies nor can be re-reported; they wait until it is re-signed.
     # Whatever fails in between (a figure, a full disk) puts the bundle back as it was, sealed by its old provenance.
@@ -34,15 +41,40 @@ def rebuild(root: Path, key: Path | None = None) -> list[str]:
             bundle.remove_provenance()
             bundle.write_json("summary.json", summary)
             written = render_report(bundle.root, Summary.model_validate(summary))
-            sign_provenance(bundle, signer, predicate=_old_predicate(old))
+            same = _derived(bundle.root) == {k: v for k, v in before.items() if k != "provenance.dsse.json"}
+            if same:
+                atomic_write(prov, before["provenance.dsse.json"])  # back: it seals these very bytes
+            else:
+                _refuse_untrusted(signer, trust)  # raised here: the bundle is put back as it was
+                sign_provenance(bundle, signer, predicate=_old_predicate(old))
         except BaseException:
             _restore(bundle.root, before)
             raise
     lines = [notice] if notice else []
     lines += [f"removed {rel}: the temp file of an interrupted write, not in the signed provenance" for rel in removed]
+    if same:
+        return [*lines, "summary.json, report.md and the plots came out byte for byte as signed: nothing rewritten, "
+                        f"the provenance stays as signed ({was.text})"]
     lines += [f"wrote {p.relative_to(bundle.root)}" for p in written]
     lines.append(f"re-signed provenance with {signer.fingerprint}")
+    gone = [str(s["fingerprint"]) for s in was.signers if s.get("fingerprint") != signer.fingerprint]
+    if gone:
+        lines.append(f"note: it was signed by {', '.join(gone)}; where only that key is trusted, this bundle no longer "
+                     "verifies (share the original, or ask them to trust the new key)")
     return lines
+
+
+def _refuse_untrusted(signer: SigningKey, trust: Sequence[Path]) -> None:
+    """Exit 9 before anything changes when the policy does not allow ``signer`` for kit-bundle: the re-signed
+    bundle would no longer verify here (everything is put back as it was)."""
+    files = policy_files(list(trust))
+    if decide(load_trust(files), signer.public, None, NS_BUNDLE, datetime.now(UTC)):
+        return
+    raise BundleError(
+        f"kit report would re-sign {signer.fingerprint} ({signer.path}), which your policy does not allow for "
+        f"{NS_BUNDLE} ({describe_policy(files)}): the bundle would no longer verify here; it was left as it was",
+        hint=f"give --key a runner key your policy trusts, or, after checking the key is yours, add this line to a "
+             f"trust file: {runner_trust_line(signer)}")
 
 
 def _derived(root: Path) -> dict[str, bytes]:
