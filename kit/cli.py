@@ -23,7 +23,7 @@ import click
 from kit import __version__, cli_slurm
 from kit.bundle import archive as make_archive
 from kit.cleanup import clean_all, raise_if_unchecked
-from kit.cli_options import echo, json_option, output_dir, output_file, trust_option
+from kit.cli_options import echo, json_option, json_written, output_dir, output_file, trust_option
 from kit.cli_options import echo_json as _echo_json
 from kit.cli_plan import plan
 from kit.cli_reproduce import compare, reproduce
@@ -49,6 +49,11 @@ from kit.verify import verify_target
 def _fail(message: str, code: int) -> NoReturn:
     echo(f"Error: {redact(message)}", err=True)  # an error may quote a server (kit.plumbing.redact)
     raise click.exceptions.Exit(code)
+
+
+def _asked_json(args: list[str]) -> bool:
+    """Whether the command's own arguments (before any ``--``) hold ``--json``."""
+    return "--json" in (args[:args.index("--")] if "--" in args else args)
 
 
 def _traceback() -> None:
@@ -80,6 +85,7 @@ class KitGroup(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         debug = bool(ctx.params.get("debug")) or os.environ.get("KIT_DEBUG") == "1"
+        as_json = _asked_json(ctx.args)  # read now: click empties the group's arguments as it invokes the command
         try:
             # SIGTERM, SIGHUP as Ctrl-C: every command cleans up (temp files)
             try:
@@ -94,6 +100,9 @@ class KitGroup(click.Group):
         except KitError as e:
             if debug:
                 _traceback()
+            if as_json and not json_written():  # --json: stdout stays machine-readable on failure (text: stderr)
+                _echo_json({"ok": False, "exit_code": int(e.exit_code), "error": redact(e.message),
+                            "notes": [redact(n) for n in e.notes], "hint": redact(e.hint) if e.hint else None})
             _fail(str(e), int(e.exit_code))
         except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
             raise

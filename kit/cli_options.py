@@ -91,5 +91,15 @@ def echo(text: str = "", *, err: bool = False, nl: bool = True) -> None:
     click.echo(printable(text), err=err, nl=nl)
 
 
+_json_out = {"written": False}  # whether this command has printed its JSON (kit.cli's error handler then adds none)
+
+
 def echo_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+    _json_out["written"] = True
+
+
+def json_written() -> bool:
+    """Whether ``echo_json`` has printed this process's one JSON document (a command failing after its --json
+    output, e.g. a failed gate, adds no second one)."""
+    return _json_out["written"]

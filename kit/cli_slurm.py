@@ -4,12 +4,11 @@ kit.cli; like every command they parse, call one library function and render. Er
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
-from kit.cli_options import echo, output_dir, trust_option
+from kit.cli_options import echo, echo_json, output_dir, trust_option
 from kit.errors import UsageError
 from kit.slurm import list_jobs, render_jobs
 from kit.submit import SubmitOptions, submit_resume
@@ -62,7 +61,7 @@ def jobs(out_dirs: tuple[Path, ...], as_json: bool) -> None:
     """List kit's Slurm jobs (named kit-*) with their state and their bundles' status."""
     found = list_jobs(list(out_dirs))
     if as_json:
-        click.echo(json.dumps([k.as_dict() for k in found], indent=2, sort_keys=True))
+        echo_json([k.as_dict() for k in found])
         return
     for line in render_jobs(found):
         echo(line)

@@ -94,3 +94,15 @@ def test_a_manifest_key_with_escapes_is_shown_escaped(tmp_path: Path) -> None:
     assert r.exit_code == 3, r.output
     assert "\x1b" not in r.output and "\x07" not in r.output
     assert "\\x1b]0;PWNED\\x07" in r.output
+
+
+def test_json_commands_print_one_json_document_on_failure_too(tmp_path: Path) -> None:
+    import json
+
+    r = CliRunner().invoke(main, ["plan", "--json", str(tmp_path / "missing.yaml")])
+    assert r.exit_code == 2
+    doc = json.loads(r.stdout)
+    assert doc["ok"] is False and doc["exit_code"] == 2 and "missing.yaml: no such file" in doc["error"]
+    assert "Error:" in r.stderr  # the words as ever, on stderr
+    r = CliRunner().invoke(main, ["plan", str(tmp_path / "missing.yaml")])
+    assert r.exit_code == 2 and r.stdout == ""
