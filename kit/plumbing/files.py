@@ -146,14 +146,13 @@ def open_regular(path: Path, *, follow: bool = True) -> BinaryIO:
         if not follow and e.errno == errno.ELOOP:
             raise OSError(errno.ELOOP, "a symbolic link, not followed", str(path)) from None
         raise
-    f = os.fdopen(fd, "rb")
-    mode = os.fstat(fd).st_mode
+    mode = os.fstat(fd).st_mode  # before fdopen: it refuses a directory itself, naming the descriptor, not the path
     if not stat.S_ISREG(mode):
-        f.close()
+        os.close(fd)
         if stat.S_ISDIR(mode):
             raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
         raise OSError(f"{path}: not a regular file ({stat.filemode(mode)})")
-    return f  # O_NONBLOCK means nothing to a regular file's reads
+    return os.fdopen(fd, "rb")  # O_NONBLOCK means nothing to a regular file's reads
 
 
 def read_bounded(path: Path, limit: int, *, follow: bool = True) -> bytes:

@@ -100,14 +100,18 @@ def sign_payload(body: bytes, key: SigningKey, envelope: Mapping[str, Any] | Non
     return env
 
 
+_REMAKE = ("it must be the JSON envelope kit wrote (`kit sign` for a manifest, `kit run` for a bundle's provenance): "
+           "get the signer's own file again, or sign again")
+
+
 def parse_envelope(data: bytes, source: str) -> tuple[dict[str, Any], bytes]:
     """The envelope (untrusted JSON: its signature entries are checked one by one) and its payload bytes."""
     try:
         env = loads(data)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise SignatureError(f"{source}: not a JSON signature envelope ({e})") from None
+        raise SignatureError(f"{source}: not a JSON signature envelope ({e})", hint=_REMAKE) from None
     if not isinstance(env, dict) or not isinstance(env.get("signatures"), list) or "payload" not in env:
-        raise SignatureError(f"{source}: not a DSSE envelope (needs payloadType, payload, signatures)")
+        raise SignatureError(f"{source}: not a DSSE envelope (needs payloadType, payload, signatures)", hint=_REMAKE)
     if env.get("payloadType") != PAYLOAD_TYPE:
         raise SignatureError(f"{source}: payloadType {env.get('payloadType')!r}, expected {PAYLOAD_TYPE!r}")
     if not isinstance(env["payload"], str):

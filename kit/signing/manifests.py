@@ -92,8 +92,10 @@ def read_signature(sig_path: Path) -> bytes | None:
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as e:
-        raise SignatureError(f"{sig_path}: cannot be read as a signature file ({e})",
-                             hint="a .sig is a regular JSON file written by `kit sign`") from None
+        why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        raise SignatureError(f"{sig_path}: cannot be read as a signature file ({why})",
+                             hint="a .sig is a regular JSON file written by `kit sign`: remove what is there, then "
+                                  "sign the manifest again (`kit sign MANIFEST --key KEY`)") from None
 
 
 def _listed(label: str, items: list[str]) -> str:

@@ -65,4 +65,10 @@ def test_a_symlinked_or_directory_sig_is_refused_on_verify(tmp_path: Path) -> No
     for args in (["verify", str(m), "--trust", str(trust)], ["run", str(m), "--trust", str(trust)]):
         r = CliRunner().invoke(main, args)
         assert r.exit_code == ExitCode.SIGNATURE, (args, r.output)
-        assert "cannot be read as a signature file" in r.output and "Traceback" not in r.output
+        assert "cannot be read as a signature file (is a directory)" in r.output, r.output  # was "...: 3)"
+        assert "Traceback" not in r.output and "sign the manifest again" in r.output
+    sig.rmdir()
+    sig.write_text("junk\n")
+    r = CliRunner().invoke(main, ["verify", str(m), "--trust", str(trust)])
+    assert r.exit_code == ExitCode.SIGNATURE and "not a JSON signature envelope" in r.output
+    assert "Hint: it must be the JSON envelope kit wrote" in r.output
