@@ -3,6 +3,7 @@ its estimate and power, render what each arm's server touches on the host; touch
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,15 +12,24 @@ import click
 
 from kit.cli_options import echo, echo_json, json_option
 from kit.manifest import load_manifest, on_this_host, refuse_placeholders
-from kit.plan import estimate, make_plan, parse_fraction, power_lines, power_plan
+from kit.plan import MAX_ITL_MS, estimate, make_plan, parse_fraction, power_lines, power_plan
 from kit.server_spec import exposure_lines, host_exposure
 from kit.slurm import render_allocation
+
+
+def _itl_ms(ctx: click.Context, param: click.Parameter, value: float) -> float:
+    """--itl-ms: a positive, finite number of milliseconds (nan, inf, 0 and below made estimates of 'nan min' or
+    negative minutes)."""
+    if not (math.isfinite(value) and 0 < value <= MAX_ITL_MS):
+        raise click.BadParameter(f"{value:g} is not a time per token: give milliseconds above 0 and at most "
+                                 f"{MAX_ITL_MS:g} (a minute), e.g. --itl-ms 20")
+    return value
 
 
 @click.command()
 @click.argument("manifest", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--allow-unpinned", is_flag=True)
-@click.option("--itl-ms", type=float, default=20.0, show_default=True,
+@click.option("--itl-ms", type=float, default=20.0, show_default=True, callback=_itl_ms,
               help="Assumed inter-token latency for the time estimate.")
 @click.option("--cv", metavar="CV", help="Assumed between-cell CV of the primary metric: 5% or 0.05 (default: "
               "kit's measured values, 10% with GPUs, 30% without).")

@@ -102,6 +102,9 @@ class Estimate:
     untimed_seconds: float = 0.0  # of ``seconds``: the expert_pass servers (start and requests), after the cells
 
 
+MAX_ITL_MS = 60_000.0  # kit plan --itl-ms: a minute per token (the most an estimate assumes)
+
+
 def estimate(m: Manifest, plan: Plan, *, itl_ms: float = 20.0, start_s: float | None = None) -> Estimate:
     return estimate_run(m, plan, itl_ms=itl_ms, start_s=start_s)
 

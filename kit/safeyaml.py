@@ -5,6 +5,10 @@ re-reads a file. It accepts plain data only: mappings with unique string keys, s
 core scalar types (str, int, float, bool, null). Anchors, aliases, merge keys, custom or Python
 tags, timestamps and binary are refused, so nothing can blow up or construct objects. Every value
 keeps the line it came from, so validation errors can point at it.
+
+The nesting and node limits are enforced while the document is composed, node by node, so a hostile
+file stops at the limit: the pure-Python parser costs some 20 us and a few hundred bytes per node,
+and a file at the size limit can hold a million nodes (20 s and 650 MB had they all been composed).
 """
 
 from __future__ import annotations
@@ -18,8 +22,9 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 MAX_BYTES = 1024 * 1024
 MAX_DEPTH = 32
-MAX_NODES = 100_000
+MAX_NODES = 20_000  # keys and values together; the shipped manifests have at most about 150
 MAX_NUMBER_CHARS = 100  # an integer's digits (with sign, underscores, 0x): int() refuses more than 4300
+MAX_QUOTE = 200  # the most characters of an input value a message quotes (``excerpt``)
 
 Path = tuple[str | int, ...]
 
@@ -32,6 +37,31 @@ _SCALAR_TAGS = {
 }
 _MAP = "tag:yaml.org,2002:map"
 _SEQ = "tag:yaml.org,2002:seq"
+
+
+def excerpt(value: object, limit: int = MAX_QUOTE, *, count: bool = True) -> str:
+    """``repr(value)`` cut to about ``limit`` characters for a message: a long string, list or mapping ends in an
+    ellipsis and (``count``) its length, so that one oversized input never makes a message of its own size."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    head = text[:limit]
+    if isinstance(value, (list, tuple, dict)):
+        cut = head.rfind(", ")
+        head = (head[:cut] if cut > 0 else head) + ", …" + text[-1]
+        n = f"{len(value)} {'entries' if isinstance(value, dict) else 'items'}"
+    elif isinstance(value, str):
+        head = head + "…" + text[-1]
+        n = f"{len(value)} characters"
+    else:
+        head, n = head + "…", f"{len(text)} characters"
+    return f"{head} ({n})" if count else head
+
+
+def clip(text: str | None, limit: int = MAX_QUOTE) -> str:
+    """Unquoted text from the input (an anchor, a tag, a key, names joined) cut as ``excerpt`` cuts a string."""
+    text = str(text)
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
 
 
 class YamlError(ValueError):
@@ -59,15 +89,20 @@ class Document:
 
 
 class _Loader(yaml.SafeLoader):
-    """A SafeLoader whose composer refuses anchors and aliases outright."""
+    """A SafeLoader whose composer refuses anchors and aliases outright and stops at the nesting and node limits."""
 
     depth = 0
+    nodes = 0  # nodes composed so far (keys, scalars, sequences, mappings): the parse stops past MAX_NODES
 
     def compose_node(self, parent: Node | None, index: Any) -> Node | None:  # type: ignore[override]
         event: Any = self.peek_event()  # type: ignore[no-untyped-call]
         line = event.start_mark.line + 1 if event.start_mark is not None else None
         if self.depth >= MAX_DEPTH + 1:  # PyYAML composes recursively: stop before Python's recursion limit
             raise YamlError(f"document is nested deeper than {MAX_DEPTH} levels (the nesting limit)", line)
+        self.nodes += 1
+        if self.nodes > MAX_NODES:  # before the rest is scanned: time and memory stay bounded by the limit
+            raise YamlError(f"document has more than {MAX_NODES} nodes (keys and values together: the limit for a "
+                            "manifest)", line)
         self.depth += 1
         try:
             return self._compose(parent, index, event)
@@ -78,11 +113,12 @@ class _Loader(yaml.SafeLoader):
         line = event.start_mark.line + 1 if event.start_mark is not None else None
         if isinstance(event, yaml.AliasEvent):
             raise YamlError(
-                f"alias *{event.anchor} is not allowed (anchors and aliases are refused in manifests)", line
+                f"alias *{clip(event.anchor)} is not allowed (anchors and aliases are refused in manifests)", line
             )
         anchor = getattr(event, "anchor", None)
         if anchor is not None:
-            raise YamlError(f"anchor &{anchor} is not allowed (anchors and aliases are refused in manifests)", line)
+            raise YamlError(f"anchor &{clip(anchor)} is not allowed (anchors and aliases are refused in manifests)",
+                            line)
         return super().compose_node(parent, index)  # type: ignore[no-any-return]
 
 
@@ -126,23 +162,19 @@ class _Builder:
     def __init__(self, loader: _Loader, doc: Document) -> None:
         self.loader = loader
         self.doc = doc
-        self.count = 0
 
     def build(self, node: Node, path: Path, depth: int) -> Any:
-        self.count += 1
-        line = node.start_mark.line + 1
-        if self.count > MAX_NODES:
-            raise YamlError(f"document has more than {MAX_NODES} values", line)
+        line = node.start_mark.line + 1  # the composer has counted every node: at most MAX_NODES come here
         if depth > MAX_DEPTH:
             raise YamlError(f"document is nested deeper than {MAX_DEPTH} levels", line)
         self.doc.lines[path] = line
         if isinstance(node, MappingNode):
             if node.tag != _MAP:
-                raise YamlError(f"tag {node.tag} is not allowed", line)
+                raise YamlError(f"tag {clip(node.tag)} is not allowed", line)
             return self._mapping(node, path, depth)
         if isinstance(node, SequenceNode):
             if node.tag != _SEQ:
-                raise YamlError(f"tag {node.tag} is not allowed", line)
+                raise YamlError(f"tag {clip(node.tag)} is not allowed", line)
             return [self.build(item, (*path, i), depth + 1) for i, item in enumerate(node.value)]
         assert isinstance(node, ScalarNode)
         return self._scalar(node, line)
@@ -159,7 +191,7 @@ class _Builder:
             key = str(key_node.value)
             if key in seen:
                 where = ".".join(str(p) for p in (*path, key))
-                raise YamlError(f"duplicate key {where!r} (first defined on line {seen[key]})", kline)
+                raise YamlError(f"duplicate key {excerpt(where)} (first defined on line {seen[key]})", kline)
             seen[key] = kline
             out[key] = self.build(value_node, (*path, key), depth + 1)
         return out
@@ -167,12 +199,12 @@ class _Builder:
     def _scalar(self, node: ScalarNode, line: int) -> Any:
         if node.tag not in _SCALAR_TAGS:
             if node.tag == "tag:yaml.org,2002:timestamp":
-                raise YamlError(f"unquoted date/time {node.value!r}: quote it to make it a string", line)
-            raise YamlError(f"tag {node.tag} is not allowed (only plain strings, numbers, booleans, null)", line)
+                raise YamlError(f"unquoted date/time {excerpt(node.value)}: quote it to make it a string", line)
+            raise YamlError(f"tag {clip(node.tag)} is not allowed (only plain strings, numbers, booleans, null)", line)
         if node.tag == "tag:yaml.org,2002:int" and len(node.value) > MAX_NUMBER_CHARS:
             raise YamlError(f"a number of {len(node.value)} characters (at most {MAX_NUMBER_CHARS}): no field takes "
                             "one that long", line)
         value = self.loader.construct_object(node, deep=True)
         if isinstance(value, float) and not math.isfinite(value):
-            raise YamlError(f"{node.value!r} is not a finite number", line)
+            raise YamlError(f"{excerpt(node.value)} is not a finite number", line)
         return value

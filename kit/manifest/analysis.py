@@ -11,7 +11,7 @@ from kit.manifest.names import Name
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
 
 
 PrimaryMetric = Literal["tpot_mean_ms", "ttft_mean_ms", "itl_mean_ms", "e2e_mean_ms", "throughput_tok_s",

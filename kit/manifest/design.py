@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from kit.manifest.fields import _Model
+from kit.manifest.fields import Seed, _Model
 
 
 class Futility(_Model):
@@ -48,7 +48,7 @@ class Design(_Model):
         "interleaved: A B A B ...; counterbalanced: A B B A ... starting with the first arm; "
         "blocked: A A B B; random: shuffled with 'seed'.",
     )
-    seed: int = Field(0, description="Seeds abba's start and random's shuffle.")
+    seed: Seed = Field(0, description="Seeds abba's start and random's shuffle (a 64-bit signed integer).")
     sequential: Sequential | None = Field(
         None, description="Absent: a fixed design (every planned cell runs). Present: look after each block "
                           "and stop when decided; see docs/statistics.md.")

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 class DockerGpus(BaseModel):
     """How the docker runtime passes GPUs into a container."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
 
     mode: Literal["nvidia", "cdi", "devices"] = Field(
         "nvidia", description="nvidia (default): a GPU DeviceRequest, fulfilled by the NVIDIA Container Toolkit "

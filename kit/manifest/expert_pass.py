@@ -34,7 +34,7 @@ class ExpertPass(_Model):
         256, description="Words per prompt (at least one token each): more than concurrency, so that no "
         "prefill pass can pass for a decode step.")
     output_tokens: Annotated[int, Field(ge=2, le=4096)] = 64
-    seed: Annotated[int, Field(ge=0)] = 0
+    seed: Annotated[int, Field(ge=0, le=2**63 - 1)] = 0
     request_timeout_s: float = Field(600.0, gt=0, le=3600)
 
     @model_validator(mode="after")

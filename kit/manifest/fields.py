@@ -12,7 +12,15 @@ from kit.plumbing.affinity import format_cpulist, parse_cpulist
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
+
+
+# Upper bounds on the manifest's numbers that no real experiment comes near but that keep each one finite and its
+# run's length sane (1e30 validated, and `kit plan` estimated 2.8e29 minutes): one place, named in the descriptions.
+DAY_S = 86_400  # a timeout or deadline in seconds: at most a day
+MAX_REQUESTS = 10_000_000  # requests (recorded or warm-up) of one level
+MAX_CONCURRENCY = 100_000  # a level's users (closed loop) or cap on requests in flight (open loop)
+SEED_MIN, SEED_MAX = -(2**63), 2**63 - 1  # a seed: any 64-bit signed integer
 
 
 ENV_NAME_RE = r"^[A-Za-z_][A-Za-z0-9_]*$"
@@ -24,6 +32,7 @@ PINNED_RE = re.compile(rf"^(?:{_REPO}(?::{_TAG})?@sha256:[a-f0-9]{{64}}|sha256:[
 EnvName = Annotated[str, Field(pattern=ENV_NAME_RE)]
 Port = Annotated[int, Field(ge=1, le=65535)]
 PositiveInt = Annotated[int, Field(ge=1)]
+Seed = Annotated[int, Field(ge=SEED_MIN, le=SEED_MAX)]
 Env = dict[Annotated[str, Field(pattern=ENV_NAME_RE)], str]
 
 

@@ -7,19 +7,21 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
+from kit.safeyaml import excerpt
+
 ComputeCapability = Annotated[str, StringConstraints(pattern=r"^[1-9][0-9]?\.[0-9]$")]
 
 
 class Hardware(BaseModel):
     """What the experiment needs from the machine."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
 
     gpus: Annotated[int, Field(ge=0, le=1024)] | Literal["all"] = Field(
         0, description="Number of GPUs the server uses, or 'all'. 0 means no GPU (no GPU gate)."
     )
     gpu_name: str | None = Field(
-        None, description="If set, every GPU used must report this NVML name (e.g. 'NVIDIA H200')."
+        None, max_length=256, description="If set, every GPU used must report this NVML name (e.g. 'NVIDIA H200')."
     )
     # --- compute capability (helper sglang): the GPU family a manifest's kernel paths are pinned for
     compute_capability: list[ComputeCapability] | None = Field(
@@ -52,7 +54,7 @@ class Hardware(BaseModel):
         if self.gpu_indices is None:
             return self
         if len(set(self.gpu_indices)) != len(self.gpu_indices):
-            raise ValueError(f"gpu_indices {self.gpu_indices} names a GPU twice: list each index once")
+            raise ValueError(f"gpu_indices {excerpt(self.gpu_indices)} names a GPU twice: list each index once")
         if self.gpus != len(self.gpu_indices):
             raise ValueError(f"gpu_indices lists {len(self.gpu_indices)} GPU(s) but gpus is {self.gpus!r}: set "
                              f"gpus: {len(self.gpu_indices)}")

@@ -11,15 +11,17 @@ from pydantic import Field, field_validator, model_validator
 from typing_extensions import TypedDict
 
 from kit.load.arrivals import MAX_SPAN_S, MIN_BURSTINESS
-from kit.manifest.fields import CpuList, PositiveInt, _Model
-from kit.manifest.workload import Dataset, RequestOptions, most_max_tokens
+from kit.manifest.fields import DAY_S, MAX_CONCURRENCY, MAX_REQUESTS, CpuList, PositiveInt, Seed, _Model
+from kit.manifest.workload import Dataset, RandomIdsSet, RandomSet, RequestOptions, most_max_tokens
 
 TIME_LIMITED_CEILING = 1_000_000  # requests a time-limited level may send at most when requests_per_level is unset
 MAX_WORKLOAD_REQUESTS = 100_000  # with load.dataset: requests (recorded + warm-up) built and tokenized per level
 ARRIVAL_SEED_OFFSET = 7_919  # an open-loop schedule's seed differs from the prompts' (load.seed + level)
+NUMPY_SEED_MAX = 2**32 - 1  # numpy's legacy generator (the random datasets, kit.workload.sources) takes 0 to this
 
 
 Rate = Annotated[float, Field(gt=0, le=100_000)]
+Requests = Annotated[int, Field(ge=1, le=MAX_REQUESTS)]
 
 
 class ArrivalFields(TypedDict):
@@ -68,19 +70,24 @@ class Load(_Model):
     """The load: streaming clients at fixed levels, closed loop (concurrency) or open loop (a rate, capped)."""
 
     endpoint: Literal["chat", "completions"] = "chat"
-    levels: list[PositiveInt] = Field(min_length=1, max_length=64, description="Concurrency levels, ascending.")
-    requests_per_level: PositiveInt | list[PositiveInt] | None = Field(
+    levels: list[PositiveInt] = Field(min_length=1, max_length=64, description="Concurrency levels, ascending (each at "
+                                f"most {MAX_CONCURRENCY:,}).")
+    requests_per_level: Requests | list[Requests] | None = Field(
         None,
         description="Recorded requests per level: one number for every level, or a list with one entry per "
-        "level (default: max(5 x concurrency, 50)). Never fewer than the level's concurrency.",
+        "level (default: max(5 x concurrency, 50)). Never fewer than the level's concurrency; at most "
+        f"{MAX_REQUESTS:,}.",
     )
-    warmup_requests: Annotated[int, Field(ge=0)] | None = Field(
-        None, description="Unrecorded requests before each level (default: the level's concurrency)."
+    warmup_requests: Annotated[int, Field(ge=0, le=MAX_REQUESTS)] | None = Field(
+        None, description="Unrecorded requests before each level (default: the level's concurrency; at most "
+        f"{MAX_REQUESTS:,})."
     )
     prompt_tokens: PositiveInt = Field(128, le=1_000_000)
     output_tokens: PositiveInt = Field(128, le=1_000_000)
-    seed: int = 0
-    request_timeout_s: float = Field(600.0, gt=0)
+    seed: Seed = Field(0, description="Seeds the prompts, a dataset's draws and the open-loop schedules (a 64-bit "
+                       "signed integer; 0 to 4294967295 less the top level with a random or random-ids dataset).")
+    request_timeout_s: float = Field(600.0, gt=0, le=DAY_S, description="Seconds one request may take before it "
+                                     f"is recorded as failed (at most {DAY_S}, a day).")
     processes: Annotated[int, Field(ge=1, le=256)] | Literal["auto"] = Field(
         "auto", description="Load processes per level; 'auto' spreads large levels over free cores."
     )
@@ -128,6 +135,9 @@ class Load(_Model):
                                  "concurrency, so not every user would send one")
             if (rate := self.rate_at(level)) is not None:
                 self._open_loop_level(i, level, n, rate)
+            if level > MAX_CONCURRENCY:  # after the open-loop rule, whose message says why a cap above n is refused
+                raise ValueError(f"load.levels[{i}] = {level}: over {MAX_CONCURRENCY:,} users (closed loop) or "
+                                 "requests in flight (open loop) in one level")
             if self.dataset is not None:
                 self._workload_level(level, n)
         return self
@@ -141,6 +151,10 @@ class Load(_Model):
                              f"schedules can never bind (and would start {level} users); give at most {n}")
 
     def _workload_level(self, level: int, n: int) -> None:
+        if isinstance(self.dataset, (RandomSet, RandomIdsSet)) and not 0 <= self.seed <= NUMPY_SEED_MAX - level:
+            raise ValueError(f"load.seed {self.seed}: the {self.dataset.kind} dataset seeds numpy's legacy generator "
+                             f"with load.seed + the level, which must lie in 0 to {NUMPY_SEED_MAX}: give a seed from "
+                             f"0 to {NUMPY_SEED_MAX - self.levels[-1]}")
         if self.arrival.duration_s is not None and self.arrival.process == "closed" \
                 and self.requests_per_level is None:
             raise ValueError("load.requests_per_level: a time-limited closed-loop level with load.dataset needs it "

@@ -20,6 +20,7 @@ from kit import safeyaml
 from kit.errors import ManifestError, UsageError
 from kit.manifest.models import SCHEMA_DIALECT, SCHEMA_FILE, SCHEMA_ID, Manifest
 from kit.plumbing.files import TooLarge, read_bounded
+from kit.safeyaml import MAX_QUOTE, clip, excerpt
 
 # --------------------------------------------------------------------------- schema
 
@@ -124,7 +125,7 @@ def load_manifest(path: Path, raw: bytes | None = None, *, allow_unpinned: bool 
                 idx = next(i for i, a in enumerate(manifest.arms) if a.name == arm)
                 line = doc.line_of(("arms", idx, "image", "base"))
                 raise ManifestError(
-                    f"{path}: line {line}: arms[{idx}].image.base: {base!r} is not pinned by digest",
+                    f"{path}: line {line}: arms[{idx}].image.base: {excerpt(base)} is not pinned by digest",
                     hint="pin it as name:tag@sha256:<digest> (`kit lock` resolves it when a registry is "
                     "reachable), or pass --allow-unpinned, which is recorded in the bundle",
                 )
@@ -146,7 +147,7 @@ def is_placeholder_digest(ref: str) -> bool:
 def _fmt_path(path: tuple[Any, ...]) -> str:
     out = ""
     for p in path:
-        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+        out += f"[{p}]" if isinstance(p, int) else (f".{clip(p, 100)}" if out else clip(p, 100))
     return out or "(top level)"
 
 
@@ -172,14 +173,43 @@ def _schema_problems(doc: safeyaml.Document) -> list[str]:
             known = err.schema.get("properties", {}) if isinstance(err.schema, dict) else {}
             for extra in (k for k in err.instance if k not in known):
                 line = doc.line_of((*path, extra))
-                out.append(
-                    f"line {line}: {_fmt_path((*path, extra))}: unknown field {extra!r} "
+                out.append(_clipped(
+                    f"line {line}: {_fmt_path((*path, extra))}: unknown field {excerpt(extra)} "
                     f"(allowed here: {', '.join(sorted(known))})"
-                )
+                ))
             continue
         line = doc.line_of(path)
-        out.append(f"line {line}: {_fmt_path(path)}: {err.message}")
+        out.append(_clipped(f"line {line}: {_fmt_path(path)}: {_schema_message(err)}"))
     return list(dict.fromkeys(out))
+
+
+# The size keywords: what they count (one, several) and which way they bound it; their messages say both numbers.
+_SIZES = {"maxItems": ("item", "items", "many"), "minItems": ("item", "items", "few"),
+          "maxLength": ("character", "characters", "many"), "minLength": ("character", "characters", "few"),
+          "maxProperties": ("entry", "entries", "many"), "minProperties": ("entry", "entries", "few")}
+MAX_PROBLEM_CHARS = 1000  # one problem's line, whatever a validator put in it (``_clipped``)
+
+
+def _schema_message(err: jsonschema.ValidationError) -> str:
+    """jsonschema's message, with the offending value quoted at most MAX_QUOTE characters long and a size keyword's
+    limit stated (its own message is "[1, 1, ...] is too long", the whole value and no limit)."""
+    inst = err.instance
+    if err.validator in _SIZES and isinstance(inst, (str, list, dict)):
+        one, several, too = _SIZES[str(err.validator)]
+        bound = "at most" if too == "many" else "at least"
+        return (f"{excerpt(inst, count=False)} has {len(inst)} {one if len(inst) == 1 else several}: too {too} "
+                f"({bound} {err.validator_value})")
+    whole = repr(inst)
+    return err.message.replace(whole, excerpt(inst)) if len(whole) > MAX_QUOTE else err.message
+
+
+def _clipped(problem: str) -> str:
+    """A problem's line cut in the middle past MAX_PROBLEM_CHARS, keeping its start (where, what) and its end (the
+    advice): a value quoted whole by a rule kit did not word would otherwise make a line of its size."""
+    if len(problem) <= MAX_PROBLEM_CHARS:
+        return problem
+    half = MAX_PROBLEM_CHARS // 2
+    return f"{problem[:half]} … ({len(problem) - 2 * half} characters left out) … {problem[-half:]}"
 
 
 def _deepest(err: jsonschema.ValidationError) -> jsonschema.ValidationError:
@@ -198,5 +228,5 @@ def _pydantic_problems(e: ValidationError, doc: safeyaml.Document) -> list[str]:
         path = tuple(p for p in err["loc"] if isinstance(p, (str, int)))
         line = doc.line_of(path)
         msg = err["msg"].removeprefix("Value error, ")
-        out.append(f"line {line}: {_fmt_path(path)}: {msg}")
+        out.append(_clipped(f"line {line}: {_fmt_path(path)}: {msg}"))
     return out

@@ -23,6 +23,7 @@ from kit.manifest.design import Design
 from kit.manifest.docker_gpus import DockerGpus, check_docker_gpus
 from kit.manifest.expert_pass import ExpertPass
 from kit.manifest.fields import (
+    DAY_S,
     IMAGE_REF_RE,
     PINNED_RE,
     CpuList,
@@ -37,6 +38,7 @@ from kit.manifest.names import Name
 from kit.manifest.quality import Quality
 from kit.manifest.ranks import Ranks, check_ranks
 from kit.manifest.workload import tls_problem
+from kit.safeyaml import clip, excerpt
 
 SCHEMA_ID = "urn:kit:manifest:1"
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -59,7 +61,7 @@ def _check_env_names(names: list[str], where: str) -> None:
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
 
 
 class ModelSpec(_Model):
@@ -69,9 +71,11 @@ class ModelSpec(_Model):
     path: str | None = Field(
         None,
         min_length=1,
+        max_length=4096,
         description="Host directory with the weights; mounted read-only at 'mount_at' in containers.",
     )
-    mount_at: str = Field("/model", pattern=r"^/", description="Where the weights appear in the container.")
+    mount_at: str = Field("/model", pattern=r"^/", max_length=4096,
+                          description="Where the weights appear in the container.")
     digest: bool = Field(
         False,
         description="Record the sha256 tree of 'path' (every file's sha256, one digest over the sorted list; "
@@ -100,20 +104,22 @@ class Server(_Model):
     command: list[Annotated[str, Field(max_length=4096)]] = Field(
         min_length=1, description="The server's argv (for docker: the container's command)."
     )
-    host: str = Field("127.0.0.1", description="Address the port is bound or published on.")
+    host: str = Field("127.0.0.1", max_length=256, description="Address the port is bound or published on.")
     port: Port = Field(description="Port the server listens on (published on 'host' for docker).")
     container_port: Port | None = Field(None, description="Port inside the container (default: 'port').")
     extra_ports: list[Port] = Field(default_factory=list, description="Other ports the server is known to open.")
     scheme: Literal["http", "https"] = Field("http", description="How kit talks to the server: https verifies it "
                                              "with load.request.ca_bundle / verify_tls (docs/https.md).")
     readiness_path: str = Field("/health", pattern=r"^/", description="HTTP path that answers 200 when ready.")
-    ready_timeout_s: float = Field(600.0, gt=0, le=86400, description="Deadline for readiness.")
+    ready_timeout_s: float = Field(600.0, gt=0, le=DAY_S, description=f"Deadline for readiness, in seconds (at most "
+                                   f"{DAY_S}, a day).")
     info_path: str | None = Field(
         None, pattern=r"^/", description="HTTP path where the engine describes itself (sglang: /server_info, its "
         "resolved arguments, max_total_num_tokens and version; with the kit OEA patch also the patch's marker), read "
         "once per cell after readiness into cells/<id>/server_info.json (secrets redacted). Default: not read.",
     )
-    stop_grace_s: float = Field(30.0, ge=0, le=3600, description="Grace between SIGTERM and SIGKILL.")
+    stop_grace_s: float = Field(30.0, ge=0, le=3600, description="Grace between SIGTERM and SIGKILL, in seconds (at "
+                                "most 3600, an hour).")
     log_limit_mb: int = Field(
         256, ge=1, le=1 << 20, description="The most each of a cell's server logs (server.log, server.rankR.log) "
         "keeps, in MiB: past it the log keeps its start and its last 4 MiB (a quarter of a smaller limit), with a line "
@@ -148,8 +154,8 @@ class Server(_Model):
         _check_env_names(v, "server.pass_env")
         own = sorted(n for n in v if n.upper().startswith("KIT_"))
         if own:
-            raise ValueError(f"{', '.join(own)}: kit's own variables (KIT_*, e.g. the runner key's passphrase) are "
-                             "never passed to a server: remove them from pass_env")
+            raise ValueError(f"{clip(', '.join(own))}: kit's own variables (KIT_*, e.g. the runner key's passphrase) "
+                             "are never passed to a server: remove them from pass_env")
         return v
 
     @field_validator("host")
@@ -158,7 +164,7 @@ class Server(_Model):
         try:
             ipaddress.ip_address(v)
         except ValueError:
-            raise ValueError(f"{v!r} is not an IP address (use e.g. 127.0.0.1 or 0.0.0.0)") from None
+            raise ValueError(f"{excerpt(v)} is not an IP address (use e.g. 127.0.0.1 or 0.0.0.0)") from None
         return v
 
 
@@ -183,7 +189,7 @@ class ImageSpec(_Model):
     @classmethod
     def _inside_project(cls, v: str) -> str:
         if any(part in (".", "..") for part in v.rstrip("/").split("/")):
-            raise ValueError(f"{v!r} has a '.' or '..' component; a build context is a plain path under images/ "
+            raise ValueError(f"{excerpt(v)} has a '.' or '..' component; a build context is a plain path under images/ "
                              "inside the project (e.g. images/engine)")
         return v
 
@@ -214,11 +220,14 @@ class Arm(_Model):
 class Gates(_Model):
     """Preconditions checked before every server start and after every stop."""
 
-    gpu_memory_threshold_mib: Annotated[int, Field(ge=0)] = Field(
-        256, description="A GPU is clean when NVML v2 'used' memory is at or below this and no process runs."
+    gpu_memory_threshold_mib: Annotated[int, Field(ge=0, le=1 << 20)] = Field(
+        256, description="A GPU is clean when NVML v2 'used' memory is at or below this and no process runs (at "
+        "most 1048576, 1 TiB)."
     )
-    gpu_deadline_s: float = Field(60.0, gt=0, description="How long to poll for clean GPUs.")
-    port_deadline_s: float = Field(10.0, ge=0, description="How long to wait for ports to become free.")
+    gpu_deadline_s: float = Field(60.0, gt=0, le=DAY_S, description="How long to poll for clean GPUs, in seconds "
+                                  f"(at most {DAY_S}, a day).")
+    port_deadline_s: float = Field(10.0, ge=0, le=DAY_S, description="How long to wait for ports to become free, in "
+                                   f"seconds (at most {DAY_S}, a day).")
     ports: list[Port] = Field(default_factory=list, description="More ports that must be free.")
 
 
@@ -226,7 +235,7 @@ class Manifest(_Model):
     """One A/B (or A/B/n) serving experiment."""
 
     model_config = ConfigDict(
-        extra="forbid", strict=True, frozen=True, title="kit experiment manifest"
+        extra="forbid", strict=True, frozen=True, allow_inf_nan=False, title="kit experiment manifest"
     )
 
     manifest_version: Literal[1] = 1

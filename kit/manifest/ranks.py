@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from kit.safeyaml import excerpt
+
 if TYPE_CHECKING:
     from kit.manifest.models import Manifest
 
@@ -19,7 +21,7 @@ class Ranks(BaseModel):
     """One rank per node: rank 0 on the allocation's first node (where kit runs, serves the HTTP API and
     listens on ``dist_init_port`` for the others), rank r on node r, each started as its own job step."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
 
     container: Literal["none", "pyxis"] = Field(
         "none", description="How each rank runs: 'none', the command as a process on the node (its own job step), "
@@ -43,7 +45,7 @@ class Ranks(BaseModel):
     def _mounts(cls, v: list[str]) -> list[str]:
         bad = [m for m in v if not MOUNT_RE.match(m)]
         if bad:
-            raise ValueError(f"{', '.join(map(repr, bad))}: each mount is /SRC:/DST or /SRC:/DST:ro (absolute paths, "
+            raise ValueError(f"{excerpt(bad)}: each mount is /SRC:/DST or /SRC:/DST:ro (absolute paths, "
                              "no commas or spaces)")
         return v
 

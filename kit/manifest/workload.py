@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from kit.manifest.fields import EnvName, _Model
+from kit.manifest.fields import EnvName, Seed, _Model
 
 Sha256 = Annotated[str, Field(pattern=r"^[a-f0-9]{64}$")]
 MAX_TOKENS = 1_000_000  # the most tokens any length field, and so any request's max_tokens, may ask
@@ -177,7 +177,7 @@ class RequestOptions(_Model):
 
     temperature: Annotated[float, Field(ge=0.0, le=10.0)] | None = None
     top_p: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
-    seed: int | None = Field(None, description="Sampling seed sent with every request.")
+    seed: Seed | None = Field(None, description="Sampling seed sent with every request (a 64-bit signed integer).")
     seed_per_request: bool = Field(False, description="Send seed + the request's index instead (needs seed).")
     extra_body: dict[str, Any] = Field(
         default_factory=dict, description="More body fields, e.g. chat_template_kwargs (at most 64 KiB as JSON).")
@@ -208,7 +208,11 @@ class RequestOptions(_Model):
         if taken:
             raise ValueError(f"extra_body may not set {', '.join(taken)}: kit sets them (use temperature, top_p, "
                              "seed, load.output_tokens or the dataset instead)")
-        if len(json.dumps(v)) > 64 << 10:
+        try:
+            text = json.dumps(v, allow_nan=False)
+        except ValueError:
+            raise ValueError("extra_body holds a number that is not finite (nan or infinity): JSON has none") from None
+        if len(text) > 64 << 10:
             raise ValueError("extra_body is over 64 KiB as JSON")
         return v
 
