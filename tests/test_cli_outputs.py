@@ -16,6 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from kit.cli import main
+from kit.errors import UsageError
 from kit.plumbing.files import atomic_write
 from kit.plumbing.printable import printable
 from kit.signing import generate_key
@@ -69,14 +70,14 @@ def test_the_atomic_writer_never_replaces_a_pipe_or_a_directory(tmp_path: Path) 
 
 def test_keygen_never_writes_through_a_link_nor_over_a_public_key(tmp_path: Path) -> None:
     (tmp_path / "k.pub").write_text("someone's\n")
-    with pytest.raises(Exception, match="k.pub already exists"):
+    with pytest.raises(UsageError, match=r"k\.pub already exists"):
         generate_key(tmp_path / "k", "me@lab")
     assert (tmp_path / "k.pub").read_text() == "someone's\n" and not (tmp_path / "k").exists()
     (tmp_path / "j").symlink_to(tmp_path / "target")  # dangling: Path.exists() said no
-    with pytest.raises(Exception, match="j already exists"):
+    with pytest.raises(UsageError, match="j already exists"):
         generate_key(tmp_path / "j", "me@lab")
     assert not (tmp_path / "target").exists()
-    with pytest.raises(Exception, match="control character"):
+    with pytest.raises(UsageError, match="control character"):
         generate_key(tmp_path / "c", "me\x1b]0;title\x07")
 
 

@@ -213,6 +213,6 @@ def render_markdown(summary: Summary, plots: Sequence[str] | None = ()) -> str:
         lines += ["## Plots", "", NOT_DRAWN, ""]
     elif plots:
         lines += ["## Plots", "", *[f"![{Path(p).stem}]({p})" for p in plots], ""]
-    lines += ["## Method", "", "Model, corrections and guardrails: `docs/statistics.md` in kit's repository (not in this "
-              "bundle: kit_version in run.json names the release).", ""]
+    lines += ["## Method", "", "Model, corrections and guardrails: `docs/statistics.md` in kit's repository (not in "
+              "this bundle: kit_version in run.json names the release).", ""]
     return "\n".join(lines)

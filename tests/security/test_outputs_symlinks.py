@@ -1,4 +1,6 @@
-"""Outputs kit writes never follow a symlink at the output path: the link is replaced, its target untouched."""
+"""Outputs kit writes never follow a symlink at the output path. A link given as ``-o`` is refused (exit 2), its
+target untouched: replacing it, as kit did until 2026-12-07, swapped ``/dev/stdout`` (a link to
+``/proc/self/fd/1``) for a file for every process on the machine (tests/test_cli_outputs.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from kit.cli import main
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_compose_and_schema_outputs_replace_a_symlink_not_its_target(tmp_path: Path) -> None:
+def test_compose_and_schema_outputs_refuse_a_symlink_and_leave_its_target(tmp_path: Path) -> None:
     victim = tmp_path / "victim.txt"
     victim.write_text("precious\n")
     for args in (["compose", str(ROOT / "experiments" / "oea.yaml")], ["schema"], ["schema", "--bundle"]):
@@ -19,6 +21,6 @@ def test_compose_and_schema_outputs_replace_a_symlink_not_its_target(tmp_path: P
         out.unlink(missing_ok=True)
         out.symlink_to(victim)
         r = CliRunner().invoke(main, [*args, "-o", str(out)])
-        assert r.exit_code == 0, r.output
+        assert r.exit_code == 2 and "is a symbolic link" in r.output, r.output
         assert victim.read_text() == "precious\n", args
-        assert not out.is_symlink() and out.stat().st_size > 100, args
+        assert out.is_symlink(), args
