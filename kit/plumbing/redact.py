@@ -9,7 +9,9 @@ which the load driver process builds again from its own environment (names reach
 matched in every form a server is likely to echo it in: as is, JSON-escaped (``\\"``, ``\\/``, ``\\u00xx`` in either
 hex case, any mixture), base64 (standard or urlsafe, padded or not, inside longer base64 at each alignment),
 URL-encoded (``quote``, ``quote_plus``, either hex case) and hex (its UTF-8 bytes, either case: a dump of bytes);
-forms shorter than MIN_DERIVED are left alone. The mask
+forms shorter than MIN_DERIVED are left alone. Also masked: the value upper- or lower-cased, and, for a secret of
+PREFIX_FROM characters or more, any prefix of at least half of it (a server that logs a token's first characters).
+The mask
 is always ``***``: neither the length nor any part of a secret shows.
 
 A text cut from a longer one (a bounded read, a log's tail) may hold part of a secret at the cut: ``redact``'s
@@ -35,6 +37,7 @@ from urllib.parse import quote, quote_plus
 
 MASK = "***"
 MIN_DERIVED = 6  # encoded forms shorter than this are not redacted (they would hit ordinary text)
+PREFIX_FROM = 12  # a secret this long is masked also where only its first half or more shows (a logged prefix)
 PASSPHRASE_ENV = "KIT_KEY_PASSPHRASE"  # the runner key's passphrase (kit.bundle.provenance)
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9._~+-]*[ \t]+(\S(?:.*\S)?)\s*$", re.S)  # "Bearer TOKEN", "Basic B64"
 
@@ -62,7 +65,9 @@ def secret_forms(value: str) -> set[str]:
     derived = _b64_forms(value.encode()) | {value.encode().hex(), value.encode().hex().upper()}
     for q in (quote(value, safe=""), quote(value), quote_plus(value), quote_plus(value, safe="")):
         derived |= {q, re.sub(r"%[0-9A-F]{2}", lambda mo: mo.group(0).lower(), q)}
-    derived |= {json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]}
+    derived |= {json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1], value.upper(), value.lower()}
+    if len(value) >= PREFIX_FROM:  # a server that logs "token hf_secretval..." shows most of a short token
+        derived |= {value[:n] for n in range(max(MIN_DERIVED, -(-len(value) // 2)), len(value))}
     return {value} | {f for f in derived if len(f) >= MIN_DERIVED}
 
 

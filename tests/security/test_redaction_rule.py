@@ -45,6 +45,18 @@ def test_every_form_is_masked(form: str) -> None:
         assert redact(f"before {form} after") == "before *** after"
 
 
+def test_a_logged_prefix_or_the_value_in_another_case_is_masked() -> None:
+    """An outside review (2026-12-07): a server that logged `token hf_secretval...` kept 12 of an 18-character
+    token in server.log, and the value upper-cased was kept whole."""
+    token = "hf_secretvalue1234"
+    with secrets_added([token]):
+        assert redact("token hf_secretval... loaded") == "token ***... loaded"
+        assert redact(f"TOKEN={token.upper()} token={token.lower()}") == "TOKEN=*** token=***"
+        assert redact("hf_secre is the kind of token") == "hf_secre is the kind of token"  # under half: kept
+    with secrets_added(["password1"]):  # too short for its prefixes: "passw..." is ordinary text
+        assert redact("password1 or password") == "*** or password"
+
+
 def test_nothing_is_masked_without_secrets() -> None:
     with secrets_added(()):
         assert redact("hf_Qz7 anything") == "hf_Qz7 anything" and redact_json({"a": ["b"]}) == {"a": ["b"]}
