@@ -5,16 +5,21 @@ Both answer "signed by whom, and does my policy allow that key here?": the polic
 
 A bundle without provenance is either being written now (a kit run or resume holds its lock: it says whose run,
 and that it is to be verified when that run has ended) or its run never ended (SIGKILL, power loss): then it
-prints the command that finishes it, as that run would have (``kit.hints.finish_hint``)."""
+prints the command that finishes it, as that run would have (``kit.hints.finish_hint``), once it has checked that
+the resume would accept the files as they are (``kit.bundle.resume.resume_refusals``); where it would not, it names
+the files that differ from the signed checkpoints and says what to do instead."""
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from kit.bundle.checkpoints import Chain, checkpoint_files, read_chain
 from kit.bundle.dirlock import in_use
+from kit.bundle.extract import is_archive
+from kit.bundle.resume import resume_refusals
 from kit.bundle.verify import MISSING_PROVENANCE, Unsealed, VerifyResult, fail, verify_bundle
 from kit.errors import BundleError, UsageError
 from kit.files.read import read_file
@@ -33,7 +38,7 @@ def verify_target(target: Path, trust: list[Path], *, integrity_only: bool = Fal
     if not target.exists():
         raise UsageError(f"{target}: no such file or directory",
                          hint="give a signed manifest, a bundle directory or a bundle archive (.tar.gz)")
-    if target.is_dir() or target.name.endswith((".tar.gz", ".tgz")):
+    if target.is_dir() or is_archive(target):  # an archive by its name or its bytes (gzip), whatever it is called
         return verify_bundle(target, trust, integrity_only=integrity_only, checks=(check_reproduce_looks,),
                              unsealed=unsealed(trust))
     if integrity_only:
@@ -52,7 +57,8 @@ def unsealed(trust: list[Path]) -> Unsealed:
             raise fail(label, [f"a run in progress: {writer(root)} is writing it now, so nothing signed covers its "
                                "files yet"], hint="verify it when that run has ended: it seals the bundle then")
         if checkpoint_files(root):  # a run that never ended: what finishes it, from its signed run.json
-            raise fail(label, [MISSING_PROVENANCE], hint=finishing(root, trust))
+            refusals, hint = finishing(root, trust)
+            raise fail(label, [MISSING_PROVENANCE, *refusals], hint=hint)
 
     return explain
 
@@ -67,10 +73,12 @@ def writer(root: Path) -> str:
     return owner_text(owner) if owner is not None else "a kit run or resume (no live run lock names which)"
 
 
-def finishing(root: Path, trust: list[Path]) -> str:
-    """The hint for a run that never ended: the command that finishes it, built from the run.json its checkpoints
-    signed as the policy verifies them (where that is ``--trust`` files that do not vouch for the runner and the
-    user's own file does, that file is added, as `kit run` adds it to the command it prints)."""
+def finishing(root: Path, trust: list[Path]) -> tuple[list[str], str]:
+    """What a resume of a run that never ended would refuse (the files not as its signed checkpoints hold them),
+    and the hint: the command that finishes it, built from the run.json its checkpoints signed as the policy
+    verifies them (where that is ``--trust`` files that do not vouch for the runner and the user's own file does,
+    that file is added, as `kit run` adds it to the command it prints); where the resume would refuse, what to do
+    instead."""
     user = user_trust_file()
     chain, flags = read_chain(root, policy_files(trust)), list(trust)
     if chain.run_json is None and trust and user not in trust and user.is_file():
@@ -80,10 +88,21 @@ def finishing(root: Path, trust: list[Path]) -> str:
     run = _signed_run(chain)
     if run is None:
         why = f" ({chain.stopped})" if chain.stopped else ""
-        return (f"its run never ended, and no checkpoint signed by a runner your policy trusts for kit-bundle holds "
-                f"its run.json{why}: a resume would refuse it; if you trust its runner, give that key's line with "
-                "--trust FILE")
-    return finish_hint(root, run, flags)
+        return [], (f"its run never ended, and no checkpoint signed by a runner your policy trusts for kit-bundle "
+                    f"holds its run.json{why}: a resume would refuse it; if you trust its runner, give that key's line "
+                    "with --trust FILE")
+    finish = finish_hint(root, run, flags)
+    refusals = [f"{p} (a resume refuses this)" for p in resume_refusals(root, chain)]
+    if not refusals:
+        return [], finish
+    then = finish.split(" never ended; ", 1)[1] if " never ended; " in finish else finish
+    again = (f"`{shlex.join(run.argv)}` (its start, as its signed run.json records it, from the directory it ran in)"
+             if run.argv[:1] == ["kit"] and len(run.argv) > 2 else "run its manifest again")
+    files, it = ("that file is", "it") if len(refusals) == 1 else (f"those {len(refusals)} files are", "them")
+    return refusals, (f"its run never ended, but a resume refuses it (exit 9) while {files} not as its signed "
+                      f"checkpoints hold {it}. Either make {it} so again (remove a file they do not name; restore a "
+                      f"changed or missing one from an untouched copy of the bundle), then {then}; or start the run "
+                      f"again in a new bundle: {again}")
 
 
 def _signed_run(chain: Chain) -> RunFile | None:

@@ -2,14 +2,15 @@
 
 A bundle is a directory (``results/<experiment>-<UTC time>-<6 hex>/``) that is written as things
 happen and sealed by ``provenance.dsse.json``: a DSSE-signed in-toto Statement whose subjects are
-every other file with its sha256. ``verify_bundle`` checks a directory or a ``.tar.gz`` of one. Until then,
+every other file with its sha256. ``verify_bundle`` checks a directory or an archive of one (``is_archive``: named
+.tar.gz/.tgz, or gzip's bytes whatever its name). Until then,
 ``checkpoints/`` holds a signed statement per completed cell, chained to the one before (``checkpoints``); a
 resume trusts the verified prefix of that chain, never an unsigned file (``resume``).
 """
 
 from kit.bundle.checkpoints import Checkpointer, check_chain, read_chain
 from kit.bundle.diff import first_difference
-from kit.bundle.extract import MAX_MEMBERS, MAX_TOTAL_BYTES, extracted, safe_extract
+from kit.bundle.extract import MAX_MEMBERS, MAX_TOTAL_BYTES, extracted, is_archive, safe_extract
 from kit.bundle.layout import Bundle
 from kit.bundle.names import PROVENANCE, envelope_bytes
 from kit.bundle.policy import BundleUntrusted, SignerDecision
@@ -45,6 +46,7 @@ __all__ = [
     "envelope_bytes",
     "extracted",
     "first_difference",
+    "is_archive",
     "read_chain",
     "reconcile",
     "resume_trust",

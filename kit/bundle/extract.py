@@ -59,6 +59,27 @@ _IMMUTABLE = "a bundle is immutable once signed; get an untouched copy"
 Check = Callable[[Path], Mapping[str, Any]]
 """Verifies the extracted provenance.dsse.json (raising BundleError) and returns its signed statement."""
 
+ARCHIVE_SUFFIXES = (".tar.gz", ".tgz")  # the names `kit archive` writes (any case)
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def archive_name(path: Path) -> bool:
+    """Whether ``path``'s name says it is a `kit archive` file (.tar.gz or .tgz, in any case)."""
+    return path.name.lower().endswith(ARCHIVE_SUFFIXES)
+
+
+def is_archive(path: Path) -> bool:
+    """Whether ``path`` is to be read as a bundle archive: named .tar.gz/.tgz (any case), or a regular file whose
+    first bytes are gzip's magic (1f 8b), whatever its name (`kit archive -o run.tar` once wrote gzip so). Reads
+    at most two bytes, never blocks on a FIFO and never reads a device (neither is a regular file)."""
+    if archive_name(path):
+        return True
+    try:
+        with open_regular(path) as f:
+            return f.read(len(GZIP_MAGIC)) == GZIP_MAGIC
+    except OSError:
+        return False
+
 
 @contextmanager
 def extracted(archive_path: Path, check: Check | None = None, sha256: Any = None) -> Iterator[Path]:

@@ -27,9 +27,9 @@ from kit.bundle.subjects import subject_sizes
 from kit.bundle.verify import check_files, fail, signed_parts
 from kit.errors import BundleError
 from kit.files.cell import CellFile
-from kit.files.read import MAX_FILE_BYTES
+from kit.files.read import MAX_FILE_BYTES, read_file
 from kit.files.run import RunFile
-from kit.plumbing.files import atomic_write, fsync_dir, read_bounded
+from kit.plumbing.files import atomic_write, fsync_dir, read_bounded, sha256_file
 from kit.plumbing.jsontypes import loads
 from kit.signing import policy_files, sha256_hex
 
@@ -188,40 +188,11 @@ class Reconciled:
 def reconcile(bundle: Bundle, trust: ResumeTrust, current: Digests) -> Reconciled:
     """Make the bundle hold what ``trust`` vouches for (``current``: every file as hashed now, under the
     lock). A changed or missing file of a complete cell, or of the run's own inputs: exit 9, nothing moved."""
-    signed, out = trust.files, Reconciled()
-    problems: list[str] = []
-    moves: list[tuple[str, str, str]] = []  # (from, to, why)
-    cells = _cell_dirs(bundle.root)
-    for cid in cells:
-        prefix = f"cells/{cid}/"
-        mine = {r: v for r, v in current.items() if r.startswith(prefix)}
-        theirs = {r: v for r, v in signed.items() if r.startswith(prefix)}
-        if not _complete(bundle, prefix + "cell.json", mine, theirs):
-            moves.append((f"cells/{cid}", "", "not a cell a verified checkpoint holds as complete"))
-            if mine and {r: v[0] for r, v in mine.items()} == {r: v[0] for r, v in theirs.items()}:
-                out.signed_failed[cid] = ""  # every file as signed: a --redo failed records it (kit.bundle.redo)
-            continue
-        problems += [f"{r}: {_difference(r, mine, theirs)}" for r in sorted(set(mine) | set(theirs))
-                     if mine.get(r, (None,))[0] != theirs.get(r, (None,))[0]]
-        out.complete.append(cid)
-    aside = _free_dir(bundle.root)
-    for rel in sorted(r for r in current if not r.startswith("cells/")):
-        if rel in signed and signed[rel][0] == current[rel][0]:
-            continue
-        if rel in DERIVED or rel.startswith("plots/"):
-            out.dropped.append(rel)
-        elif trust.sealed:
-            problems.append(f"{rel}: not as signed")
-        elif rel == "gates.jsonl" and rel in signed and _signed_prefix(bundle.root / rel, signed[rel]):
-            moves.append((rel, f"{aside}/{rel}", "lines after its last checkpoint"))
-        elif rel != "run.json":
-            moves.append((rel, f"{aside}/{rel}", "no verified checkpoint vouches for it"))
-    for rel in sorted(r for r in signed if r not in current and not r.startswith("cells/")):
-        if rel not in DERIVED and not rel.startswith("plots/") and rel != "run.json":
-            problems.append(f"{rel}: missing (a checkpoint vouches for it)")
+    problems, moves, out = _reconciliation(bundle.root, trust, current)
     if problems:
         raise fail(str(bundle.root), problems, hint="kit resumes only what its signed checkpoints vouch for; "
                                                      "get an untouched copy of the bundle, or start a new run")
+    signed, aside = trust.files, _free_dir(bundle.root)
     _apply_all(bundle, moves, signed, out)
     for rel in out.dropped:
         (bundle.root / rel).unlink()
@@ -234,6 +205,66 @@ def reconcile(bundle: Bundle, trust: ResumeTrust, current: Digests) -> Reconcile
         out.set_aside.append(_apply(bundle, beyond, f"{aside}/{beyond}", f"after the verified checkpoints "
                                     f"({trust.chain.stopped})", signed))
     return out
+
+
+SIGNED_INPUTS = ("manifest.yaml", "plan.json")  # read as signed before anything is reconciled (and the signature)
+
+
+def resume_refusals(root: Path, chain: Chain) -> list[str]:
+    """What a resume of the unsealed bundle ``root`` would refuse (exit 9) under the verified prefix ``chain``
+    (which holds a signed run.json), found without changing anything and without its lock (`kit verify`, before it
+    prints the command that finishes the run): the run's inputs it reads as signed, and what ``reconcile`` refuses
+    (a complete cell's file changed, added or missing; a vouched-for file gone)."""
+    try:
+        _, on_disk = walk(root)
+        current = {rel: sha256_file(root / rel) for rel in sorted(on_disk) if vouched_files(rel)}
+        trust = ResumeTrust(dict(chain.files), chain.run_json or b"", chain, "", sealed=False)
+        problems, _, _ = _reconciliation(root, trust, current)
+    except BundleError as e:
+        return [e.message]
+    except OSError as e:
+        return [f"unreadable: {e}"]
+    signed = [*SIGNED_INPUTS, *(["manifest.yaml.sig"] if "manifest.yaml.sig" in chain.files else [])]
+    first = [f"{rel}: {_difference(rel, current, chain.files) if rel in chain.files else 'no checkpoint names it'}"
+             for rel in signed if current.get(rel, (None,))[0] != chain.files.get(rel, (None,))[0]]
+    return first + [p for p in problems if p.split(":", 1)[0] not in signed]
+
+
+def _reconciliation(root: Path, trust: ResumeTrust, current: Digests
+                    ) -> tuple[list[str], list[tuple[str, str, str]], Reconciled]:
+    """What ``reconcile`` finds, changing nothing: the problems that refuse the resume, the moves (from, to, why)
+    that put the rest back to what the checkpoints vouch for, and what it keeps and drops."""
+    signed, out = trust.files, Reconciled()
+    problems: list[str] = []
+    moves: list[tuple[str, str, str]] = []  # (from, to, why)
+    for cid in _cell_dirs(root):
+        prefix = f"cells/{cid}/"
+        mine = {r: v for r, v in current.items() if r.startswith(prefix)}
+        theirs = {r: v for r, v in signed.items() if r.startswith(prefix)}
+        if not _complete(root, prefix + "cell.json", mine, theirs):
+            moves.append((f"cells/{cid}", "", "not a cell a verified checkpoint holds as complete"))
+            if mine and {r: v[0] for r, v in mine.items()} == {r: v[0] for r, v in theirs.items()}:
+                out.signed_failed[cid] = ""  # every file as signed: a --redo failed records it (kit.bundle.redo)
+            continue
+        problems += [f"{r}: {_difference(r, mine, theirs)}" for r in sorted(set(mine) | set(theirs))
+                     if mine.get(r, (None,))[0] != theirs.get(r, (None,))[0]]
+        out.complete.append(cid)
+    aside = _free_dir(root)
+    for rel in sorted(r for r in current if not r.startswith("cells/")):
+        if rel in signed and signed[rel][0] == current[rel][0]:
+            continue
+        if rel in DERIVED or rel.startswith("plots/"):
+            out.dropped.append(rel)
+        elif trust.sealed:
+            problems.append(f"{rel}: not as signed")
+        elif rel == "gates.jsonl" and rel in signed and _signed_prefix(root / rel, signed[rel]):
+            moves.append((rel, f"{aside}/{rel}", "lines after its last checkpoint"))
+        elif rel != "run.json":
+            moves.append((rel, f"{aside}/{rel}", "no verified checkpoint vouches for it"))
+    for rel in sorted(r for r in signed if r not in current and not r.startswith("cells/")):
+        if rel not in DERIVED and not rel.startswith("plots/") and rel != "run.json":
+            problems.append(f"{rel}: missing (a checkpoint vouches for it)")
+    return problems, moves, out
 
 
 def _difference(rel: str, mine: Digests, theirs: Digests) -> str:
@@ -256,11 +287,11 @@ def _cell_dirs(root: Path) -> list[str]:
     return out
 
 
-def _complete(bundle: Bundle, cell_json: str, mine: Digests, theirs: Digests) -> bool:
+def _complete(root: Path, cell_json: str, mine: Digests, theirs: Digests) -> bool:
     """A cell is complete when its cell.json is the checkpointed one and says ok."""
     if cell_json not in theirs or mine.get(cell_json, (None,))[0] != theirs[cell_json][0]:
         return False
-    return bundle.read(cell_json, CellFile).status == "ok"
+    return read_file(root, cell_json, CellFile).status == "ok"
 
 
 def _signed_prefix(path: Path, signed: tuple[str, int]) -> bool:

@@ -10,20 +10,29 @@ transport checksum (another zlib build could compress differently).
 ``provenance.dsse.json`` is the first file (right after the top folder), so that a reader can verify
 the signed file list before it writes any other member (``kit.bundle.extract``, which this module
 re-exports for its callers).
+
+Only what the receiver's `kit verify` would accept byte for byte is archived: the provenance must parse and its
+signatures verify (trust is the receiver's decision, not judged here), the files must be exactly its signed
+subjects (no extra, none missing), and each file's bytes, hashed as they are written, its signed sha256; anything
+else is refused (exit 9) and nothing is written. The output must be named .tar.gz or .tgz (any case): the name is
+what other tools, and people, go by.
 """
 
 from __future__ import annotations
 
 import gzip
+import hashlib
 import os
+import shlex
 import stat
 import tarfile
 from pathlib import Path
 from typing import IO
 
 from kit.bundle.dirlock import shared
-from kit.bundle.extract import MAX_MEMBERS, MAX_TOTAL_BYTES, extracted, safe_extract
+from kit.bundle.extract import ARCHIVE_SUFFIXES, MAX_MEMBERS, MAX_TOTAL_BYTES, archive_name, extracted, safe_extract
 from kit.bundle.names import PROVENANCE, check_component, walk
+from kit.bundle.verify import fail, file_problems, signed_parts
 from kit.errors import BundleError, UsageError
 from kit.plumbing.files import NOFOLLOW, atomic_writer, sha256_file
 from kit.plumbing.tarinfo import normal_tarinfo
@@ -40,8 +49,14 @@ COMPRESSLEVEL = 9
 def archive(bundle_dir: Path, out: Path) -> str:
     """Write a deterministic .tar.gz of ``bundle_dir`` to ``out`` (atomically); return its sha256 hex.
 
-    Refuses symlinks and special files in the bundle, and an ``out`` inside the bundle.
+    Refuses symlinks and special files in the bundle, an ``out`` inside the bundle or not named .tar.gz/.tgz, and
+    a bundle whose files are not exactly what its provenance signed (BundleError, exit 9; nothing written).
     """
+    if not archive_name(out):
+        better = out.with_name(out.name + (".gz" if out.name.lower().endswith(".tar") else ".tar.gz"))
+        raise UsageError(f"{out}: an archive's name ends in {' or '.join(ARCHIVE_SUFFIXES)}; kit writes a gzip "
+                         "compressed tar, and a name that says otherwise misleads whoever receives it",
+                         hint=f"name it so, e.g. -o {better}")
     if not bundle_dir.is_dir():
         raise UsageError(f"{bundle_dir}: not a bundle directory")
     root = bundle_dir.resolve()
@@ -55,18 +70,37 @@ def archive(bundle_dir: Path, out: Path) -> str:
         if not (root / PROVENANCE).is_file() or (root / PROVENANCE).is_symlink():
             raise BundleError(f"{bundle_dir}: not sealed (no {PROVENANCE}): its run never ended, so nothing signed "
                               "covers its files and the archive would not verify",
-                              hint=f"finish it first (`kit verify {bundle_dir}` prints the command that does), then "
-                              "archive it")
+                              hint=f"finish it first (`kit verify {shlex.quote(str(bundle_dir))}` prints the command "
+                              "that does, or says why its checkpoints cannot), then archive it")
+        label = str(bundle_dir)
+        _, _, subjects, _ = signed_parts(root, label, "")  # the envelope as kit writes it, every signature valid
         dirs, files = walk(root)
+        signed = sorted(f for f in files if f != PROVENANCE)
+        if problems := file_problems(signed, subjects, {rel: subjects[rel] for rel in signed if rel in subjects}):
+            raise _not_as_signed(label, problems, out)  # an extra or a missing file: before anything is written
         # provenance first (a reader verifies the signed list before anything else), then sorted UTF-8 bytes
         entries = sorted([(d, True) for d in dirs] + [(f, False) for f in files],
                          key=lambda e: (e[0] != PROVENANCE, e[0].encode()))
         with atomic_writer(out) as raw:  # streamed (an archive can be large), renamed over ``out`` when complete
-            _write_tar_gz(raw, root, top, entries)
+            digests = _write_tar_gz(raw, root, top, entries)
+            if problems := file_problems(signed, subjects, digests):  # the bytes written: removed, never renamed
+                raise _not_as_signed(label, problems, out)
     return archive_sha256(out)
 
 
-def _write_tar_gz(raw: IO[bytes], root: Path, top: str, entries: list[tuple[str, bool]]) -> None:
+def _not_as_signed(label: str, problems: list[str], out: Path) -> BundleError:
+    err = fail(label, problems, hint="a sealed bundle is immutable and the receiver's `kit verify` would refuse this "
+               "archive (exit 9): make the bundle what its provenance signed again (remove a file it does not name; "
+               "restore a changed or missing one from an untouched copy of the bundle), then archive it; `kit verify "
+               f"{shlex.quote(label)}` checks it first")
+    err.note(f"kit archive writes only a bundle whose files are exactly what its provenance signed: nothing was "
+             f"written to {out}")
+    return err
+
+
+def _write_tar_gz(raw: IO[bytes], root: Path, top: str, entries: list[tuple[str, bool]]) -> dict[str, str]:
+    """Write the archive; return the sha256 of every file's bytes as written."""
+    digests = {}
     with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=MTIME, compresslevel=COMPRESSLEVEL) as gz, \
             tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT, encoding="utf-8") as tf:
         tf.addfile(_info(top, is_dir=True, size=0))
@@ -79,7 +113,22 @@ def _write_tar_gz(raw: IO[bytes], root: Path, top: str, entries: list[tuple[str,
                 st = os.fstat(f.fileno())
                 if not stat.S_ISREG(st.st_mode):
                     raise BundleError(f"{rel}: not a regular file")
-                tf.addfile(_info(f"{top}/{rel}", is_dir=False, size=st.st_size), f)
+                hashed = _Hashing(f)
+                tf.addfile(_info(f"{top}/{rel}", is_dir=False, size=st.st_size), hashed)
+                digests[rel] = hashed.sha256.hexdigest()
+    return digests
+
+
+class _Hashing:
+    """A file read through, hashing the bytes tarfile copies into the archive."""
+
+    def __init__(self, f: IO[bytes]) -> None:
+        self.f, self.sha256 = f, hashlib.sha256()
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.f.read(n)
+        self.sha256.update(data)
+        return data
 
 
 def _info(name: str, *, is_dir: bool, size: int) -> tarfile.TarInfo:

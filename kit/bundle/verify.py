@@ -24,13 +24,13 @@ from cryptography.exceptions import InvalidSignature
 
 from kit.bundle.checkpoints import check_chain, checkpoint_files
 from kit.bundle.diff import first_difference
+from kit.bundle.extract import extracted, is_archive
 from kit.bundle.looks import check_looks
 from kit.bundle.names import PROVENANCE, envelope_bytes, rel_problem, walk
 from kit.bundle.policy import TRUSTED_MARK, UNTRUSTED_MARK, decide_trust, flags_line, manifest_check, recorded_flags
 from kit.bundle.provenance import BUILD_TYPE, SLSA_PROVENANCE_V1
 from kit.bundle.redo import redo_problems
 from kit.bundle.schedules import check_schedules
-from kit.bundle.tarball import extracted
 from kit.errors import BundleError, KitError, SignatureError, UsageError
 from kit.files import JsonObject
 from kit.files.expert_pass import expert_pass_problems
@@ -85,13 +85,13 @@ def fail(label: str, problems: list[str], hint: str | None = None) -> BundleErro
 
 def verify_bundle(target: Path, trust: list[Path], *, integrity_only: bool = False,
                   checks: Sequence[Check] = (), unsealed: Unsealed | None = None) -> VerifyResult:
-    """Verify a bundle directory or a .tar.gz/.tgz archive of one; BundleError (exit 9) on any problem,
-    including a signer the policy (``trust``, else the user's trust file) does not allow for kit-bundle
-    (``unsealed``: what to say of a directory without provenance, see ``signed_parts``)."""
+    """Verify a bundle directory or an archive of one (``is_archive``: its name or its gzip bytes); BundleError
+    (exit 9) on any problem, including a signer the policy (``trust``, else the user's trust file) does not allow
+    for kit-bundle (``unsealed``: what to say of a directory without provenance, see ``signed_parts``)."""
     if target.is_dir():
         return verify_directory(target, trust, label=str(target), integrity_only=integrity_only, checks=checks,
                                 unsealed=unsealed)
-    if target.name.endswith((".tar.gz", ".tgz")):
+    if is_archive(target):
         if not target.exists():
             raise UsageError(f"{target}: no such archive")
         if not target.is_file():  # a FIFO, a device (a link to /dev/zero): nothing kit reads as an archive
@@ -113,7 +113,8 @@ def verify_bundle(target: Path, trust: list[Path], *, integrity_only: bool = Fal
             res = verify_directory(root, trust, label=label, integrity_only=integrity_only, checks=checks)
         res.details["archive"] = {"path": str(target), "sha256": read.hexdigest(), "top": root.name}
         return res
-    raise BundleError(f"{target}: neither a bundle directory nor a .tar.gz/.tgz archive")
+    raise BundleError(f"{target}: neither a bundle directory nor a bundle archive (a gzip file, as `kit archive` "
+                      "writes)")
 
 
 def signed_parts(root: Path, label: str, missing_hint: str, unsealed: Unsealed | None = None
@@ -133,7 +134,8 @@ def signed_parts(root: Path, label: str, missing_hint: str, unsealed: Unsealed |
         if checkpoint_files(root):  # a run that never ended (SIGKILL, power loss, a full disk), or one running now
             missing_hint = (f"its run never ended, or a kit process is running it now: `kit verify "  # the label: the
                             f"{shlex.quote(str(Path(label).resolve()))}` says which, and prints the command that "
-                            "finishes it")  # bundle as given, where ``root`` is kit reproduce's private copy of it
+                            "finishes it or what a resume of it would refuse")  # bundle as given, where ``root`` is
+                            # kit reproduce's private copy of it
         raise fail(label, [MISSING_PROVENANCE], hint=missing_hint)
     env, body, stmt = read_envelope(root / PROVENANCE, label)
     subjects = signed_subjects(stmt, label)
@@ -295,21 +297,22 @@ def _signature_problem(s: Any, message: bytes, signed_signer: Any, seen: set[str
 
 def check_files(root: Path, on_disk: list[str], subjects: Mapping[str, str], label: str) -> int:
     """Compare every file with the signed subjects; return the number of bytes hashed."""
-    problems = []
-    nbytes = 0
-    for rel in on_disk:
-        if rel not in subjects:
-            problems.append(f"extra file not in provenance: {rel}")
-            continue
-        digest, size = sha256_file(root / rel)
-        nbytes += size
-        if digest != subjects[rel]:
-            problems.append(f"{rel}: sha256 differs from the signed provenance")
-    present = set(on_disk)
-    problems += [f"missing file: {rel}" for rel in sorted(subjects) if rel not in present]
+    digests = {rel: sha256_file(root / rel) for rel in on_disk if rel in subjects}
+    problems = file_problems(on_disk, subjects, {rel: d for rel, (d, _) in digests.items()})
+    nbytes = sum(size for _, size in digests.values())
     if problems:
         raise fail(label, problems, hint="a bundle is immutable once signed; get an untouched copy")
     return nbytes
+
+
+def file_problems(on_disk: Sequence[str], subjects: Mapping[str, str], digests: Mapping[str, str]) -> list[str]:
+    """The files ``on_disk`` (``digests``: the sha256 of those the subjects name) against the signed subjects: an
+    extra file, a changed one, a missing one (`kit archive` hashes as it writes, then asks the same)."""
+    problems = [f"extra file not in provenance: {rel}" for rel in on_disk if rel not in subjects]
+    problems += [f"{rel}: sha256 differs from the signed provenance" for rel in on_disk
+                 if rel in subjects and digests.get(rel) != subjects[rel]]
+    present = set(on_disk)
+    return problems + [f"missing file: {rel}" for rel in sorted(subjects) if rel not in present]
 
 
 # --------------------------------------------------------------------------- summary

@@ -10,7 +10,7 @@ provenance; then signed again with the runner's key. A failed or interrupted rep
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -100,14 +100,21 @@ def _inputs(src: Source, opts: ReproduceOptions, run_opts: RunOptions) -> RunInp
                              f"(sha256 {src.ref.manifest_sha256[:16]}...)",
                              hint="give the reproduction bundle that `kit reproduce` started from this source")
         return inputs
-    # a constant name, never the source's run id (the source's runner wrote it): its directory is the project root
-    label = (opts.project or Path.cwd()) / "reproduce-source.yaml"  # its project holds images/
+    # where the run records its manifest came from: a constant name, never the source's run id (the source's runner
+    # wrote it), in the project that holds images/ (a resume of the reproduction builds from there again)
+    origin = (opts.project or Path.cwd()) / "reproduce-source.yaml"
+    label = opts.source / "manifest.yaml"  # what every message names: the manifest as the user can find it
+    sig = src.read_bytes("manifest.yaml.sig")
     try:
-        return inputs_of(label, raw, src.read_bytes("manifest.yaml.sig"), run_opts)
+        if sig is None and not opts.allow_unsigned:
+            raise SignatureError(f"{label}: not signed (the source bundle has no manifest.yaml.sig)",
+                                 hint="pass --allow-unsigned to re-run it anyway (recorded)")
+        inputs = inputs_of(label, raw, sig, run_opts, origin=origin)
     except SignatureError as e:
         raise e.note(f"the manifest is the source bundle's ({opts.source}: manifest.yaml and manifest.yaml.sig); "
                      "your policy must approve its signer for kit-manifest, or pass --allow-unsigned (recorded)") \
             from None
+    return replace(inputs, lm=replace(inputs.lm, path=origin, origin=None))  # recorded so, as before
 
 
 def _same_plan(src: Source, inputs: RunInputs) -> None:

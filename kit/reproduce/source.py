@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from kit.bundle import PROVENANCE, BundleUntrusted, safe_extract
-from kit.bundle.extract import Check
+from kit.bundle.extract import Check, is_archive
 from kit.bundle.names import walk
 from kit.bundle.policy import decide_trust
 from kit.bundle.verify import check_signatures, read_envelope, signed_subjects, verify_directory
@@ -103,8 +103,9 @@ def opened(target: Path, trust: list[Path], *, allow_untrusted: bool) -> Iterato
         raise UsageError(f"{target}: no such file or directory",
                          hint="give a bundle directory or a bundle archive (.tar.gz) made by `kit archive`")
     is_dir = target.is_dir()
-    if not is_dir and not target.name.endswith((".tar.gz", ".tgz")):
-        raise UsageError(f"{target}: neither a bundle directory nor a .tar.gz/.tgz archive")
+    if not is_dir and not is_archive(target):  # an archive by its name or its bytes (gzip), whatever it is called
+        raise UsageError(f"{target}: neither a bundle directory nor a bundle archive (a gzip file, as `kit archive` "
+                         "writes)")
     if not is_dir and not target.is_file():  # a FIFO would block the open; a device never ends
         raise BundleError(f"{target}: not a regular file, so not an archive kit reads",
                           hint="give the .tar.gz file `kit archive` wrote")

@@ -14,15 +14,19 @@ from pathlib import Path
 import pytest
 from support.terminal import popen_as_from_a_terminal
 
-from kit.bundle import Bundle
+from kit.bundle import Bundle, sign_provenance
+from kit.signing import SigningKey
 
 pytestmark = pytest.mark.slow  # gzip level 9 of 256 MiB: a few seconds
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
-def test_a_signal_during_kit_archive_leaves_no_temp_file(bundle: Bundle, tmp_path: Path, sig: signal.Signals) -> None:
+def test_a_signal_during_kit_archive_leaves_no_temp_file(bundle: Bundle, tmp_path: Path, sig: signal.Signals,
+                                                         runner: SigningKey) -> None:
     with open(bundle.root / "cells" / "big.bin", "wb") as f:  # enough bytes to be caught while writing
         f.write(os.urandom(1 << 20) * 256)
+    bundle.remove_provenance()  # signed again with it: kit archive writes only what its provenance signed
+    sign_provenance(bundle, runner, predicate={})
     out_dir = tmp_path / "out"
     out_dir.mkdir()
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import gzip
+import io
 import os
 import random
 import re
@@ -71,12 +72,16 @@ def test_archive_verifies_and_tampering_is_caught(bundle: Bundle, tmp_path: Path
     res = verify_bundle(out, [trust_file])
     assert res.details["trusted"] is True and res.details["archive"]["sha256"] == digest
     assert res.details["archive"]["top"] == bundle.root.name
-    # rebuild the archive with one record changed: names the file inside the bundle
-    copy = tmp_path / "copy" / bundle.root.name
-    shutil.copytree(bundle.root, copy)
-    rec = copy / "cells" / "oea-r1" / "level-4" / "records.jsonl"
-    rec.write_bytes(rec.read_bytes().replace(b'"status": 200', b'"status": 500', 1))
-    archive(copy, tmp_path / "bad.tar.gz")
+    # the archive with one record changed (kit archive refuses to write it: test_archive_refuses_what_was_not_sealed;
+    # someone else's tool need not): names the file inside the bundle
+    rel = f"{bundle.root.name}/cells/oea-r1/level-4/records.jsonl"
+    with tarfile.open(out, "r:gz") as src, gzip.open(tmp_path / "bad.tar.gz", "wb") as gz, \
+            tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as dst:
+        for m in src.getmembers():
+            data = src.extractfile(m).read() if m.isfile() else None  # type: ignore[union-attr]
+            if m.name == rel and data is not None:
+                data = data.replace(b'"status": 200', b'"status": 500', 1)  # the same size
+            dst.addfile(m, io.BytesIO(data) if data is not None else None)
     with pytest.raises(BundleError, match=re.escape("cells/oea-r1/level-4/records.jsonl: sha256 differs")) as e:
         verify_bundle(tmp_path / "bad.tar.gz", [trust_file])
     assert e.value.exit_code == ExitCode.BUNDLE_INVALID
@@ -133,3 +138,49 @@ def test_verify_of_a_fifo_or_a_link_to_dev_zero_named_as_an_archive_says_what_it
             verify_bundle(target, [])
     with pytest.raises(UsageError, match="no such archive"):
         verify_bundle(tmp_path / "gone.tar.gz", [])
+
+
+@pytest.mark.parametrize(("change", "problem"), [
+    ("edit", "cells/oea-r1/level-4/records.jsonl: sha256 differs from the signed provenance"),
+    ("add", "extra file not in provenance: cells/oea-r1/notes.txt"),
+    ("delete", "missing file: cells/oea-r1/level-4/records.jsonl"),
+])
+def test_archive_refuses_what_was_not_sealed(bundle: Bundle, tmp_path: Path, change: str, problem: str) -> None:
+    """Review defect 3: a sealed bundle with a record edited, a file added or one deleted was archived (exit 0, no
+    word) and the receiver's `kit verify` refused it (exit 9). Now kit archive refuses it, exit 9, naming the file,
+    and writes nothing."""
+    copy = tmp_path / "copy" / bundle.root.name
+    shutil.copytree(bundle.root, copy)
+    rec = copy / "cells" / "oea-r1" / "level-4" / "records.jsonl"
+    if change == "edit":
+        rec.write_bytes(rec.read_bytes().replace(b'"status": 200', b'"status": 500', 1))  # the same size
+    elif change == "add":
+        (copy / "cells" / "oea-r1" / "notes.txt").write_bytes(b"mine\n")
+    else:
+        rec.unlink()
+    out = tmp_path / "out" / "b.tar.gz"
+    with pytest.raises(BundleError) as e:
+        archive(copy, out)
+    assert e.value.exit_code == ExitCode.BUNDLE_INVALID
+    assert problem in e.value.message, str(e.value)
+    assert f"nothing was written to {out}" in str(e.value) and "kit verify" in (e.value.hint or "")
+    assert not out.parent.exists() or list(out.parent.iterdir()) == []  # no archive, no temp file
+    archive(bundle.root, out)  # the untouched bundle still archives
+    assert out.is_file()
+
+
+@pytest.mark.parametrize("name", ["run.tar", "run.zip", "run", "run.gz", "run.tar.gz.part"])
+def test_archive_refuses_a_name_that_does_not_say_tar_gz(bundle: Bundle, tmp_path: Path, name: str) -> None:
+    """Review defect 2: `kit archive -o run.tar` wrote gzip under a name that says otherwise; it is refused (exit 2,
+    the name to use in the hint) before anything is read or written."""
+    with pytest.raises(UsageError) as e:
+        archive(bundle.root, tmp_path / name)
+    assert e.value.exit_code == ExitCode.USAGE and ".tar.gz" in str(e.value)
+    assert (e.value.hint or "").endswith(f"-o {tmp_path / name}{'.gz' if name.endswith('.tar') else '.tar.gz'}")
+    assert [p.name for p in tmp_path.iterdir() if name.split(".", 1)[0] in p.name] == []  # nothing written
+
+
+@pytest.mark.parametrize("name", ["run.TAR.GZ", "run.Tgz", "run.tgz"])
+def test_archive_takes_tar_gz_and_tgz_in_any_case(bundle: Bundle, tmp_path: Path, name: str) -> None:
+    archive(bundle.root, tmp_path / name)
+    assert (tmp_path / name).read_bytes()[:2] == b"\x1f\x8b"

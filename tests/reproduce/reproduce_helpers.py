@@ -3,6 +3,10 @@ simulated records (enough cells for the equivalence tests) and the server comman
 
 from __future__ import annotations
 
+import gzip
+import io
+import tarfile
+from collections.abc import Callable
 from pathlib import Path
 
 from support.bundles import ArmModel, BundleSpec, build_bundle
@@ -27,3 +31,17 @@ def signed(results: Path, runner: SigningKey, k0: str = "4", **changes: object) 
     sign_provenance(b, runner, predicate={"internalParameters": {"runtime": "process"},
                                           "metadata": {"startedOn": "2025-01-01T00:00:00Z"}})
     return b
+
+
+def rewrite_member(tar_gz: Path, member: str, edit: Callable[[bytes], bytes]) -> None:
+    """Rewrite the archive ``tar_gz`` with ``member``'s bytes edited (its size must stay), as a tool other than kit
+    could: `kit archive` writes only a bundle whose files are what its provenance signed."""
+    with tarfile.open(tar_gz, "r:gz") as src:
+        members = [(m, src.extractfile(m).read() if m.isfile() else None)  # type: ignore[union-attr]
+                   for m in src.getmembers()]
+    with gzip.open(tar_gz, "wb") as gz, tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as dst:
+        for m, data in members:
+            if m.name == member and data is not None:
+                data = edit(data)
+                assert len(data) == m.size, "the edit must keep the member's size"
+            dst.addfile(m, io.BytesIO(data) if data is not None else None)

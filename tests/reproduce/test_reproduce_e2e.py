@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from reproduce_helpers import rewrite_member
 from support.manifests import ab_arms, engine_command, manifest_data, write_manifest
 from support.ports import free_port
 
@@ -147,7 +148,11 @@ def test_untrusted_tampered_and_unapproved_sources_are_refused_before_anything_r
     rec = tampered / "cells" / "oea-r1" / "level-4" / "records.jsonl"
     rec.write_bytes(rec.read_bytes().replace(b'"status":200', b'"status":201', 1))
     tar = tmp / "tampered.tar.gz"
-    assert kit("archive", str(tampered), "-o", str(tar), env=env).returncode == 0
+    a = kit("archive", str(tampered), "-o", str(tar), env=env)  # kit archive writes only what was sealed
+    assert a.returncode == 9 and "cells/oea-r1/level-4/records.jsonl" in a.stderr and not tar.exists(), a.stderr
+    assert kit("archive", str(original), "-o", str(tar), env=env).returncode == 0  # altered after, as others could
+    rewrite_member(tar, f"{original.name}/cells/oea-r1/level-4/records.jsonl",
+                   lambda d: d.replace(b'"status":200', b'"status":201', 1))
     t = kit("reproduce", str(tar), "--out", str(tmp / "tt"), "--trust", str(policy), env=env)
     assert t.returncode == 9 and "cells/oea-r1/level-4/records.jsonl" in t.stderr and not (tmp / "tt").exists()
 

@@ -6,17 +6,19 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from reproduce_helpers import rewrite_member
 
 from kit.bundle import PROVENANCE, Bundle, BundleUntrusted, archive, sign_provenance
 from kit.errors import BundleError, ExitCode, SignatureError, UsageError
 from kit.reproduce import ReproduceOptions, reproduce
 from kit.reproduce.run import _inputs, _run_options
 from kit.reproduce.source import opened
-from kit.signing import SigningKey, generate_key
+from kit.signing import SigningKey, generate_key, sign_manifest
 
 SignedBundle = Callable[..., Bundle]
 
@@ -73,14 +75,17 @@ def test_an_untrusted_source_is_refused_unless_allowed(signed_bundle: SignedBund
 def test_a_tampered_source_is_refused(signed_bundle: SignedBundle, trust_file: Path, tmp_path: Path,
                                       as_archive: bool) -> None:
     b = signed_bundle()
-    rec = b.path("cells/oea-r2/level-4/records.jsonl")
-    data = bytearray(rec.read_bytes())
-    data[200] ^= 1
-    rec.write_bytes(bytes(data))
     target = b.root
-    if as_archive:
+    if as_archive:  # kit archive writes only what was sealed: the archive is altered after it was written
         target = tmp_path / "b.tar.gz"
         archive(b.root, target)
+        rewrite_member(target, f"{b.root.name}/cells/oea-r2/level-4/records.jsonl",
+                       lambda d: d[:200] + bytes([d[200] ^ 1]) + d[201:])
+    else:
+        rec = b.path("cells/oea-r2/level-4/records.jsonl")
+        data = bytearray(rec.read_bytes())
+        data[200] ^= 1
+        rec.write_bytes(bytes(data))
     with pytest.raises(BundleError) as e, opened(target, [trust_file], allow_untrusted=True):
         pass
     assert e.value.exit_code == 9 and "records.jsonl" in str(e.value) and "sha256 differs" in str(e.value)
@@ -138,3 +143,39 @@ def test_the_manifest_is_labelled_in_the_project_whatever_the_run_id(signed_bund
     with opened(b.root, [trust_file], allow_untrusted=False) as src:
         inputs = _inputs(src, opts, _run_options(opts, src))
     assert inputs.lm.path == project / "reproduce-source.yaml" and inputs.lm.project_root == project
+
+
+@pytest.mark.parametrize("name", ["run.tar", "RUN.TAR.GZ", "bundle-no-suffix"])
+def test_an_archive_is_known_by_its_bytes_whatever_its_name(signed_bundle: SignedBundle, trust_file: Path,
+                                                           tmp_path: Path, name: str) -> None:
+    """Review defect 2: `kit reproduce --dry-run run.tar` (a gzip `kit archive` wrote) said "neither a bundle directory
+    nor a .tar.gz/.tgz archive" (exit 2): an archive is known by gzip's magic bytes, not only by its name."""
+    b = signed_bundle()
+    digest = archive(b.root, tmp_path / "b.tar.gz")
+    target = tmp_path / name
+    shutil.copyfile(tmp_path / "b.tar.gz", target)
+    with opened(target, [trust_file], allow_untrusted=False) as src:
+        assert src.ref.kind == "archive" and src.ref.archive_sha256 == digest and src.ref.top == b.root.name
+
+
+def test_a_source_manifest_is_named_as_the_bundle_holds_it(signed_bundle: SignedBundle, trust_file: Path,
+                                                          runner: SigningKey, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review defect 4: without --allow-unsigned the refusal named ./reproduce-source.yaml, a file that does not
+    exist; it names the source bundle's manifest.yaml (and a bundle without manifest.yaml.sig says so)."""
+    b = signed_bundle()
+    b.path("manifest.yaml.sig").unlink()  # signed for real, by a key the policy does not approve for kit-manifest
+    sign_manifest(b.path("manifest.yaml"), b.path("manifest.yaml").read_bytes(), runner)
+    sign_provenance(b, runner, predicate={"internalParameters": {"runtime": "process"}})
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SignatureError) as e:
+        reproduce(ReproduceOptions(source=b.root, trust=[trust_file], dry_run=True))
+    assert e.value.exit_code == 4
+    assert e.value.message.startswith(f"{b.root / 'manifest.yaml'}: no signature by a trusted key"), e.value.message
+    assert "reproduce-source.yaml" not in str(e.value), str(e.value)
+    b.path("manifest.yaml.sig").unlink()
+    sign_provenance(b, runner, predicate={"internalParameters": {"runtime": "process"}})
+    with pytest.raises(SignatureError) as e:
+        reproduce(ReproduceOptions(source=b.root, trust=[trust_file], dry_run=True))
+    assert e.value.message == f"{b.root / 'manifest.yaml'}: not signed (the source bundle has no manifest.yaml.sig)"
+    assert "--allow-unsigned" in str(e.value) and "reproduce-source.yaml" not in str(e.value)
