@@ -245,7 +245,7 @@ def sign(manifest: Path, key_path: Path, allow_unpinned: bool) -> None:
                    "trust decision (the answer says UNTRUSTED).")
 @json_option
 def verify(targets: list[Path], trust: tuple[Path, ...], integrity_only: bool, as_json: bool) -> None:
-    """Verify manifests' signatures, or result bundles (directories or .tar.gz archives), under your policy.
+    """Verify manifests' signatures, or result bundles (directories or `kit archive` files), under your policy.
 
     A bundle verifies (exit 0) only when a key your trust files allow for kit-bundle signed it; the first line
     says who signed, whether your policy trusts that key (and by which line), and how to trust it (exit 9)."""
@@ -306,7 +306,7 @@ def report(bundle: Path, key: Path | None, trust: tuple[Path, ...]) -> None:
 @main.command()
 @click.argument("bundle", type=click.Path(file_okay=False, exists=True, path_type=Path))
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path),
-              callback=output_file, help="Archive to write (.tar.gz).")
+              callback=output_file, help="Archive to write (its name ends .tar.gz or .tgz).")
 def archive(bundle: Path, output: Path) -> None:
     """Write a deterministic .tar.gz of a bundle (same bundle, same bytes)."""
     digest = make_archive(bundle, output)

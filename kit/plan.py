@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from kit import plan_requests, plan_sequential
-from kit.bundle import extracted, verify_integrity
+from kit.bundle import extracted, is_archive, verify_integrity
 from kit.errors import BundleError, UsageError
 from kit.files import JsonObject
 from kit.files.plan import PlanFile
@@ -230,11 +230,12 @@ def pilot_levels(root: Path, metric: Metric, rule: CellRule = MEAN, method: str 
     """Per level of a pilot bundle (a directory or a `kit archive` .tar.gz): the SD, df, cells and the requests'
     share of the variance (``kit.stats.pilot``). The bundle's files must match its signed provenance (trust is
     not judged: it only informs a plan); every arm needs 2 cells with the metric at every level."""
-    if root.is_file() and root.name.endswith((".tar.gz", ".tgz")):
+    if is_archive(root):  # by its gzip bytes, whatever its name
         with extracted(root) as top:
             return _pilot_levels(top, metric, rule, method, label=root)
     if not root.is_dir():
-        raise UsageError(f"pilot bundle {root}: no such directory",
+        what = "no such directory" if not root.exists() else "neither a bundle directory nor a gzip archive"
+        raise UsageError(f"pilot bundle {root}: {what}",
                          hint="give a bundle directory of an earlier run, or its `kit archive` .tar.gz")
     return _pilot_levels(root, metric, rule, method, label=root)
 

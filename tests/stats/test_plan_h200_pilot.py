@@ -61,3 +61,12 @@ def test_the_h200_pilots_plan_holds_in_simulation(tmp_path: Path) -> None:
         assert lv.repeats_needed is not None
         assert simulated_power(lv.repeats_needed, lv.log_sd, effect, pp.tail, seed=7) >= 0.80 - 0.05
     assert pp.options and min(o.minutes or 1e9 for o in pp.options) < 1e9
+
+
+def test_a_pilot_archive_is_known_by_its_bytes_not_its_name(tmp_path: Path) -> None:
+    """`kit plan --pilot run.tar` said "no such directory" for a `kit archive` file not named .tar.gz (2026-12-07)."""
+    from kit.plan import pilot_levels
+
+    renamed = tmp_path / "run.tar"
+    renamed.write_bytes(PILOT.read_bytes())
+    assert pilot_levels(renamed, TPOT) == pilot_levels(PILOT, TPOT)
