@@ -138,7 +138,8 @@ def until_text(r: ReproduceFile) -> str:
 
 def verdict_lines(r: Judged, what: str) -> list[str]:
     """Every comparison's line, then the A/B conclusion at each level (``what``: the title's first word)."""
-    out = [f"{what} of {r.primary} ({margin_text(r)}; docs/reproduce.md):"]
+    out = [f"{what} of {r.primary} ({margin_text(r)}; each figure the geometric mean over a run's cells, where "
+           "report.md's tables show their plain mean; docs/reproduce.md):"]
     out += [f"  {STATUS_WORD.get(c.verdict, str(c.verdict)):<13} {c.text}" for c in r.comparisons]
     out.append(f"A/B conclusion ({r.primary}, each arm vs the baseline):")
     return out + ([f"  {c.text}" for c in r.conclusions] or ["  no non-baseline arm"])
