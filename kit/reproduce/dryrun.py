@@ -6,7 +6,10 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
+from kit.errors import KitError
 from kit.experiment.inputs import RunInputs
+from kit.files.cell import CellFile
+from kit.files.read import read_file
 from kit.images.context import context_subject, image_contexts
 from kit.plan import estimate, make_plan
 from kit.reproduce.identity import images_of
@@ -67,8 +70,41 @@ def dry_run_lines(src: Source, inputs: RunInputs, out_dir: Path, resume: Path | 
         out.append(f"--until-decided: a look at the verdict after each block of 2 repeats per arm (at most "
                    f"{m.design.repeats // 2} looks, reproduce-looks/); the run stops at the first look that decides "
                    "it, so it may use fewer cells than the estimate below")
-    est = estimate(m, plan)
+    measured = _measured_tpot_ms(src)
+    est = estimate(m, plan) if measured is None else estimate(m, plan, itl_ms=measured)
     took = _seconds(src.run.started, src.run.finished)
-    out.append(f"estimate: about {_minutes(est.seconds)} (kit's estimate at {est.assumed_itl_ms:g} ms/token)"
+    at = ("the original's measured TPOT, the median over its arms and levels: " if measured is not None else "")
+    head = f"kit's estimate at {at}{est.assumed_itl_ms:.3g} ms/token"
+    model = f"{head}: {_minutes(est.seconds)}"
+    cells = _cell_seconds(src.root)
+    if cells:  # the same plan on the same kind of machine takes what the original's cells took
+        per = sum(cells) / len(cells)
+        out.append(f"estimate: about {_minutes(per * len(plan.cells))} ({len(plan.cells)} cells at the original's "
+                   f"{_minutes(per)} per cell, mean of {len(cells)}; {model})"
+                   + (f"; the original run took {_minutes(took)} (run.json started → finished)" if took else ""))
+        return out
+    out.append(f"estimate: about {_minutes(est.seconds)} ({head})"
                + (f"; the original took {_minutes(took)} (run.json started → finished)" if took else ""))
     return out
+
+
+MAX_CELLS_READ = 4096  # cell.json files read for the estimate (a plan has fewer)
+
+
+def _cell_seconds(root: Path) -> list[float]:
+    """Each ok cell's wall time in the source (cell.json started → finished); unreadable ones are left out."""
+    out: list[float] = []
+    for path in sorted(root.glob("cells/*/cell.json"))[:MAX_CELLS_READ]:
+        try:
+            cell = read_file(root, path.relative_to(root).as_posix(), CellFile)
+        except KitError:
+            continue
+        if cell.status == "ok" and (s := _seconds(cell.started, cell.finished)) is not None and 0 <= s < 1e7:
+            out.append(s)
+    return out
+
+
+def _measured_tpot_ms(src: Source) -> float | None:
+    """The median of the source's arm-level TPOT means (ms per output token), when it measured any."""
+    got = sorted(t for a in src.summary.arm_levels if (t := a.tpot_ms.mean) is not None and 0 < t < 1e6)
+    return got[len(got) // 2] if got else None
