@@ -1,5 +1,5 @@
 """`kit reproduce` and `kit compare` (registered on ``kit.cli.main``): parse, call ``kit.reproduce.reproduce`` or
-``kit.compare.compare_bundles``, render; the verdict's exit code (10 inconsistent, 11 imprecise; `kit compare`
+``kit.compare.compare_paths``, render; the verdict's exit code (10 inconsistent, 11 imprecise; `kit compare`
 only with --strict) comes from kit's one error mapping."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import click
 
-from kit.cli_options import echo_json, json_option, trust_option
-from kit.compare import compare_bundles, comparison_json, raise_for_verdict, render_comparison
+from kit.cli_options import echo, echo_json, json_option, output_dir, trust_option
+from kit.compare import compare_paths, comparison_json, raise_for_verdict, render_comparison
 from kit.plan import parse_fraction
 from kit.progress import RichEvents
 from kit.reproduce import ReproduceOptions
@@ -20,7 +20,7 @@ from kit.reproduce import reproduce as reproduce_bundle
 @click.command()
 @click.argument("source", type=click.Path(exists=True, path_type=Path))
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("results"),
-              show_default=True, help="Directory for the new bundle.")
+              show_default=True, callback=output_dir, help="Directory for the new bundle.")
 @click.option("--resume", type=click.Path(file_okay=False, exists=True, path_type=Path),
               help="Finish a reproduction of SOURCE that failed or was interrupted (or judge a finished one again): "
                    "the bundle it started.")
@@ -67,15 +67,15 @@ def reproduce(source: Path, out_dir: Path, resume: Path | None, project: Path | 
                   else {"dry_run": result.lines})
     else:
         for line in result.lines:
-            click.echo(line)
+            echo(line)
         if result.bundle is not None:
-            click.echo(f"bundle: {result.bundle}")
+            echo(f"bundle: {result.bundle}")
     result.raise_for_verdict()
 
 
 @click.command()
-@click.argument("bundle_a", type=click.Path(file_okay=False, exists=True, path_type=Path))
-@click.argument("bundle_b", type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.argument("bundle_a", type=click.Path(exists=True, path_type=Path))
+@click.argument("bundle_b", type=click.Path(exists=True, path_type=Path))
 @click.option("--margin", metavar="FRACTION",
               help="Equivalence margin on each A/B effect A found, as a fraction of it, e.g. 50% (default: A's "
                    "manifest's analysis.reproduce.margin).")
@@ -87,19 +87,20 @@ def reproduce(source: Path, out_dir: Path, resume: Path | None, project: Path | 
 @json_option
 def compare(bundle_a: Path, bundle_b: Path, margin: str | None, absolute_margin: str | None, strict: bool,
             as_json: bool) -> None:
-    """Compare two bundles: setup, each arm x level's figures (B / A), and whether B reproduces A.
+    """Compare two bundles (directories or `kit archive` files): setup, each arm x level's figures (B / A), and
+    whether B reproduces A.
 
     The verdicts are kit reproduce's (docs/reproduce.md), with A as the original and B as the new run: each A/B
     effect of the primary metric per level (inconsistent, reproduced or imprecise), each arm's shift, and whether
     the A/B conclusion held.
     Exit 0 whatever the verdict, unless --strict.
     """
-    result = compare_bundles(bundle_a, bundle_b, parse_fraction(margin, "--margin"),
+    result = compare_paths(bundle_a, bundle_b, parse_fraction(margin, "--margin"),
                              parse_fraction(absolute_margin, "--absolute-margin"))
     if as_json:
         echo_json(comparison_json(result))
     else:
         for line in render_comparison(result):
-            click.echo(line)
+            echo(line)
     if strict:
         raise_for_verdict(result)

@@ -7,6 +7,7 @@ bundle's summary.json (read as a typed ``Summary``), which `kit verify` recomput
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import TypedDict
 
 from pydantic import BaseModel
 
+from kit.bundle import extracted, is_archive
 from kit.errors import BundleError, Imprecise, Inconsistent, KitError
 from kit.files.read import MAX_FILE_BYTES, read_file, refuse_links
 from kit.files.reproduce import Conclusion, ReproComparison, Verdict
@@ -153,6 +155,16 @@ def equivalence(a: Path, sa: Summary, sb: Summary, margin: float | None, absolut
                        same_hardware=analysis.reproduce.same_hardware, margin_from=where,
                        confidence=sa.analysis.confidence, verdict=overall(comps), counts=counts(comps),
                        comparisons=comps, conclusion_held=all(held) if held else None, conclusions=concl, notes=notes)
+
+
+def compare_paths(a: Path, b: Path, margin: float | None = None, absolute_margin: float | None = None,
+                  ) -> BundleComparison:
+    """``compare_bundles`` of two bundle directories or `kit archive` files (known by their bytes), each archive
+    extracted, bounded, into a temp directory for the comparison; the result names the paths as given."""
+    with contextlib.ExitStack() as stack:
+        roots = [stack.enter_context(extracted(p)) if is_archive(p) else p for p in (a, b)]
+        result = compare_bundles(roots[0], roots[1], margin, absolute_margin)
+    return {**result, "a": str(a), "b": str(b)}
 
 
 def compare_bundles(a: Path, b: Path, margin: float | None = None, absolute_margin: float | None = None,
