@@ -132,7 +132,8 @@ def verify_manifest(manifest: Path, raw: bytes, trust_files: list[Path], sig: by
     if sig is None:
         raise SignatureError(
             f"{manifest}: not signed (no {sig_path.name} beside it)",
-            hint=f"sign it with `kit sign {manifest} --key ~/.ssh/id_ed25519`, or run with --allow-unsigned",
+            hint=f"sign it with `kit sign {manifest} --key ~/.ssh/id_ed25519`; `kit run` and `kit reproduce` also "
+                 "take --allow-unsigned (recorded in the bundle)",
         )
     if not trust_files:
         raise SignatureError(
