@@ -67,10 +67,15 @@ def clip(text: str | None, limit: int = MAX_QUOTE) -> str:
 class YamlError(ValueError):
     """The bytes are not acceptable YAML; ``line`` is 1-based when known."""
 
-    def __init__(self, message: str, line: int | None = None) -> None:
+    def __init__(self, message: str, line: int | None = None, hint: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.line = line
+        self.hint = hint
+
+
+START = "a manifest is a YAML mapping: start from experiments/demo.yaml, or see `kit schema`"
+TEXT = ("save it as UTF-8 text (an editor's UTF-16 holds NUL bytes: `iconv -f UTF-16 -t UTF-8 FILE > NEW`)")
 
 
 @dataclass
@@ -127,15 +132,16 @@ def load(raw: bytes) -> Document:
     if len(raw) > MAX_BYTES:
         raise YamlError(f"file is {len(raw)} bytes; manifests are limited to {MAX_BYTES} bytes")
     if not raw.strip():
-        raise YamlError("file is empty")
+        raise YamlError("file is empty", hint=START)
     nul = raw.find(b"\x00")
     if nul >= 0:
-        raise YamlError(f"file contains a NUL byte at offset {nul}; is it binary?", raw[:nul].count(b"\n") + 1)
+        raise YamlError(f"file contains a NUL byte at offset {nul}; is it binary?", raw[:nul].count(b"\n") + 1,
+                        hint=TEXT)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         line = raw[: e.start].count(b"\n") + 1
-        raise YamlError(f"file is not valid UTF-8 (byte offset {e.start}); is it binary?", line) from None
+        raise YamlError(f"file is not valid UTF-8 (byte offset {e.start}); is it binary?", line, hint=TEXT) from None
     loader = _Loader(text)
     try:
         node = loader.get_single_node()
@@ -143,9 +149,12 @@ def load(raw: bytes) -> Document:
         raise
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
-        raise YamlError(f"not valid YAML: {e.problem or e}", mark.line + 1 if mark is not None else None) from None
+        tab = "\\t" in str(e.problem) or "\t" in str(e.problem)
+        raise YamlError(f"not valid YAML: {e.problem or e}", mark.line + 1 if mark is not None else None,
+                        hint="indent with spaces: YAML does not allow tabs there" if tab else
+                        "fix the line named (an indentation, a missing colon or quote); " + START) from None
     except yaml.YAMLError as e:
-        raise YamlError(f"not valid YAML: {e}") from None
+        raise YamlError(f"not valid YAML: {e}", hint=START) from None
     except RecursionError:  # defence in depth: the composer's depth limit stops long before this
         raise YamlError(f"document is nested deeper than {MAX_DEPTH} levels (the nesting limit)") from None
     finally:

@@ -80,9 +80,11 @@ def read_bytes(path: Path) -> bytes:
     except FileNotFoundError:
         raise UsageError(f"{path}: no such file", hint="give the path of a manifest (.yaml)") from None
     except IsADirectoryError:
-        raise ManifestError(f"{path}: is a directory, not a manifest file") from None
+        raise ManifestError(f"{path}: is a directory, not a manifest file",
+                            hint=f"give a manifest file, e.g. {path}/NAME.yaml") from None
     except PermissionError:
-        raise ManifestError(f"{path}: permission denied") from None
+        raise ManifestError(f"{path}: permission denied",
+                            hint="make it readable for you (chmod u+r), or copy it somewhere you can read") from None
     except TooLarge:
         raise ManifestError(
             f"{path}: file is {_size(path)} bytes; manifests are limited to {safeyaml.MAX_BYTES} bytes",
@@ -109,7 +111,7 @@ def load_manifest(path: Path, raw: bytes | None = None, *, allow_unpinned: bool 
         doc = safeyaml.load(raw)
     except safeyaml.YamlError as e:
         where = f"{path}: line {e.line}" if e.line else str(path)
-        raise ManifestError(f"{where}: {e.message}") from None
+        raise ManifestError(f"{where}: {e.message}", hint=e.hint) from None
     if not isinstance(doc.data, dict):
         raise ManifestError(f"{path}: line 1: the top level must be a mapping of fields (name, runtime, arms, ...)")
     problems = _schema_problems(doc)
