@@ -123,7 +123,9 @@ def safe_extract(
             while raw.read(CHUNK):  # what gzip left unread (nothing, normally): hashed too
                 pass
     except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as e:
-        raise BundleError(f"{x.label}: not a readable .tar.gz ({type(e).__name__}: {e})") from None
+        raise BundleError(f"{x.label}: not a readable .tar.gz ({type(e).__name__}: {e})",
+                          hint="the archive is cut short or damaged: copy it again and compare its sha256 with the "
+                               "one `kit archive` printed for its sender") from None
     except RecursionError:  # defence in depth: the chain and depth limits should make this unreachable
         raise BundleError(f"{x.label}: archive headers nest too deeply; refused") from None
     except OSError as e:

@@ -58,6 +58,9 @@ def check_component(name: str, what: str) -> str:
     return name
 
 
+UNTOUCHED = "something other than kit put it there: use an untouched copy of the bundle (or its `kit archive` file)"
+
+
 def walk(root: Path) -> tuple[list[str], list[str]]:
     """Every directory and regular file under ``root`` as relative POSIX paths (unsorted).
 
@@ -69,14 +72,15 @@ def walk(root: Path) -> tuple[list[str], list[str]]:
         for rel, mode in tree(root, MAX_WALK_DEPTH):  # a link is refused here before tree would list below it
             check_rel(rel, "file name in bundle")
             if stat.S_ISLNK(mode):
-                raise BundleError(f"{rel}: is a symbolic link; a bundle holds only regular files and directories")
+                raise BundleError(f"{rel}: is a symbolic link; a bundle holds only regular files and directories",
+                                  hint=UNTOUCHED)
             if stat.S_ISDIR(mode):
                 dirs.append(rel)
             elif stat.S_ISREG(mode):
                 files.append(rel)
             else:
                 raise BundleError(f"{rel}: is a special file (mode {stat.filemode(mode)}); "
-                                  "a bundle holds only regular files and directories")
+                                  "a bundle holds only regular files and directories", hint=UNTOUCHED)
     except TreeTooDeep as e:
         raise BundleError(f"{e.rel}: nested deeper than {e.limit} directories; kit never writes such a bundle"
                           ) from None

@@ -125,7 +125,7 @@ def signed_parts(root: Path, label: str, missing_hint: str, unsealed: Unsealed |
     try:
         _, on_disk = walk(root)
     except BundleError as e:
-        raise fail(label, [e.message]) from None
+        raise fail(label, [e.message], e.hint) from None
     except OSError as e:
         raise fail(label, [f"unreadable: {e}"]) from None
     if PROVENANCE not in on_disk:
