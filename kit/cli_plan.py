@@ -28,7 +28,7 @@ def _itl_ms(ctx: click.Context, param: click.Parameter, value: float) -> float:
 
 @click.command()
 @click.argument("manifest", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--allow-unpinned", is_flag=True)
+@click.option("--allow-unpinned", is_flag=True, help="Plan even if an image base is not pinned by digest.")
 @click.option("--itl-ms", type=float, default=20.0, show_default=True, callback=_itl_ms,
               help="Assumed inter-token latency for the time estimate.")
 @click.option("--cv", metavar="CV", help="Assumed between-cell CV of the primary metric: 5% or 0.05 (default: "
