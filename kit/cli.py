@@ -23,7 +23,7 @@ import click
 from kit import __version__, cli_slurm
 from kit.bundle import archive as make_archive
 from kit.cleanup import clean_all, raise_if_unchecked
-from kit.cli_options import echo, json_option, json_written, output_dir, output_file, trust_option
+from kit.cli_options import echo, json_option, json_start, json_written, output_dir, output_file, trust_option
 from kit.cli_options import echo_json as _echo_json
 from kit.cli_plan import plan
 from kit.cli_reproduce import compare, reproduce
@@ -86,6 +86,7 @@ class KitGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         debug = bool(ctx.params.get("debug")) or os.environ.get("KIT_DEBUG") == "1"
         as_json = _asked_json(ctx.args)  # read now: click empties the group's arguments as it invokes the command
+        json_start()
         try:
             # SIGTERM, SIGHUP as Ctrl-C: every command cleans up (temp files)
             try:

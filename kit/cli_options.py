@@ -99,6 +99,11 @@ def echo_json(data: Any) -> None:
     _json_out["written"] = True
 
 
+def json_start() -> None:
+    """A new command: none of its JSON printed yet (one process may run several: tests, a library caller)."""
+    _json_out["written"] = False
+
+
 def json_written() -> bool:
     """Whether ``echo_json`` has printed this process's one JSON document (a command failing after its --json
     output, e.g. a failed gate, adds no second one)."""

@@ -107,3 +107,13 @@ def test_json_commands_print_one_json_document_on_failure_too(tmp_path: Path) ->
     assert "Error:" in r.stderr  # the words as ever, on stderr
     r = CliRunner().invoke(main, ["plan", str(tmp_path / "missing.yaml")])
     assert r.exit_code == 2 and r.stdout == ""
+
+
+def test_an_earlier_commands_json_does_not_silence_the_next_ones_error(tmp_path: Path) -> None:
+    """One process, two commands (a library caller, the tests): the first's --json output must not count as the
+    second's (it failed in `make unit` after another test's --json command, alone it passed)."""
+    import json
+
+    assert CliRunner().invoke(main, ["plan", "--json", str(ROOT / "experiments/demo.yaml")]).exit_code == 0
+    r = CliRunner().invoke(main, ["plan", "--json", str(tmp_path / "missing.yaml")])
+    assert r.exit_code == 2 and json.loads(r.stdout)["ok"] is False, r.stdout

@@ -5,6 +5,7 @@ on the host that serves it, it must exist."""
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -78,3 +79,22 @@ def missing_model_path(m: Manifest) -> str | None:
         return None
     full = os.path.abspath(os.path.expanduser(path))
     return f"model.path {path!r}{f' ({full})' if full != path else ''} does not exist on this host"
+
+
+def missing_programs(m: Manifest) -> list[str]:
+    """What is wrong with each server program (``server.command[0]``, each arm's own) a process-runtime server would
+    be started with here: not on PATH (a bare name), or no executable file (a path, relative ones from the current
+    directory, as kit starts them). A placeholder ({python}) is kit's own."""
+    programs = dict.fromkeys(c[0] for c in [m.server.command, *(a.command for a in m.arms)] if c)
+    out = []
+    for program in programs:
+        if "{" in program:
+            continue
+        if "/" not in program:
+            if shutil.which(program) is None:
+                out.append(f"server program {program!r} is not on this host's PATH")
+        elif not (os.path.isfile(os.path.expanduser(program)) and os.access(os.path.expanduser(program), os.X_OK)):
+            full = os.path.abspath(os.path.expanduser(program))
+            out.append(f"server program {program!r}{f' ({full})' if full != program else ''} is no executable file "
+                       "on this host")
+    return out

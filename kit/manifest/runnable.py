@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from kit import safeyaml
 from kit.errors import ManifestError, ModelPathMissing
-from kit.manifest.hostpaths import missing_model_path
+from kit.manifest.hostpaths import missing_model_path, missing_programs
 from kit.manifest.loading import LoadedManifest, is_placeholder_digest
 from kit.manifest.workload import ca_problem, file_problem
 
@@ -42,6 +42,10 @@ def on_this_host(lm: LoadedManifest) -> list[str]:
     have it. Runtime slurm's ranks open it on their nodes (kit validates and submits on a login node), so a missing
     one is a note, as is a template's (it is made real where it runs)."""
     m = lm.manifest
+    if m.runtime == "process" and not m.template and (programs := missing_programs(m)):
+        raise ManifestError(f"{lm.path}: {'; '.join(programs)} (the process runtime starts it here)",
+                            hint="install it, or give its path in server.command (relative paths are taken from "
+                                 "where kit runs)")
     missing = missing_model_path(m)
     if missing is None:
         return []

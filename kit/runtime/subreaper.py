@@ -72,6 +72,11 @@ def spawn(command: list[str], env: Mapping[str, str], join: int | None = None,
     happened (OSError, as Popen's, when it could not: the shim is reaped first). ``join``: an open write end of a
     cgroup's ``cgroup.procs`` (``kit.plumbing.cgroups``) the shim moves itself into before the exec; returned with
     the process: None when it joined (or none was given), else the errno of that write (it runs outside)."""
+    # a program named by a relative path ("./serve.sh", "bin/server") is the one in kit's directory, as a relative
+    # model.path is: the server runs in an empty directory of its own, where the exec would look for it otherwise
+    program = command[0]
+    if "/" in program and not os.path.isabs(program):
+        command = [os.path.abspath(program), *command[1:]]
     envfd = _environment_file(env)
     r, w = os.pipe()
     fds = (w, envfd) if join is None else (w, envfd, join)

@@ -444,7 +444,7 @@ def test_a_daemon_that_escapes_in_the_sigterm_handler_is_caught_while_the_leader
     (["no-such-server-anywhere"], "No such file or directory"),
     (["{tmp}/serve.sh"], "Permission denied"),  # a file, not executable
     (["{tmp}"], "Permission denied"),  # a directory
-    (["./serve.sh"], "No such file or directory"),  # relative: from the server's own empty working directory
+    (["./serve.sh"], "No such file or directory"),  # relative: from kit's directory, which has no serve.sh
     (["{tmp}/garbage"], "Exec format error"),  # executable, no shebang, not a binary
     (["{tmp}/orphan.sh"], "No such file or directory"),  # its shebang's interpreter is missing
 ])
@@ -612,6 +612,22 @@ def test_a_dead_kit_s_orphaned_daemon_blocks_the_gate_until_kit_clean(tmp_path: 
     assert poll_until(lambda: _gone(daemon), 10, interval=0.05)
     assert not path.exists() and check_process_groups(run_id="next-run", phase="before").ok
     server.pump.join(timeout=5)
+
+
+def test_a_relative_program_is_the_one_in_kits_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`command: ["./serve.sh"]` ran from the server's own empty working directory, where it never is: every cell
+    failed "No such file or directory" (found 2026-12-07). It is taken from where kit runs, as model.path is."""
+    from kit.runtime.subreaper import spawn
+
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "serve.sh").write_text("#!/bin/sh\npwd > \"$1\"\n")
+    (tmp_path / "bin" / "serve.sh").chmod(0o755)
+    (tmp_path / "empty").mkdir()
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "where"
+    proc, _ = spawn(["./bin/serve.sh", str(out)], {"PATH": os.environ["PATH"]}, cwd=tmp_path / "empty")
+    assert proc.wait(timeout=10) == 0
+    assert out.read_text().strip() == str(tmp_path / "empty")  # found in kit's directory, run in its own
 
 
 def test_a_shim_that_cannot_join_the_cgroup_still_runs_the_command_and_says_why() -> None:
