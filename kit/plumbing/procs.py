@@ -161,14 +161,19 @@ TAG_VAR = "KIT_SERVER_TAG"  # in every process-runtime server's environment: a t
 MAX_ENVIRON_BYTES = 1 << 20  # of one process's /proc/PID/environ read to look for the tag
 
 
-def tagged(tag: str, proc: Path = PROC) -> list[int]:
+def tagged(tag: str, proc: Path = PROC, *, stop: bool = False) -> list[int]:
     """PIDs (not this process) whose environment holds ``TAG_VAR=tag``: what a server started, wherever it went
-    (a daemon that double-forked, setsid and closed its output keeps the environment it inherited)."""
+    (a daemon that double-forked, setsid and closed its output keeps the environment it inherited). ``stop``: each
+    is sent SIGSTOP the moment it is found (a process that keeps forking away is frozen before its next fork)."""
     want = f"{TAG_VAR}={tag}".encode()
 
     def holds(entry: Path) -> bool:
         with open(entry / "environ", "rb") as f:
-            return want in f.read(MAX_ENVIRON_BYTES).split(b"\0")
+            found = want in f.read(MAX_ENVIRON_BYTES).split(b"\0")
+        if found and stop:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(int(entry.name), signal.SIGSTOP)
+        return found
 
     return _others_where(holds, proc)
 

@@ -11,7 +11,7 @@ from functools import partial
 from pathlib import Path
 
 from kit.plumbing.cgroups import Cgroup, made_here
-from kit.plumbing.procs import pid_namespace_inode, stop_group
+from kit.plumbing.procs import pid_namespace_inode, stop_group, tagged
 from kit.runtime.process import WORKDIR_PREFIX, cgroup_workdir
 from kit.runtime.records import (
     ServerRecord,
@@ -21,9 +21,10 @@ from kit.runtime.records import (
     record_files,
     recorded_cgroup,
     recorded_members,
+    recorded_tag,
     same_process,
 )
-from kit.runtime.subreaper import Adopted, stop_escapes
+from kit.runtime.subreaper import Adopted, found_again, stop_escapes, stop_rescanned
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,9 @@ def kill_leftover_groups(grace_s: float = 5.0, *, run_id: str | None = None) -> 
         pgid = int(record["pgid"])
         members, foreign = recorded_members(record)
         cgroup = recorded_cgroup(record)
+        tag = recorded_tag(record)
+        if not members and tag:  # what keeps forking away can miss one scan: none gone before several say so
+            members = found_again(partial(tagged, tag, stop=True))
         if not members:
             why = f"not signalled: {foreign}" if foreign else "already gone"
             (stale if _forget(path, record, cgroup) else survived).append(f"{path.name} (group {pgid} {why})"
@@ -64,10 +68,12 @@ def kill_leftover_groups(grace_s: float = 5.0, *, run_id: str | None = None) -> 
             adopted = Adopted(pgid, pgid, partial(same_process, pgid, record.get("start_ticks")))
             left = stop_group(pgid, grace_s, reap=adopted.watch).left
             escaped = adopted.still_there()
-        escaped = sorted(set(escaped) | set(cgroup.procs() if cgroup else []))
+        escaped = sorted(set(escaped) | set(cgroup.procs() if cgroup else []) | set(tagged(tag) if tag else []))
         if escaped:
             what += f" (and {len(escaped)} that left its group: PIDs {escaped})"
             left += stop_escapes(escaped, cgroup, grace_s)
+        if tag:  # what keeps forking away outruns one scan
+            left, _later = stop_rescanned(partial(tagged, tag, stop=True), left)
         if left:
             survived.append(f"{what} (processes {left} still there after SIGKILL)")
             continue

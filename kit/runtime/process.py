@@ -54,7 +54,7 @@ from kit.runtime import (
     tail_lines,
 )
 from kit.runtime.records import ServerRecord, boot_id, cmdline, maker, write_record
-from kit.runtime.subreaper import Adopted, spawn, stop_escapes
+from kit.runtime.subreaper import Adopted, spawn, stop_escapes, stop_rescanned
 
 __all__ = ["ProcessRuntime", "ProcessServer", "port_bindable"]
 
@@ -204,6 +204,8 @@ class ProcessServer:
                 self.cgroup.procs() if self.cgroup else []))
             escaped = [f"PID {p}: {' '.join(cmdline(p) or ['?'])[:200]}" for p in holders]
             left = stop_escapes(holders, self.cgroup, self.spec.stop_grace_s)
+            left, later = stop_rescanned(lambda: tagged(self.tag, stop=True), left)  # what forked away meanwhile
+            escaped += [f"PID {p}: found by a later scan (it kept forking)" for p in later]
             if self.pump.is_alive():
                 self.pump.finish(5.0, lambda: None, grace=0.0)  # the log is final from here, whatever holds the pipe
         port_free = port_bindable(self.spec.host, self.spec.port)
@@ -310,7 +312,7 @@ class ProcessRuntime:
             entry = ServerRecord(
                 pgid=proc.pid, pid=proc.pid, run_id=spec.labels.get("kit.run"), cell=spec.labels.get("kit.cell"),
                 command=spec.command, started=utc_now(), boot_id=boot_id(),
-                start_ticks=start_ticks(proc.pid), cmdline=cmdline(proc.pid), workdir=str(workdir))
+                start_ticks=start_ticks(proc.pid), cmdline=cmdline(proc.pid), workdir=str(workdir), tag=tag)
             maker(into=entry)
             if contained[0] is not None:
                 entry["cgroup"] = str(contained[0].path)

@@ -32,7 +32,15 @@ from kit.errors import GateFailed
 from kit.plumbing.cgroups import Cgroup
 from kit.plumbing.files import atomic_write
 from kit.plumbing.jsontypes import loads
-from kit.plumbing.procs import PROC, STARTTIME_FIELD, group_members, pid_namespace_inode, start_ticks, stat_fields
+from kit.plumbing.procs import (
+    PROC,
+    STARTTIME_FIELD,
+    group_members,
+    pid_namespace_inode,
+    start_ticks,
+    stat_fields,
+    tagged,
+)
 from kit.runtime.lockdir import lock_dir, open_lock, read_lock, user_name
 
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")  # a run id as kit makes them, and a safe file name
@@ -60,6 +68,7 @@ class ServerRecord(Maker):
     start_ticks: int | None  # the leader's start time (absent in records of older kit versions)
     cmdline: list[str] | None  # the leader's /proc cmdline once it runs the command (shown; not its identity)
     workdir: NotRequired[str]  # the process runtime: the empty directory it runs in, removed with the leftover
+    tag: NotRequired[str]  # KIT_SERVER_TAG's value in its environment: what it started, wherever that went
     cgroup: NotRequired[str]  # the cgroup it runs in (kit.plumbing.cgroups), when kit could make one
 
 
@@ -397,4 +406,15 @@ def recorded_members(record: ServerRecord, proc: Path = PROC) -> tuple[list[int]
     why = identity_mismatch(record, proc) if members else None
     cgroup = recorded_cgroup(record) if proc == PROC else None
     inside = cgroup.procs() if cgroup is not None else []
-    return sorted(set([] if why else members) | set(inside)), why
+    tag = recorded_tag(record)
+    return sorted(set([] if why else members) | set(inside) | set(tagged(tag, proc) if tag else [])), why
+
+
+_TAG = re.compile(r"[0-9a-f]{16}")
+
+
+def recorded_tag(record: ServerRecord) -> str | None:
+    """The tag in the environment of everything the record's server started (a daemon it left, with no cgroup to
+    hold it, is found by it), when the record holds one of kit's (16 hex digits)."""
+    tag = record.get("tag")
+    return tag if isinstance(tag, str) and _TAG.fullmatch(tag) else None

@@ -169,3 +169,41 @@ def stop_escapes(pids: list[int], cgroup: Cgroup | None, grace_s: float) -> list
     left = stop_pids([p for p in pids if not cgroup.has(p)], grace_s)
     poll_until(lambda: not cgroup.populated(), deadline)
     return sorted(set(left) | set(cgroup.kill()))
+
+
+RESCAN_S = 10.0  # at most this long rescanning for processes that fork away faster than one scan and kill
+QUIET_SCANS = 5  # scans in a row that must find nothing: one can miss a process that forks away during it
+QUIET_GAP_S = 0.02
+
+
+def stop_rescanned(scan: Callable[[], list[int]], left: list[int]) -> tuple[list[int], list[int]]:
+    """A process that keeps forking (each child moving on before a signal reaches the parent) outruns one scan and
+    kill: it lived on, tagged, with no cgroup to hold it (found 2026-12-07). ``scan`` finds them again (and stops
+    each on sight: ``tagged(..., stop=True)``), they are killed, and so on until QUIET_SCANS scans in a row find
+    nothing new (a scan that lists /proc while the process forks away can miss it); returns who is left (the last
+    scan's finds too when the time ran out) and every PID the rescans found."""
+    found: list[int] = []
+    deadline = Deadline.after(RESCAN_S)
+    quiet = 0
+    while quiet < QUIET_SCANS:
+        more = [p for p in scan() if p not in left]
+        if not more:
+            quiet += 1
+            time.sleep(QUIET_GAP_S)
+            continue
+        if deadline.passed():
+            return sorted(set(left) | set(more)), found
+        quiet = 0
+        found += more
+        left = sorted(set(left) | set(stop_pids(more, 0.0)))
+    return left, found
+
+
+def found_again(scan: Callable[[], list[int]]) -> list[int]:
+    """What ``scan`` finds in up to QUIET_SCANS tries (one scan can miss a process that forks away during it): a
+    server believed gone only when none finds anything."""
+    for _ in range(QUIET_SCANS):
+        if found := scan():
+            return found
+        time.sleep(QUIET_GAP_S)
+    return []

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -349,6 +350,78 @@ def test_a_daemon_that_closed_its_output_is_found_by_its_environment_and_stopped
     assert os.getpgid(daemon) != server.pgid and f"pipe:[{server.pipe_inode}]" not in {
         os.readlink(f) for f in Path(f"/proc/{daemon}/fd").iterdir()}  # neither the group nor the pipe finds it
     _stopped_and_named(server, daemon, "")
+
+
+@pytest.mark.slow
+def test_a_daemon_that_keeps_forking_away_is_hunted_down(tmp_path: Path, port: int, no_cgroup: None) -> None:
+    """An outside review (2026-12-07), no cgroup: a daemon that forks again every 20 ms, each parent exiting at once,
+    outran the stop's one scan for its tag (the PIDs it signalled were gone, their children alive); the run said
+    clean and the daemon lived on. The stop scans again, freezing each on sight, until a scan finds none."""
+    from kit.plumbing.procs import tagged
+
+    alive = tmp_path / "alive"
+    server = ProcessRuntime().start(_spec(tmp_path, port, [sys.executable, "-c", _hopper_script(port, alive)],
+                                          stop_grace_s=1))
+    try:
+        server.wait_ready()
+        assert poll_until(lambda: alive.exists() and alive.stat().st_size > 50, 10)
+        info = server.stop()
+        assert tagged(server.tag) == [], info.details
+        size = alive.stat().st_size
+        time.sleep(0.5)  # 25 of its hops
+        assert alive.stat().st_size == size, "it still writes"
+        assert info.details["escaped_group"], info.details
+    finally:
+        for pid in tagged(server.tag):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.slow
+def test_a_dead_kit_s_forking_daemon_is_found_by_the_tag_its_record_keeps(tmp_path: Path, port: int,
+                                                                         no_cgroup: None) -> None:
+    """kit SIGKILLed and its server's leader gone, no cgroup: the daemon that keeps forking away is found by the tag
+    the server's record now keeps, blocks the gate, and kit clean ends it."""
+    from kit.gates.leftovers import check_process_groups
+    from kit.plumbing.procs import tagged
+    from kit.runtime.leftovers import kill_leftover_groups
+
+    alive = tmp_path / "alive"
+    server = ProcessRuntime().start(_spec(tmp_path, port, [sys.executable, "-c", _hopper_script(port, alive)]))
+    try:
+        server.wait_ready()
+        assert poll_until(lambda: alive.exists() and alive.stat().st_size > 50, 10)
+        os.kill(server.proc.pid, 9)
+        server.proc.wait(timeout=10)
+        assert not check_process_groups(run_id="next-run", phase="before").ok
+        out = kill_leftover_groups(grace_s=1, run_id="test")
+        assert len(out.stopped) == 1 and not out.survived, out
+        assert tagged(server.tag) == []
+        size = alive.stat().st_size
+        time.sleep(0.5)
+        assert alive.stat().st_size == size, "it still writes"
+        assert check_process_groups(run_id="next-run", phase="before").ok
+    finally:
+        for pid in tagged(server.tag):
+            os.kill(pid, signal.SIGKILL)
+        server.pump.join(timeout=5)
+
+
+def _hopper_script(port: int, alive: Path) -> str:
+    """A server whose daemon forks again every 20 ms, each parent exiting at once (SIGTERM ignored), appending its
+    PID to ``alive``; the server itself serves HTTP on ``port``."""
+    hopper = ("import os, signal, time\n"
+              "os.setsid()\n"
+              "fd = os.open(os.devnull, os.O_RDWR); [os.dup2(fd, i) for i in (0, 1, 2)]\n"
+              "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+              "while True:\n"
+              "    if os.fork() != 0:\n"
+              "        os._exit(0)\n"
+              f"    open({str(alive)!r}, 'a').write(str(os.getpid()) + '\\n')\n"
+              "    time.sleep(0.02)\n")
+    return ("import os, sys\n"
+            "if os.fork() == 0:\n"
+            f"    exec({hopper!r})\n"
+            f"os.execvp(sys.executable, [sys.executable, '-m', 'http.server', '{port}', '--bind', '127.0.0.1'])\n")
 
 
 def _scrubbed_daemon_script(port: int, pidfile: Path, first: str = "") -> str:
