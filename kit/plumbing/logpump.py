@@ -74,6 +74,20 @@ class _Tail:
         return data[extra:].decode("utf-8", "replace"), self.dropped + extra
 
 
+def _within(text: str, keep: int) -> tuple[str, int]:
+    """``text`` less what makes its UTF-8 longer than ``keep`` bytes, cut from its start, and the output bytes that
+    cut left out. The tail keeps ``keep`` bytes of raw output, but each invalid byte decodes to U+FFFD, 3 bytes: a
+    server writing 0xff bytes made a log half again as long as server.log_limit_mb (found 2026-12-07)."""
+    data = text.encode()
+    over = len(data) - keep
+    if over <= 0:
+        return text, 0
+    while over < len(data) and data[over] & 0xC0 == 0x80:  # not inside a character
+        over += 1
+    gone = data[:over].decode()
+    return data[over:].decode(), len(data[:over]) - 2 * gone.count("\ufffd")  # a U+FFFD stood for one byte
+
+
 class LogPump(threading.Thread):
     """A daemon thread that appends ``chunks()`` to ``log_path``, redacted and bounded (see the module).
     ``error`` holds what stopped it early (an exception's text), ``bytes_written`` what the log holds of it,
@@ -182,7 +196,8 @@ class LogPump(threading.Thread):
         start = min(len(text), reach) if dropped else 0
         end = len(text) if final else max(start, len(text) - reach)
         shown, first, _ = redact_range(text, start, end)
-        self.dropped_bytes = dropped + len(text[:first].encode()) if dropped or first else 0
+        shown, trimmed = _within(shown, self.tail_keep)
+        self.dropped_bytes = dropped + len(text[:first].encode()) + trimmed if dropped or first or trimmed else 0
         data = shown.encode()
         if self.dropped_bytes:
             data = (b"" if self._head_newline else b"\n") + cut_marker(self.dropped_bytes, self.limit) + data

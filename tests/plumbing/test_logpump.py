@@ -92,6 +92,17 @@ def test_a_log_past_its_limit_keeps_its_head_and_tail_and_says_what_it_left_out(
     assert len(sizes) > 100 and max(sizes) <= limit + 200
 
 
+def test_invalid_bytes_past_the_limit_keep_the_log_within_it(tmp_path: Path) -> None:
+    """An outside review (2026-12-07): a server writing 0xff bytes got a server.log half again as long as its
+    limit (12.6 MB for 8 MiB): the tail kept its raw bytes, and each decodes to U+FFFD, three bytes."""
+    limit = 64 << 10
+    stream = b"first line\n" + b"".join(b"\x1b[31m" + b"\xff" * 400 + b"\n" for _ in range(2000))
+    pump, data = _pump(tmp_path, _pieces(stream, 4096), limit=limit)
+    assert len(data) <= limit + 200, len(data)  # the marker line beside the limit, as ever
+    assert data.startswith(b"first line\n") and data.endswith("\ufffd\n".encode())
+    assert pump.bytes_written == len(data) and pump.dropped_bytes > 0
+
+
 def test_secrets_at_the_edges_of_a_cut_log_are_masked(tmp_path: Path) -> None:
     """A secret across the head's end, one across the tail's start (the part before it left out) and one at the very
     end: none shows, not even in part."""
