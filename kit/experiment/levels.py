@@ -53,7 +53,7 @@ class LevelRunner:
         rel = f"cells/{cell.id}/level-{lv.concurrency}"
         self.events.level_started(cell, lv)
         metrics = spec.base_url + "/metrics"
-        before = scrape_all(metrics, context=spec.ssl_context)
+        before, unscraped = scrape_all(metrics, context=spec.ssl_context)
 
         def progress(p: Progress) -> None:
             rate = p.out_tokens / p.elapsed_s if p.elapsed_s > 0 else 0.0
@@ -74,12 +74,12 @@ class LevelRunner:
         series = f"{rel}/telemetry.jsonl"
         with LevelSampler(metrics if before is not None else None, self.gpus,
                           lambda s: self.bundle.append_jsonl(series, s.model_dump(mode="json")),
-                          context=spec.ssl_context) as sampler:
+                          context=spec.ssl_context, metrics_note=unscraped) as sampler:
             res = load.run_level(level_spec(self.m, cell, lv, spec.base_url, workload), self.bundle.path(rel),
                                  on_progress=progress, should_stop=server_gone)
         self.bundle.write_json(f"{rel}/telemetry.json", sampler.stop())
         # ---- end telemetry
-        after = scrape_all(metrics, context=spec.ssl_context)
+        after, _ = scrape_all(metrics, context=spec.ssl_context)
         if before is not None or after is not None:
             self.bundle.write_json(f"{rel}/server_metrics.json", {"before": before, "after": after})
         self.events.level_done(cell, lv, res.ok, res.errors, res.client_bound)

@@ -89,6 +89,7 @@ class TelemetryFile(BundleFile):
     bounds: TelemetryBounds
     samples: int
     missed_ticks: int  # ticks skipped because the one before ran past its slot
+    throttled_ticks: int = 0  # ticks skipped to keep the /metrics scrapes under 5 % of a core (a costly /metrics)
     metrics_errors: int
     first_metrics_error: str | None = None
     series_dropped: int = 0  # series over max_series, summed over ticks

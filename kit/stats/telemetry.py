@@ -112,9 +112,12 @@ def level_telemetry(level_dir: Path, concurrency: int) -> LevelTelemetry | None:
     cpu = None
     if (level_dir / "telemetry.json").is_file():
         try:
-            cpu = read_file(level_dir, "telemetry.json", TelemetryFile).cpu_pct
+            tf = read_file(level_dir, "telemetry.json", TelemetryFile)
         except BundleError:
-            cpu = None
+            tf = None
+        cpu = tf.cpu_pct if tf is not None else None
+        if tf is not None and not running and tf.first_metrics_error:  # say why, not "exposes none"
+            why = f"no running-request metric was read: {tf.first_metrics_error}"
     return LevelTelemetry(
         samples=len(samples), gpus=max((len(g) for g in gpus), default=0), running_median=_med(running),
         running_max=_max(running),

@@ -12,6 +12,7 @@ a value kit did not foresee) is counted as that tick's error and sampling goes o
 
 from __future__ import annotations
 
+import math
 import ssl
 import threading
 import time
@@ -25,6 +26,9 @@ from kit.telemetry.gpu import open_probe, read_gpu
 from kit.telemetry.prom import ScrapeError, scrape
 
 Writer = Callable[[TelemetrySample], object]
+
+
+MAX_CPU_SHARE = 0.05  # of one core the /metrics scrapes may take on average: past it, ticks are skipped
 
 
 @dataclass(frozen=True)
@@ -51,7 +55,7 @@ class LevelSampler:
 
     def __init__(self, metrics_url: str | None, gpus: list[int], write: Writer, *,
                  probe: Callable[[], GpuProbe] | None = None, limits: Limits = Limits(),
-                 context: ssl.SSLContext | None = None) -> None:
+                 context: ssl.SSLContext | None = None, metrics_note: str | None = None) -> None:
         self.metrics_url = metrics_url
         self.context = context
         self.gpus = list(gpus)
@@ -67,8 +71,12 @@ class LevelSampler:
         self._cpu_s = 0.0
         self.samples = 0
         self.missed = 0
+        self.throttled = 0
         self.errors = 0
-        self.first_error: str | None = None
+        # no metrics_url: why /metrics was not sampled (the scrape before the level failed, e.g. refused for a bound)
+        self.first_error: str | None = (f"/metrics before the level: {metrics_note}; not sampled"
+                                        if metrics_url is None and metrics_note else None)
+        self._scrape_cpu_s = 0.0  # the CPU the last scrape took (kit.telemetry.prom.parse), for the throttle
         self.dropped = 0
         self.sources: dict[str, str] = {}
         self.gpu_unavailable: str | None = None
@@ -98,7 +106,8 @@ class LevelSampler:
             metrics_url=self.metrics_url, started_unix=self._unix0, gpus=self.gpus,
             gpu_unavailable=self.gpu_unavailable,
             sources=dict(sorted(self.sources.items())), bounds=self.limits.bounds(), samples=self.samples,
-            missed_ticks=self.missed, metrics_errors=self.errors, first_metrics_error=self.first_error,
+            missed_ticks=self.missed, throttled_ticks=self.throttled, metrics_errors=self.errors,
+            first_metrics_error=self.first_error,
             series_dropped=self.dropped, stopped_early=self.stopped_early, wall_s=round(wall, 3),
             cpu_s=round(self._cpu_s, 4), cpu_pct=round(100.0 * self._cpu_s / wall, 3) if wall > 0 else 0.0)
         return self.result
@@ -130,6 +139,11 @@ class LevelSampler:
                 self.samples += 1
                 self._cpu_s = time.thread_time() - cpu0
                 nxt += self.limits.interval_s
+                if (share := self._scrape_cpu_s / self.limits.interval_s) > MAX_CPU_SHARE:
+                    # a costly /metrics is asked less often: the sampler must not load the machine it measures
+                    extra = math.ceil(share / MAX_CPU_SHARE) - 1
+                    self.throttled += extra
+                    nxt += extra * self.limits.interval_s
                 now = time.monotonic()
                 if now > nxt:  # the tick ran past its slot: skip the slots it covered
                     skipped = int((now - nxt) // self.limits.interval_s) + 1
@@ -164,6 +178,7 @@ class LevelSampler:
         sample = TelemetrySample(t_s=t)
         if self.metrics_url is not None:
             lim = self.limits
+            cpu0 = time.thread_time()
             try:
                 got = scrape(self.metrics_url, timeout_s=lim.scrape_timeout_s, max_bytes=lim.max_response_bytes,
                              max_parsed=lim.max_parsed_samples, max_series=lim.max_series, context=self.context)
@@ -175,6 +190,8 @@ class LevelSampler:
                 sample.server, sample.series, sample.scrape_ms = got.quantities, got.series, round(got.elapsed_ms, 3)
                 self.sources.update(got.sources)
                 self.dropped += got.dropped
+            finally:
+                self._scrape_cpu_s = time.thread_time() - cpu0
         if probe is not None:
             gpus: list[GpuSample] = []
             try:

@@ -32,7 +32,7 @@ def test_generated_tokens_counted_by_the_server_match_the_records(tiny_model: Pa
     level = tmp_path / "level"
     with server(tiny_model, tmp_path / "serve.log") as port:
         url = f"http://127.0.0.1:{port}"
-        before = scrape_all(url + "/metrics")
+        before, _ = scrape_all(url + "/metrics")
         assert before is not None and before[GEN] == 0 and before[PROMPT] == 0
         spec = LevelSpec(base_url=url, endpoint="chat", model="tiny", concurrency=USERS, requests=REQUESTS,
                          warmup_requests=WARMUP, prompt_tokens=12, output_tokens=TOKENS, seed=5,
@@ -42,7 +42,7 @@ def test_generated_tokens_counted_by_the_server_match_the_records(tiny_model: Pa
                 LevelSampler(url + "/metrics", [], lambda s: series.write(s.model_dump_json() + "\n")) as sampler:
             res = run_level(spec, level)
         started = sampler.stop().started_unix
-        after = scrape_all(url + "/metrics")
+        after, _ = scrape_all(url + "/metrics")
     assert after is not None and res.ok == REQUESTS and res.errors == 0
     recs = [json.loads(x) for x in (level / "records.jsonl").read_text().splitlines()]
     assert all(r["usage_completion_tokens"] == r["client_tokens"] == TOKENS for r in recs)

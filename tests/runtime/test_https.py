@@ -52,7 +52,7 @@ def server(pki: Pki) -> Iterator[str]:
 def test_verified_against_the_ca_bundle(pki: Pki, server: str) -> None:
     ctx = TlsClient(str(pki.ca)).context()
     assert http_ok(server + "/health", context=ctx)
-    assert scrape_all(server + "/metrics", context=ctx) == {"sglang:num_running_reqs": 3.0}
+    assert scrape_all(server + "/metrics", context=ctx) == ({"sglang:num_running_reqs": 3.0}, None)
 
 
 def test_another_ca_is_refused_at_once_with_exit_7(server: str, tmp_path: Path) -> None:
@@ -76,7 +76,7 @@ def test_a_certificate_for_another_address_is_refused(tmp_path: Path) -> None:
 
 def test_plain_http_to_a_tls_server_is_no_answer(server: str) -> None:
     assert not http_ok(server.replace("https://", "http://") + "/health")
-    assert scrape_all(server + "/metrics") is None  # an https URL is never scraped without the TLS settings
+    assert scrape_all(server + "/metrics")[0] is None  # an https URL is never scraped without the TLS settings
 
 
 def test_the_ca_file_preflight(pki: Pki, tmp_path: Path) -> None:

@@ -27,6 +27,10 @@ def _body(mode: str) -> bytes:
         return b"kit_engine_requests_running 1\n\xff\xfe\xfd 2\n"
     if mode == "many-series":
         return b"# TYPE kit_engine_x gauge\n" + b"".join(b'kit_engine_x{i="%d"} %d\n' % (i, i) for i in range(20_000))
+    if mode == "costly":  # inside every bound, but each line its own family: CPU for prometheus_client's parser
+        return b"".join(b"kit_engine_m%d %d\n" % (i, i) for i in range(45_000))
+    if mode == "too-many-lines":
+        return b"".join(b"kit_engine_m%d %d\n" % (i, i) for i in range(60_000))
     return b"kit_engine_requests_running 3\n"
 
 
