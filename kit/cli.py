@@ -51,6 +51,15 @@ def _fail(message: str, code: int) -> NoReturn:
     raise click.exceptions.Exit(code)
 
 
+def _user() -> str:
+    """USER, LOGNAME, ..., else the password database's name for this uid, else "user" (a container's uid of its
+    own has none: getpass raises KeyError there)."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "user"
+
+
 def _asked_json(args: list[str]) -> bool:
     """Whether the command's own arguments (before any ``--``) hold ``--json``."""
     return "--json" in (args[:args.index("--")] if "--" in args else args)
@@ -105,7 +114,12 @@ class KitGroup(click.Group):
                 _echo_json({"ok": False, "exit_code": int(e.exit_code), "error": redact(e.message),
                             "notes": [redact(n) for n in e.notes], "hint": redact(e.hint) if e.hint else None})
             _fail(str(e), int(e.exit_code))
-        except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
+        except click.ClickException as e:
+            if as_json and not json_written():  # a usage error (a bad option, a missing file): JSON too
+                _echo_json({"ok": False, "exit_code": e.exit_code, "error": redact(e.format_message()), "notes": [],
+                            "hint": None})
+            raise
+        except (click.exceptions.Exit, click.exceptions.Abort):
             raise
         except KeyboardInterrupt:
             _fail("interrupted", 130)
@@ -215,7 +229,7 @@ ROLES = {"manifest": ("kit-manifest", "approve manifests (what may run)"),
 def keygen(output: Path | None, comment: str | None, role: str) -> None:
     """Make an ssh-ed25519 signing key (OpenSSH format, usable by ssh-keygen too)."""
     path = output or user_trust_file().parent / "id_ed25519"
-    who = comment or f"{getpass.getuser()}@{os.uname().nodename}"  # USER, LOGNAME, ..., else the password database
+    who = comment or f"{_user()}@{os.uname().nodename}"
     key = generate_key(path, who)
     namespace, does = ROLES[role]
     echo(f"wrote {path} and {path}.pub ({key.fingerprint})")

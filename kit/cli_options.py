@@ -43,6 +43,9 @@ def output_dir(ctx: click.Context, param: click.Parameter, value: Path | None) -
     """``--out DIR``: a directory (followed when a link) or one to make, under directories only."""
     if value is None:
         return None
+    if os.path.islink(value) and not os.path.isdir(value):  # a dangling link, or one to a file: mkdir cannot
+        raise click.BadParameter(f"{value} is a symbolic link to no directory ({os.readlink(value)}); choose "
+                                 "another directory")
     at = value
     while True:
         try:

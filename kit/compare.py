@@ -162,7 +162,7 @@ def compare_paths(a: Path, b: Path, margin: float | None = None, absolute_margin
     """``compare_bundles`` of two bundle directories or `kit archive` files (known by their bytes), each archive
     extracted, bounded, into a temp directory for the comparison; the result names the paths as given."""
     with contextlib.ExitStack() as stack:
-        roots = [stack.enter_context(extracted(p)) if is_archive(p) else p for p in (a, b)]
+        roots = [stack.enter_context(extracted(p)) if not p.is_dir() and is_archive(p) else p for p in (a, b)]
         result = compare_bundles(roots[0], roots[1], margin, absolute_margin)
     return {**result, "a": str(a), "b": str(b)}
 

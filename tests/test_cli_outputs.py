@@ -117,3 +117,25 @@ def test_an_earlier_commands_json_does_not_silence_the_next_ones_error(tmp_path:
     assert CliRunner().invoke(main, ["plan", "--json", str(ROOT / "experiments/demo.yaml")]).exit_code == 0
     r = CliRunner().invoke(main, ["plan", "--json", str(tmp_path / "missing.yaml")])
     assert r.exit_code == 2 and json.loads(r.stdout)["ok"] is False, r.stdout
+
+
+def test_review_findings_on_outputs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fresh-eyes review (2026-12-07): keygen without USER for a uid the password database lacks (a container's
+    -u 12345) ended in "internal error: KeyError"; --out a dangling link was "internal error: FileExistsError"; a
+    click usage error under --json printed no JSON."""
+    import getpass
+    import json
+
+    def no_user() -> str:
+        raise KeyError("getpwuid(): uid not found: 12345")
+
+    monkeypatch.setattr(getpass, "getuser", no_user)
+    r = CliRunner().invoke(main, ["keygen", "-o", str(tmp_path / "k")])
+    assert r.exit_code == 0 and " user@" in (tmp_path / "k.pub").read_text(), r.output
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    r = CliRunner().invoke(main, ["run", "--out", str(tmp_path / "dangling"), str(ROOT / "experiments/demo.yaml")])
+    assert r.exit_code == 2 and "is a symbolic link to no directory" in r.output, r.output
+    r = CliRunner().invoke(main, ["compare", "--json", str(tmp_path / "missing"), str(tmp_path)])
+    assert r.exit_code == 2, r.output
+    doc = json.loads(r.stdout)
+    assert doc["ok"] is False and doc["exit_code"] == 2 and "does not exist" in doc["error"]

@@ -82,19 +82,23 @@ def missing_model_path(m: Manifest) -> str | None:
 
 
 def missing_programs(m: Manifest) -> list[str]:
-    """What is wrong with each server program (``server.command[0]``, each arm's own) a process-runtime server would
-    be started with here: not on PATH (a bare name), or no executable file (a path, relative ones from the current
-    directory, as kit starts them). A placeholder ({python}) is kit's own."""
-    programs = dict.fromkeys(c[0] for c in [m.server.command, *(a.command for a in m.arms)] if c)
-    out = []
-    for program in programs:
-        if "{" in program:
+    """What is wrong with each server program a process-runtime arm would be started with here (its own command, or
+    server.command where it has none): not on the PATH its server gets (the arm's or server.env's PATH, else kit's:
+    the shim looks it up there), or no executable file (a path: ``~`` expanded, a relative one from the current
+    directory, as kit starts it). A placeholder ({python}) is kit's own."""
+    out: dict[str, str] = {}
+    for arm in m.arms:
+        command = arm.command or m.server.command
+        program = command[0] if command else ""
+        if not program or "{" in program:
             continue
+        path = arm.env.get("PATH") or m.server.env.get("PATH") or os.environ.get("PATH", os.defpath)
         if "/" not in program:
-            if shutil.which(program) is None:
-                out.append(f"server program {program!r} is not on this host's PATH")
-        elif not (os.path.isfile(os.path.expanduser(program)) and os.access(os.path.expanduser(program), os.X_OK)):
-            full = os.path.abspath(os.path.expanduser(program))
-            out.append(f"server program {program!r}{f' ({full})' if full != program else ''} is no executable file "
-                       "on this host")
-    return out
+            if shutil.which(program, path=path) is None:
+                out.setdefault(program, f"server program {program!r} is not on the PATH its server gets ({path})")
+            continue
+        full = os.path.abspath(os.path.expanduser(program))
+        if not (os.path.isfile(full) and os.access(full, os.X_OK)):
+            out.setdefault(program, f"server program {program!r}{f' ({full})' if full != program else ''} is no "
+                                    "executable file on this host")
+    return list(out.values())

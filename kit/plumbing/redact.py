@@ -66,9 +66,18 @@ def secret_forms(value: str) -> set[str]:
     for q in (quote(value, safe=""), quote(value), quote_plus(value), quote_plus(value, safe="")):
         derived |= {q, re.sub(r"%[0-9A-F]{2}", lambda mo: mo.group(0).lower(), q)}
     derived |= {json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1], value.upper(), value.lower()}
-    if len(value) >= PREFIX_FROM:  # a server that logs "token hf_secretval..." shows most of a short token
-        derived |= {value[:n] for n in range(max(MIN_DERIVED, -(-len(value) // 2)), len(value))}
     return {value} | {f for f in derived if len(f) >= MIN_DERIVED}
+
+
+def prefix_pattern(value: str) -> tuple[str, str] | None:
+    """For a secret of PREFIX_FROM characters or more (a server that logs "token hf_secretval..." shows most of a
+    short token): one pattern for every prefix of at least half of it (the shortest, then each next character
+    optional in turn), and that shortest prefix (a text without it holds none of them)."""
+    if len(value) < PREFIX_FROM:
+        return None
+    k = max(MIN_DERIVED, -(-len(value) // 2))
+    rest = "".join(f"(?:{re.escape(c)}" for c in value[k:-1]) + ")?" * (len(value) - 1 - k)
+    return re.escape(value[:k]) + rest, value[:k]
 
 
 def _json_char(c: str) -> tuple[str, int]:
@@ -123,6 +132,9 @@ def compile_rule(values: Iterable[str]) -> Rule:
         for f in secret_forms(v):
             alternatives[re.escape(f)] = len(f)
             literals.add(f)
+        if (prefixes := prefix_pattern(v)) is not None:  # after the whole value and its forms at a position
+            alternatives[prefixes[0]] = len(v) - 1
+            literals.add(prefixes[1])
     ordered = sorted(alternatives, key=lambda p: (-alternatives[p], p))  # the longest form first at a position
     return Rule(kept, re.compile("|".join(ordered)), max(alternatives.values()) - 1,
                 any("\n" in v or "\r" in v for v in kept), tuple(sorted(literals)), tuple(escaped))

@@ -74,8 +74,8 @@ def spawn(command: list[str], env: Mapping[str, str], join: int | None = None,
     the process: None when it joined (or none was given), else the errno of that write (it runs outside)."""
     # a program named by a relative path ("./serve.sh", "bin/server") is the one in kit's directory, as a relative
     # model.path is: the server runs in an empty directory of its own, where the exec would look for it otherwise
-    program = command[0]
-    if "/" in program and not os.path.isabs(program):
+    program = os.path.expanduser(command[0])  # "~/bin/server" too, as kit's check of the manifest reads it
+    if "/" in program:
         command = [os.path.abspath(program), *command[1:]]
     envfd = _environment_file(env)
     r, w = os.pipe()
@@ -191,8 +191,8 @@ def stop_rescanned(scan: Callable[[], list[int]], left: list[int]) -> tuple[list
             quiet += 1
             time.sleep(QUIET_GAP_S)
             continue
-        if deadline.passed():
-            return sorted(set(left) | set(more)), found
+        if deadline.passed():  # what this last scan froze is killed too, never left stopped
+            return sorted(set(left) | set(stop_pids(more, 0.0))), [*found, *more]
         quiet = 0
         found += more
         left = sorted(set(left) | set(stop_pids(more, 0.0)))

@@ -26,3 +26,11 @@ def test_an_archive_compares_as_its_bundle(tmp_path: Path, runner: SigningKey, k
     assert got["figures"] == want["figures"] and all(r["ratio_b_over_a"] in (1.0, None) for r in got["figures"])
     r = CliRunner().invoke(main, ["compare", str(tar), str(b.root)])
     assert r.exit_code == 0 and f"A: {tar}" in r.output, r.output
+
+
+def test_a_directory_named_like_an_archive_is_a_directory(tmp_path: Path, runner: SigningKey, kit_home: Path) -> None:
+    b = build_bundle(tmp_path / "results", runner)
+    named = tmp_path / "run.tgz"
+    b.root.rename(named)
+    got = compare_paths(named, named)
+    assert got["a"] == str(named) and got["figures"]

@@ -687,6 +687,25 @@ def test_a_dead_kit_s_orphaned_daemon_blocks_the_gate_until_kit_clean(tmp_path: 
     server.pump.join(timeout=5)
 
 
+def test_a_process_frozen_by_the_last_scan_is_killed_not_left_stopped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fresh-eyes review: when the rescans' time ran out, what the last scan had frozen (SIGSTOP on sight) was
+    returned as left, still stopped: holding its GPU memory and ports until someone killed it by hand."""
+    from kit.runtime import subreaper
+
+    proc = subprocess.Popen(["sleep", "60"])
+    try:
+        def scan() -> list[int]:
+            os.kill(proc.pid, signal.SIGSTOP)  # as tagged(..., stop=True) freezes what it finds
+            return [proc.pid] if proc.poll() is None else []
+
+        monkeypatch.setattr(subreaper, "RESCAN_S", 0.0)
+        left, found = subreaper.stop_rescanned(scan, [])
+        assert proc.wait(timeout=10) == -signal.SIGKILL and found == [proc.pid] and left == []
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def test_a_relative_program_is_the_one_in_kits_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`command: ["./serve.sh"]` ran from the server's own empty working directory, where it never is: every cell
     failed "No such file or directory" (found 2026-12-07). It is taken from where kit runs, as model.path is."""
