@@ -10,7 +10,6 @@ Errors are mapped to exit codes in exactly one place, ``KitGroup``; a reader tha
 from __future__ import annotations
 
 import contextlib
-import getpass
 import os
 import sys
 import traceback
@@ -23,7 +22,18 @@ import click
 from kit import __version__, cli_slurm
 from kit.bundle import archive as make_archive
 from kit.cleanup import clean_all, raise_if_unchecked
-from kit.cli_options import echo, json_option, json_start, json_written, output_dir, output_file, trust_option
+from kit.cli_options import (
+    asked_json,
+    echo,
+    emit,
+    json_option,
+    json_start,
+    json_written,
+    output_dir,
+    output_file,
+    trust_option,
+    user_name,
+)
 from kit.cli_options import echo_json as _echo_json
 from kit.cli_plan import plan
 from kit.cli_reproduce import compare, reproduce
@@ -37,7 +47,6 @@ from kit.gates import doctor
 from kit.images import lock_manifest
 from kit.images.context import image_contexts
 from kit.manifest import load_manifest, on_this_host, refuse_placeholders, schema_text
-from kit.plumbing.files import atomic_write
 from kit.plumbing.interrupts import forget_blocks, ignore_from_now
 from kit.plumbing.redact import redact
 from kit.progress import RichEvents, render_result
@@ -49,20 +58,6 @@ from kit.verify import verify_target
 def _fail(message: str, code: int) -> NoReturn:
     echo(f"Error: {redact(message)}", err=True)  # an error may quote a server (kit.plumbing.redact)
     raise click.exceptions.Exit(code)
-
-
-def _user() -> str:
-    """USER, LOGNAME, ..., else the password database's name for this uid, else "user" (a container's uid of its
-    own has none: getpass raises KeyError there)."""
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return "user"
-
-
-def _asked_json(args: list[str]) -> bool:
-    """Whether the command's own arguments (before any ``--``) hold ``--json``."""
-    return "--json" in (args[:args.index("--")] if "--" in args else args)
 
 
 def _traceback() -> None:
@@ -94,7 +89,7 @@ class KitGroup(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         debug = bool(ctx.params.get("debug")) or os.environ.get("KIT_DEBUG") == "1"
-        as_json = _asked_json(ctx.args)  # read now: click empties the group's arguments as it invokes the command
+        as_json = asked_json(ctx.args)  # read now: click empties the group's arguments as it invokes the command
         json_start()
         try:
             # SIGTERM, SIGHUP as Ctrl-C: every command cleans up (temp files)
@@ -129,24 +124,6 @@ class KitGroup(click.Group):
             if full := storage_error(e, f"{FIX_SPACE}, then run the command again"):
                 _fail(str(full), int(full.exit_code))  # a full or failing disk is no bug (kit archive, report, ...)
             _fail(f"internal error: {type(e).__name__}: {e} (run with --debug for the traceback)", ExitCode.INTERNAL)
-
-
-def _write_text(path: Path, text: str) -> None:
-    """Generated text to a file: written beside it and renamed over it, so a symlink at ``path`` is
-    replaced, never followed (kit compose -o, kit schema -o cannot be aimed at another file)."""
-    try:
-        atomic_write(path, text.encode())
-    except OSError as e:
-        raise UsageError(f"cannot write {path}: {e.strerror or e}", hint="choose a writable path with -o") from None
-
-
-def _emit(text: str, output: Path | None) -> None:
-    """Generated text to stdout, or to FILE (with a note on stderr)."""
-    if output is None:
-        click.echo(text, nl=False)
-    else:
-        _write_text(output, text)
-        echo(f"wrote {output}", err=True)
 
 
 def _for_each(paths: list[Path], one: Callable[[Path], tuple[str, JsonObject]], as_json: bool) -> None:
@@ -211,7 +188,7 @@ def validate(manifests: list[Path], allow_unpinned: bool, as_json: bool) -> None
               help="The bundle files' JSON Schema (bundle.schema.json) instead of the manifest's.")
 def schema(output: Path | None, bundle_files: bool) -> None:
     """Print (or write) the manifest JSON Schema, or with --bundle the bundle files', generated from the models."""
-    _emit(bundle_schema_text() if bundle_files else schema_text(), output)
+    emit(bundle_schema_text() if bundle_files else schema_text(), output)
 
 
 ROLES = {"manifest": ("kit-manifest", "approve manifests (what may run)"),
@@ -229,7 +206,7 @@ ROLES = {"manifest": ("kit-manifest", "approve manifests (what may run)"),
 def keygen(output: Path | None, comment: str | None, role: str) -> None:
     """Make an ssh-ed25519 signing key (OpenSSH format, usable by ssh-keygen too)."""
     path = output or user_trust_file().parent / "id_ed25519"
-    who = comment or f"{_user()}@{os.uname().nodename}"
+    who = comment or f"{user_name()}@{os.uname().nodename}"
     key = generate_key(path, who)
     namespace, does = ROLES[role]
     echo(f"wrote {path} and {path}.pub ({key.fingerprint})")
@@ -375,7 +352,7 @@ def clean(with_images: bool, as_json: bool) -> None:
 def compose(manifest: Path, output: Path | None) -> None:
     """Generate a compose file with the same servers, runnable by hand (docker compose --profile ARM up)."""
 
-    _emit(render_compose(load_manifest(manifest, allow_unpinned=True),
+    emit(render_compose(load_manifest(manifest, allow_unpinned=True),
                          base_dir=output.resolve().parent if output is not None else None), output)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import getpass
 import json
 import os
 import stat
@@ -12,6 +13,8 @@ from typing import Any
 
 import click
 
+from kit.errors import UsageError
+from kit.plumbing.files import atomic_write
 from kit.plumbing.printable import printable
 from kit.signing.trust import trust_policy
 
@@ -111,3 +114,35 @@ def json_written() -> bool:
     """Whether ``echo_json`` has printed this process's one JSON document (a command failing after its --json
     output, e.g. a failed gate, adds no second one)."""
     return _json_out["written"]
+
+
+def user_name() -> str:
+    """USER, LOGNAME, ..., else the password database's name for this uid, else "user" (a container's uid of its
+    own has none: getpass raises KeyError there)."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "user"
+
+
+def asked_json(args: list[str]) -> bool:
+    """Whether the command's own arguments (before any ``--``) hold ``--json``."""
+    return "--json" in (args[:args.index("--")] if "--" in args else args)
+
+
+def _write_text(path: Path, text: str) -> None:
+    """Generated text to a file: written beside it and renamed over it, so a symlink at ``path`` is
+    replaced, never followed, and ``output_file`` refused anything but a regular file there first."""
+    try:
+        atomic_write(path, text.encode())
+    except OSError as e:
+        raise UsageError(f"cannot write {path}: {e.strerror or e}", hint="choose a writable path with -o") from None
+
+
+def emit(text: str, output: Path | None) -> None:
+    """Generated text to stdout, or to FILE (with a note on stderr)."""
+    if output is None:
+        click.echo(text, nl=False)
+    else:
+        _write_text(output, text)
+        echo(f"wrote {output}", err=True)

@@ -28,6 +28,7 @@ from kit.gates.result import Check, Timer
 from kit.manifest import Manifest
 from kit.plumbing.dockerconn import docker_client
 from kit.plumbing.procs import tagged
+from kit.runtime.recorded import recorded_cgroup, recorded_members, recorded_tag
 from kit.runtime.records import (
     RUN_LABEL,
     RunOwner,
@@ -37,9 +38,6 @@ from kit.runtime.records import (
     owner_text,
     read_record,
     record_files,
-    recorded_cgroup,
-    recorded_members,
-    recorded_tag,
     state_dir,
 )
 from kit.runtime.subreaper import found_again

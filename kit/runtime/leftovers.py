@@ -13,15 +13,13 @@ from pathlib import Path
 from kit.plumbing.cgroups import Cgroup, made_here
 from kit.plumbing.procs import pid_namespace_inode, stop_group, tagged
 from kit.runtime.process import WORKDIR_PREFIX, cgroup_workdir
+from kit.runtime.recorded import recorded_cgroup, recorded_members, recorded_tag
 from kit.runtime.records import (
     ServerRecord,
     all_record_files,
     cmdline,
     read_record,
     record_files,
-    recorded_cgroup,
-    recorded_members,
-    recorded_tag,
     same_process,
 )
 from kit.runtime.subreaper import Adopted, found_again, stop_escapes, stop_rescanned

@@ -29,18 +29,9 @@ from pathlib import Path
 from typing import NotRequired, TypedDict, cast
 
 from kit.errors import GateFailed
-from kit.plumbing.cgroups import Cgroup
 from kit.plumbing.files import atomic_write
 from kit.plumbing.jsontypes import loads
-from kit.plumbing.procs import (
-    PROC,
-    STARTTIME_FIELD,
-    group_members,
-    pid_namespace_inode,
-    start_ticks,
-    stat_fields,
-    tagged,
-)
+from kit.plumbing.procs import PROC, STARTTIME_FIELD, pid_namespace_inode, start_ticks, stat_fields
 from kit.runtime.lockdir import lock_dir, open_lock, read_lock, user_name
 
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")  # a run id as kit makes them, and a safe file name
@@ -357,64 +348,3 @@ def owner_text(owner: RunOwner) -> str:
         return f"a run of another kit process ({owner.get('note') or 'its run cannot be named'})"
     return (f"run {owner['run_id']} (kit pid {owner['pid']}, user {owner.get('user', '?')}, experiment "
             f"{owner['experiment']}, bundle {owner['bundle']})")
-
-
-def same_boot(record: ServerRecord) -> bool:
-    """False when the record was written before this boot (its group cannot exist any more)."""
-    return record.get("boot_id") in (None, boot_id())
-
-
-def identity_mismatch(record: ServerRecord, proc: Path = PROC) -> str | None:
-    """Why the live process group numbered ``record["pgid"]`` is not the one recorded (None: it is).
-
-    The leader alive: its start time must be the recorded one (with the PID and the boot, the process itself: a
-    PID is not handed out again within one clock tick). Its command line is not compared: a leader that exec'd
-    (kit's subreaper shim, a shell's ``exec``, a server that re-execs itself) keeps its PID and start time and
-    changes it, and such a leftover was once taken for a stranger, its record dropped and it left running. The
-    leader gone: every member must have started no earlier than the recorded leader. A record without the
-    leader's start time (older kit) proves nothing, so it never counts."""
-    pgid = int(record["pgid"])
-    want = record.get("start_ticks")
-    if not isinstance(want, int):
-        return "the record holds no start time for the group's leader (written by an older kit)"
-    now = start_ticks(pgid, proc)
-    if now is not None:
-        if now != want:
-            return f"PID {pgid} now started at tick {now}, the recorded leader at tick {want}: the PGID was reused"
-        return None
-    early = [p for p in group_members(pgid, proc) if (start_ticks(p, proc) or want) < want]
-    if early:
-        return f"processes {early} of group {pgid} started before the recorded leader: the PGID was reused"
-    return None
-
-
-def recorded_cgroup(record: ServerRecord) -> Cgroup | None:
-    """The cgroup the record's server runs in, when it names one that the record's kit made (its name says which
-    kit: PID and start time) and it still exists (this boot)."""
-    maker = (record.get("kit_pid"), record.get("kit_start_ticks"))
-    return Cgroup.recorded(record.get("cgroup"), maker) if same_boot(record) else None
-
-
-def recorded_members(record: ServerRecord, proc: Path = PROC) -> tuple[list[int], str | None]:
-    """The live processes of the recorded server: its group's members (while the PGID is still the recorded
-    leader's) and everything in its cgroup (what left the group, whatever it did), and why the group's members do
-    not count when the PGID is someone else's now. Empty (with no reason) when all is gone or the record is from
-    an earlier boot."""
-    if not same_boot(record):
-        return [], None
-    members = group_members(int(record["pgid"]), proc)
-    why = identity_mismatch(record, proc) if members else None
-    cgroup = recorded_cgroup(record) if proc == PROC else None
-    inside = cgroup.procs() if cgroup is not None else []
-    tag = recorded_tag(record)
-    return sorted(set([] if why else members) | set(inside) | set(tagged(tag, proc) if tag else [])), why
-
-
-_TAG = re.compile(r"[0-9a-f]{16}")
-
-
-def recorded_tag(record: ServerRecord) -> str | None:
-    """The tag in the environment of everything the record's server started (a daemon it left, with no cgroup to
-    hold it, is found by it), when the record holds one of kit's (16 hex digits)."""
-    tag = record.get("tag")
-    return tag if isinstance(tag, str) and _TAG.fullmatch(tag) else None
