@@ -27,7 +27,6 @@ def rebuild(root: Path, key: Path | None = None, trust: Sequence[Path] = ()) -> 
     # never re-sign what somebody changed, nor vouch for what a runner you do not trust signed: exit 9, the bundle
     # untouched; only then the temp files of interrupted writes (an interrupted report's) go, each one named
     was = verify_for_resume(bundle.root, list(trust), temp_files=True)
-    signer, notice = runner_key(key)  # before anything changes: a bad key leaves the bundle as it was
     removed = bundle.remove_stale_temp_files()
     prov = bundle.path("provenance.dsse.json")
     old = loads(prov.read_text()) if prov.exists() else None
@@ -45,16 +44,17 @@ def rebuild(root: Path, key: Path | None = None, trust: Sequence[Path] = ()) -> 
             if same:
                 atomic_write(prov, before["provenance.dsse.json"])  # back: it seals these very bytes
             else:
+                signer, notice = runner_key(key)  # only now: nothing to sign, no key read (or made)
                 _refuse_untrusted(signer, trust)  # raised here: the bundle is put back as it was
                 sign_provenance(bundle, signer, predicate=_old_predicate(old))
         except BaseException:
             _restore(bundle.root, before)
             raise
-    lines = [notice] if notice else []
-    lines += [f"removed {rel}: the temp file of an interrupted write, not in the signed provenance" for rel in removed]
+    lines = [f"removed {rel}: the temp file of an interrupted write, not in the signed provenance" for rel in removed]
     if same:
         return [*lines, "summary.json, report.md and the plots came out byte for byte as signed: nothing rewritten, "
                         f"the provenance stays as signed ({was.text})"]
+    lines = ([notice] if notice else []) + lines
     lines += [f"wrote {p.relative_to(bundle.root)}" for p in written]
     lines.append(f"re-signed provenance with {signer.fingerprint}")
     gone = [str(s["fingerprint"]) for s in was.signers if s.get("fingerprint") != signer.fingerprint]
@@ -65,8 +65,8 @@ def rebuild(root: Path, key: Path | None = None, trust: Sequence[Path] = ()) -> 
 
 
 def _refuse_untrusted(signer: SigningKey, trust: Sequence[Path]) -> None:
-    """Exit 9 before anything changes when the policy does not allow ``signer`` for kit-bundle: the re-signed
-    bundle would no longer verify here (everything is put back as it was)."""
+    """Exit 9 when the policy does not allow ``signer`` for kit-bundle: the re-signed bundle would no longer verify
+    here (the caller puts everything back as it was)."""
     files = policy_files(list(trust))
     if decide(load_trust(files), signer.public, None, NS_BUNDLE, datetime.now(UTC)):
         return

@@ -82,3 +82,19 @@ def test_report_takes_trust_files_as_verify_does(tmp_path: Path, runner: Signing
     trust = _trust(tmp_path / "team" / "allowed_signers", runner)
     r = CliRunner().invoke(main, ["report", "--key", str(runner.path), "--trust", str(trust), str(b.root)])
     assert r.exit_code == 0, r.output  # ... and report takes it
+
+
+def test_an_unchanged_bundle_needs_no_runner_key(tmp_path: Path, runner: SigningKey, kit_home: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing to sign, no key read: an encrypted runner key with no passphrase given, or none at all, is no error
+    where the report comes out as signed (a fresh-eyes review: it loaded, or made, one all the same)."""
+    b = build_bundle(tmp_path / "results", runner)
+    _trust(user_trust_file(), runner)
+    rebuild_module.rebuild(b.root, runner.path)
+    before = _hashes(b.root)
+    lines = rebuild_module.rebuild(b.root, tmp_path / "no-such-key")
+    assert "nothing rewritten" in lines[-1] and _hashes(b.root) == before
+    _changing(monkeypatch)
+    with pytest.raises(Exception, match="no-such-key"):
+        rebuild_module.rebuild(b.root, tmp_path / "no-such-key")
+    assert _hashes(b.root) == before  # a key that cannot be read: put back as it was
