@@ -48,6 +48,7 @@ from kit.images import lock_manifest
 from kit.images.context import image_contexts
 from kit.manifest import load_manifest, on_this_host, refuse_placeholders, schema_text
 from kit.plumbing.interrupts import forget_blocks, ignore_from_now
+from kit.plumbing.printable import printable
 from kit.plumbing.redact import redact
 from kit.progress import RichEvents, render_result
 from kit.report.rebuild import rebuild
@@ -61,8 +62,9 @@ def _fail(message: str, code: int) -> NoReturn:
 
 
 def _traceback() -> None:
-    """--debug: the traceback, secrets masked as in every message (its exception may quote a server)."""
-    sys.stderr.write(redact(traceback.format_exc()))
+    """--debug: the traceback, secrets masked and control characters escaped as in every message (its exception may
+    quote a server)."""
+    sys.stderr.write(printable(redact(traceback.format_exc())))
 
 
 def _broken_pipe() -> NoReturn:
