@@ -13,9 +13,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from kit.errors import GateFailed, KitError
+from kit.errors import GateFailed
 from kit.gates.procinfo import ContainerRef, ProcInfo, proxy_port
-from kit.plumbing.dockerconn import docker_client
+from kit.plumbing.dockerconn import ask_docker
 from kit.runtime.records import RUN_LABEL, RunOwner, labelled_owner
 
 MAX_LOOKUPS = 32  # distinct containers asked about in one gate (a GPU rarely has more holders)
@@ -29,18 +29,9 @@ def resolve(infos: Sequence[ProcInfo], client: Any | None = None) -> dict[int, R
     wanted = [i for i in infos if i.get("visible") and (_docker_id(i) or proxy_port(i))]
     if not wanted:
         return {}
-    own = client is None
-    try:
-        if client is None:
-            client = docker_client(error=GateFailed, timeout=10)
-        return _resolve(wanted, client)
-    except KitError:
-        return {}
-    except Exception:  # noqa: BLE001 - Docker unreachable or answering oddly: the hints fall back to docker ps
-        return {}
-    finally:
-        if own and client is not None:
-            client.close()
+    # Docker not reachable or answering oddly: nothing named (the hints fall back to docker ps)
+    found, _ = ask_docker(lambda c: _resolve(wanted, c), client, error=GateFailed)
+    return found or {}
 
 
 def _resolve(infos: list[ProcInfo], client: Any) -> dict[int, RunOwner]:

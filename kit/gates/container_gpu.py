@@ -20,7 +20,7 @@ from typing import Any, TypedDict
 from kit.errors import GateFailed, KitError
 from kit.gates.result import Check, Timer
 from kit.manifest import Manifest
-from kit.plumbing.dockerconn import docker_client
+from kit.plumbing.dockerconn import ask_docker
 from kit.runtime.docker.gpus import devices_args
 
 NAME = "docker_gpu_runtime"
@@ -79,19 +79,11 @@ def check_container_gpus(m: Manifest, client: Any | None = None) -> Check:
     if mode == "devices":
         return check_devices(m)
     timer = Timer()
-    own = client is None
-    try:
-        if client is None:
-            client = docker_client(error=GateFailed, timeout=10)
-        info = client.info()
-    except Exception as e:  # noqa: BLE001 - any failure means the engine could not be asked
-        why = e.message if isinstance(e, KitError) else f"{type(e).__name__}: {e}"
+    info, why = ask_docker(lambda c: c.info(), client, error=GateFailed)
+    if info is None:
         return timer.check(NAME, False, f"Docker not reachable ({why}); the manifest runs "
                            f"{m.hardware.gpus} GPU(s) in containers", "start the Docker engine (dockerd)",
                            ContainerGpuEvidence(mode=mode, docker=None))
-    finally:
-        if own and client is not None:
-            client.close()
     runtimes = sorted(info.get("Runtimes") or {})
     cdi = _cdi_specs()
     version = info.get("ServerVersion")

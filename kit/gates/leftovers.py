@@ -21,12 +21,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TypedDict
 
-from kit.errors import GateFailed, KitError
+from kit.errors import GateFailed
 from kit.gates import procinfo
 from kit.gates.procinfo import ProcInfo
 from kit.gates.result import Check, Timer
 from kit.manifest import Manifest
-from kit.plumbing.dockerconn import docker_client
+from kit.plumbing.dockerconn import ask_docker
 from kit.plumbing.procs import tagged
 from kit.runtime.recorded import recorded_cgroup, recorded_members, recorded_tag
 from kit.runtime.records import (
@@ -106,18 +106,8 @@ def _counts(item_run: str | None, run_id: str | None, phase: str) -> bool:
 
 def _list_kit_containers(client: Any | None) -> tuple[list[ContainerSeen] | None, str | None]:
     """Running containers labelled kit.run, or None and the reason Docker could not be asked."""
-    own = client is None
-    try:
-        if client is None:
-            client = docker_client(error=GateFailed, timeout=10)
-        return [_container(c) for c in client.containers.list(filters={"label": RUN_LABEL})], None
-    except KitError as e:
-        return None, e.message
-    except Exception as e:  # noqa: BLE001 - any failure here means "Docker not reachable", reported in its words
-        return None, f"{type(e).__name__}: {e}"
-    finally:
-        if own and client is not None:
-            client.close()
+    return ask_docker(lambda c: [_container(x) for x in c.containers.list(filters={"label": RUN_LABEL})], client,
+                      error=GateFailed)
 
 
 def check_containers(m: Manifest, *, run_id: str | None, phase: str, client: Any | None = None) -> Check:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from kit.errors import KitError, ServerError
+
+T = TypeVar("T")
 
 
 def docker_client(*, error: type[KitError] = ServerError, timeout: int = 60) -> Any:
@@ -24,3 +27,19 @@ def docker_client(*, error: type[KitError] = ServerError, timeout: int = 60) -> 
             hint="start one (`./scripts/ensure-docker` installs and starts dockerd on Debian), or set DOCKER_HOST",
         ) from None
     return client
+
+
+def ask_docker(ask: Callable[[Any], T], client: Any | None = None, *, error: type[KitError] = ServerError,
+               timeout: int = 10) -> tuple[T | None, str | None]:
+    """``ask(client)`` of ``client``, or of a new one closed afterwards; ``(None, why)`` when the engine could not be
+    asked (not reachable, or answering oddly), ``why`` in its own words."""
+    own = client is None
+    try:
+        if client is None:
+            client = docker_client(error=error, timeout=timeout)
+        return ask(client), None
+    except Exception as e:  # noqa: BLE001 - any failure here means "Docker could not be asked", reported as such
+        return None, e.message if isinstance(e, KitError) else f"{type(e).__name__}: {e}"
+    finally:
+        if own and client is not None:
+            client.close()
