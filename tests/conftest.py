@@ -4,6 +4,7 @@ import atexit
 import itertools
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -57,6 +58,15 @@ def own_secrets() -> Iterator[None]:
 
     with secrets_added(()):
         yield
+
+
+@pytest.fixture
+def other_kit() -> Iterator[subprocess.Popen[bytes]]:
+    """Stands for the kit process of a live run whose run lock is in another lock directory (support.kits)."""
+    p = subprocess.Popen(["sleep", "600"])
+    yield p
+    p.kill()
+    p.wait()
 
 
 @pytest.fixture

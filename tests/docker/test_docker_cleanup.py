@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from docker_helpers import SESSION_RUN, make_spec
+from support.kits import labels_of
 from support.manifests import manifest_data, manifest_model
 
 from kit.cleanup import clean, conflicting_runs, live_runs, refuse_live_runs, remove_images
@@ -86,9 +87,7 @@ def test_a_container_whose_kit_lives_is_no_leftover_whatever_lock_directory_it_u
     kit = subprocess.Popen(["sleep", "600"])  # stands for that run's kit process
     ticks = start_ticks(kit.pid)
     assert ticks is not None
-    labels = {"kit.managed": "1", "kit.run": run, "kit.cell": "a-r1", "kit.pid": str(kit.pid),
-              "kit.start_ticks": str(ticks), "kit.boot": boot_id() or "", "kit.pidns": pid_namespace() or "",
-              "kit.lock_dir": "/elsewhere/locks"}
+    labels = labels_of(kit, **{"kit.run": run, "kit.cell": "a-r1"})
     c = client.containers.run(engine_image.image_id, ["sleep", "600"], detach=True, labels=labels,
                               name=f"kit-{run}")
     m = manifest_model(manifest_data("t", port=1, command=["true"], served_name="m"))

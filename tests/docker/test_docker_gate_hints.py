@@ -9,31 +9,21 @@ mid-cell. The gates now ask Docker which container stands behind the process, an
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from docker_helpers import SESSION_RUN
 from gates.fake_nvml import FakeProbe
 from gates.gate_helpers import make_manifest
+from support.kits import labels_of
 from support.ports import free_port
 
 from kit.gates.gpu import check_gpus
 from kit.gates.ports import check_ports
 from kit.nvml import GpuProcess
 from kit.plumbing.procs import start_ticks
-from kit.runtime.records import boot_id, pid_namespace
 
 pytestmark = pytest.mark.docker
-
-
-@pytest.fixture
-def other_kit() -> Iterator[subprocess.Popen[bytes]]:
-    """Stands for the kit process of a live run whose run lock is in another lock directory."""
-    kit = subprocess.Popen(["sleep", "600"])
-    yield kit
-    kit.kill()
-    kit.wait()
 
 
 def _run(client: Any, image: str, name: str, port: int, labels: dict[str, str]) -> Any:
@@ -62,12 +52,9 @@ def test_a_published_port_names_its_container_never_dockerds_process_group(clien
 
 def test_a_live_runs_container_in_another_lock_directory_is_theirs_to_both_gates(
         client: Any, engine_image: Any, other_kit: subprocess.Popen[bytes]) -> None:
-    ticks = start_ticks(other_kit.pid)
-    assert ticks is not None
+    assert start_ticks(other_kit.pid) is not None
     run = f"{SESSION_RUN}-hints"
-    labels = {"kit.managed": "1", "kit.run": run, "kit.cell": "a-r1", "kit.pid": str(other_kit.pid),
-              "kit.start_ticks": str(ticks), "kit.boot": boot_id() or "", "kit.pidns": pid_namespace() or "",
-              "kit.lock_dir": "/elsewhere/locks"}
+    labels = labels_of(other_kit, **{"kit.run": run, "kit.cell": "a-r1"})
     port = free_port()
     live = _run(client, engine_image.image_id, run, port, labels)
     try:

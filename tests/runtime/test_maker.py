@@ -9,10 +9,10 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.kits import labels_of
 
 from kit.plumbing.poll import poll_until
 from kit.plumbing.procs import start_ticks, stat_fields
@@ -23,25 +23,9 @@ from kit.runtime.records import (
     maker,
     maker_labels,
     other_live_owner,
-    pid_namespace,
     runs_dir,
     same_process,
 )
-
-
-@pytest.fixture
-def other_kit() -> Iterator[subprocess.Popen[bytes]]:
-    p = subprocess.Popen(["sleep", "600"])
-    yield p
-    p.kill()
-    p.wait()
-
-
-def labels_of(p: subprocess.Popen[bytes], **changed: str) -> dict[str, str]:
-    """A container's labels as a kit process ``p`` would set them, its run lock in another lock directory."""
-    labels = {"kit.managed": "1", "kit.run": "run-a", "kit.pid": str(p.pid), "kit.start_ticks": str(start_ticks(p.pid)),
-              "kit.boot": boot_id() or "", "kit.pidns": pid_namespace() or "", "kit.lock_dir": "/elsewhere/locks"}
-    return {**labels, **changed}
 
 
 def test_a_live_kit_in_another_lock_directory_owns_its_container(other_kit: subprocess.Popen[bytes]) -> None:
