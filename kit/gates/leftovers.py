@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Iterable
-from functools import partial
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -27,8 +26,7 @@ from kit.gates.procinfo import ProcInfo
 from kit.gates.result import Check, Timer
 from kit.manifest import Manifest
 from kit.plumbing.dockerconn import ask_docker
-from kit.plumbing.procs import tagged
-from kit.runtime.recorded import recorded_cgroup, recorded_members, recorded_tag
+from kit.runtime.recorded import recorded_cgroup, recorded_members
 from kit.runtime.records import (
     RUN_LABEL,
     RunOwner,
@@ -40,7 +38,6 @@ from kit.runtime.records import (
     record_files,
     state_dir,
 )
-from kit.runtime.subreaper import found_again
 
 CONTAINERS = "leftover_containers"
 PROCESSES = "leftover_processes"
@@ -163,8 +160,6 @@ def check_process_groups(*, run_id: str | None, phase: str, directory: Path | No
             unreadable.append(str(path))  # perhaps being written right now: leave it alone
             continue
         members, _foreign = recorded_members(record)  # a reused PGID is not this record's group: stale
-        if not members and (tag := recorded_tag(record)):  # one scan can miss what keeps forking away
-            members = found_again(partial(tagged, tag))
         if members:
             live.append(LiveGroup(**record, file=str(path), members=[procinfo.describe(p) for p in members]))
             continue

@@ -22,7 +22,7 @@ from kit.runtime.records import (
     record_files,
     same_process,
 )
-from kit.runtime.subreaper import Adopted, found_again, stop_escapes, stop_rescanned
+from kit.runtime.subreaper import Adopted, stop_escapes, stop_rescanned
 
 
 @dataclass(frozen=True)
@@ -51,8 +51,6 @@ def kill_leftover_groups(grace_s: float = 5.0, *, run_id: str | None = None) -> 
         members, foreign = recorded_members(record)
         cgroup = recorded_cgroup(record)
         tag = recorded_tag(record)
-        if not members and tag:  # what keeps forking away can miss one scan: none gone before several say so
-            members = found_again(partial(tagged, tag, stop=True))
         if not members:
             why = f"not signalled: {foreign}" if foreign else "already gone"
             (stale if _forget(path, record, cgroup) else survived).append(f"{path.name} (group {pgid} {why})"

@@ -7,11 +7,13 @@ any cgroup). The leftover gate, `kit clean` and a resume ask ``recorded_members`
 from __future__ import annotations
 
 import re
+from functools import partial
 from pathlib import Path
 
 from kit.plumbing.cgroups import Cgroup
 from kit.plumbing.procs import PROC, group_members, start_ticks, tagged
 from kit.runtime.records import ServerRecord, boot_id
+from kit.runtime.subreaper import found_again
 
 
 def same_boot(record: ServerRecord) -> bool:
@@ -61,8 +63,10 @@ def recorded_members(record: ServerRecord, proc: Path = PROC) -> tuple[list[int]
     why = identity_mismatch(record, proc) if members else None
     cgroup = recorded_cgroup(record) if proc == PROC else None
     inside = cgroup.procs() if cgroup is not None else []
-    tag = recorded_tag(record)
-    return sorted(set([] if why else members) | set(inside) | set(tagged(tag, proc) if tag else [])), why
+    found = set([] if why else members) | set(inside)
+    if tag := recorded_tag(record):  # where nothing else is left, one scan can miss what keeps forking away
+        found |= set(tagged(tag, proc) if found else found_again(partial(tagged, tag, proc)))
+    return sorted(found), why
 
 
 _TAG = re.compile(r"[0-9a-f]{16}")
