@@ -15,11 +15,19 @@ from typing import Any
 
 from kit.errors import GateFailed
 from kit.gates.procinfo import ContainerRef, ProcInfo, proxy_port
+from kit.gates.reserve import runs_of
 from kit.plumbing.dockerconn import ask_docker
 from kit.runtime.records import RUN_LABEL, RunOwner, labelled_owner
 
 MAX_LOOKUPS = 32  # distinct containers asked about in one gate (a GPU rarely has more holders)
 LOOKUP_S = 20.0  # and for at most this long in all (each Docker call has its own 10 s timeout besides)
+
+
+def live_servers(infos: Sequence[ProcInfo]) -> dict[int, RunOwner]:
+    """Of these processes, by PID, the servers of live runs of other kit processes (any user), never to be killed:
+    what such a kit started in this lock directory (``reserve.runs_of``) and containers any kit labelled (``resolve``,
+    which names the container behind each process in place)."""
+    return runs_of([i["pid"] for i in infos]) | resolve(infos)
 
 
 def resolve(infos: Sequence[ProcInfo], client: Any | None = None) -> dict[int, RunOwner]:

@@ -15,7 +15,7 @@ from typing_extensions import TypedDict
 
 from kit.gates import behind, procinfo
 from kit.gates.procinfo import ContainerRef
-from kit.gates.reserve import holder, runs_of
+from kit.gates.reserve import holder
 from kit.gates.result import Check, GpuIdentity, Timer
 from kit.manifest import Manifest
 from kit.nvml import MIB, GpuProbe, MemoryMib, NoDriverError, NvmlError, UnsupportedError
@@ -257,8 +257,7 @@ def _dirty(timer: Timer, samples: list[GpuSample], evidence: GpuEvidence, polls:
     dirty = [s for s in samples if not s["clean"]]
     each = [[procinfo.describe(p["pid"]) for p in s["processes"]] for s in dirty]
     flat = [info for described in each for info in described]
-    # live runs' servers (any user): kit's processes in this lock directory, labelled containers in any
-    theirs = runs_of([info["pid"] for info in flat]) | behind.resolve(flat)
+    theirs = behind.live_servers(flat)
     if theirs:
         evidence["of_live_runs"] = {str(pid): o for pid, o in theirs.items()}
     for s, described in zip(dirty, each, strict=True):

@@ -22,7 +22,7 @@ import psutil
 
 from kit.gates import behind, procinfo
 from kit.gates.procinfo import ProcInfo
-from kit.gates.reserve import port_holders, runs_of
+from kit.gates.reserve import port_holders
 from kit.gates.result import Check, Timer
 from kit.manifest import Manifest
 from kit.plumbing.poll import poll_until
@@ -204,9 +204,7 @@ def _failed(timer: Timer, busy: dict[tuple[str, int], str], evidence: PortsEvide
     holders: list[ProcInfo] = []
     listeners_of = {port: owners(port) for port in sorted({p for _, p in busy})}
     found = [proc for ls in listeners_of.values() for s in ls for proc in s.get("processes", []) if proc.get("visible")]
-    # servers of live runs (any user), never to be killed: kit's processes in this lock directory, and containers
-    # labelled by any kit (named through the docker-proxy that publishes their port)
-    theirs = runs_of([proc["pid"] for proc in found]) | behind.resolve(found)
+    theirs = behind.live_servers(found)  # a container's through the docker-proxy that publishes its port
     if theirs:
         evidence["of_live_runs"] = {str(pid): o for pid, o in theirs.items()}
     for port, listeners in listeners_of.items():
