@@ -9,6 +9,8 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kit.plumbing.procs import program_path
+
 if TYPE_CHECKING:
     from kit.manifest.models import Manifest
 
@@ -93,11 +95,11 @@ def missing_programs(m: Manifest) -> list[str]:
         if not program or "{" in program:
             continue
         path = arm.env.get("PATH") or m.server.env.get("PATH") or os.environ.get("PATH", os.defpath)
-        if "/" not in program:
+        full = program_path(program)
+        if "/" not in full:  # a bare name
             if shutil.which(program, path=path) is None:
                 out.setdefault(program, f"server program {program!r} is not on the PATH its server gets ({path})")
             continue
-        full = os.path.abspath(os.path.expanduser(program))
         if not (os.path.isfile(full) and os.access(full, os.X_OK)):
             out.setdefault(program, f"server program {program!r}{f' ({full})' if full != program else ''} is no "
                                     "executable file on this host")

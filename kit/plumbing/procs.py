@@ -84,6 +84,13 @@ def _server_group(pgid: int) -> int:
     return pgid
 
 
+def program_path(program: str) -> str:
+    """The program a command names, as kit starts it: a path (``~`` expanded, a relative one from kit's directory,
+    never from the server's own empty one) made absolute; a bare name as it is (looked up on the server's PATH)."""
+    expanded = os.path.expanduser(program)
+    return os.path.abspath(expanded) if "/" in expanded else program
+
+
 def group_alive(pgid: int) -> bool:
     """True while any non-zombie process of the group lives (or we may not signal it)."""
     pgid = _server_group(pgid)

@@ -27,7 +27,7 @@ from typing import Any
 
 from kit.plumbing.cgroups import Cgroup
 from kit.plumbing.poll import Deadline, poll_until
-from kit.plumbing.procs import descendants, start_ticks, stop_pids
+from kit.plumbing.procs import descendants, program_path, start_ticks, stop_pids
 from kit.runtime.records import same_process
 
 EXEC_WAIT_S = 10.0  # for the shim's exec of the command (about 20-70 ms): past it, the start goes on unconfirmed
@@ -72,11 +72,7 @@ def spawn(command: list[str], env: Mapping[str, str], join: int | None = None,
     happened (OSError, as Popen's, when it could not: the shim is reaped first). ``join``: an open write end of a
     cgroup's ``cgroup.procs`` (``kit.plumbing.cgroups``) the shim moves itself into before the exec; returned with
     the process: None when it joined (or none was given), else the errno of that write (it runs outside)."""
-    # a program named by a relative path ("./serve.sh", "bin/server") is the one in kit's directory, as a relative
-    # model.path is: the server runs in an empty directory of its own, where the exec would look for it otherwise
-    program = os.path.expanduser(command[0])  # "~/bin/server" too, as kit's check of the manifest reads it
-    if "/" in program:
-        command = [os.path.abspath(program), *command[1:]]
+    command = [program_path(command[0]), *command[1:]]  # "./serve.sh" is kit's, not the server's empty directory's
     envfd = _environment_file(env)
     r, w = os.pipe()
     fds = (w, envfd) if join is None else (w, envfd, join)
