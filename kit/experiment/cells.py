@@ -3,6 +3,7 @@ before, during and after, and kit's own overhead in it recorded."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -46,6 +47,7 @@ class CellRunner:
     gpu_indices: list[int] = field(default_factory=list)
     nodes: NodeGates | None = None  # runtime slurm: the allocation's nodes and their gates
     workloads: Workloads | None = None  # load.dataset: every cell's levels' workload files, built once per run
+    load: LoadSession | None = None  # the run's load drivers, reused cell after cell (else a session per cell)
 
     def gates(self, cell: Cell, phase: str) -> None:
         report = gate_report(self.m, phase, self.bundle.run_id, self.nodes)
@@ -102,8 +104,10 @@ class CellRunner:
                            image=self.image_ids.get(cell.arm), gpus=self.gpu_ids,
                            nodes=self.nodes.hosts if self.nodes else ())
         drivers = max(process_count(level_spec(self.m, cell, lv, spec.base_url)) for lv in self.plan.levels)
-        # one set of load drivers per cell: they import Locust while the server starts, and run every level
-        with LoadSession(processes=drivers, cpus=self.m.load.cpus) as load:
+        # the run's load drivers (or the cell's own): the missing ones import Locust while the server starts
+        with contextlib.ExitStack() as own:
+            load = self.load or own.enter_context(LoadSession(cpus=self.m.load.cpus))
+            load.warm(drivers)
             t0 = time.monotonic()
             with deferred_interrupts():  # started and recorded in one step: no interrupt between leaks it
                 server = self.runtime.start(spec)

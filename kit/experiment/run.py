@@ -29,6 +29,7 @@ from kit.files.run import FailedCell, RunFile
 from kit.gates.reserve import reserved
 from kit.hints import resume_command
 from kit.images import ImageInfo
+from kit.load import LoadSession
 from kit.manifest import Manifest
 from kit.plan import Cell, Plan, make_plan
 from kit.plumbing.files import read_bounded
@@ -102,9 +103,20 @@ class Experiment:
             refuse_live_runs(ports=ports, gpus=mine if self.m.hardware.gpus else None, own_run=session.run_id)
         self.images = prepare_images(self.inputs.lm, session, allow_unpinned=self.opts.allow_unpinned,
                                      trust=self.inputs.trust)
-        self.cells = CellRunner(self.m, self.plan, session.bundle, self.runtime, self.events,
-                                image_ids={a: i.image_id for a, i in self.images.items()}, nodes=self.nodes,
-                                workloads=Workloads(self.m, session.bundle, self.workload))
+        with LoadSession(cpus=self.m.load.cpus) as load:  # one set of load drivers for every cell of the run
+            self.cells = CellRunner(self.m, self.plan, session.bundle, self.runtime, self.events,
+                                    image_ids={a: i.image_id for a, i in self.images.items()}, nodes=self.nodes,
+                                    workloads=Workloads(self.m, session.bundle, self.workload), load=load)
+            try:
+                self.run_cells(session)
+            finally:
+                self.cells.load = None  # stopped with the session: nothing after the cells may use it
+        run_expert_passes(self.cells)  # manifest expert_pass: one untimed server per arm, after every timed cell
+        return "complete" if not self.failed else "failed"
+
+    def run_cells(self, session: BundleSession) -> None:
+        """The cells still to run, one after another, each kept by a checkpoint; the looks may stop them early."""
+        assert self.cells is not None
         # --- looks (design.sequential, or the caller's stop rule): one after each block; stop when one says so
         looks = self.stopper(session.bundle)
         todo = cells_to_run(session.bundle, needed_cells(self.m, self.plan, session.bundle))
@@ -124,9 +136,6 @@ class Experiment:
             if looks is not None and looks.stopped:
                 break
         # --- end looks
-        run_expert_passes(self.cells)  # manifest expert_pass: one untimed server per arm, after every timed cell
-        return "complete" if not self.failed else "failed"
-
 
     @property
     def redo_limit(self) -> int:

@@ -5,8 +5,8 @@ geventhttpclient: ``import locust`` monkey-patches the whole process and crashes
 ``urllib3`` or ``docker`` came first. Locust runs in driver subprocesses (``python -m kit.load.driver``),
 each in its own process group, killed on errors, ``KeyboardInterrupt`` and ``should_stop``.
 
-The levels of one cell run in one ``LoadSession`` (``kit.load.session``): its driver processes start
-(and import Locust) once and run one level after another::
+The levels of a run's cells run in one ``LoadSession`` (``kit.load.session``): its driver processes start
+(and import Locust) once and run one level after another, cell after cell::
 
     with LoadSession(processes=1) as load:        # drivers start here, e.g. while the server starts
         for spec in specs:

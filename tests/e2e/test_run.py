@@ -50,6 +50,7 @@ def test_run_verify_report_compare_archive(tmp_path: Path, port: int, isolated: 
     assert (b / "manifest.yaml.sig").read_bytes() == (tmp_path / "tiny.yaml.sig").read_bytes()
     plan = read_json(b / "plan.json")
     assert [c["id"] for c in plan["cells"]] == ["baseline-r1", "oea-r1", "baseline-r2", "oea-r2"]
+    pids: set[int] = set()  # the load driver's: one process ran every level of every cell (kit.load.session)
     for cell in plan["cells"]:
         cdir = b / "cells" / cell["id"]
         state = read_json(cdir / "cell.json")
@@ -64,10 +65,12 @@ def test_run_verify_report_compare_archive(tmp_path: Path, port: int, isolated: 
             assert all(x["usage_completion_tokens"] == 8 == x["client_tokens"] for x in records)
             assert all(x["arm"] == cell["arm"] and x["level"] == level for x in records)
             assert (cdir / f"level-{level}" / "client.json").exists()
+            pids.update(w["pid"] for w in read_json(cdir / f"level-{level}" / "client.json")["workers"])
             metrics = read_json(cdir / f"level-{level}" / "server_metrics.json")
             assert metrics["after"]["kit_engine_decode_tokens_total"] > (metrics["before"] or {}).get(
                 "kit_engine_decode_tokens_total", 0)
         assert "kit-engine ready" in (cdir / "server.log").read_text()
+    assert len(pids) == 1, pids
     report = (b / "report.md").read_text()
     headings = [line for line in report.splitlines() if line.startswith("## ")]
     assert headings[0] == "## Verdicts", headings
