@@ -143,8 +143,11 @@ def _prefix(fractions: tuple[float, ...], alpha: float, spending: str, sides: in
     return _advance(s, fractions[-1], cum, _bound(s, fractions[-1], cum, sides), sides)
 
 
+@functools.lru_cache(maxsize=4096)
 def _boundaries(fractions: tuple[float, ...], alpha: float, spending: str, final: bool,
                 sides: int = 2) -> tuple[float, ...]:
+    """Cached whole (a pure function of its arguments): Holm's steps and every look of a run, and a simulation's
+    experiments, ask for the same boundaries again; the last look's own search costs 60 passes over the grid."""
     if not final:
         return _prefix(fractions, alpha, spending, sides).bounds
     s = _prefix(fractions[:-1], alpha, spending, sides)
