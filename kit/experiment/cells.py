@@ -3,7 +3,6 @@ before, during and after, and kit's own overhead in it recorded."""
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -47,7 +46,7 @@ class CellRunner:
     gpu_indices: list[int] = field(default_factory=list)
     nodes: NodeGates | None = None  # runtime slurm: the allocation's nodes and their gates
     workloads: Workloads | None = None  # load.dataset: every cell's levels' workload files, built once per run
-    load: LoadSession | None = None  # the run's load drivers, reused cell after cell (else a session per cell)
+    load: LoadSession | None = None  # the run's load drivers, reused cell after cell (set while the cells run)
 
     def gates(self, cell: Cell, phase: str) -> None:
         report = gate_report(self.m, phase, self.bundle.run_id, self.nodes)
@@ -104,34 +103,34 @@ class CellRunner:
                            image=self.image_ids.get(cell.arm), gpus=self.gpu_ids,
                            nodes=self.nodes.hosts if self.nodes else ())
         drivers = max(process_count(level_spec(self.m, cell, lv, spec.base_url)) for lv in self.plan.levels)
-        # the run's load drivers (or the cell's own): the missing ones import Locust while the server starts
-        with contextlib.ExitStack() as own:
-            load = self.load or own.enter_context(LoadSession(cpus=self.m.load.cpus))
-            load.warm(drivers)
-            t0 = time.monotonic()
-            with deferred_interrupts():  # started and recorded in one step: no interrupt between leaks it
-                server = self.runtime.start(spec)
-                servers.append(server)
-            self.bundle.write_json(f"cells/{cell.id}/server.json", ServerFile.model_validate(server.describe()))
-            state.ready_s = round(server.wait_ready(), 3)
-            # --- server info (helper sglang): the engine's own account of itself (sglang's /server_info)
-            if self.m.server.info_path:
-                info = read_server_info(spec, self.m.server.info_path)
-                self.bundle.write_json(f"cells/{cell.id}/server_info.json", info)
-            # --- end server info
-            # --- quality (helper sglang): the untimed few-shot accuracy check, before the timed levels
-            if self.m.quality is not None:
-                quality = run_quality(self.m.quality, spec.base_url, self.m.model.served_name, self.m.load.endpoint,
-                                      spec.ssl_context)
-                self.bundle.write_json(f"cells/{cell.id}/quality.json", quality)
-            # --- end quality
-            state.levels = {}
-            telemetry_gpus = self.gpu_indices if self.m.hardware.gpus and not self.nodes else []  # telemetry
-            levels = LevelRunner(self.m, self.bundle, self.events, gpus=telemetry_gpus, workloads=self.workloads)
-            for lv in self.plan.levels:
-                state.levels[str(lv.concurrency)] = levels.run(cell, lv, server, spec, load)
-                self.write(state)
-            state.serve_s = round(time.monotonic() - t0, 3)
+        # the run's load drivers (Experiment.execute holds them): the missing ones import Locust while the server starts
+        assert self.load is not None, "cells are served inside the run's LoadSession"
+        load = self.load
+        load.warm(drivers)
+        t0 = time.monotonic()
+        with deferred_interrupts():  # started and recorded in one step: no interrupt between leaks it
+            server = self.runtime.start(spec)
+            servers.append(server)
+        self.bundle.write_json(f"cells/{cell.id}/server.json", ServerFile.model_validate(server.describe()))
+        state.ready_s = round(server.wait_ready(), 3)
+        # --- server info (helper sglang): the engine's own account of itself (sglang's /server_info)
+        if self.m.server.info_path:
+            info = read_server_info(spec, self.m.server.info_path)
+            self.bundle.write_json(f"cells/{cell.id}/server_info.json", info)
+        # --- end server info
+        # --- quality (helper sglang): the untimed few-shot accuracy check, before the timed levels
+        if self.m.quality is not None:
+            quality = run_quality(self.m.quality, spec.base_url, self.m.model.served_name, self.m.load.endpoint,
+                                  spec.ssl_context)
+            self.bundle.write_json(f"cells/{cell.id}/quality.json", quality)
+        # --- end quality
+        state.levels = {}
+        telemetry_gpus = self.gpu_indices if self.m.hardware.gpus and not self.nodes else []  # telemetry
+        levels = LevelRunner(self.m, self.bundle, self.events, gpus=telemetry_gpus, workloads=self.workloads)
+        for lv in self.plan.levels:
+            state.levels[str(lv.concurrency)] = levels.run(cell, lv, server, spec, load)
+            self.write(state)
+        state.serve_s = round(time.monotonic() - t0, 3)
 
     def stop(self, state: CellFile, server: RunningServer) -> None:
         try:
