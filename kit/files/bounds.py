@@ -52,9 +52,12 @@ def usage_problem(usage: object, client_tokens: int, requested: int | None) -> s
 
     A content event carries at least one token, so a count below the client's ``client_tokens`` events is
     contradicted; several tokens per event explain a count above the events, but not one above ``requested``
-    (the ``max_tokens`` asked, None when unknown), which no server may exceed.
+    (the ``max_tokens`` asked, None when unknown), which no server may exceed. Without a usage count, more content
+    events than ``requested`` is the same lie told by the stream alone (each would be timed as a token).
     """
     if usage is None:
+        if requested is not None and client_tokens > requested:
+            return f"{client_tokens} content events above the max_tokens {requested} asked (and no usage count)"
         return None
     if usage == UNPARSABLE:
         return "the usage event is not JSON kit can read (broken, or a number of more digits than Python parses)"

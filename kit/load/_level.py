@@ -29,6 +29,8 @@ START_MARGIN_NS = 250_000_000    # the common start lies this far after "go" is 
 START_PER_USER_NS = 500_000      # ... plus this per user of the largest process (spawning them takes time)
 PROGRESS_MIN_INTERVAL_S = 0.25
 State = Literal["starting", "warm", "running", "done"]
+_DOING: dict[State, str] = {"starting": "starting or in its warm-up", "warm": "waiting for the level's start",
+                            "running": "running the level", "done": "done"}
 
 
 @dataclass
@@ -160,7 +162,7 @@ class LevelRun:
         except OSError:
             tail = "(no stderr captured)"
         return LoadError(
-            f"load driver process {s.index} (pid {s.proc.pid}) {what} while {s.state}; "
+            f"load driver process {s.index} (pid {s.proc.pid}) {what} while {_DOING[s.state]}; "
             f"last stderr lines ({s.stderr_copy}):\n{tail}",
             hint="the driver's full stderr is in the file named above; a traceback there usually names "
                  "the cause (bad base_url, missing package, out of file descriptors)")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import locust  # noqa: F401  (first: gevent monkey-patching, see kit.load.driver)
 
 # isort: split
+import errno
 import logging
 import os
 import sys
@@ -80,7 +81,13 @@ class Demux:
 
     def remove(self, fd: int) -> None:
         if self.streams.pop(fd, None) is not None:
-            self.epoll.unregister(fd)
+            try:
+                self.epoll.unregister(fd)
+            except OSError as exc:
+                # closed already: a body that ended on a `Connection: close` answer has its socket closed by the
+                # parser as the message completes (legal HTTP/1.1), and closing it took it out of the set
+                if exc.errno != errno.EBADF:
+                    raise
 
     def close(self) -> None:
         """Stop the reader and close the epoll set (the end of a level; the process may run another)."""

@@ -16,7 +16,8 @@ from kit.stats.shapes import ErrorCounts, LengthCounts, UsageCounts
 
 WITHHELD = {
     "too_few_cells": "too few cells: no verdict",
-    "usage_flagged": "the server's usage counts are implausible or contradict the client's count: no verdict",
+    "usage_flagged": ("the server's token counts are implausible (usage counts, or more content events than the tokens "
+                      "asked) or contradict the client's count: no verdict"),
     "error_rate_differs": "error rates differ: no verdict",
     "output_lengths_differ": "the arms returned fewer output tokens than asked at different rates: no verdict",
     "client_bound": "client-bound: no verdict",

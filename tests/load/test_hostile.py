@@ -191,6 +191,23 @@ def test_usage_a_server_cannot_have_meant_is_flagged_not_an_error(hostile: Hosti
     assert all(w["usage_completion_tokens"] <= REQUESTS * 18 for w in client["workers"])
 
 
+def test_more_content_events_than_asked_without_a_usage_count_is_flagged(hostile: Hostile, session: LoadSession,
+                                                                        tmp_path: Path) -> None:
+    """A server that sends 3x the events asked and no usage chunk would look 3x faster per token (a review's
+    server did: "liar faster: TPOT -74.9 %"); each event is a token at least, so the count cannot be true."""
+    res, recs, _, _ = _level(session, hostile, f"overdeliver={3 * TOKENS}", tmp_path / "o", every=2)
+    bad = _hostile_rids(2)
+    assert res.ok == REQUESTS and res.errors == 0  # flagged, not failed
+    for r in recs:
+        if r["rid"] in bad:
+            assert r["client_tokens"] == 3 * TOKENS and r["usage_completion_tokens"] is None
+            assert r["usage_flag"] == f"{3 * TOKENS} content events above the max_tokens {TOKENS} asked " \
+                                      "(and no usage count)"
+        else:
+            assert _kept(r), r
+    assert reduce_records(recs, requested=TOKENS).usage_flagged == len(bad)
+
+
 def test_an_arm_whose_server_over_reports_gets_no_verdict(hostile: Hostile, session: LoadSession,
                                                           tmp_path: Path) -> None:
     measured = []

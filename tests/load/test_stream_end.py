@@ -64,6 +64,9 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         self.send_header("Transfer-Encoding", "chunked")
+        if self.server.style == "chunked-close":  # legal HTTP/1.1: the client closes the socket once the body ends
+            self.send_header("Connection", "close")
+            self.close_connection = True
         self.end_headers()
         for p in parts:
             self.wfile.write(b"%x\r\n%s\r\n" % (len(p), p))
@@ -89,7 +92,7 @@ class Server(ThreadingHTTPServer):
 
 @pytest.fixture
 def servers() -> Iterator[dict[str, Server]]:
-    made = {s: Server(s) for s in ("chunked", "close", "finish-in-last-token", "cut")}
+    made = {s: Server(s) for s in ("chunked", "chunked-close", "close", "finish-in-last-token", "cut")}
     threads = [threading.Thread(target=s.serve_forever, daemon=True) for s in made.values()]
     for t in threads:
         t.start()
@@ -108,7 +111,7 @@ def test_streams_without_done_end_at_the_finish_reason(servers: dict[str, Server
             spec = make_spec(srv.base_url, concurrency=2, requests=4, warmup_requests=1 if style != "cut" else 0,
                              output_tokens=n, dialect="transformers", tags={"arm": style, "repeat": 1, "level": 2})
             results[style] = (load.run_level(spec, tmp_path / style), spec)
-    for style in ("chunked", "close", "finish-in-last-token"):
+    for style in ("chunked", "chunked-close", "close", "finish-in-last-token"):
         res, spec = results[style]
         recs = read_records(res.records_path)
         assert res.ok == len(recs) == 4 and res.errors == 0, (style, recs[0]["error"])

@@ -17,6 +17,7 @@ Modes:
 - ``usage=<json>``: a normal stream whose usage chunk says ``completion_tokens: <json>`` (e.g. ``usage=-5``,
   ``usage=1e30``, ``usage=`` + 4000 digits);
 - ``inflate=<pct>``: a normal stream whose usage over-reports the tokens sent by ``pct`` percent;
+- ``overdeliver=<n>``: ``n`` content events whatever was asked, and no usage chunk;
 - ``after-done``: a normal stream, then one more content event after ``[DONE]``;
 - ``eol=cr`` / ``eol=crlf``: a normal stream whose SSE lines end in CR alone / CRLF (the SSE spec allows both);
   ``eol=crlf-split``: CRLF, each event written in two parts split between its CR and its LF; ``eol=mixed``:
@@ -156,7 +157,8 @@ class Handler(socketserver.BaseRequestHandler):
             time.sleep(0.002)  # TCP_NODELAY: the two parts reach the client apart
             return n + self._send(_chunk(data[cut:]))
 
-        for i in range(tokens):
+        events = int(mode.removeprefix("overdeliver=")) if mode.startswith("overdeliver=") else tokens
+        for i in range(events):
             sent += event(_content(i))
             time.sleep(0.001)
         usage = str(tokens).encode()
@@ -164,8 +166,9 @@ class Handler(socketserver.BaseRequestHandler):
             usage = mode.removeprefix("usage=").encode()
         elif mode.startswith("inflate="):
             usage = str(round(tokens * (1 + float(mode.removeprefix("inflate=")) / 100))).encode()
-        sent += event(b'data: {"id":"x","choices":[],"usage":{"prompt_tokens":24,"completion_tokens":'
-                      + usage + b"}}\n\n")
+        if events == tokens:
+            sent += event(b'data: {"id":"x","choices":[],"usage":{"prompt_tokens":24,"completion_tokens":'
+                          + usage + b"}}\n\n")
         sent += event(b"data: [DONE]\n\n")
         if mode == "after-done":
             sent += event(_content(tokens))
