@@ -93,7 +93,8 @@ def compare(bundle_a: Path, bundle_b: Path, margin: str | None, absolute_margin:
     The verdicts are kit reproduce's (docs/reproduce.md), with A as the original and B as the new run: each A/B
     effect of the primary metric per level (inconsistent, reproduced or imprecise), each arm's shift, and whether
     the A/B conclusion held.
-    Exit 0 whatever the verdict, unless --strict.
+    Exit 0 whatever the verdict, unless --strict. Who signed either bundle is not judged here (`kit verify` does);
+    an archive is extracted only as far as its signed provenance names its files (exit 9 for any other member).
     """
     result = compare_paths(bundle_a, bundle_b, parse_fraction(margin, "--margin"),
                              parse_fraction(absolute_margin, "--absolute-margin"))

@@ -16,6 +16,7 @@ from typing import TypedDict
 from pydantic import BaseModel
 
 from kit.bundle import extracted, is_archive
+from kit.bundle.verify import signed_statement
 from kit.errors import BundleError, Imprecise, Inconsistent, KitError
 from kit.files.read import MAX_FILE_BYTES, read_file, refuse_links
 from kit.files.reproduce import Conclusion, ReproComparison, Verdict
@@ -160,9 +161,11 @@ def equivalence(a: Path, sa: Summary, sb: Summary, margin: float | None, absolut
 def compare_paths(a: Path, b: Path, margin: float | None = None, absolute_margin: float | None = None,
                   ) -> BundleComparison:
     """``compare_bundles`` of two bundle directories or `kit archive` files (known by their bytes), each archive
-    extracted, bounded, into a temp directory for the comparison; the result names the paths as given."""
+    extracted into a temp directory for the comparison as `kit verify --integrity-only` does (its signed provenance
+    first, then only the members it signs, each no larger than signed); the result names the paths as given."""
     with contextlib.ExitStack() as stack:
-        roots = [stack.enter_context(extracted(p)) if not p.is_dir() and is_archive(p) else p for p in (a, b)]
+        roots = [stack.enter_context(extracted(p, signed_statement(str(p)))) if not p.is_dir() and is_archive(p)
+                 else p for p in (a, b)]
         result = compare_bundles(roots[0], roots[1], margin, absolute_margin)
     return {**result, "a": str(a), "b": str(b)}
 

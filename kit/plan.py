@@ -10,6 +10,7 @@ from pathlib import Path
 
 from kit import plan_requests, plan_sequential
 from kit.bundle import extracted, is_archive, verify_integrity
+from kit.bundle.verify import signed_statement
 from kit.errors import BundleError, UsageError
 from kit.files import JsonObject
 from kit.files.plan import PlanFile
@@ -231,7 +232,7 @@ def pilot_levels(root: Path, metric: Metric, rule: CellRule = MEAN, method: str 
     share of the variance (``kit.stats.pilot``). The bundle's files must match its signed provenance (trust is
     not judged: it only informs a plan); every arm needs 2 cells with the metric at every level."""
     if is_archive(root):  # by its gzip bytes, whatever its name
-        with extracted(root) as top:
+        with extracted(root, signed_statement(str(root))) as top:  # only what its provenance signs is written
             return _pilot_levels(top, metric, rule, method, label=root)
     if not root.is_dir():
         what = "no such directory" if not root.exists() else "neither a bundle directory nor a gzip archive"

@@ -148,9 +148,9 @@ def verify_integrity(root: Path) -> int:
     provenance and every signature verifies; trust and summary.json are not judged. Returns the number of
     files."""
     label = str(root)
-    _, _, subjects, on_disk = signed_parts(root, label, "get an untouched copy of the bundle")
-    check_files(root, sorted(f for f in on_disk if f != PROVENANCE), subjects, label)
-    return len(subjects)
+    signed = signed_parts(root, label, "get an untouched copy of the bundle")
+    check_files(root, sorted(f for f in signed.on_disk if f != PROVENANCE), signed.subjects, label, signed.sizes)
+    return len(signed.subjects)
 
 
 def verify_for_resume(root: Path, trust: list[Path], *, temp_files: bool = False) -> SignerDecision:
@@ -163,11 +163,11 @@ def verify_for_resume(root: Path, trust: list[Path], *, temp_files: bool = False
 def _sealed(root: Path, policy: list[Path], *, temp_files: bool = False
             ) -> tuple[SignerDecision, bytes, dict[str, str]]:
     label = str(root)
-    env, body, subjects, on_disk = signed_parts(
+    env, body, subjects, on_disk, sizes = signed_parts(
         root, label, "kit resumes only bundles whose signed provenance verifies as trusted; start a new run")
     signer = decide_trust(env, body, policy, label)
     files = [f for f in on_disk if f != PROVENANCE and not (temp_files and is_temp_name(f))]
-    check_files(root, sorted(files), subjects, label)
+    check_files(root, sorted(files), subjects, label, sizes)
     return signer, body, subjects
 
 

@@ -32,7 +32,8 @@ from typing import IO
 from kit.bundle.dirlock import shared
 from kit.bundle.extract import ARCHIVE_SUFFIXES, MAX_MEMBERS, MAX_TOTAL_BYTES, archive_name, extracted, safe_extract
 from kit.bundle.names import PROVENANCE, check_component, walk
-from kit.bundle.verify import fail, file_problems, signed_parts
+from kit.bundle.subjects import file_problems
+from kit.bundle.verify import fail, signed_parts
 from kit.errors import BundleError, UsageError
 from kit.plumbing.files import NOFOLLOW, atomic_writer, sha256_file
 from kit.plumbing.tarinfo import normal_tarinfo
@@ -73,7 +74,7 @@ def archive(bundle_dir: Path, out: Path) -> str:
                               hint=f"finish it first (`kit verify {shlex.quote(str(bundle_dir))}` prints the command "
                               "that does, or says why its checkpoints cannot), then archive it")
         label = str(bundle_dir)
-        _, _, subjects, _ = signed_parts(root, label, "")  # the envelope as kit writes it, every signature valid
+        subjects = signed_parts(root, label, "").subjects  # the envelope as kit writes it, every signature valid
         dirs, files = walk(root)
         signed = sorted(f for f in files if f != PROVENANCE)
         if problems := file_problems(signed, subjects, {rel: subjects[rel] for rel in signed if rel in subjects}):

@@ -24,6 +24,7 @@ from cryptography.exceptions import InvalidSignature
 
 from kit.bundle.checkpoints import check_chain, checkpoint_files
 from kit.bundle.diff import first_difference
+from kit.bundle.extract import Check as ExtractCheck
 from kit.bundle.extract import extracted, is_archive
 from kit.bundle.looks import check_looks
 from kit.bundle.names import PROVENANCE, envelope_bytes, rel_problem, walk
@@ -31,13 +32,14 @@ from kit.bundle.policy import TRUSTED_MARK, UNTRUSTED_MARK, decide_trust, flags_
 from kit.bundle.provenance import BUILD_TYPE, SLSA_PROVENANCE_V1
 from kit.bundle.redo import redo_problems
 from kit.bundle.schedules import check_schedules
+from kit.bundle.subjects import Signed, file_problems, hash_signed, subject_sizes
 from kit.errors import BundleError, KitError, SignatureError, UsageError
 from kit.files import JsonObject
 from kit.files.expert_pass import expert_pass_problems
 from kit.files.read import MAX_FILE_BYTES, read_file
 from kit.files.run import RunFile
 from kit.files.summary import SUMMARY_SCHEMA_VERSION
-from kit.plumbing.files import read_bounded, sha256_file
+from kit.plumbing.files import read_bounded
 from kit.plumbing.jsontypes import TooDeep, loads
 from kit.signing import (
     PAYLOAD_TYPE,
@@ -99,17 +101,9 @@ def verify_bundle(target: Path, trust: list[Path], *, integrity_only: bool = Fal
                               hint="give the .tar.gz file `kit archive` wrote")
         label = str(target)
         files = policy_files(trust)
-
-        def signed_statement(provenance: Path) -> dict[str, Any]:
-            """The archive's provenance, verified (signatures, subjects, trust) before any other member is
-            written; extraction then refuses unlisted, oversized and altered members as they stream."""
-            env, body, stmt = read_envelope(provenance, label)
-            signed_subjects(stmt, label)
-            check_signatures(env, body, stmt, label)
-            decide_trust(env, body, files, label, integrity_only=integrity_only)
-            return stmt
-
-        with extracted(target, signed_statement, read := hashlib.sha256()) as root:  # the bytes read: no 2nd read
+        check = signed_statement(label, lambda env, body: decide_trust(env, body, files, label,
+                                                                       integrity_only=integrity_only))
+        with extracted(target, check, read := hashlib.sha256()) as root:  # the bytes read: no 2nd read
             res = verify_directory(root, trust, label=label, integrity_only=integrity_only, checks=checks)
         res.details["archive"] = {"path": str(target), "sha256": read.hexdigest(), "top": root.name}
         return res
@@ -117,8 +111,23 @@ def verify_bundle(target: Path, trust: list[Path], *, integrity_only: bool = Fal
                       "writes)")
 
 
-def signed_parts(root: Path, label: str, missing_hint: str, unsealed: Unsealed | None = None
-                 ) -> tuple[dict[str, Any], bytes, dict[str, str], set[str]]:
+def signed_statement(label: str, decide: Callable[[dict[str, Any], bytes], object] | None = None) -> ExtractCheck:
+    """An archive's provenance check, made before any other member is written: its signatures and subjects, then
+    ``decide`` (the trust decision; None: integrity only). Extraction then refuses unlisted, oversized and altered
+    members as they stream, so an archive costs what its provenance signs, not what it holds."""
+
+    def check(provenance: Path) -> dict[str, Any]:
+        env, body, stmt = read_envelope(provenance, label)
+        signed_subjects(stmt, label)
+        check_signatures(env, body, stmt, label)
+        if decide is not None:
+            decide(env, body)
+        return stmt
+
+    return check
+
+
+def signed_parts(root: Path, label: str, missing_hint: str, unsealed: Unsealed | None = None) -> Signed:
     """The envelope, its payload and the signed subjects, after checking every signature's validity. A bundle
     without provenance is first handed to ``unsealed`` (`kit verify`'s: a run writing it now, or the command that
     finishes one that never ended); without it, one with checkpoints is sent to `kit verify`, which says which."""
@@ -140,16 +149,20 @@ def signed_parts(root: Path, label: str, missing_hint: str, unsealed: Unsealed |
     env, body, stmt = read_envelope(root / PROVENANCE, label)
     subjects = signed_subjects(stmt, label)
     check_signatures(env, body, stmt, label)
-    return env, body, subjects, set(on_disk)
+    try:
+        sizes = subject_sizes(stmt)
+    except ValueError as e:
+        raise fail(label, [f"{PROVENANCE}: {e}"]) from None
+    return Signed(env, body, subjects, set(on_disk), sizes)
 
 
 def verify_directory(root: Path, trust: list[Path], *, label: str, integrity_only: bool = False,
                      checks: Sequence[Check] = (), unsealed: Unsealed | None = None) -> VerifyResult:
     """``checks``: the callers' own recomputations (kit reproduce's looks), each giving a note and its problems."""
     files = policy_files(trust)
-    env, body, subjects, on_disk = signed_parts(root, label, "nothing vouches for an unsigned bundle", unsealed)
+    env, body, subjects, on_disk, sizes = signed_parts(root, label, "nothing vouches for an unsigned bundle", unsealed)
     signer = decide_trust(env, body, files, label, integrity_only=integrity_only)
-    nbytes = check_files(root, sorted(f for f in on_disk if f != PROVENANCE), subjects, label)
+    nbytes = check_files(root, sorted(f for f in on_disk if f != PROVENANCE), subjects, label, sizes)
     chain_note, chain, problems = check_chain(root, None if integrity_only else files, subjects)
     if problems:
         raise fail(label, problems, hint="its checkpoints do not hold what its provenance signed; get an untouched one")
@@ -295,24 +308,15 @@ def _signature_problem(s: Any, message: bytes, signed_signer: Any, seen: set[str
 # --------------------------------------------------------------------------- files
 
 
-def check_files(root: Path, on_disk: list[str], subjects: Mapping[str, str], label: str) -> int:
-    """Compare every file with the signed subjects; return the number of bytes hashed."""
-    digests = {rel: sha256_file(root / rel) for rel in on_disk if rel in subjects}
-    problems = file_problems(on_disk, subjects, {rel: d for rel, (d, _) in digests.items()})
-    nbytes = sum(size for _, size in digests.values())
+def check_files(root: Path, on_disk: list[str], subjects: Mapping[str, str], label: str,
+                sizes: Mapping[str, int]) -> int:
+    """Compare every file with the signed subjects (a size differing from its signed one refused before hashing);
+    return the number of bytes hashed."""
+    digests, refused, nbytes = hash_signed(root, on_disk, subjects, sizes)
+    problems = file_problems(on_disk, subjects, digests, refused)
     if problems:
         raise fail(label, problems, hint="a bundle is immutable once signed; get an untouched copy")
     return nbytes
-
-
-def file_problems(on_disk: Sequence[str], subjects: Mapping[str, str], digests: Mapping[str, str]) -> list[str]:
-    """The files ``on_disk`` (``digests``: the sha256 of those the subjects name) against the signed subjects: an
-    extra file, a changed one, a missing one (`kit archive` hashes as it writes, then asks the same)."""
-    problems = [f"extra file not in provenance: {rel}" for rel in on_disk if rel not in subjects]
-    problems += [f"{rel}: sha256 differs from the signed provenance" for rel in on_disk
-                 if rel in subjects and digests.get(rel) != subjects[rel]]
-    present = set(on_disk)
-    return problems + [f"missing file: {rel}" for rel in sorted(subjects) if rel not in present]
 
 
 # --------------------------------------------------------------------------- summary

@@ -21,17 +21,21 @@ NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 TEMP_MARK = ".tmp-"  # temp files are ``.<name>.tmp-<pid>-<8 hex>`` beside their target
 
 
-def sha256_file(path: Path) -> tuple[str, int]:
-    """sha256 hex digest and size of a regular file, never following a symlink (ELOOP -> OSError)."""
+def sha256_file(path: Path, limit: int | None = None) -> tuple[str, int]:
+    """sha256 hex digest and size of a regular file, never following a symlink (ELOOP -> OSError). With ``limit``,
+    reading stops once more than ``limit`` bytes were read: the size returned is then above it (and the digest is
+    of a prefix), so a file that should hold ``limit`` bytes costs at most that to refuse, however large it is."""
     h = hashlib.sha256()
     size = 0
     fd = os.open(path, os.O_RDONLY | NOFOLLOW)
     with os.fdopen(fd, "rb") as f:
         if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
             raise OSError(f"{path}: not a regular file")
-        while chunk := f.read(CHUNK):
+        while chunk := f.read(CHUNK if limit is None else min(CHUNK, limit - size + 1)):
             h.update(chunk)
             size += len(chunk)
+            if limit is not None and size > limit:
+                break
     return h.hexdigest(), size
 
 

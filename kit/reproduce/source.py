@@ -3,8 +3,9 @@ that everything afterwards reads (nothing is read twice from where the user poin
 the check and the use).
 
 An archive is extracted the way `kit verify ARCHIVE` does: its signed provenance first (signatures, subjects, the
-trust decision), then only signed, size-bounded, hash-checked members. A directory is copied file by file (regular
-files only, never through a link), and the copy is verified. Either way ``kit.bundle.verify.verify_directory`` then
+trust decision), then only signed, size-bounded, hash-checked members. A directory is copied the same way: its
+provenance first, checked in the copy, then only the files it signs, each bounded by its signed size (regular files
+only, never through a link). Either way ``kit.bundle.verify.verify_directory`` then
 checks every file, recomputes summary.json and re-checks the manifest signature. A signer the policy does not allow
 for kit-bundle is refused (exit 9) unless ``allow_untrusted``; the choice is recorded in the source reference.
 """
@@ -16,17 +17,25 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kit.bundle import PROVENANCE, BundleUntrusted, safe_extract
+from kit.bundle import MAX_MEMBERS, MAX_TOTAL_BYTES, PROVENANCE, BundleUntrusted, safe_extract
 from kit.bundle.extract import Check, is_archive
 from kit.bundle.names import walk
 from kit.bundle.policy import decide_trust
-from kit.bundle.verify import check_signatures, read_envelope, signed_subjects, verify_directory
+from kit.bundle.subjects import file_problems, subject_sizes
+from kit.bundle.verify import (
+    MAX_PROVENANCE_BYTES,
+    fail,
+    signed_parts,
+    signed_statement,
+    signed_subjects,
+    verify_directory,
+)
 from kit.errors import BundleError, UsageError
 from kit.files.read import read_file
 from kit.files.reproduce import SourceRef
@@ -54,31 +63,57 @@ class Source:
         return p.read_bytes() if p.is_file() else None
 
 
-def copy_tree(src: Path, dest: Path) -> Path:
-    """Copy the regular files and directories under ``src`` into the new directory ``dest``; refuse links and
-    special files (BundleError), also when one replaces a file while it is copied."""
+def copy_signed(src: Path, dest: Path, label: str, check: Check) -> Path:
+    """A bundle directory into the new private directory ``dest`` the way an archive is extracted: its provenance
+    first, checked there (``check``: signatures, subjects, the trust decision), then only the files it signs, each
+    no larger than its signed size (else what is left of MAX_TOTAL_BYTES). An extra or missing file is refused
+    before any is copied, so a received directory costs its signed bytes at most, whatever it holds. Links and
+    special files are refused (BundleError), also when one replaces a file while it is copied."""
     dirs, files = walk(src)
+    if PROVENANCE not in files:  # never sealed: what kit verify says of it (a run that never ended, its checkpoints)
+        signed_parts(src, label, "nothing vouches for an unsigned bundle")
+    if len(files) > MAX_MEMBERS:
+        raise fail(label, [f"{len(files)} files, more than the {MAX_MEMBERS} a bundle kit reads may hold"])
     dest.mkdir()
     for d in sorted(dirs):
         (dest / d).mkdir(parents=True, exist_ok=True)
-    for rel in files:
-        fd = os.open(src / rel, os.O_RDONLY | NOFOLLOW)
-        with os.fdopen(fd, "rb") as f, open(dest / rel, "xb") as out:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                raise BundleError(f"{src / rel}: not a regular file; a bundle holds only regular files")
-            while chunk := f.read(CHUNK):
-                out.write(chunk)
+    _copy(src, dest, PROVENANCE, MAX_PROVENANCE_BYTES, label)
+    stmt = check(dest / PROVENANCE)
+    try:
+        subjects, sizes = signed_subjects(stmt, label), subject_sizes(stmt)
+    except ValueError as e:
+        raise fail(label, [f"{PROVENANCE}: {e}"]) from None
+    rest = sorted(f for f in files if f != PROVENANCE)
+    if problems := file_problems(rest, subjects, subjects):  # extra or missing: the digests are checked later
+        raise fail(label, problems, hint="a bundle is immutable once signed; get an untouched copy")
+    budget = MAX_TOTAL_BYTES
+    for rel in rest:
+        budget -= _copy(src, dest, rel, sizes.get(rel, budget), label)
     return dest
 
 
-def _untrusted_check(label: str, files: list[Path], allow_untrusted: bool, seen: dict[str, bool]) -> Check:
-    """The archive's provenance check (kit verify's): signatures and subjects, then the trust decision; an untrusted
-    signer is refused before any other member is extracted, unless allowed."""
+def _copy(src: Path, dest: Path, rel: str, limit: int, label: str) -> int:
+    """Copy one regular file, refusing one of more than ``limit`` bytes; its size."""
+    fd = os.open(src / rel, os.O_RDONLY | NOFOLLOW)
+    size = 0
+    with os.fdopen(fd, "rb") as f, open(dest / rel, "xb") as out:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise BundleError(f"{src / rel}: not a regular file; a bundle holds only regular files")
+        while chunk := f.read(min(CHUNK, limit - size + 1)):
+            size += len(chunk)
+            if size > limit:
+                raise fail(label, [f"{rel}: larger than its signed size ({limit} bytes)" if rel != PROVENANCE else
+                                   f"{rel}: larger than {limit} bytes"],
+                           hint="a bundle is immutable once signed; get an untouched copy")
+            out.write(chunk)
+    return size
 
-    def check(provenance: Path) -> Mapping[str, Any]:
-        env, body, stmt = read_envelope(provenance, label)
-        signed_subjects(stmt, label)
-        check_signatures(env, body, stmt, label)
+
+def _untrusted_check(label: str, files: list[Path], allow_untrusted: bool, seen: dict[str, bool]) -> Check:
+    """The provenance check (kit verify's): signatures and subjects, then the trust decision; an untrusted signer is
+    refused before any other file is extracted or copied, unless allowed."""
+
+    def decide(env: dict[str, Any], body: bytes) -> None:
         try:
             decide_trust(env, body, files, label)
             seen["trusted"] = True
@@ -86,9 +121,8 @@ def _untrusted_check(label: str, files: list[Path], allow_untrusted: bool, seen:
             if not allow_untrusted:
                 raise _refusal(e) from None
             seen["trusted"] = False
-        return stmt
 
-    return check
+    return signed_statement(label, decide)
 
 
 def _refusal(e: BundleUntrusted) -> BundleUntrusted:
@@ -120,28 +154,19 @@ def opened(target: Path, trust: list[Path], *, allow_untrusted: bool) -> Iterato
             root = safe_extract(target, tmp / "x", check=_untrusted_check(label, files, allow_untrusted, seen),
                                 sha256=read)
         else:
-            root = copy_tree(target, tmp / (target.resolve().name or "bundle"))
-        yield _verified(root, target, label, trust, allow_untrusted, seen.get("trusted"),
+            root = copy_signed(target, tmp / (target.resolve().name or "bundle"), label,
+                               _untrusted_check(label, files, allow_untrusted, seen))
+        yield _verified(root, target, label, trust, allow_untrusted, seen["trusted"],
                         None if read is None else read.hexdigest())
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _verified(root: Path, target: Path, label: str, trust: list[Path], allow_untrusted: bool,
-              trusted: bool | None, archive_sha256: str | None) -> Source:
+              trusted: bool, archive_sha256: str | None) -> Source:
     """``kit.bundle.verify.verify_directory`` on the copy (an untrusted signer checked for integrity only, when
     allowed), then what identifies the source."""
-    if trusted is None:  # a directory: the whole verification, trust decision included
-        try:
-            res = verify_directory(root, trust, label=label, checks=CHECKS)
-            trusted = True
-        except BundleUntrusted as e:
-            if not allow_untrusted:
-                raise _refusal(e) from None
-            trusted = False
-            res = verify_directory(root, trust, label=label, integrity_only=True, checks=CHECKS)
-    else:
-        res = verify_directory(root, trust, label=label, integrity_only=not trusted, checks=CHECKS)
+    res = verify_directory(root, trust, label=label, integrity_only=not trusted, checks=CHECKS)
     lines = res.summary.splitlines()
     signer = str(res.details.get("verdict", lines[0] if lines else ""))
     if not trusted:
