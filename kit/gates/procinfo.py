@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from pathlib import Path
 from typing import NotRequired, TypedDict
 
 import psutil
 
+from kit.plumbing.secretnames import mask_argv
 from kit.runtime import records
 
 PROC = Path("/proc")
@@ -57,8 +58,9 @@ def container_of(pid: int, proc: Path = PROC) -> ContainerRef | None:
 
 
 def _cmdline(p: psutil.Process) -> str | None:
+    """Its command line, secret-named options' values masked (another user's ``--api-key`` never reaches a bundle)."""
     try:
-        return " ".join(p.cmdline()) or None
+        return mask_argv(p.cmdline()) or None
     except psutil.Error:  # a zombie has none; a process may end between two reads
         return None
 
@@ -92,18 +94,22 @@ def short(info: ProcInfo) -> str:
     return f"PID {info['pid']} {info['name']} ({', '.join(extras)})"
 
 
-def fix_commands(infos: Sequence[ProcInfo]) -> list[str]:
+def fix_commands(infos: Sequence[ProcInfo], recorded: Set[int] = frozenset()) -> list[str]:
     """Commands that stop these processes: the container, or the whole process group.
 
-    A process in kit's own process group, or in init's (group 1: ``kill -- -1`` signals every process), is named by
-    PID alone, so the hint never kills kit itself or the machine. A ``docker-proxy`` kit.gates.behind could not tie
-    to its container is named by the port it publishes: its process group is dockerd's.
+    A group is stopped whole only where that cannot reach past what holds the resource: a process that leads its
+    own group (a server and the workers it started), or a group kit recorded starting (``recorded``). Any other
+    process is named by PID alone: its group is someone else's (the shell script that started it in the
+    background, whose `kill -- -PGID` would end the script, or the user's terminal), as is kit's own group and
+    init's (group 1: ``kill -- -1`` signals every process). A ``docker-proxy`` kit.gates.behind could not tie to
+    its container is named by the port it publishes: its process group is dockerd's.
     """
     containers: list[str] = []
     groups: list[str] = []
     pids: list[str] = []
     proxied: list[str] = []
     own = os.getpgrp()
+    whole = {i.get("pgid") for i in infos if i.get("pgid") == i["pid"]} | set(recorded)  # a leader listed, or kit's
     for info in infos:
         container, pgid = info.get("container"), info.get("pgid")
         if container:
@@ -112,7 +118,7 @@ def fix_commands(infos: Sequence[ProcInfo]) -> list[str]:
         elif (port := proxy_port(info)) is not None:
             if str(port) not in proxied:
                 proxied.append(str(port))
-        elif pgid and pgid > 1 and pgid != own:
+        elif pgid and pgid > 1 and pgid != own and pgid in whole:
             if f"-{pgid}" not in groups:
                 groups.append(f"-{pgid}")
         elif info.get("visible"):
@@ -139,8 +145,8 @@ def fix_text(infos: Sequence[ProcInfo]) -> str:
     """How to free what ``infos`` hold: ``kit clean`` only where it may act (a server kit recorded, by its process
     group; a container kit labelled, or one not asked about; a process hidden in another PID namespace: kit's
     containers are labelled and removed by it), and the commands that stop them."""
-    cmds = fix_commands(infos)
     kits = _recorded_groups()
+    cmds = fix_commands(infos, kits)
     ours = any(((c := i.get("container")) and c.get("kit", True)) or not i.get("visible")
                or (i.get("pgid") or 0) in kits for i in infos)
     if not cmds:

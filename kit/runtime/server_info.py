@@ -10,22 +10,18 @@ environment are replaced by ***.
 from __future__ import annotations
 
 import http.client
-import re
 import ssl
 
 from kit.files.server_info import ServerInfoFile
 from kit.plumbing.clock import utc_now
 from kit.plumbing.jsontypes import MAX_DEPTH, Json, JsonObject, TooDeep, loads, nesting
 from kit.plumbing.net import request
+from kit.plumbing.secretnames import secret_name
 from kit.runtime import ServerSpec
 
 MAX_BYTES = 8 * 1024 * 1024  # sglang 0.5.23's /server_info is ~30-60 KB
 TIMEOUT_S = 30.0
 PATCH_KEY = "kit_oea_patch"
-# A key naming a secret as a word of its own (api_key, hf_token, admin_api_key), whose value is text: counts such
-# as max_total_num_tokens are numbers, and tokenizer_path is not a token.
-SECRET_KEY_RE = re.compile(r"(^|_)(api_key|token|secret|password|passwd|access_key|private_key|credentials?)s?($|_)",
-                           re.I)
 
 
 def _get(url: str, context: ssl.SSLContext | None) -> tuple[int | None, bytes, str | None]:
@@ -39,7 +35,8 @@ def _get(url: str, context: ssl.SSLContext | None) -> tuple[int | None, bytes, s
 def redact(value: Json, spec: ServerSpec) -> Json:
     """A copy with the values of secret-named keys and every secret of the server's environment replaced."""
     if isinstance(value, dict):
-        return {k: "***" if SECRET_KEY_RE.search(k) and isinstance(v, str) and v else redact(v, spec)
+        # a key naming a secret as a word of its own (api_key, apiKey, hf-token), whose value is text
+        return {k: "***" if secret_name(k) and isinstance(v, str) and v else redact(v, spec)
                 for k, v in value.items()}
     if isinstance(value, list):
         return [redact(v, spec) for v in value]

@@ -39,12 +39,17 @@ def test_describe_self() -> None:
 
 def test_fix_commands() -> None:
     in_container = {"pid": 10, "visible": True, "pgid": 10, "container": {"runtime": "docker", "id": CID}}
-    group = {"pid": 20, "visible": True, "pgid": 19, "container": None}
+    group = {"pid": 19, "visible": True, "pgid": 19, "container": None}  # leads its group: its workers go with it
     same_group = {"pid": 21, "visible": True, "pgid": 19, "container": None}
     mine = {"pid": 30, "visible": True, "pgid": os.getpgrp(), "container": None}
     hidden = {"pid": 40, "visible": False, "pgid": None, "container": None}
     assert fix_commands([in_container, group, same_group, mine, hidden]) == [
         "docker rm -f 4b4b4b9c7510", "kill -TERM -- -19", "kill -TERM 30"]
+    # started in the background by a script (or a terminal) whose group it shares: `kill -- -18` would end the
+    # script too (a review pasted such a hint under `timeout`), so it is named alone, unless kit recorded the group
+    background = {"pid": 22, "visible": True, "pgid": 18, "container": None}
+    assert fix_commands([background, same_group]) == ["kill -TERM 22 21"]
+    assert fix_commands([background], recorded={18}) == ["kill -TERM -- -18"]
     assert fix_text([hidden]) == "kit clean"  # perhaps in a container of kit's
     assert fix_text([group]) == "kill -TERM -- -19"  # no server kit recorded: kit clean would not stop it
     assert fix_text([in_container]) == "kit clean, or docker rm -f 4b4b4b9c7510"
@@ -60,8 +65,9 @@ def test_fix_commands_never_signal_init_s_group_or_dockerd_s() -> None:
                         "172.17.0.2 -container-port 8000"}
     assert fix_commands([under_init, proxy, proxy | {"pid": 61}]) == [
         "docker rm -f $(docker ps -q --filter publish=18999)", "kill -TERM 50"]
-    assert fix_commands([proxy | {"cmdline": "docker-proxy -host-port 99999"}]) == ["kill -TERM -- -7"]
-    assert fix_commands([proxy | {"name": "python3"}]) == ["kill -TERM -- -7"]  # only dockerd's proxy is named so
+    assert fix_commands([proxy | {"cmdline": "docker-proxy -host-port 99999"}]) == ["kill -TERM 60"]  # not dockerd's
+    assert fix_commands([proxy | {"name": "python3"}]) == ["kill -TERM 60"]  # only dockerd's proxy is named so
+    assert fix_commands([proxy | {"name": "python3", "pid": 7}]) == ["kill -TERM -- -7"]
 
 
 def test_fix_text_offers_kit_clean_only_for_a_container_kit_labelled() -> None:
