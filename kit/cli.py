@@ -9,7 +9,6 @@ Errors are mapped to exit codes in exactly one place, ``KitGroup``; a reader tha
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 import traceback
@@ -47,7 +46,7 @@ from kit.gates import doctor
 from kit.images import lock_manifest
 from kit.images.context import image_contexts
 from kit.manifest import load_manifest, on_this_host, refuse_placeholders, schema_text
-from kit.plumbing.interrupts import forget_blocks, ignore_from_now
+from kit.plumbing.interrupts import OutputClosed, forget_blocks, ignore_from_now, silence_output
 from kit.plumbing.printable import printable
 from kit.plumbing.redact import redact
 from kit.progress import RichEvents, render_result
@@ -68,11 +67,9 @@ def _traceback() -> None:
 
 
 def _broken_pipe() -> NoReturn:
-    """stdout's reader went away: nothing more can be shown, so end quietly (stdout onto /dev/null first, so that
-    the interpreter's last flush meets no closed pipe either)."""
-    with contextlib.suppress(OSError, ValueError):
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+    """The output's reader went away: nothing more can be shown, so end quietly (stdout and stderr onto /dev/null
+    first, so that the interpreter's last flush meets no closed pipe either)."""
+    silence_output()
     raise click.exceptions.Exit(ExitCode.BROKEN_PIPE)
 
 
@@ -102,7 +99,7 @@ class KitGroup(click.Group):
                 if self.ignore_signals_after:
                     forget_blocks()  # one an interrupt left behind too: from here on a signal is ignored
                     ignore_from_now()
-        except BrokenPipeError:
+        except (BrokenPipeError, OutputClosed):
             _broken_pipe()
         except KitError as e:
             if debug:

@@ -2,22 +2,52 @@
 
 from __future__ import annotations
 
+import io
 import sys
-from typing import TextIO
+from typing import IO, TextIO, cast
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from kit.experiment.options import RunResult
 from kit.plan import Cell, LevelPlan
+from kit.plumbing.interrupts import output_closed
 from kit.plumbing.printable import printable
+
+
+class _Closable(io.TextIOBase):
+    """stderr for the progress lines: a write that meets a closed pipe (`kit run M 2>&1 | head`) stops the run as
+    an interrupt does (``kit.plumbing.interrupts.output_closed``), instead of failing whatever wrote it."""
+
+    def __init__(self, raw: TextIO) -> None:
+        self.raw = raw
+
+    def write(self, s: str) -> int:
+        try:
+            n = self.raw.write(s)
+            self.raw.flush()
+        except BrokenPipeError:
+            output_closed()
+        return n
+
+    def flush(self) -> None:
+        try:
+            self.raw.flush()
+        except BrokenPipeError:
+            output_closed()
+
+    def isatty(self) -> bool:
+        return self.raw.isatty()
+
+    def fileno(self) -> int:
+        return self.raw.fileno()
 
 
 class RichEvents:
     """Shows cell, level, requests done, tokens/s and ETA; plain lines when not on a terminal."""
 
     def __init__(self, console: Console | None = None) -> None:
-        self.console = console or Console(stderr=True)
+        self.console = console or Console(file=cast(IO[str], _Closable(sys.stderr)))
         self.live = self.console.is_terminal
         self.progress: Progress | None = None
         self.task: TaskID | None = None

@@ -33,7 +33,7 @@ from kit.load import LoadSession
 from kit.manifest import Manifest
 from kit.plan import Cell, Plan, make_plan
 from kit.plumbing.files import read_bounded
-from kit.plumbing.interrupts import back_to
+from kit.plumbing.interrupts import OutputClosed, back_to
 from kit.plumbing.jsontypes import loads
 from kit.runtime import Runtime
 from kit.runtime.docker import DockerRuntime
@@ -276,6 +276,8 @@ def outcome(session: BundleSession, c: Closing, status: str, error: BaseExceptio
     if error is not None or c.failed:
         for line in lines:
             ev.message(line)
+    if isinstance(error, OutputClosed):  # no one reads on: the command ends as SIGPIPE would end it (141)
+        raise error
     if isinstance(error, KeyboardInterrupt):
         raise Interrupted("interrupted.").note(where) from None
     if isinstance(error, KitError):

@@ -29,13 +29,14 @@ Blocks only act on the main thread (the only one signal handlers run on)."""
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import threading
 import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import Any
+from typing import Any, NoReturn
 
 HELD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -191,3 +192,24 @@ def deferred_interrupts(*, drop: bool = False) -> Iterator[list[int]]:
         raise KeyboardInterrupt
     elif _raises(below):
         _fire()
+
+
+class OutputClosed(KeyboardInterrupt):
+    """The reader of kit's output went away (`kit run M 2>&1 | head`): the work stops as an interrupt would stop it
+    (servers stopped, the bundle consistent and resumable), and the command ends as SIGPIPE would end it (141)."""
+
+
+def silence_output() -> None:
+    """Point stdout and stderr at /dev/null: what kit still writes (its cleanup, its outcome, the interpreter's last
+    flush) meets no closed pipe."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        for fd in (1, 2):
+            os.dup2(devnull, fd)
+        os.close(devnull)
+
+
+def output_closed() -> NoReturn:
+    """A write met a closed pipe during work that must stop cleanly: silence the output, then interrupt."""
+    silence_output()
+    raise OutputClosed

@@ -1,0 +1,40 @@
+"""A reader that goes away mid-run (`kit run M 2>&1 | head -3`): kit ends as a command whose output was closed
+does (exit 141, 128 + SIGPIPE, quietly), its run stopped like an interrupt: servers stopped, the bundle
+consistent, "interrupted", and `kit run --resume` finishes it. A review saw exit 1, the run "failed" after one
+cell."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from e2e_helpers import bundle_of, read_json
+from support.manifests import manifest_data, write_manifest
+from support.ports import free_port
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_closed_output_stops_the_run_as_an_interrupt_with_141(tmp_path: Path, isolated: dict[str, str]) -> None:
+    m = write_manifest(tmp_path / "pipe.yaml", manifest_data(
+        "pipe", port=free_port(), server={"ready_timeout_s": 60, "stop_grace_s": 5},
+        load={"levels": [1], "requests_per_level": 6, "warmup_requests": 1, "prompt_tokens": 8, "output_tokens": 8,
+              "seed": 3, "request_timeout_s": 60},
+        design={"repeats": 2}, gates={"port_deadline_s": 5}))
+    out = tmp_path / "results"
+    proc = subprocess.Popen([sys.executable, "-m", "kit", "run", str(m), "--out", str(out), "--allow-unsigned"],
+                            env=isolated, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert proc.stdout is not None
+    for line in proc.stdout:  # as `head` would: read a little, then go away
+        if line.startswith(b"bundle: "):
+            break
+    proc.stdout.close()
+    assert proc.wait(timeout=300) == 141
+    b = bundle_of(out)
+    assert read_json(b / "run.json")["status"] == "interrupted"
+    again = subprocess.run([sys.executable, "-m", "kit", "run", "--resume", str(b), "--allow-unsigned"],
+                           env=isolated, capture_output=True, text=True, timeout=300, check=False)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert read_json(b / "run.json")["status"] == "complete"
