@@ -5,7 +5,8 @@ The new bundle is an ordinary run of the manifest (kit.experiment), afterwards g
 ``reproduce.md``, ``source/`` (the source's signed provenance and the files the verdict and setup diff were read
 from), run.json's ``reproduces`` and a provenance whose parameters name the source bundle by the sha256 of its
 provenance; then signed again with the runner's key. A failed or interrupted reproduction is finished with
-``kit reproduce SOURCE --resume BUNDLE`` (which also re-judges a complete one).
+``kit reproduce SOURCE --resume BUNDLE`` (which also re-judges a complete one; only a bundle kit reproduce started
+from this same source, never the source itself: kit.reproduce.resume).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from kit.bundle import Bundle, runner_key, sign_provenance, verify_integrity
 from kit.errors import Imprecise, Inconsistent, SignatureError, UsageError
 from kit.experiment import Events, RunOptions
-from kit.experiment.inputs import RunInputs, inputs_of, load_for_run
+from kit.experiment.inputs import RunInputs, inputs_of, resume_sources, verify_before_resume
 from kit.experiment.run import run_inputs
 from kit.experiment.signals import deferred_interrupts, signals_as_interrupts
 from kit.files.plan import PlanFile
@@ -35,6 +36,7 @@ from kit.reproduce.dryrun import dry_run_lines
 from kit.reproduce.identity import identities
 from kit.reproduce.looks import UntilDecided
 from kit.reproduce.render import headline, lines, markdown
+from kit.reproduce.resume import refuse_unless_reproduction_of
 from kit.reproduce.sealing import copy_source, predicate
 from kit.reproduce.setup import client_rows, setup_rows
 from kit.reproduce.source import Source, opened
@@ -94,7 +96,7 @@ def _inputs(src: Source, opts: ReproduceOptions, run_opts: RunOptions) -> RunInp
     a manifest file; when resuming, the bundle's, which must be the same bytes."""
     raw = src.read_bytes("manifest.yaml") or b""
     if opts.resume is not None:
-        inputs = load_for_run(None, run_opts)
+        inputs = _resumed_inputs(src, opts.resume, run_opts)
         if inputs.lm.raw != raw:
             raise UsageError(f"{opts.resume} is a run of another manifest than the source {opts.source} "
                              f"(sha256 {src.ref.manifest_sha256[:16]}...)",
@@ -115,6 +117,20 @@ def _inputs(src: Source, opts: ReproduceOptions, run_opts: RunOptions) -> RunInp
                      "your policy must approve its signer for kit-manifest, or pass --allow-unsigned (recorded)") \
             from None
     return replace(inputs, lm=replace(inputs.lm, path=origin, origin=None))  # recorded so, as before
+
+
+def _resumed_inputs(src: Source, root: Path, run_opts: RunOptions) -> RunInputs:
+    """``load_for_run``'s resume (the bundle verified once), refused unless the bundle is a reproduction of ``src``
+    (kit.reproduce.resume) before anything of it is believed further."""
+    trust = verify_before_resume(root, run_opts.trust)
+    refuse_unless_reproduction_of(src.ref, root, trust)
+    rs = resume_sources(root, None, trust)
+    try:
+        return inputs_of(root / "manifest.yaml", rs.raw, rs.sig, run_opts, trust.note, origin=rs.original)
+    except SignatureError as e:
+        raise e.note("a resume re-checks the manifest under your current trust policy and never takes "
+                     "--allow-unsigned from the bundle's run.json: pass it again if you accept an unapproved "
+                     "manifest") from None
 
 
 def _same_plan(src: Source, inputs: RunInputs) -> None:

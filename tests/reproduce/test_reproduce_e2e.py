@@ -91,6 +91,14 @@ def test_run_archive_reproduce_verify(setup: dict[str, Path]) -> None:
     assert "the original run took" in d.stdout and not (tmp / "dry").exists()
     assert "(4 cells at the original's" in d.stdout  # the estimate from what its cells took (was 5x too long)
 
+    # --resume with the source itself: refused, exit 2, the source untouched (it exited 0 with "verdict: REPRODUCED"
+    # and sealed the original as a reproduction of itself, re-signed)
+    prov = sha(original / "provenance.dsse.json")
+    own = kit("reproduce", str(tar), "--resume", str(original), "--trust", str(policy), "--key", str(key), env=env)
+    assert own.returncode == 2, own.stdout + own.stderr
+    assert f"--resume {original}: this is the source bundle itself" in own.stderr, own.stderr
+    assert sha(original / "provenance.dsse.json") == prov and not (original / "reproduce.json").exists()
+
     # from the archive
     r = kit("reproduce", str(tar), "--out", str(tmp / "b"), "--trust", str(policy), "--key", str(key), env=env)
     new = only(tmp / "b")
