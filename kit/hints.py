@@ -29,6 +29,17 @@ def vouches(files: Sequence[Path], runner: Ed25519PublicKey) -> bool:
     return bool(allowed_signers.decide(entries, runner, None, NS_BUNDLE, datetime.now(UTC)))
 
 
+def untrusted_runner(trust: Sequence[Path], runner: Ed25519PublicKey, public_line: str) -> str | None:
+    """Why a resume of this run's bundle would be refused, and the fix; None where the run's policy or the user's
+    own file trusts the runner key for kit-bundle (a resume verifies the bundle so)."""
+    user = user_trust_file()
+    if vouches(trust, runner) or vouches([user], runner):
+        return None
+    return (f"the runner key is not trusted for kit-bundle by your policy, so its bundle verifies as UNTRUSTED and "
+            f"a resume of it is refused; to trust it, add this line to {user}: "
+            f'kit-runner namespaces="{NS_BUNDLE}" {" ".join(public_line.split()[:2])}')
+
+
 def resume_command(root: Path, *, trust: Sequence[Path], allow_unsigned: bool, allow_unpinned: bool,
                    key: Path | None, runner: Ed25519PublicKey | None = None) -> str:
     """``kit run --resume ROOT`` with the flags of the run it continues (``trust``: a ``trust_policy``
@@ -53,11 +64,12 @@ def reproduce_command(source: Path, root: Path, *, trust: Sequence[Path], allow_
 def _run_flags(trust: Sequence[Path], allow_unsigned: bool, allow_unpinned: bool, key: Path | None,
                runner: Ed25519PublicKey | None) -> list[str]:
     """The flags that decided a run. A resume first verifies the bundle's runner (``runner``) for kit-bundle:
-    where the run's own policy (--trust-only files) does not trust it and the user's own file does, that file is
-    added, or the printed command would be refused."""
+    where the run's own policy (--trust-only files) does not trust it, the user's own file is added: it trusts the
+    runner, or it is where ``untrusted_runner`` tells the user to add the line that does; without it the printed
+    command would be refused."""
     files = list(trust)
     user = user_trust_file()
-    if runner is not None and files and user not in files and not vouches(files, runner) and vouches([user], runner):
+    if runner is not None and files and user not in files and not vouches(files, runner):
         files.append(user)
     argv = trust_flags(files)
     argv += ["--allow-unsigned"] if allow_unsigned else []

@@ -27,7 +27,7 @@ from kit.files.cell import CellFile
 from kit.files.read import MAX_FILE_BYTES, read_file
 from kit.files.run import FailedCell, RunFile
 from kit.gates.reserve import reserved
-from kit.hints import resume_command
+from kit.hints import resume_command, untrusted_runner
 from kit.images import ImageInfo
 from kit.load import LoadSession
 from kit.manifest import Manifest
@@ -192,6 +192,8 @@ def run_inputs(inputs: RunInputs, opts: RunOptions, events: Events | None = None
     key, notice = runner_key(opts.key)  # before anything runs: a bad key must not surface after hours of load
     if notice:
         ev.message(notice)
+    if (untrusted := untrusted_runner(opts.trust, key.public, key.public_line())) is not None:
+        ev.message(f"WARNING: {untrusted}")  # --key of a key the policy does not name: said first, and last
     exp = Experiment(inputs, opts, ev)
     exp.workload = check_dataset(exp.m.load, exp.m.model.path)  # a broken data file: exit 3 before any server starts
     if exp.m.server.scheme == "https" and not exp.m.load.request.verify_tls:  # https: loud, and in the report
@@ -238,7 +240,7 @@ def run_inputs(inputs: RunInputs, opts: RunOptions, events: Events | None = None
                              f"{again}") from None
         finally:
             session.unlock()
-        return outcome(session, closing, status, error, summary, ev, again)
+        return outcome(session, closing, status, error, summary, ev, again, untrusted)
 
 
 def already_complete(root: Path, plan: Plan, redo: tuple[str, ...] = (), m: Manifest | None = None) -> RunResult | None:
@@ -266,9 +268,9 @@ def already_complete(root: Path, plan: Plan, redo: tuple[str, ...] = (), m: Mani
 
 
 def outcome(session: BundleSession, c: Closing, status: str, error: BaseException | None, summary: JsonObject,
-            ev: Events, again: str | None = None) -> RunResult:
+            ev: Events, again: str | None = None, untrusted: str | None = None) -> RunResult:
     """The result of a run, or the one error that ended it, with where the bundle is as a note (``again``:
-    the command that resumes it)."""
+    the command that resumes it; ``untrusted``: why that command would be refused, and the fix)."""
     lines = verdicts(summary)
     root = session.bundle.root
     again = again or f"kit run --resume {root}"
@@ -278,6 +280,9 @@ def outcome(session: BundleSession, c: Closing, status: str, error: BaseExceptio
             ev.message(line)
     if isinstance(error, OutputClosed):  # no one reads on: the command ends as SIGPIPE would end it (141)
         raise error
+    if untrusted is not None:
+        ev.message(f"WARNING: {untrusted}")
+        where += f"\nFirst: {untrusted}"
     if isinstance(error, KeyboardInterrupt):
         raise Interrupted("interrupted.").note(where) from None
     if isinstance(error, KitError):

@@ -120,3 +120,28 @@ def test_the_printed_reproduce_command_finishes_and_judges_the_reproduction(tmp_
     assert r.returncode in (0, 10, 11), command + "\n" + r.stdout + r.stderr  # reproduced, inconsistent, imprecise
     assert json.loads((b / "run.json").read_text())["status"] == "complete"
     assert json.loads((b / "reproduce.json").read_text())["verdict"] in ("reproduced", "inconsistent", "imprecise")
+
+
+def test_a_runner_key_the_policy_does_not_name_is_said_first_and_with_the_resume_command(tmp_path: Path,
+                                                                                        port: int) -> None:
+    """A review: `kit run --key K` of a key no policy names ran without a word; after Ctrl-C its printed resume
+    command, pasted, was refused (exit 9 UNTRUSTED). kit now says so at the start and beside the command, with the
+    line that trusts the key; once that line is added, the printed command works as pasted."""
+    m, policy = _signed_manifest(tmp_path, port)
+    other = key(tmp_path, "other-runner", "someone@lab")
+    out = tmp_path / "results"
+    stderr, b = _interrupted(tmp_path, ["run", "--trust", str(policy), "--key", str(other.path), str(m),
+                                        "--out", str(out)], out)
+    line = f'kit-runner namespaces="kit-bundle" {" ".join(other.public_line().split()[:2])}'
+    warnings = [w for w in stderr.splitlines() if w.startswith("WARNING: the runner key is not trusted")]
+    assert len(warnings) == 2 and all(w.endswith(line) for w in warnings), stderr  # at the start, and at the end
+    assert re.search(rf"^First: the runner key is not trusted .*{re.escape(line)}$", stderr, flags=re.M), stderr
+    command = _printed_command(stderr)
+    assert _pasted(tmp_path, command).returncode in (2, 9)  # as the warning said (2: the file it names is missing)
+    user = tmp_path / "config" / "kit" / "allowed_signers"  # none yet: this run made no key of its own
+    user.parent.mkdir(parents=True, exist_ok=True)
+    with user.open("a") as f:
+        f.write(line + "\n")
+    r = _pasted(tmp_path, command)
+    assert r.returncode == 0, command + "\n" + r.stdout + r.stderr
+    assert json.loads((b / "run.json").read_text())["status"] == "complete"
