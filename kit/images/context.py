@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import subprocess
 import tarfile
 from dataclasses import dataclass
@@ -22,11 +23,12 @@ from docker.utils.build import PatternMatcher
 
 from kit.errors import ImageBuildError, ManifestError
 from kit.manifest import LoadedManifest
-from kit.plumbing.files import sha256_file
+from kit.plumbing.files import TooLarge, open_regular, read_bounded, sha256_file
 
 INCLUDE_FILE = "kit.include"
 ALWAYS_EXCLUDE = ("**/__pycache__", "**/*.pyc", "**/.git")
 FALLBACK_EPOCH = 315532800  # 1980-01-01T00:00:00Z, when neither SOURCE_DATE_EPOCH nor git gives a time
+MAX_LIST_BYTES = 1 << 20  # a .dockerignore or kit.include: a list of patterns or paths
 
 
 # --------------------------------------------------------------------------- the build context
@@ -46,45 +48,75 @@ class Context:
 
 
 def file_digest(path: Path) -> str:
-    """A context file's identity: ``link:<target>`` for a symlink, else its sha256 hex digest."""
+    """A context file's identity: ``link:<target>`` for a symlink, else its sha256 hex digest (a FIFO, device or
+    directory: ImageBuildError, never waited on)."""
     if path.is_symlink():
         return "link:" + os.readlink(path)
-    return sha256_file(path)[0]
+    try:
+        return sha256_file(path)[0]
+    except OSError as e:
+        raise _unsendable(path, e.strerror or str(e).removeprefix(f"{path}: ")) from None
+
+
+def _unsendable(path: Path, why: str) -> ImageBuildError:
+    return ImageBuildError(f"{path}: cannot be sent in the build context ({why})",
+                           hint="the build context holds regular files, directories and symbolic links only: remove "
+                                "it, or list it in the context's .dockerignore")
 
 
 def _mode(path: Path) -> int:
     return 0o755 if path.stat().st_mode & 0o111 else 0o644
 
 
-def _dockerignore(context: Path) -> list[str]:
-    p = context / ".dockerignore"
-    if not p.is_file():
+def _read_list(p: Path) -> list[str]:
+    """The lines of a context's .dockerignore or kit.include ([] when there is none): UTF-8 text in a regular file
+    of at most MAX_LIST_BYTES, else an ImageBuildError naming it."""
+    try:
+        data = read_bounded(p, MAX_LIST_BYTES)
+    except FileNotFoundError:
         return []
-    lines = (line.strip() for line in p.read_text().splitlines())
+    except (OSError, TooLarge) as e:
+        why = e.strerror if isinstance(e, OSError) and e.strerror else str(e).removeprefix(f"{p}: ")
+        raise ImageBuildError(f"{p}: cannot be read ({why})",
+                              hint=f"make it a regular text file (at most {MAX_LIST_BYTES >> 20} MiB), or remove it"
+                              ) from None
+    try:
+        return data.decode("utf-8").splitlines()
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise ImageBuildError(f"{p}: not UTF-8 text (line {line}, byte {e.start})",
+                              hint="it is a list of patterns or paths: save it as UTF-8") from None
+
+
+def _dockerignore(context: Path) -> list[str]:
+    lines = (line.strip() for line in _read_list(context / ".dockerignore"))
     return [line for line in lines if line and not line.startswith("#")]
 
 
 def _walk(base: Path, prefix: str, matcher: PatternMatcher) -> dict[str, Path]:
-    """Files (and symlinks) under ``base`` not excluded by ``matcher``, keyed by context path."""
+    """Files (and symlinks) under ``base`` not excluded by ``matcher``, keyed by context path; ImageBuildError for
+    anything else that is not excluded (a FIFO, socket or device)."""
     out: dict[str, Path] = {}
-    paths = [base] if base.is_file() or base.is_symlink() else sorted(base.rglob("*"))
+    paths = [base] if base.is_symlink() or not base.is_dir() else sorted(base.rglob("*"))
     for p in paths:
-        if p.is_dir() and not p.is_symlink():
+        mode = p.lstat().st_mode
+        if stat.S_ISDIR(mode):
             continue
         rel = str(PurePosixPath(prefix) / p.relative_to(base).as_posix()) if p != base else prefix
         rel = rel.removeprefix("./")
-        if not matcher.matches(rel):
-            out[rel] = p
+        if matcher.matches(rel):
+            continue
+        if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+            raise _unsendable(p, f"not a regular file ({stat.filemode(mode)})")
+        out[rel] = p
     return out
 
 
 def _includes(root: Path, context: Path) -> list[str]:
     """Repository paths listed in the context's kit.include, checked to stay inside the repository."""
     p = context / INCLUDE_FILE
-    if not p.is_file():
-        return []
     out = []
-    for n, line in enumerate(p.read_text().splitlines(), 1):
+    for n, line in enumerate(_read_list(p), 1):
         item = line.split("#", 1)[0].strip().rstrip("/")
         if not item:
             continue
@@ -165,7 +197,7 @@ def write_context_tar(ctx: Context, out: IO[bytes], mtime: int) -> None:
                 continue
             info = _info(rel, tarfile.REGTYPE, _mode(p), mtime)
             info.size = p.stat().st_size
-            with p.open("rb") as f:
+            with open_regular(p, follow=False) as f:  # what collect_context hashed: a regular file, not a link
                 tar.addfile(info, f)
 
 

@@ -4,7 +4,6 @@ per-request list from them before a level starts, and the driver sends exactly t
 
 from __future__ import annotations
 
-import hashlib
 import json
 import ssl
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from kit.manifest.fields import EnvName, Seed, _Model
+from kit.plumbing.files import TooLarge, read_bounded, sha256_file
 
 Sha256 = Annotated[str, Field(pattern=r"^[a-f0-9]{64}$")]
 MAX_TOKENS = 1_000_000  # the most tokens any length field, and so any request's max_tokens, may ask
@@ -42,19 +42,21 @@ class CaBundle(DatasetFile):
 
 
 MAX_CA_BYTES = 4 << 20
+MAX_PINNED_BYTES = 1 << 30  # the most a dataset kind reads (kit.workload.corpus.MAX_DATA_BYTES; a test checks)
 
 
 def ca_problem(f: CaBundle) -> str | None:
-    """Why the pinned CA file cannot verify a server here: a file_problem, over MAX_CA_BYTES, a private key in
-    it (it would be signed into kit's inputs' provenance beside public certificates: give the CA certificate
+    """Why the pinned CA file cannot verify a server here: a file_problem (over MAX_CA_BYTES among them), a private
+    key in it (it would be signed into kit's inputs' provenance beside public certificates: give the CA certificate
     alone), or no certificate OpenSSL can load."""
     what = "load.request.ca_bundle"
-    why = file_problem(f, what)
+    why = file_problem(f, what, MAX_CA_BYTES)
     if why is not None:
         return why
-    data = Path(f.path).expanduser().read_bytes()[:MAX_CA_BYTES + 1]
-    if len(data) > MAX_CA_BYTES:
-        return f"{what} {f.path}: over {MAX_CA_BYTES >> 20} MiB; a CA bundle is certificates only"
+    try:  # the bytes hashed a moment ago, unless the file changed since: read as file_problem reads them
+        data = read_bounded(Path(f.path).expanduser(), MAX_CA_BYTES)
+    except (OSError, TooLarge) as exc:
+        return _unreadable(f, what, exc)
     if b"PRIVATE KEY-----" in data:
         return f"{what} {f.path}: holds a private key; give the CA's certificate only (public), never a key"
     try:
@@ -64,18 +66,25 @@ def ca_problem(f: CaBundle) -> str | None:
     return None
 
 
-def file_problem(f: DatasetFile, what: str = "load.dataset.file") -> str | None:
-    """Why the pinned file cannot be used here (absent, unreadable, other bytes), or None; read in 1 MiB blocks."""
-    h = hashlib.sha256()
+def file_problem(f: DatasetFile, what: str = "load.dataset.file", limit: int = MAX_PINNED_BYTES) -> str | None:
+    """Why the pinned file cannot be used here (absent, not a regular file, over ``limit`` bytes, unreadable, other
+    bytes), or None. A symbolic link is followed; a FIFO, device or directory is refused without waiting on it, and
+    the size is checked before anything is read, then hashed in 1 MiB blocks never past ``limit``."""
     try:
-        with Path(f.path).expanduser().open("rb") as src:
-            for block in iter(lambda: src.read(1 << 20), b""):
-                h.update(block)
+        digest, size = sha256_file(Path(f.path).expanduser(), limit, follow=True)
     except OSError as exc:
-        return f"{what} {f.path}: cannot read it ({exc.strerror or exc})"
-    if h.hexdigest() != f.sha256:
-        return f"{what} {f.path}: its sha256 is {h.hexdigest()}, the manifest pins {f.sha256}"
+        return _unreadable(f, what, exc)
+    if size > limit:
+        much = f"more than {limit}" if size == limit + 1 else str(size)  # read past the bound, or its stated size
+        return f"{what} {f.path}: {much} bytes, over kit's {limit >> 20} MiB bound for this file"
+    if digest != f.sha256:
+        return f"{what} {f.path}: its sha256 is {digest}, the manifest pins {f.sha256}"
     return None
+
+
+def _unreadable(f: DatasetFile, what: str, exc: OSError | TooLarge) -> str:
+    why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc).split(": ", 1)[-1]
+    return f"{what} {f.path}: cannot read it ({why})"
 
 
 class TextSet(_Model):

@@ -21,16 +21,17 @@ NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 TEMP_MARK = ".tmp-"  # temp files are ``.<name>.tmp-<pid>-<8 hex>`` beside their target
 
 
-def sha256_file(path: Path, limit: int | None = None) -> tuple[str, int]:
-    """sha256 hex digest and size of a regular file, never following a symlink (ELOOP -> OSError). With ``limit``,
-    reading stops once more than ``limit`` bytes were read: the size returned is then above it (and the digest is
-    of a prefix), so a file that should hold ``limit`` bytes costs at most that to refuse, however large it is."""
+def sha256_file(path: Path, limit: int | None = None, *, follow: bool = False) -> tuple[str, int]:
+    """sha256 hex digest and size of a regular file, by default never following a symlink (OSError ELOOP); opened
+    as ``open_regular`` opens it, so a FIFO, device or directory is refused (OSError) at once, never waited on.
+    With ``limit``, a file whose size is over it is not read at all, and reading stops once more than ``limit``
+    bytes were read (a file that grows, or a /proc file of size 0): the size returned is then above it (and the
+    digest is of a prefix), so a file that should hold ``limit`` bytes costs at most that to refuse, however large."""
     h = hashlib.sha256()
     size = 0
-    fd = os.open(path, os.O_RDONLY | NOFOLLOW)
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            raise OSError(f"{path}: not a regular file")
+    with open_regular(path, follow=follow) as f:
+        if limit is not None and (stated := os.fstat(f.fileno()).st_size) > limit:
+            return h.hexdigest(), stated  # of the empty prefix: nothing read
         while chunk := f.read(CHUNK if limit is None else min(CHUNK, limit - size + 1)):
             h.update(chunk)
             size += len(chunk)

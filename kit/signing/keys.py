@@ -14,7 +14,9 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from kit.errors import SignatureError, UsageError
-from kit.plumbing.files import NOFOLLOW
+from kit.plumbing.files import NOFOLLOW, TooLarge, read_bounded
+
+MAX_KEY_BYTES = 64 << 10  # a key file: an Ed25519 private key is under 1 KiB (encrypted or not), its .pub one line
 
 
 def public_key_line(pub: Ed25519PublicKey, comment: str = "") -> str:
@@ -101,10 +103,10 @@ def _load_private(data: bytes, pw: bytes | None) -> object:
 
 def load_signing_key(path: Path, passphrase: str | None = None) -> SigningKey:
     """Load an OpenSSH (or PEM) Ed25519 private key, e.g. ~/.ssh/id_ed25519."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no such key file", hint="make one with `kit keygen -o FILE`") from None
+    data = _read_key_file(path, "key file", "give the private key itself: a regular file such as ~/.ssh/id_ed25519, "
+                                            "or one made by `kit keygen -o FILE`")
+    if data is None:
+        raise UsageError(f"{path}: no such key file", hint="make one with `kit keygen -o FILE`")
     pw = passphrase.encode() if passphrase is not None else None
     key: object
     try:
@@ -132,9 +134,38 @@ def load_signing_key(path: Path, passphrase: str | None = None) -> SigningKey:
             f"{path}: only ssh-ed25519 keys can sign (this is a {type(key).__name__})",
             hint="make a dedicated key with `kit keygen` or `ssh-keygen -t ed25519`",
         )
-    comment = ""
-    pub = Path(f"{path}.pub")
-    if pub.exists():
-        parts = pub.read_text().split(maxsplit=2)
-        comment = parts[2].strip() if len(parts) > 2 else ""
-    return SigningKey(key, comment, path)
+    return SigningKey(key, _comment(Path(f"{path}.pub")), path)
+
+
+def _read_key_file(path: Path, what: str, hint: str) -> bytes | None:
+    """A key file's bytes (None when there is none), read as every outside file is: a regular file of at most
+    MAX_KEY_BYTES, opened without blocking (a FIFO is refused at once); anything else is a UsageError naming it."""
+    try:
+        return read_bounded(path, MAX_KEY_BYTES)
+    except FileNotFoundError:
+        return None
+    except TooLarge:
+        why = f"larger than {MAX_KEY_BYTES} bytes; an Ed25519 key file is under 1 KiB"
+    except OSError as e:  # a directory, FIFO, device, symlink loop, unreadable file (/proc/self/mem: EIO)
+        why = e.strerror or str(e).removeprefix(f"{path}: ")
+    raise UsageError(f"{path}: cannot be read as a {what} ({why})", hint=hint)
+
+
+_PUB_HINT = ("the KEY.pub beside a key gives its comment: make it the key's one line, 'ssh-ed25519 KEY COMMENT' in "
+             "UTF-8 (`ssh-keygen -y -f KEY > KEY.pub`), or remove it (the key then has no comment)")
+
+
+def _comment(pub: Path) -> str:
+    """The comment of the public key file beside a private key ("" when there is none): its first line's third
+    field, so a .pub of several lines never puts a line break into a trust line."""
+    data = _read_key_file(pub, "public key file", _PUB_HINT)
+    if data is None:
+        return ""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UsageError(f"{pub}: the public key file is not UTF-8 text (byte {e.start})",
+                         hint=_PUB_HINT) from None
+    lines = text.splitlines()
+    parts = lines[0].split(maxsplit=2) if lines else []
+    return parts[2].strip() if len(parts) > 2 else ""
