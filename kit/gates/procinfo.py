@@ -97,12 +97,13 @@ def short(info: ProcInfo) -> str:
 def fix_commands(infos: Sequence[ProcInfo], recorded: Set[int] = frozenset()) -> list[str]:
     """Commands that stop these processes: the container, or the whole process group.
 
-    A group is stopped whole only where that cannot reach past what holds the resource: a process that leads its
-    own group (a server and the workers it started), or a group kit recorded starting (``recorded``). Any other
-    process is named by PID alone: its group is someone else's (the shell script that started it in the
-    background, whose `kill -- -PGID` would end the script, or the user's terminal), as is kit's own group and
-    init's (group 1: ``kill -- -1`` signals every process). A ``docker-proxy`` kit.gates.behind could not tie to
-    its container is named by the port it publishes: its process group is dockerd's.
+    A group is stopped whole only where that cannot reach past what holds the resource: its leader is listed (a
+    server and the workers it started) or gone (orphans of a killed job: the group is theirs), or kit recorded
+    starting it (``recorded``). A process whose group has another live leader is named by PID alone: that group is
+    someone else's (the shell script that started it in the background, whose `kill -- -PGID` would end the script,
+    or the user's terminal), as is kit's own group and init's (group 1: ``kill -- -1`` signals every process). A
+    ``docker-proxy`` kit.gates.behind could not tie to its container is named by the port it publishes: its process
+    group is dockerd's.
     """
     containers: list[str] = []
     groups: list[str] = []
@@ -110,6 +111,7 @@ def fix_commands(infos: Sequence[ProcInfo], recorded: Set[int] = frozenset()) ->
     proxied: list[str] = []
     own = os.getpgrp()
     whole = {i.get("pgid") for i in infos if i.get("pgid") == i["pid"]} | set(recorded)  # a leader listed, or kit's
+    whole |= {g for i in infos if (g := i.get("pgid")) and not psutil.pid_exists(g)}  # a leader gone
     for info in infos:
         container, pgid = info.get("container"), info.get("pgid")
         if container:
