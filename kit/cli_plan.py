@@ -12,7 +12,8 @@ import click
 
 from kit.cli_options import echo, echo_json, json_option
 from kit.manifest import load_manifest, on_this_host, refuse_placeholders
-from kit.plan import MAX_ITL_MS, estimate, make_plan, parse_fraction, power_lines, power_plan
+from kit.plan import make_plan, parse_fraction, power_lines, power_plan
+from kit.plan_timing import MAX_ITL_MS
 from kit.server_spec import exposure_lines, host_exposure
 from kit.slurm import render_allocation
 
@@ -48,9 +49,10 @@ def plan(manifest: Path, allow_unpinned: bool, itl_ms: float, cv: str | None, pi
     refuse_placeholders(lm)
     m, notes = lm.manifest, on_this_host(lm)
     p = make_plan(m)
-    est = estimate(m, p, itl_ms=itl_ms)
     pp = power_plan(m, cv=parse_fraction(cv, "--cv"), pilot=pilot,
                     target_effect=parse_fraction(target_effect, "--target-effect"), itl_ms=itl_ms)
+    est = pp.estimate  # timed as a pilot's cells ran, where one is given
+    assert est is not None
     if as_json:
         echo_json({"manifest": str(manifest), "plan": p.as_dict(), "estimate": est.__dict__,
                     "runtime": m.runtime, "host": host_exposure(m), "server": m.server.model_dump(),
@@ -93,5 +95,4 @@ def _render_plan(lm: Any, p: Any, est: Any, out: Callable[[str], None]) -> None:
     passes = est.server_starts - len(p.cells)
     split = f" ({len(p.cells)} cells + {passes} expert pass)" if passes else ""
     out(f"  estimate: {est.requests} recorded requests ({est.warmup_requests} warm-up), {est.output_tokens} output "
-        f"tokens, {est.server_starts} server starts{split}, about {mins:.1f} min (assuming {est.assumed_itl_ms:g} "
-        f"ms/token and {est.assumed_start_s:g} s per server start)")
+        f"tokens, {est.server_starts} server starts{split}, about {mins:.1f} min ({est.basis()})")

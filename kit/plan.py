@@ -15,6 +15,7 @@ from kit.errors import BundleError, UsageError
 from kit.files import JsonObject
 from kit.files.plan import PlanFile
 from kit.manifest import Manifest
+from kit.plan_timing import Estimate, Timing, estimate_run, measured_timing
 from kit.stats import power
 from kit.stats.ab import LevelSamples, metric_by_key
 from kit.stats.bundle import level_samples
@@ -91,56 +92,9 @@ def make_plan(m: Manifest) -> Plan:
     return Plan(cells=cells, levels=levels, order=order, start=start)
 
 
-@dataclass(frozen=True)
-class Estimate:
-    requests: int
-    warmup_requests: int
-    output_tokens: int
-    seconds: float  # the whole run: the timed cells, then the untimed passes
-    assumed_itl_ms: float
-    assumed_start_s: float
-    server_starts: int  # one per cell, plus one per arm for the manifest's expert_pass
-    untimed_seconds: float = 0.0  # of ``seconds``: the expert_pass servers (start and requests), after the cells
-
-
-MAX_ITL_MS = 60_000.0  # kit plan --itl-ms: a minute per token (the most an estimate assumes)
-
-
-def estimate(m: Manifest, plan: Plan, *, itl_ms: float = 20.0, start_s: float | None = None) -> Estimate:
-    return estimate_run(m, plan, itl_ms=itl_ms, start_s=start_s)
-
-
-def estimate_run(m: Manifest, plan: Plan, *, itl_ms: float = 20.0, start_s: float | None = None) -> Estimate:
-    """A rough duration: each level runs in waves of `concurrency` requests of output_tokens x ITL (an open-loop
-    level no faster than its schedule, a time-limited one for its duration)."""
-    per_cell = 0.0
-    req = warm = 0
-    for lv in plan.levels:
-        request_s = m.load.output_tokens * itl_ms / 1000.0 + 0.05
-        level_s = math.ceil(lv.requests / lv.concurrency) * request_s
-        if m.load.arrival.duration_s is not None:  # a time-limited level lasts its duration and a last request
-            level_s = m.load.arrival.duration_s + request_s
-        elif lv.rate is not None:  # open loop: no faster than its schedule, then the last request
-            level_s = max(level_s, lv.requests / lv.rate + request_s)
-        per_cell += math.ceil(lv.warmup / lv.concurrency) * request_s + level_s
-        req += lv.requests
-        warm += lv.warmup
-    start = start_s if start_s is not None else (5.0 if m.runtime == "process" else 120.0)
-    n = len(plan.cells)
-    passes = len(m.arms) if m.expert_pass is not None else 0  # kit.experiment.expert_pass: one server per arm
-    untimed = 0.0
-    if (p := m.expert_pass) is not None:
-        untimed = passes * (start + math.ceil(p.requests / p.concurrency) * (p.output_tokens * itl_ms / 1000.0 + 0.05))
-    return Estimate(
-        requests=req * n,
-        warmup_requests=warm * n,
-        output_tokens=req * n * m.load.output_tokens,
-        seconds=n * (per_cell + start) + untimed,
-        assumed_itl_ms=itl_ms,
-        assumed_start_s=start,
-        server_starts=n + passes,
-        untimed_seconds=untimed,
-    )
+def estimate(m: Manifest, plan: Plan, *, itl_ms: float = 20.0, start_s: float | None = None,
+             timing: Timing | None = None) -> Estimate:
+    return estimate_run(m, plan, itl_ms=itl_ms, start_s=start_s, timing=timing)
 
 
 # --------------------------------------------------------------------------- power before the run
@@ -183,6 +137,7 @@ class PowerPlan:
     minutes: float | None = None  # the planned run's estimated time
     options: tuple[plan_requests.Option, ...] = ()  # with --target-effect: repeats x requests per cell, and time
     sequential: plan_sequential.SequentialPlan | None = None  # design.sequential: power and looks to a decision
+    estimate: Estimate | None = None  # the run's time: assumed, or timed as the pilot's cells ran
 
     @property
     def tail(self) -> float:
@@ -231,14 +186,20 @@ def pilot_levels(root: Path, metric: Metric, rule: CellRule = MEAN, method: str 
     """Per level of a pilot bundle (a directory or a `kit archive` .tar.gz): the SD, df, cells and the requests'
     share of the variance (``kit.stats.pilot``). The bundle's files must match its signed provenance (trust is
     not judged: it only informs a plan); every arm needs 2 cells with the metric at every level."""
+    return read_pilot(root, metric, rule, method)[0]
+
+
+def read_pilot(root: Path, metric: Metric, rule: CellRule = MEAN, method: str = "welch"
+               ) -> tuple[dict[int, PilotLevel], Timing | None]:
+    """``pilot_levels``, and what the pilot measured of time (``kit.plan_timing``), from one verified read."""
     if is_archive(root):  # by its gzip bytes, whatever its name
         with extracted(root, signed_statement(str(root))) as top:  # only what its provenance signs is written
-            return _pilot_levels(top, metric, rule, method, label=root)
+            return _pilot_levels(top, metric, rule, method, label=root), measured_timing(top)
     if not root.is_dir():
         what = "no such directory" if not root.exists() else "neither a bundle directory nor a gzip archive"
         raise UsageError(f"pilot bundle {root}: {what}",
                          hint="give a bundle directory of an earlier run, or its `kit archive` .tar.gz")
-    return _pilot_levels(root, metric, rule, method, label=root)
+    return _pilot_levels(root, metric, rule, method, label=root), measured_timing(root)
 
 
 def _pilot_levels(root: Path, metric: Metric, rule: CellRule, method: str, *, label: Path) -> dict[int, PilotLevel]:
@@ -298,7 +259,7 @@ def power_plan(m: Manifest, *, cv: float | None = None, pilot: Path | None = Non
     family = len(m.load.levels) * arms_tested
     tail = (1 - m.analysis.confidence) / family
     even = m.design.order == "abba"
-    pls = pilot_levels(pilot, metric, rule, method) if pilot is not None else {}
+    pls, timing = read_pilot(pilot, metric, rule, method) if pilot is not None else ({}, None)
     sds = {c: (lv.sd, lv.df, lv.cells) for c, lv in pls.items()}
     assumed = cv if cv is not None else power.default_cv(m.hardware.gpus != 0)
     levels = []
@@ -324,13 +285,13 @@ def power_plan(m: Manifest, *, cv: float | None = None, pilot: Path | None = Non
                 at_estimate = power.power(effect, estimate[0], k, k, tail, method)
         levels.append(LevelPower(c, sd, source, power.mde(sd, k, k, tail, method=method), at_target, needed,
                                  estimate[0] if estimate else None, estimate[1] if estimate else None, at_estimate))
-    est = estimate_run(m, make_plan(m), itl_ms=itl_ms)
+    est = estimate_run(m, make_plan(m), itl_ms=itl_ms, timing=timing)
     options = () if target_effect is None else plan_requests.options(
         m, est, levels, pls, math.log1p(target_effect), tail, method, even)
     return PowerPlan(primary=metric.key, repeats=k, arms_tested=arms_tested, family=family,
                      correction=m.analysis.correction, alpha=1 - m.analysis.confidence, levels=tuple(levels),
                      pilot=None if pilot is None else str(pilot), target_effect=target_effect, even=even,
-                     method=method, statistic=rule.statistic, minutes=est.seconds / 60, options=options,
+                     method=method, statistic=rule.statistic, minutes=est.seconds / 60, options=options, estimate=est,
                      sequential=plan_sequential.sequential_plan(m, levels, tail, method, target_effect,
                                                                 est.seconds / 60))
 

@@ -16,7 +16,8 @@ from kit.stats.pilot import PilotLevel, sd_at_requests
 
 if TYPE_CHECKING:
     from kit.manifest import Manifest
-    from kit.plan import Estimate, LevelPower
+    from kit.plan import LevelPower
+    from kit.plan_timing import Estimate
 
 FACTORS = (0.5, 1.0, 2.0, 4.0)  # requests per cell, relative to the manifest's
 
