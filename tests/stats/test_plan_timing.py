@@ -1,7 +1,7 @@
 """`kit plan --pilot` times the run as the pilot's cells ran (kit.plan_timing), checked against real runs kit did
 not plan: the H200 bundles in benchmarks/results, whose cells' own start and finish times are the measurement. A
 review found the assumed estimate 2.7x the demo's real time (14.1 min against 5.3); on these bundles the assumption
-is off by -66 % to +95 %."""
+is off by -65 % to +95 %."""
 
 from __future__ import annotations
 
