@@ -129,11 +129,28 @@ def _includes(root: Path, context: Path) -> list[str]:
     return out
 
 
+def _check_dockerfile(p: Path) -> None:
+    """ImageBuildError unless ``p`` is (or links to) a regular file, saying what it is instead: a FIFO, device or
+    directory is never opened, so never waited on."""
+    try:
+        mode = p.stat().st_mode
+    except FileNotFoundError:
+        raise ImageBuildError(f"{p}: no such Dockerfile",
+                              hint="create it, or name the context's Dockerfile in image.dockerfile") from None
+    except OSError as e:
+        raise ImageBuildError(f"{p}: cannot read the Dockerfile ({e.strerror or e})",
+                              hint="make it a regular file") from None
+    if not stat.S_ISREG(mode):
+        what = "a directory" if stat.S_ISDIR(mode) else f"not a regular file ({stat.filemode(mode)})"
+        raise ImageBuildError(f"{p}: the Dockerfile is {what}",
+                              hint="make it a regular file holding the build's instructions (a FIFO, device or "
+                                   "directory is never read), or name another in the arm's image.dockerfile")
+
+
 def collect_context(root: Path, context: Path, dockerfile: str) -> Context:
     """Every file the build sees: the context directory plus kit.include paths, minus exclusions."""
     root = root.resolve()
-    if not (context / dockerfile).is_file():
-        raise ImageBuildError(f"{context / dockerfile}: no such Dockerfile")
+    _check_dockerfile(context / dockerfile)
     matcher = PatternMatcher([*_dockerignore(context), *ALWAYS_EXCLUDE, f"!{dockerfile}"])
     files = _walk(context, ".", matcher)
     for item in _includes(root, context):

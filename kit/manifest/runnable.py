@@ -12,7 +12,7 @@ from kit import safeyaml
 from kit.errors import ManifestError, ModelPathMissing
 from kit.manifest.hostpaths import missing_model_path, missing_programs
 from kit.manifest.loading import LoadedManifest, is_placeholder_digest
-from kit.manifest.workload import ca_problem, file_problem
+from kit.manifest.workload import PIN_HINT, Problem, ca_problem, dataset_file_bound, file_problem
 
 MADE_REAL = ("pin every base by its real digest (`kit lock {path}` where the registry is reachable), give model.path "
              "as it is on the machine that runs it, remove `template: true`, and sign it again (`kit sign {path} --key "
@@ -86,9 +86,11 @@ def check_runnable(lm: LoadedManifest) -> None:
     on_this_host(lm)
     ds = lm.manifest.load.dataset  # the load runs here: its pinned data file must be here, with its bytes
     pinned = getattr(ds, "file", None) if ds is not None else None
-    why = file_problem(pinned) if pinned is not None else None
+    # by its kind's own bound: a text kind reads 64 MiB, records 1 GiB (what kit.workload will read it by)
+    why: str | None = None
+    if ds is not None and pinned is not None:
+        why = file_problem(pinned, limit=dataset_file_bound(ds))
     ca = lm.manifest.load.request.ca_bundle  # https: the CA file every connection verifies the server with
     why = why or (ca_problem(ca) if ca is not None else None)
     if why:
-        raise ManifestError(f"{lm.path}: {why}", hint="paths are relative to where kit runs; a file that changed since "
-                            "the manifest was signed must be restored, or re-pinned (sha256sum FILE) and signed again")
+        raise ManifestError(f"{lm.path}: {why}", hint=why.hint if isinstance(why, Problem) else PIN_HINT)

@@ -42,7 +42,23 @@ class CaBundle(DatasetFile):
 
 
 MAX_CA_BYTES = 4 << 20
-MAX_PINNED_BYTES = 1 << 30  # the most a dataset kind reads (kit.workload.corpus.MAX_DATA_BYTES; a test checks)
+MAX_TEXT_BYTES = 64 << 20  # a text that is tokenized whole (text, random, shared-prefix, multi-turn)
+MAX_PINNED_BYTES = 1 << 30  # a data file of records (sharegpt, jsonl; ShareGPT_V3's ~670 MB fits): the most any
+# dataset kind reads. kit.workload.corpus reads files by these bounds (its MAX_DATA_BYTES is this one), preflight
+# (kit.manifest.runnable) checks them by ``dataset_file_bound``.
+PIN_HINT = ("paths are relative to where kit runs; a file that changed since the manifest was signed must be "
+            "restored, or re-pinned (sha256sum FILE) and signed again")
+
+
+class Problem(str):
+    """Why a pinned file cannot be used (the message), with what to do about it (``hint``)."""
+
+    hint: str
+
+    def __new__(cls, text: str, hint: str = PIN_HINT) -> Problem:
+        self = super().__new__(cls, text)
+        self.hint = hint
+        return self
 
 
 def ca_problem(f: CaBundle) -> str | None:
@@ -66,7 +82,7 @@ def ca_problem(f: CaBundle) -> str | None:
     return None
 
 
-def file_problem(f: DatasetFile, what: str = "load.dataset.file", limit: int = MAX_PINNED_BYTES) -> str | None:
+def file_problem(f: DatasetFile, what: str = "load.dataset.file", limit: int = MAX_PINNED_BYTES) -> Problem | None:
     """Why the pinned file cannot be used here (absent, not a regular file, over ``limit`` bytes, unreadable, other
     bytes), or None. A symbolic link is followed; a FIFO, device or directory is refused without waiting on it, and
     the size is checked before anything is read, then hashed in 1 MiB blocks never past ``limit``."""
@@ -76,15 +92,18 @@ def file_problem(f: DatasetFile, what: str = "load.dataset.file", limit: int = M
         return _unreadable(f, what, exc)
     if size > limit:
         much = f"more than {limit}" if size == limit + 1 else str(size)  # read past the bound, or its stated size
-        return f"{what} {f.path}: {much} bytes, over kit's {limit >> 20} MiB bound for this file"
+        kinds = "; docs/workload.md, Datasets, gives each kind's bound" if what.startswith("load.dataset") else ""
+        return Problem(f"{what} {f.path}: {much} bytes, over kit's {limit >> 20} MiB bound for this file",
+                       hint=f"use a smaller file (at most {limit >> 20} MiB here{kinds}), then pin it (sha256sum "
+                            "FILE) and sign the manifest again")
     if digest != f.sha256:
-        return f"{what} {f.path}: its sha256 is {digest}, the manifest pins {f.sha256}"
+        return Problem(f"{what} {f.path}: its sha256 is {digest}, the manifest pins {f.sha256}")
     return None
 
 
-def _unreadable(f: DatasetFile, what: str, exc: OSError | TooLarge) -> str:
+def _unreadable(f: DatasetFile, what: str, exc: OSError | TooLarge) -> Problem:
     why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc).split(": ", 1)[-1]
-    return f"{what} {f.path}: cannot read it ({why})"
+    return Problem(f"{what} {f.path}: cannot read it ({why})")
 
 
 class TextSet(_Model):
@@ -165,6 +184,12 @@ class MultiTurnSet(_Model):
 
 Dataset = Annotated[TextSet | RandomSet | RandomIdsSet | ShareGptSet | JsonlSet | SharedPrefixSet | MultiTurnSet,
                     Field(discriminator="kind")]
+
+
+def dataset_file_bound(ds: Dataset) -> int:
+    """The most bytes kit reads of ``ds``'s file (docs/workload.md, Datasets): 1 GiB of records (sharegpt, jsonl),
+    64 MiB of a text, which is tokenized whole. Preflight checks a file by it; kit.workload reads the file by it."""
+    return MAX_PINNED_BYTES if isinstance(ds, ShareGptSet | JsonlSet) else MAX_TEXT_BYTES
 
 
 def most_max_tokens(ds: Dataset | None, output_tokens: int) -> int:
@@ -249,5 +274,5 @@ def tls_problem(scheme: str, req: RequestOptions) -> str | None:
 
 
 __all__ = ["MAX_TOKENS", "CaBundle", "Dataset", "DatasetFile", "JsonlSet", "MultiTurnSet", "RandomIdsSet", "RandomSet",
-           "RequestOptions", "ShareGptSet", "SharedPrefixSet", "TextSet", "ca_problem", "most_max_tokens",
-           "tls_problem"]
+           "RequestOptions", "ShareGptSet", "SharedPrefixSet", "TextSet", "ca_problem", "dataset_file_bound",
+           "most_max_tokens", "tls_problem"]

@@ -11,49 +11,60 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import os
 import random
 from pathlib import Path
 
 from kit.errors import ManifestError
+from kit.manifest import workload as bounds
+from kit.plumbing.files import open_regular
 from kit.workload.tokens import Counter
 
 CORPUS = Path(__file__).resolve().parent / "data" / "devil.dict.dz"
 CORPUS_SHA256 = "995ca92760d677965cb2780e78b808e982f9d49e8c12d795c1854476bbf13819"
-MAX_TEXT_BYTES = 64 << 20  # a text that is tokenized whole (text, random, shared-prefix, multi-turn)
-MAX_DATA_BYTES = 1 << 30  # a data file of records (sharegpt, jsonl): ShareGPT_V3's ~670 MB fits
+# preflight's bounds (kit.manifest.workload defines them once): a text that is tokenized whole (text, random,
+# shared-prefix, multi-turn), a data file of records (sharegpt, jsonl)
+MAX_TEXT_BYTES = bounds.MAX_TEXT_BYTES
+MAX_DATA_BYTES = bounds.MAX_PINNED_BYTES
 MAX_TRIES = 6  # window-size corrections per start
 MAX_SHIFTS = 128  # starts tried, a token apart
 _CHUNK = 1 << 20
 
 
 def read_pinned(path: Path, sha256: str, what: str, limit: int = MAX_DATA_BYTES) -> bytes:
-    """The file's bytes when they hash to ``sha256`` (a clear error naming the file otherwise). Its size is
-    checked against ``limit`` before anything is read, and it is hashed as it is read (never past ``limit``)."""
-    h = hashlib.sha256()
+    """The file's bytes when they hash to ``sha256`` (a clear error naming the file otherwise). Opened as
+    ``open_regular`` opens it (a FIFO, device or directory is refused at once, never waited on: preflight checked
+    the file, but it may have been replaced since); the open file's size is checked against ``limit`` before
+    anything is read, and at most ``limit + 1`` bytes are read (a file that grows, or one whose size says 0)."""
     chunks: list[bytes] = []
+    got_bytes = 0
     try:
-        size = path.stat().st_size
-        if size > limit:
-            raise ManifestError(f"{what}: {path} is {size} bytes, over kit's {limit >> 20} MiB bound for this "
-                                "dataset kind", hint="docs/workload.md, Datasets, gives each kind's bound")
-        got_bytes = 0
-        with open(path, "rb") as f:
-            while chunk := f.read(_CHUNK):
+        with open_regular(path) as f:
+            size = os.fstat(f.fileno()).st_size  # of the file opened, not of whatever the path names a moment later
+            if size > limit:
+                raise _too_large(path, what, f"is {size} bytes", limit)
+            while chunk := f.read(min(_CHUNK, limit + 1 - got_bytes)):
                 got_bytes += len(chunk)
-                if got_bytes > limit:
-                    raise ManifestError(f"{what}: {path} grew past kit's {limit >> 20} MiB bound while read")
-                h.update(chunk)
                 chunks.append(chunk)
+                if got_bytes > limit:
+                    raise _too_large(path, what, f"has more than {limit} bytes (its size said {size})", limit)
     except OSError as exc:
-        raise ManifestError(f"{what}: cannot read {path}: {exc}", hint="the path is relative to kit's working "
-                            "directory, like model.path") from exc
+        why = exc.strerror if exc.strerror else str(exc).removeprefix(f"{path}: ")
+        raise ManifestError(f"{what}: cannot read {path} ({why})", hint="give a regular file; the path is relative "
+                            "to kit's working directory, like model.path") from None
     data = b"".join(chunks)
-    got = h.hexdigest()
+    got = hashlib.sha256(data).hexdigest()
     if got != sha256:
         raise ManifestError(f"{what}: {path} has sha256 {got}, but the manifest pins {sha256}",
                             hint="the file changed since the manifest was signed: restore it, or re-pin it "
                                  "(sha256sum FILE) and sign the manifest again")
     return data
+
+
+def _too_large(path: Path, what: str, much: str, limit: int) -> ManifestError:
+    return ManifestError(f"{what}: {path} {much}, over kit's {limit >> 20} MiB bound for this dataset kind",
+                         hint="use a smaller file (docs/workload.md, Datasets, gives each kind's bound), then pin it "
+                              "(sha256sum FILE) and sign the manifest again")
 
 
 def corpus_text() -> str:
