@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from kit.cli import main
-from kit.plan import MAX_ITL_MS
+from kit.plan_timing import MAX_ITL_MS
 
 DEMO = str(Path(__file__).resolve().parents[2] / "experiments" / "demo.yaml")
 
