@@ -10,6 +10,7 @@ from typing import Protocol
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from kit.bundle import Bundle
 from kit.experiment.stoprule import StopRule
 from kit.files import JsonObject
 from kit.plan import Cell, LevelPlan
@@ -63,6 +64,9 @@ class RunOptions:
     resume_hint: Callable[[Path, Ed25519PublicKey], str] | None = None
     redo: tuple[str, ...] = ()  # with resume: re-run the cells whose attempt was client-bound/failed (kit.bundle.redo)
     stop_rule: StopRule | None = None  # the caller's looks that may stop the run (kit reproduce --until-decided)
+    # the caller's files written into a new bundle before its start checkpoint, which vouches for them (kit reproduce:
+    # the source's provenance, so that a resume can tell which source a reproduction not yet sealed is of)
+    prepare: Callable[[Bundle], object] | None = None
 
 
 @dataclass

@@ -94,6 +94,8 @@ class Experiment:
             self.preflight(session)
         elif not session.resumed:
             session.bundle.append_jsonl("gates.jsonl", self.preflight_report)
+            if self.opts.prepare is not None:
+                self.opts.prepare(session.bundle)
             if self.opts.stop_rule is not None:  # what its looks read, vouched for by the start checkpoint
                 self.opts.stop_rule.prepare(session.bundle)
             session.checkpoint("start")  # from here on, a run that never ends can be resumed

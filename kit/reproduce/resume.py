@@ -5,9 +5,10 @@ of this same source started, as the bundle's signed files (its provenance, else 
   sealing it would make the original a "reproduction" of itself, re-signed, which `kit verify` would pass.
 - Sealed once (the run ended and was judged): run.json's ``reproduces`` names its source by the sha256 of the
   source's ``provenance.dsse.json``, which must be this source's.
-- Not sealed yet (a reproduction that stopped or failed before its verdict): an ``--until-decided`` one holds the
-  source's provenance in ``source/`` from its start checkpoint, whose sha256 must be this source's; any other names
-  no source, so it must at least be kit reproduce's: its signed run.json records the command line ``kit reproduce``
+- Not sealed yet (a reproduction that stopped or failed before its verdict): it holds the source's provenance in
+  ``source/`` from its start checkpoint (``RunOptions.prepare``; before 2026-12-07 only an ``--until-decided`` one),
+  whose sha256 must be this source's; an older one without it names no source, so it must at least be kit
+  reproduce's: its signed run.json records the command line ``kit reproduce``
   (a library call records none: then the manifest name kit reproduce records, ``reproduce-source.yaml``). Its
   manifest must be the source's, byte for byte (the caller checks it).
 - Anything else (a plain ``kit run`` of the same manifest, or a reproduction of another source) is refused.

@@ -11,6 +11,7 @@ from this same source, never the source itself: kit.reproduce.resume).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -88,7 +89,10 @@ def _run_options(opts: ReproduceOptions, src: Source) -> RunOptions:
     return RunOptions(out_dir=opts.out_dir, resume=opts.resume, allow_unsigned=opts.allow_unsigned,
                       allow_unpinned=opts.allow_unpinned, trust=list(opts.trust), key=opts.key, argv=opts.argv,
                       runtime=opts.runtime, resume_hint=hint,
-                      stop_rule=UntilDecided(src.root) if opts.until_decided else None)
+                      stop_rule=UntilDecided(src.root) if opts.until_decided else None,
+                      # the source's files in source/ from the start (--until-decided copies them itself): a resume
+                      # of a reproduction not sealed yet knows its source (kit.reproduce.resume)
+                      prepare=None if opts.until_decided else functools.partial(copy_source, src.root))
 
 
 def _inputs(src: Source, opts: ReproduceOptions, run_opts: RunOptions) -> RunInputs:

@@ -116,6 +116,13 @@ def test_the_printed_reproduce_command_finishes_and_judges_the_reproduction(tmp_
                                         "--allow-untrusted-source", "--out", str(out)], out)
     command = _printed_command(stderr, "kit reproduce")
     assert command.startswith(f"kit reproduce {src} --resume {b} ") and "--allow-untrusted-source" in command, command
+    # not sealed yet, it names its source from its start (kit.reproduce.resume): another source is refused with it
+    assert (b / "source" / "provenance.dsse.json").read_bytes() == (src / "provenance.dsse.json").read_bytes()
+    other = _kit(_env(tmp_path), "run", "--trust-only", str(policy), str(m), "--out", str(tmp_path / "other"))
+    assert other.returncode == 0, other.stdout + other.stderr
+    [osrc] = [p for p in (tmp_path / "other").iterdir() if p.is_dir()]
+    wrong = _pasted(tmp_path, command.replace(f"kit reproduce {src} ", f"kit reproduce {osrc} ", 1))
+    assert wrong.returncode == 2 and "--resume takes only the bundle" in wrong.stderr, wrong.stdout + wrong.stderr
     r = _pasted(tmp_path, command)
     assert r.returncode in (0, 10, 11), command + "\n" + r.stdout + r.stderr  # reproduced, inconsistent, imprecise
     assert json.loads((b / "run.json").read_text())["status"] == "complete"
