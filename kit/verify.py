@@ -21,15 +21,22 @@ from kit.bundle.dirlock import in_use
 from kit.bundle.extract import is_archive
 from kit.bundle.resume import resume_refusals
 from kit.bundle.verify import MISSING_PROVENANCE, Unsealed, VerifyResult, fail, verify_bundle
-from kit.errors import BundleError, UsageError
+from kit.errors import BundleError, KitError, UsageError
 from kit.files.read import read_file
 from kit.files.run import RunFile
-from kit.hints import finish_hint
+from kit.hints import Invocation, _latest, finish_hint  # _latest: where a recorded command ran
 from kit.images.context import image_contexts
 from kit.manifest import load_manifest, read_bytes
 from kit.reproduce.looks import check_reproduce_looks
 from kit.runtime.records import live_owner, owner_text
-from kit.signing import check_contexts, policy_files, user_trust_file, verify_manifest
+from kit.signing import (
+    check_contexts,
+    default_trust_files,
+    policy_files,
+    signature_path,
+    user_trust_file,
+    verify_manifest,
+)
 
 __all__ = ["VerifyResult", "verify_target"]
 
@@ -91,7 +98,8 @@ def finishing(root: Path, trust: list[Path]) -> tuple[list[str], str]:
         return [], (f"its run never ended, and no checkpoint signed by a runner your policy trusts for kit-bundle "
                     f"holds its run.json{why}: a resume would refuse it; if you trust its runner, give that key's line "
                     "with --trust FILE")
-    finish = finish_hint(root, run, flags)
+    flags, untrusted = _manifest_policy(root, run, flags)
+    finish = finish_hint(root, run, flags) + (f"; but {untrusted}" if untrusted else "")
     refusals = [f"{p} (a resume refuses this)" for p in resume_refusals(root, chain)]
     if not refusals:
         return [], finish
@@ -103,6 +111,51 @@ def finishing(root: Path, trust: list[Path]) -> tuple[list[str], str]:
                       f"checkpoints hold {it}. Either make {it} so again (remove a file they do not name; restore a "
                       f"changed or missing one from an untouched copy of the bundle), then {then}; or start the run "
                       f"again in a new bundle: {again}")
+
+
+def _manifest_policy(root: Path, run: RunFile, flags: list[Path]) -> tuple[list[Path], str | None]:
+    """The policy a resume also needs for the bundle's manifest: it checks manifest.yaml (as signed) again for
+    kit-manifest under the policy it is given, so ``flags`` (what verified the checkpoints) is widened by the trust
+    files the run's recorded command line gave (`kit run --trust allowed_signers`: the repository's example key),
+    where ``flags`` trusts none of its signers and those do; where they do not either, what to add (the text)."""
+    if run.flags.allow_unsigned or not signature_path(root / "manifest.yaml").is_file() or \
+            _trusts_manifest(root, flags):
+        return flags, None  # --allow-unsigned, or no signature to approve (resume_refusals names one gone missing)
+    given = _recorded_trust(root, run)
+    wider = list(dict.fromkeys([*(flags or default_trust_files()), *(p for p in given if p.is_file())]))
+    if wider != flags and _trusts_manifest(root, wider):
+        return wider, None
+    started = f" (its run was given {', '.join(shlex.quote(str(p)) for p in given)})" if given else ""
+    return flags, (f"a resume also checks its manifest (manifest.yaml) under the policy it is given, and that "
+                   f"policy trusts none of its signers for kit-manifest: add --trust FILE, the allowed_signers file "
+                   f"that does{started}")
+
+
+def _trusts_manifest(root: Path, flags: list[Path]) -> bool:
+    try:
+        verify_manifest(root / "manifest.yaml", read_bytes(root / "manifest.yaml"), policy_files(flags))
+    except KitError:
+        return False
+    return True
+
+
+def _recorded_trust(root: Path, run: RunFile) -> list[Path]:
+    """The --trust and --trust-only files of the command line the run last ran with (its start's, or a resume's,
+    as ``finish_hint`` reads it), absolute where the record tells where it ran."""
+    command = "reproduce" if run.reproduces is not None or Invocation.of(run.argv).command == "reproduce" else "run"
+    argv = next((a for a in reversed([run.argv, *(r.argv for r in run.resumed)])
+                 if Invocation.of(a).command == command), [])
+    _, base = _latest(root, run, command)
+    values: list[str] = []
+    words = iter(argv)
+    for word in words:
+        name, eq, value = word.partition("=")
+        if word == "--":
+            break
+        if name in ("--trust", "--trust-only"):
+            got = value if eq else next(words, None)
+            values += [got] if got else []
+    return [Path(v) if Path(v).is_absolute() or base is None else base / v for v in values]
 
 
 def _signed_run(chain: Chain) -> RunFile | None:

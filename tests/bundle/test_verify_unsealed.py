@@ -192,3 +192,35 @@ def test_kit_reproduce_of_an_unsealed_source_names_the_source_not_its_private_co
     with pytest.raises(BundleError) as e, opened(b.root, [trust_file], allow_untrusted=False):
         pass
     assert _command(e.value.hint or "") == ["kit", "verify", str(b.root.resolve())]
+
+
+def test_a_killed_run_of_a_manifest_its_trust_file_approved_gets_that_file_again(
+        tmp_path: Path, runner: SigningKey, trust_file: Path, stranger: SigningKey) -> None:
+    """A review on a fresh clone: `kit verify` of a killed `kit run --trust allowed_signers experiments/demo.yaml`
+    (no --trust: the user's own file trusts the runner) printed `kit run --resume B`, which exits 4 pasted: the
+    resume checks the manifest again, and only the repo's allowed_signers approves the example key. The printed
+    command gives that file, as the run's recorded command line did, and under its policy both the manifest and the
+    checkpoints verify, as the resume checks them."""
+    from kit.bundle.checkpoints import read_chain
+    from kit.signing import policy_files, sign_manifest, verify_manifest
+    from kit.signing.trust import trust_policy
+
+    signers = tmp_path / "allowed_signers"
+    signers.write_text(f'kit-example namespaces="kit-manifest" {stranger.public_line()}\n')
+    user_trust_file().parent.mkdir(parents=True, exist_ok=True)
+    user_trust_file().write_text(trust_file.read_text())  # as kit run leaves it: the runner trusted for kit-bundle
+    b = Bundle.create(tmp_path / "results", "demo", run_id="abc123")
+    b.write_bytes("manifest.yaml", b"name: demo\n")
+    sign_manifest(b.root / "manifest.yaml", b"name: demo\n", stranger)
+    b.write_json("run.json", {"run_id": "abc123", "status": "running", "manifest_source": str(tmp_path / "demo.yaml"),
+                              "argv": ["kit", "run", "--trust", "allowed_signers", "demo.yaml"]})
+    Checkpointer(b, runner, Chain()).sign("start")
+    argv = _command(_hint(b.root, [])[1])
+    assert argv == ["kit", "run", "--resume", str(b.root.resolve()), "--trust", str(signers.resolve())], argv
+    params = _parsed(argv)
+    policy = policy_files(trust_policy(params["trust"], params["trust_only"]))
+    verify_manifest(b.root / "manifest.yaml", b"name: demo\n", policy)  # the resume's check of the manifest
+    assert read_chain(b.root, policy).run_json is not None  # and of the checkpoints
+    signers.unlink()  # no longer where it ran: no command that would be refused, but what to add
+    hint = _hint(b.root, [])[1]
+    assert hint.endswith(f"add --trust FILE, the allowed_signers file that does (its run was given {signers})"), hint
