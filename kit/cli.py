@@ -28,6 +28,7 @@ from kit.cli_options import (
     json_option,
     json_start,
     json_written,
+    key_output_file,
     output_dir,
     output_file,
     trust_option,
@@ -196,8 +197,9 @@ ROLES = {"manifest": ("kit-manifest", "approve manifests (what may run)"),
 
 @main.command()
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              callback=output_file,
-              help="Key file to write (default: ~/.config/kit/id_ed25519); FILE.pub is written too.")
+              callback=key_output_file,
+              help="Key file to write (default: ~/.config/kit/id_ed25519; a missing directory is made); FILE.pub "
+                   "is written too.")
 @click.option("-C", "--comment", default=None, help="Key comment, e.g. you@lab (default: user@host).")
 @click.option("--role", type=click.Choice(sorted(ROLES)), default="manifest", show_default=True,
               help="What the suggested trust line lets the key do: approve manifests (kit-manifest) or vouch for "

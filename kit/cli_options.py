@@ -6,6 +6,7 @@ import functools
 import getpass
 import json
 import os
+import shlex
 import stat
 from collections.abc import Callable
 from pathlib import Path
@@ -23,9 +24,19 @@ _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISLNK, "a symbolic link"), (sta
 
 
 def output_file(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
-    """``-o FILE``: a new file, or a regular one to replace. Anything else there is refused before any work: kit
-    writes beside the target and renames over it, so a device (``/dev/null``, ``/dev/full``), a pipe or a link
-    (``/dev/stdout``) would be replaced for every process on the machine, not written to."""
+    """``-o FILE``: a new file, or a regular one to replace, in a directory that exists (kit makes none: a typo
+    would leave directories behind, ``/nonexist/dir`` made as root). Anything else there is refused before any
+    work: kit writes beside the target and renames over it, so a device (``/dev/null``, ``/dev/full``), a pipe or
+    a link (``/dev/stdout``) would be replaced for every process on the machine, not written to."""
+    if value is None:
+        return None
+    _in_a_directory(value)
+    return key_output_file(ctx, param, value)
+
+
+def key_output_file(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+    """``kit keygen -o FILE``: as ``output_file``, but a missing directory is made, as for the default key
+    (``~/.config/kit/id_ed25519``; ``~/.ssh`` on a machine that has none yet)."""
     if value is None:
         return None
     try:
@@ -40,6 +51,20 @@ def output_file(ctx: click.Context, param: click.Parameter, value: Path | None) 
             f"{value} is {what}: kit writes only regular files (it would replace it, not write into it); choose a "
             "path that is a regular file or none yet")
     return value
+
+
+def _in_a_directory(value: Path) -> None:
+    """Refuse ``-o FILE`` whose directory is missing, or is not one, naming it and the fix."""
+    parent = value.parent
+    try:
+        mode = os.stat(parent).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        raise click.BadParameter(f"{value}: its directory {parent} does not exist; create it first "
+                                 f"(mkdir -p {shlex.quote(str(parent))}), or choose another path") from None
+    except OSError as e:
+        raise click.BadParameter(f"{value}: {parent}: {e.strerror or e}; choose another path") from None
+    if not stat.S_ISDIR(mode):
+        raise click.BadParameter(f"{value}: {parent} is not a directory; choose a path in a directory")
 
 
 def output_dir(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
@@ -94,14 +119,28 @@ def trust_option(f: Callable[..., Any]) -> Callable[..., Any]:
 def echo(text: str = "", *, err: bool = False, nl: bool = True) -> None:
     """``click.echo`` of text that may quote a file or a server: control characters shown escaped
     (``kit.plumbing.printable``)."""
-    click.echo(printable(text), err=err, nl=nl)
+    write_out(printable(text) + ("\n" if nl else ""), err=err)
+
+
+# What one write hands the output stream at most: a write larger than its buffer (4 KiB on a pipe) goes to the pipe
+# directly, and where the pipe takes only part of it before its reader goes away (`kit schema --bundle | head -c
+# 10`), CPython's buffered writer drops the rest without an error, so the command exited 0, not 141. A piece
+# within the buffer (1024 characters are at most 4 KiB of UTF-8) is written by a flush that raises BrokenPipeError.
+_PIECE = 1024
+
+
+def write_out(text: str, *, err: bool = False) -> None:
+    """``text`` to stdout (or stderr), as is, in pieces each flushed (``_PIECE``): a closed pipe raises
+    BrokenPipeError at the piece that meets it, which ``kit.cli`` ends with exit 141, as SIGPIPE would."""
+    for start in range(0, len(text), _PIECE):
+        click.echo(text[start:start + _PIECE], err=err, nl=False)  # click.echo flushes each
 
 
 _json_out = {"written": False}  # whether this command has printed its JSON (kit.cli's error handler then adds none)
 
 
 def echo_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+    write_out(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
     _json_out["written"] = True
 
 
@@ -142,7 +181,7 @@ def _write_text(path: Path, text: str) -> None:
 def emit(text: str, output: Path | None) -> None:
     """Generated text to stdout, or to FILE (with a note on stderr)."""
     if output is None:
-        click.echo(text, nl=False)
+        write_out(text)
     else:
         _write_text(output, text)
         echo(f"wrote {output}", err=True)

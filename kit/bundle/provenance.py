@@ -20,7 +20,7 @@ from kit.bundle.checkpoints import Checkpointer, checkpoint_files, read_chain
 from kit.bundle.layout import Bundle
 from kit.bundle.names import PROVENANCE, envelope_bytes
 from kit.bundle.subjects import add_sizes
-from kit.errors import BundleError
+from kit.errors import BundleError, UsageError
 from kit.files import JsonObject
 from kit.plumbing.files import sha256_file
 from kit.signing import (
@@ -125,13 +125,30 @@ def runner_key(path: Path | None) -> tuple[SigningKey, str | None]:
     default = default_runner_key_path()
     if default.exists():
         return load_signing_key(default, passphrase), None
+    fix = (f"give the key to sign with, --key FILE (`kit keygen -o FILE` makes one), or let kit make its own: "
+           f"make {default.parent} a directory you can write, or set XDG_CONFIG_HOME to one")
+    blocked = _not_a_directory(default.parent)
+    if blocked is not None:
+        raise UsageError(f"cannot make the runner key {default}: {blocked} is not a directory", hint=fix)
     who = f"kit-runner@{socket.gethostname()}"
-    key = generate_key(default, who, passphrase=passphrase or None)
+    try:
+        key = generate_key(default, who, passphrase=passphrase or None)
+    except UsageError as e:  # its hint is keygen's (-o), which this command has not
+        raise UsageError(e.message, hint=fix) from None
     line = runner_trust_line(key)
     trust = add_user_trust(line)
     notice = (f"generated runner key {default} ({key.fingerprint}) and trusted it for {NS_BUNDLE} only in {trust}; "
               f"elsewhere, its bundles verify once this line is added to a trust file there: {line}")
     return key, notice
+
+
+def _not_a_directory(path: Path) -> Path | None:
+    """The nearest of ``path`` and the directories above it that is there and not a directory (a file where
+    ``$XDG_CONFIG_HOME/kit`` should be), which makes ``path`` impossible; None where there is none."""
+    for at in (path, *path.parents):
+        if os.path.lexists(at):
+            return None if at.is_dir() else at
+    return None
 
 
 def runner_trust_line(key: SigningKey) -> str:
