@@ -91,6 +91,7 @@ class Invocation:
     args: list[str] = field(default_factory=list)  # the positional ones: the manifest, the source
     options: dict[str, str] = field(default_factory=dict)  # the last value of each option that takes one
     flags: set[str] = field(default_factory=set)
+    values: dict[str, list[str]] = field(default_factory=dict)  # every value of each, in order (--trust repeats)
 
     @classmethod
     def of(cls, argv: Sequence[str]) -> Invocation:
@@ -105,7 +106,9 @@ class Invocation:
                 out.args += list(words)
             elif name in _VALUED:
                 got = value if eq else next(words, None)
-                out.options.update({name: got} if got is not None else {})
+                if got is not None:
+                    out.options[name] = got
+                    out.values.setdefault(name, []).append(got)
             elif word.startswith("-") and word != "-":
                 out.flags.add(word)
             else:
@@ -121,7 +124,7 @@ def finish_hint(root: Path, run: RunFile, trust: Sequence[Path]) -> str:
     line it records gives them (a relative path made absolute where the record tells where it ran); the trust
     flags of ``trust``, the policy that verified its checkpoints."""
     reproduction = run.reproduces is not None or Invocation.of(run.argv).command == "reproduce"
-    inv, base = _latest(root, run, "reproduce" if reproduction else "run")
+    inv, base = latest_invocation(root, run, "reproduce" if reproduction else "run")
     until = run.flags.model_dump().get("until_decided") is True
     recorded = [f for f, on in (("--allow-unsigned", run.flags.allow_unsigned),
                                 ("--allow-unpinned", run.flags.allow_unpinned),
@@ -161,7 +164,7 @@ def _source_note(source: str, where: Path | None) -> str:
     return "the source as its signed run.json records it: if the source bundle has moved since, give its path instead"
 
 
-def _latest(root: Path, run: RunFile, command: str) -> tuple[Invocation, Path | None]:
+def latest_invocation(root: Path, run: RunFile, command: str) -> tuple[Invocation, Path | None]:
     """The last recorded command line of ``command`` (the start's, or a resume's), and the directory it ran in."""
     lines = [(run.argv, True), *((r.argv, False) for r in run.resumed)]
     for argv, first in reversed(lines):

@@ -24,7 +24,7 @@ from kit.bundle.verify import MISSING_PROVENANCE, Unsealed, VerifyResult, fail, 
 from kit.errors import BundleError, KitError, UsageError
 from kit.files.read import read_file
 from kit.files.run import RunFile
-from kit.hints import Invocation, _latest, finish_hint  # _latest: where a recorded command ran
+from kit.hints import Invocation, finish_hint, latest_invocation
 from kit.images.context import image_contexts
 from kit.manifest import load_manifest, read_bytes
 from kit.reproduce.looks import check_reproduce_looks
@@ -143,18 +143,8 @@ def _recorded_trust(root: Path, run: RunFile) -> list[Path]:
     """The --trust and --trust-only files of the command line the run last ran with (its start's, or a resume's,
     as ``finish_hint`` reads it), absolute where the record tells where it ran."""
     command = "reproduce" if run.reproduces is not None or Invocation.of(run.argv).command == "reproduce" else "run"
-    argv = next((a for a in reversed([run.argv, *(r.argv for r in run.resumed)])
-                 if Invocation.of(a).command == command), [])
-    _, base = _latest(root, run, command)
-    values: list[str] = []
-    words = iter(argv)
-    for word in words:
-        name, eq, value = word.partition("=")
-        if word == "--":
-            break
-        if name in ("--trust", "--trust-only"):
-            got = value if eq else next(words, None)
-            values += [got] if got else []
+    inv, base = latest_invocation(root, run, command)
+    values = [*inv.values.get("--trust", []), *inv.values.get("--trust-only", [])]
     return [Path(v) if Path(v).is_absolute() or base is None else base / v for v in values]
 
 

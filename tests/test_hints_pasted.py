@@ -97,3 +97,12 @@ def test_the_documented_runs_of_the_demo_give_the_trust_it_needs(doc: str) -> No
     assert commands
     for n, argv in commands:
         assert {"--trust", "--trust-only", "--allow-unsigned"} & set(argv), f"{doc}:{n}: {shlex.join(argv)}"
+
+
+def test_a_missing_trust_file_says_what_one_is(tmp_path: Path) -> None:
+    """A review: `--trust /nonexist` was exit 2 with no hint."""
+    demo = Path(__file__).resolve().parents[1] / "experiments" / "demo.yaml"
+    r = CliRunner().invoke(main, ["verify", "--trust", str(tmp_path / "nonexist"), str(demo)])
+    assert r.exit_code == ExitCode.USAGE, r.output
+    assert f"trust file {tmp_path / 'nonexist'} does not exist" in r.output
+    assert "Hint: check the path (a relative one is taken from where kit runs)" in r.output, r.output

@@ -138,9 +138,11 @@ def decide_trust(env: Mapping[str, Any], body: bytes, files: Sequence[Path], lab
                           details=details)
 
 
-def manifest_check(root: Path, files: Sequence[Path]) -> JsonObject:
+def manifest_check(root: Path, files: Sequence[Path], label: str | None = None) -> JsonObject:
     """The bundle's manifest.yaml.sig re-verified under the current policy (kit-manifest); never fails the
-    bundle (the runner vouched for what ran), but says plainly whether your policy trusts who approved it."""
+    bundle (the runner vouched for what ran), but says plainly whether your policy trusts who approved it.
+    ``label``: the bundle as the user named it, for the private copy ``root`` in what is said (an archive's
+    extraction is gone once kit verify answers)."""
     sig_path, manifest = root / "manifest.yaml.sig", root / "manifest.yaml"
     if not manifest.is_file():
         return {"status": "no manifest.yaml in the bundle", "trusted": False}
@@ -149,7 +151,10 @@ def manifest_check(root: Path, files: Sequence[Path]) -> JsonObject:
     try:
         mt = verify_manifest(manifest, manifest.read_bytes(), list(files), sig_path.read_bytes())
     except SignatureError as e:
-        return {"status": f"NOT trusted under your policy: {e.message.splitlines()[0]}", "trusted": False}
+        said = e.message.splitlines()[0]
+        if label is not None:
+            said = said.replace(str(root), label)
+        return {"status": f"NOT trusted under your policy: {said}", "trusted": False}
     who = ", ".join(f"{p} ({fp}, trusted by {src})" for p, fp, src in mt.signers)
     return {"status": f"signed by {who}", "trusted": True}
 

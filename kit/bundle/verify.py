@@ -185,7 +185,7 @@ def verify_directory(root: Path, trust: list[Path], *, label: str, integrity_onl
     if problems:
         raise fail(label, problems, hint="the records do not match the workload the bundle says was sent")
     run = _run_info(root)
-    manifest = manifest_check(root, files) if not integrity_only else {"status": "not checked (--integrity-only)"}
+    manifest = {"status": "not checked (--integrity-only)"} if integrity_only else manifest_check(root, files, label)
     rec = recorded_flags(root)
     lines = [signer.text,
              f"  files: {len(subjects)} checked against the signed provenance; {summary_note}; {sched_note}"

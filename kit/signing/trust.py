@@ -102,7 +102,9 @@ def read_trust_file(path: Path) -> str:
     try:
         data = read_bounded(path, MAX_TRUST_BYTES)
     except FileNotFoundError:
-        raise UsageError(f"trust file {path} does not exist") from None
+        raise UsageError(f"trust file {path} does not exist",
+                         hint="check the path (a relative one is taken from where kit runs): an allowed_signers file, "
+                         "one line per trusted key, as `kit keygen` prints it") from None
     except TooLarge:
         raise SignatureError(f"trust file {path} is larger than {MAX_TRUST_BYTES} bytes",
                              hint="an allowed_signers file holds one short line per key") from None

@@ -276,3 +276,15 @@ def test_bundle_without_summary_verifies(make_bundle: Callable[..., Bundle], run
 def test_not_a_bundle(tmp_path: Path) -> None:
     (tmp_path / "x.zip").write_bytes(b"PK")
     _fails(tmp_path / "x.zip", [], "neither a bundle directory nor")
+
+
+def test_an_archive_s_manifest_line_names_the_archive_not_its_gone_extraction(bundle: Bundle, trust_file: Path,
+                                                                               tmp_path: Path) -> None:
+    """A review: `kit verify ARCHIVE` named /tmp/kit-verify-.../manifest.yaml, a path gone once kit answered."""
+    from kit.bundle import archive
+
+    tar = tmp_path / "shared.tar.gz"
+    archive(bundle.root, tar)
+    line = next(x for x in verify_bundle(tar, [trust_file]).summary.splitlines() if "manifest approval" in x)
+    assert "NOT trusted under your policy" in line and "kit-verify-" not in line, line
+    assert f"{tar}/manifest.yaml" in line, line
