@@ -7,11 +7,12 @@ GPU server's (20 ms a token, 5 s a start), not a tiny CPU engine's.
 
 Measured (``measured_timing``): from each ok cell of the pilot, per arm and level, one wave's seconds per output
 token (the level's wall time over its waves of ``concurrency`` requests, over the tokens a request returned:
-``summary.json``'s output tokens over its ok requests), and per cell what is not its recorded load: the time from its
-start to the next cell's start, less its levels (the server's start and stop, the warm-ups, whose first requests
-pay for compiles and caches, the gates, kit between cells).
-Means, not medians: the run's time is the sum of its cells', and a busy machine's slow cells are part of it (the
-demo's pilot: medians gave 3.8 min for a run of 4.6). A level or arm the pilot did not run falls back to the
+``summary.json``'s output tokens over its ok requests), and per cell what is not its recorded load: its own time
+less its levels (the server's start and stop, the warm-ups, whose first requests pay for compiles and caches, the
+gates), and the median time between one cell's end and the next one's start (a resume hours later is no gap a run
+of the plan has).
+Means of the cells, not medians: the run's time is the sum of its cells', and a busy machine's slow cells are part of
+it (the demo's pilot: medians gave 3.8 min for a run of 4.6). A level or arm the pilot did not run falls back to the
 assumption.
 """
 
@@ -129,7 +130,7 @@ def measured_timing(root: Path) -> Timing | None:
     summary = read_file(root, "summary.json", Summary) if (root / "summary.json").is_file() else None
     tokens = {(a.arm, a.level): a.output_tokens / a.ok for a in summary.arm_levels if a.ok} if summary else {}
     per_token: dict[tuple[str, int], list[float]] = {}
-    starts: list[tuple[int, datetime, float]] = []  # (index, started, load seconds) of each ok cell
+    spans: list[tuple[int, datetime, datetime, float]] = []  # (index, started, finished, load s) of each ok cell
     for planned in plan.cells:
         try:
             cell = read_file(root, f"cells/{planned.id}/cell.json", CellFile)
@@ -139,19 +140,26 @@ def measured_timing(root: Path) -> Timing | None:
             continue
         load = 0.0
         for key, outcome in cell.levels.items():
+            if not key.isdigit():  # not a level kit writes: no time from it
+                continue
             c = int(key)
             n = requests.get(c, 0)
             t = tokens.get((cell.arm, c))
             load += outcome.wall_s
             if n and t:
                 per_token.setdefault((cell.arm, c), []).append(outcome.wall_s / math.ceil(n / c) / t)
-        if (began := _time(cell.started)) is not None:
-            starts.append((cell.index, began, load))
-    starts.sort()
-    overheads = [(b[1] - a[1]).total_seconds() - a[2] for a, b in itertools.pairwise(starts) if b[0] == a[0] + 1]
-    if not per_token or not overheads:
+        if (began := _time(cell.started)) is not None and (ended := _time(cell.finished)) is not None:
+            spans.append((cell.index, began, ended, load))
+    spans.sort()
+    own = [(end - start).total_seconds() - load for _, start, end, load in spans]
+    # between one cell's end and the next one's start (the gates, kit): the median, since a pilot that was
+    # resumed hours later, or a cell redone after the others, puts a gap there that no run of the plan has
+    gaps = [(b[1] - a[2]).total_seconds() for a, b in itertools.pairwise(spans) if b[0] == a[0] + 1]
+    gaps = [g for g in gaps if g >= 0]
+    if not per_token or not own:
         return None
-    return Timing(cells=len(starts), cell_overhead_s=max(0.0, statistics.fmean(overheads)),
+    between = statistics.median(gaps) if gaps else 0.0
+    return Timing(cells=len(spans), cell_overhead_s=max(0.0, statistics.fmean(own) + between),
                   token_wave_s={k: statistics.fmean(v) for k, v in per_token.items()})
 
 

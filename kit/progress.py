@@ -47,7 +47,9 @@ class RichEvents:
     """Shows cell, level, requests done, tokens/s and ETA; plain lines when not on a terminal."""
 
     def __init__(self, console: Console | None = None) -> None:
-        self.console = console or Console(file=cast(IO[str], _Closable(sys.stderr)))
+        # stderr closed (`2>&-`, a daemon): rich's own fallback, a console writing nowhere
+        self.console = console or (Console(file=cast(IO[str], _Closable(sys.stderr))) if sys.stderr is not None
+                                   else Console(stderr=True))
         self.live = self.console.is_terminal
         self.progress: Progress | None = None
         self.task: TaskID | None = None

@@ -139,3 +139,15 @@ def test_review_findings_on_outputs(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert r.exit_code == 2, r.output
     doc = json.loads(r.stdout)
     assert doc["ok"] is False and doc["exit_code"] == 2 and "does not exist" in doc["error"]
+
+
+def test_a_closed_stderr_is_no_crash(tmp_path: Path) -> None:
+    """A review: with fd 2 closed (`kit run M 2>&-`, a daemon) the progress console wrapped sys.stderr, None, and
+    every `kit run` and `kit reproduce` was an internal error (exit 1) at its start; it is the error of its input."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "kit", "run", str(tmp_path / "nothing.yaml")], stdout=subprocess.PIPE,
+                       text=True,
+                       timeout=120, check=False, preexec_fn=lambda: os.close(2), cwd=ROOT)
+    assert r.returncode == 2, (r.returncode, r.stdout)  # no such manifest: usage, as with stderr open

@@ -210,12 +210,12 @@ def run_inputs(inputs: RunInputs, opts: RunOptions, events: Events | None = None
     # what must be said (a SIGTERM storm, review)
     with deferred_interrupts(drop=True) as pending:
         session = BundleSession.start(inputs, opts, exp.plan, key, exp.runtime)
-        ev.message(f"bundle: {session.bundle.root}")
         # a resume with every cell already measured (killed while sealing, or a `kit report` cut short) only seals
         # it: it needs no port or GPU, and another run holding them must not turn a complete bundle into a failed one
         idle = session.resumed and all(cell_ok(session.bundle, c)
                                        for c in needed_cells(exp.m, exp.plan, session.bundle))
         try:
+            ev.message(f"bundle: {session.bundle.root}")  # in here: a reader gone already interrupts the run
             if pending:  # a signal while the bundle was being made: the run stops before its first cell
                 raise KeyboardInterrupt
             with signals_as_interrupts(), \

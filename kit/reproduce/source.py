@@ -13,9 +13,7 @@ for kit-bundle is refused (exit 9) unless ``allow_untrusted``; the choice is rec
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
-import stat
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -41,7 +39,7 @@ from kit.files.read import read_file
 from kit.files.reproduce import SourceRef
 from kit.files.run import RunFile
 from kit.files.summary import Summary
-from kit.plumbing.files import CHUNK, NOFOLLOW, sha256_file
+from kit.plumbing.files import CHUNK, open_regular, sha256_file
 from kit.reproduce.looks import check_reproduce_looks
 from kit.signing import policy_files
 
@@ -72,13 +70,12 @@ def copy_signed(src: Path, dest: Path, label: str, check: Check) -> Path:
     dirs, files = walk(src)
     if PROVENANCE not in files:  # never sealed: what kit verify says of it (a run that never ended, its checkpoints)
         signed_parts(src, label, "nothing vouches for an unsigned bundle")
-    if len(files) > MAX_MEMBERS:
-        raise fail(label, [f"{len(files)} files, more than the {MAX_MEMBERS} a bundle kit reads may hold"])
+    if len(files) + len(dirs) > MAX_MEMBERS:
+        raise fail(label, [f"{len(files)} files and {len(dirs)} directories, more than the {MAX_MEMBERS} entries a "
+                           "bundle kit reads may hold"])
     dest.mkdir()
-    for d in sorted(dirs):
-        (dest / d).mkdir(parents=True, exist_ok=True)
     _copy(src, dest, PROVENANCE, MAX_PROVENANCE_BYTES, label)
-    stmt = check(dest / PROVENANCE)
+    stmt = check(dest / PROVENANCE)  # before any directory is made or another file copied
     try:
         subjects, sizes = signed_subjects(stmt, label), subject_sizes(stmt)
     except ValueError as e:
@@ -86,6 +83,8 @@ def copy_signed(src: Path, dest: Path, label: str, check: Check) -> Path:
     rest = sorted(f for f in files if f != PROVENANCE)
     if problems := file_problems(rest, subjects, subjects):  # extra or missing: the digests are checked later
         raise fail(label, problems, hint="a bundle is immutable once signed; get an untouched copy")
+    for d in sorted(dirs):
+        (dest / d).mkdir(parents=True, exist_ok=True)
     budget = MAX_TOTAL_BYTES
     for rel in rest:
         budget -= _copy(src, dest, rel, sizes.get(rel, budget), label)
@@ -94,11 +93,14 @@ def copy_signed(src: Path, dest: Path, label: str, check: Check) -> Path:
 
 def _copy(src: Path, dest: Path, rel: str, limit: int, label: str) -> int:
     """Copy one regular file, refusing one of more than ``limit`` bytes; its size."""
-    fd = os.open(src / rel, os.O_RDONLY | NOFOLLOW)
+    try:
+        f = open_regular(src / rel, follow=False)  # a FIFO swapped in since the walk: refused, never waited on
+    except OSError as e:
+        raise BundleError(f"{src / rel}: {e.strerror or e}; a bundle holds only regular files",
+                          hint="a file changed while kit copied the bundle: copy it again when nothing writes "
+                          "it") from None
     size = 0
-    with os.fdopen(fd, "rb") as f, open(dest / rel, "xb") as out:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            raise BundleError(f"{src / rel}: not a regular file; a bundle holds only regular files")
+    with f, open(dest / rel, "xb") as out:
         while chunk := f.read(min(CHUNK, limit - size + 1)):
             size += len(chunk)
             if size > limit:

@@ -32,11 +32,16 @@ def _get(url: str, context: ssl.SSLContext | None) -> tuple[int | None, bytes, s
     return status, body if status == 200 else b"", None if status == 200 else f"HTTP {status}"
 
 
+def _text(v: Json) -> bool:
+    """A value that can hold a secret's text: a non-empty string, or a list holding one (counts are numbers)."""
+    return (isinstance(v, str) and bool(v)) or (isinstance(v, list) and any(isinstance(x, str) and x for x in v))
+
+
 def redact(value: Json, spec: ServerSpec) -> Json:
     """A copy with the values of secret-named keys and every secret of the server's environment replaced."""
     if isinstance(value, dict):
         # a key naming a secret as a word of its own (api_key, apiKey, hf-token), whose value is text
-        return {k: "***" if secret_name(k) and isinstance(v, str) and v else redact(v, spec)
+        return {k: "***" if secret_name(k, plural=True) and _text(v) else redact(v, spec)
                 for k, v in value.items()}
     if isinstance(value, list):
         return [redact(v, spec) for v in value]

@@ -36,6 +36,14 @@ def test_mask_argv() -> None:
     assert mask_argv(["serve", "--token", "--port", "1"]) == "serve --token --port 1"  # a flag, not a value
 
 
+def test_mask_argv_finds_what_a_review_slipped_past_it() -> None:
+    assert mask_argv(["vllm", "--api-key", "-Zk3abc", "--port", "1"]) == "vllm --api-key *** --port 1"
+    assert mask_argv(["curl", "-H", "Authorization: Bearer sk-1", "https://h/x?token=abc&n=2"]) == \
+        "curl -H Authorization: *** https://h/x?token=***&n=2"
+    assert mask_argv(["sh", "-c", "vllm serve m --api-key sk-123 --port 8000"]) == \
+        "sh -c 'vllm serve m --api-key *** --port 8000'"
+
+
 def test_a_co_tenant_s_command_line_is_described_with_its_key_masked() -> None:
     """A real process, read back from /proc as the gates read it."""
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "--api-key",

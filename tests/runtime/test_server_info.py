@@ -129,7 +129,9 @@ def test_a_server_that_cannot_be_asked_gives_status_null(tmp_path: Path) -> None
 def test_secret_named_keys_in_any_spelling_are_masked(tmp_path: Path) -> None:
     """A review: apiKey, authorization and hf-token passed the snake_case-only pattern."""
     doc = {"apiKey": "k1", "authorization": "Bearer k2", "hf-token": "k3", "nested": [{"clientSecret": "k4"}],
-           "max_total_tokens": "4096", "tokenizer": "/model", "api_key": None}
+           "max_total_tokens": 4096, "tokenizer": "/model", "api_key": None, "hf_tokens": "k5",
+           "api_keys": ["k6", "k7"], "secrets": "k8"}
     got = si.redact(doc, spec(1, tmp_path))
     assert got == {"apiKey": "***", "authorization": "***", "hf-token": "***", "nested": [{"clientSecret": "***"}],
-                   "max_total_tokens": "4096", "tokenizer": "/model", "api_key": None}
+                   "max_total_tokens": 4096, "tokenizer": "/model", "api_key": None, "hf_tokens": "***",
+                   "api_keys": "***", "secrets": "***"}

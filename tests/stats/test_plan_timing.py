@@ -6,6 +6,7 @@ is off by -65 % to +95 %."""
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -60,3 +61,25 @@ def test_kit_plan_says_what_its_estimate_rests_on(tmp_path: Path) -> None:
     r = CliRunner().invoke(main, ["plan", str(manifest), "--allow-unpinned"])
     line = next((x for x in r.output.splitlines() if x.startswith("  estimate: ")), r.output)
     assert line.endswith("(assuming 20 ms/token and 5 s per server start)"), r.output
+
+
+def test_a_resumed_pilot_and_an_odd_level_key_do_not_set_the_plan() -> None:
+    """A review: a pilot killed and resumed 8 h later made the next cell's start 8 h after the last one's, and the
+    per-cell time went from 21.5 s to 9621 s; a level key that is not a number (a self-signed bundle: --pilot checks
+    integrity only) was an internal error. The gap between cells is now their median; odd keys give no time."""
+    archive = RESULTS / REAL[2]
+    with extracted(archive, signed_statement(str(archive))) as top:
+        before = measured_timing(top)
+        for path in top.glob("cells/*/cell.json"):
+            cell = json.loads(path.read_text())
+            if cell["index"] >= 2:  # resumed: the last two cells ran 8 hours later
+                for k in ("started", "finished"):
+                    at = _time(cell[k])
+                    assert at is not None
+                    cell[k] = (at + timedelta(hours=8)).isoformat()
+            if cell["index"] == 0:
+                cell["levels"]["x"] = {"wall_s": 1e9, "ok": 1, "errors": 0, "client_bound": False}
+            path.write_text(json.dumps(cell))
+        after = measured_timing(top)
+    assert before is not None and after is not None
+    assert abs(after.cell_overhead_s - before.cell_overhead_s) < 5, (before, after)
