@@ -12,7 +12,8 @@ less its levels (the server's start and stop, the warm-ups, whose first requests
 gates), and the median time between one cell's end and the next one's start (a resume hours later is no gap a run
 of the plan has).
 Means of the cells, not medians: the run's time is the sum of its cells', and a busy machine's slow cells are part of
-it (the demo's pilot: medians gave 3.8 min for a run of 4.6). A level or arm the pilot did not run falls back to the
+it (the demo's pilot: medians gave 3.8 min for a run of 4.6; this rule 4.1, its longest gaps between cells being
+re-measured client-bound cells, which a plan does not have). A level or arm the pilot did not run falls back to the
 assumption.
 """
 
