@@ -92,11 +92,6 @@ def make_plan(m: Manifest) -> Plan:
     return Plan(cells=cells, levels=levels, order=order, start=start)
 
 
-def estimate(m: Manifest, plan: Plan, *, itl_ms: float = 20.0, start_s: float | None = None,
-             timing: Timing | None = None) -> Estimate:
-    return estimate_run(m, plan, itl_ms=itl_ms, start_s=start_s, timing=timing)
-
-
 # --------------------------------------------------------------------------- power before the run
 
 

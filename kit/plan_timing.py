@@ -32,6 +32,7 @@ from kit.files.cell import CellFile
 from kit.files.plan import PlanFile
 from kit.files.read import read_file
 from kit.files.summary import Summary
+from kit.plumbing.clock import parse_utc
 
 if TYPE_CHECKING:
     from kit.manifest import Manifest
@@ -149,7 +150,7 @@ def measured_timing(root: Path) -> Timing | None:
             load += outcome.wall_s
             if n and t:
                 per_token.setdefault((cell.arm, c), []).append(outcome.wall_s / math.ceil(n / c) / t)
-        if (began := _time(cell.started)) is not None and (ended := _time(cell.finished)) is not None:
+        if (began := parse_utc(cell.started)) is not None and (ended := parse_utc(cell.finished)) is not None:
             spans.append((cell.index, began, ended, load))
     spans.sort()
     own = [(end - start).total_seconds() - load for _, start, end, load in spans]
@@ -162,10 +163,3 @@ def measured_timing(root: Path) -> Timing | None:
     between = statistics.median(gaps) if gaps else 0.0
     return Timing(cells=len(spans), cell_overhead_s=max(0.0, statistics.fmean(own) + between),
                   token_wave_s={k: statistics.fmean(v) for k, v in per_token.items()})
-
-
-def _time(text: str | None) -> datetime | None:
-    try:
-        return None if text is None else datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None

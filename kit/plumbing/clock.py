@@ -15,6 +15,16 @@ def format_utc(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def parse_utc(text: object) -> datetime | None:
+    """A timestamp as kit's files hold it (``utc_now``'s, or any ISO 8601 one) read back; None where it is none."""
+    if not isinstance(text, str):
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
 def utc_compact() -> str:
     """``20261201T034155Z``: the time in a bundle's directory name."""
     return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")

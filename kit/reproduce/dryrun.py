@@ -3,7 +3,6 @@ verified in a temp copy, the manifest's signature checked under the policy, noth
 
 from __future__ import annotations
 
-from datetime import datetime
 from pathlib import Path
 
 from kit.errors import KitError
@@ -11,18 +10,16 @@ from kit.experiment.inputs import RunInputs
 from kit.files.cell import CellFile
 from kit.files.read import read_file
 from kit.images.context import context_subject, image_contexts
-from kit.plan import estimate, make_plan
+from kit.plan import make_plan
+from kit.plan_timing import estimate_run
+from kit.plumbing.clock import parse_utc
 from kit.reproduce.identity import images_of
 from kit.reproduce.source import Source
 
 
 def _seconds(start: str | None, end: str | None) -> float | None:
-    try:
-        a = datetime.fromisoformat(str(start).replace("Z", "+00:00"))
-        b = datetime.fromisoformat(str(end).replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return (b - a).total_seconds()
+    a, b = parse_utc(start), parse_utc(end)
+    return None if a is None or b is None else (b - a).total_seconds()
 
 
 def _minutes(s: float) -> str:
@@ -71,7 +68,7 @@ def dry_run_lines(src: Source, inputs: RunInputs, out_dir: Path, resume: Path | 
                    f"{m.design.repeats // 2} looks, reproduce-looks/); the run stops at the first look that decides "
                    "it, so it may use fewer cells than the estimate below")
     measured = _measured_tpot_ms(src)
-    est = estimate(m, plan) if measured is None else estimate(m, plan, itl_ms=measured)
+    est = estimate_run(m, plan) if measured is None else estimate_run(m, plan, itl_ms=measured)
     took = _seconds(src.run.started, src.run.finished)
     at = ("the original's measured TPOT, the median over its arms and levels: " if measured is not None else "")
     head = f"kit's estimate at {at}{est.assumed_itl_ms:.3g} ms/token"

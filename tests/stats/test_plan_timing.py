@@ -17,7 +17,8 @@ from kit.bundle.verify import signed_statement
 from kit.cli import main
 from kit.manifest import load_manifest
 from kit.plan import make_plan
-from kit.plan_timing import _time, estimate_run, measured_timing
+from kit.plan_timing import estimate_run, measured_timing
+from kit.plumbing.clock import parse_utc
 
 RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
 REAL = ["h200-powered-2026-12-01/bundle.tar.gz", "h200-sequential-2026-12-03/h200-sequential.tar.gz",
@@ -37,7 +38,7 @@ def test_a_pilot_times_its_own_run_within_ten_percent(name: str) -> None:
         timing = measured_timing(top)
         cells = [json.loads(p.read_text()) for p in top.glob("cells/*/cell.json")]
     ran = [c for c in cells if c["status"] == "ok"]
-    span = (max(_time(c["finished"]) for c in ran) - min(_time(c["started"]) for c in ran)).total_seconds()
+    span = (max(parse_utc(c["finished"]) for c in ran) - min(parse_utc(c["started"]) for c in ran)).total_seconds()
     assert timing is not None and timing.cells == len(ran)
     est = estimate_run(m, plan, timing=timing)
     assumed = estimate_run(m, plan)
@@ -74,7 +75,7 @@ def test_a_resumed_pilot_and_an_odd_level_key_do_not_set_the_plan() -> None:
             cell = json.loads(path.read_text())
             if cell["index"] >= 2:  # resumed: the last two cells ran 8 hours later
                 for k in ("started", "finished"):
-                    at = _time(cell[k])
+                    at = parse_utc(cell[k])
                     assert at is not None
                     cell[k] = (at + timedelta(hours=8)).isoformat()
             if cell["index"] == 0:
