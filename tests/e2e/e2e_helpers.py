@@ -29,6 +29,15 @@ def tiny_manifest(path: Path, port: int, *, name: str = "tiny", levels: tuple[in
     ))
 
 
+def one_level_manifest(path: Path, port: int, *, name: str, repeats: int) -> Path:
+    """A run of a few seconds a cell: one level of 6 requests at c=1 (a run to interrupt, or to cut the output of)."""
+    return write_manifest(path, manifest_data(
+        name, port=port, server={"ready_timeout_s": 60, "stop_grace_s": 5},
+        load={"levels": [1], "requests_per_level": 6, "warmup_requests": 1, "prompt_tokens": 8, "output_tokens": 8,
+              "seed": 3, "request_timeout_s": 60},
+        design={"repeats": repeats}, gates={"port_deadline_s": 5}))
+
+
 def kit(*args: str, env: dict[str, str] | None = None, timeout: float = 300,
         prefix: list[str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*(prefix or []), sys.executable, "-m", "kit", *args], capture_output=True, text=True,

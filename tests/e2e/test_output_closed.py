@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from e2e_helpers import bundle_of, read_json
+from e2e_helpers import bundle_of, one_level_manifest, read_json
 from support.manifests import manifest_data, write_manifest
 from support.ports import free_port
 
@@ -18,11 +18,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_a_closed_output_stops_the_run_as_an_interrupt_with_141(tmp_path: Path, isolated: dict[str, str]) -> None:
-    m = write_manifest(tmp_path / "pipe.yaml", manifest_data(
-        "pipe", port=free_port(), server={"ready_timeout_s": 60, "stop_grace_s": 5},
-        load={"levels": [1], "requests_per_level": 6, "warmup_requests": 1, "prompt_tokens": 8, "output_tokens": 8,
-              "seed": 3, "request_timeout_s": 60},
-        design={"repeats": 2}, gates={"port_deadline_s": 5}))
+    m = one_level_manifest(tmp_path / "pipe.yaml", free_port(), name="pipe", repeats=2)
     out = tmp_path / "results"
     proc = subprocess.Popen([sys.executable, "-m", "kit", "run", str(m), "--out", str(out), "--allow-unsigned"],
                             env=isolated, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)

@@ -15,8 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from e2e_helpers import bundle_of
-from support.manifests import manifest_data, write_manifest
+from e2e_helpers import bundle_of, one_level_manifest
 from support.ports import free_port
 
 pytestmark = pytest.mark.slow
@@ -25,11 +24,7 @@ pytestmark = pytest.mark.slow
 @pytest.mark.parametrize("after_s", [0.0, 1.5, 4.0])
 def test_a_sigterm_storm_ends_kit_with_130_and_a_resumable_bundle(tmp_path: Path, isolated: dict[str, str],
                                                                  after_s: float) -> None:
-    m = write_manifest(tmp_path / "storm.yaml", manifest_data(
-        "storm", port=free_port(), server={"ready_timeout_s": 60, "stop_grace_s": 5},
-        load={"levels": [1], "requests_per_level": 6, "warmup_requests": 1, "prompt_tokens": 8, "output_tokens": 8,
-              "seed": 3, "request_timeout_s": 60},
-        design={"repeats": 1}, gates={"port_deadline_s": 5}))
+    m = one_level_manifest(tmp_path / "storm.yaml", free_port(), name="storm", repeats=1)
     out = tmp_path / "results"
     proc = subprocess.Popen([sys.executable, "-m", "kit", "run", str(m), "--out", str(out), "--allow-unsigned"],
                             env=isolated, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
