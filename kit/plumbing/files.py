@@ -32,12 +32,21 @@ def sha256_file(path: Path, limit: int | None = None, *, follow: bool = False) -
     with open_regular(path, follow=follow) as f:
         if limit is not None and (stated := os.fstat(f.fileno()).st_size) > limit:
             return h.hexdigest(), stated  # of the empty prefix: nothing read
-        while chunk := f.read(CHUNK if limit is None else min(CHUNK, limit - size + 1)):
+        for chunk in read_chunks(f, limit):
             h.update(chunk)
             size += len(chunk)
-            if limit is not None and size > limit:
-                break
     return h.hexdigest(), size
+
+
+def read_chunks(f: BinaryIO, limit: int | None = None) -> Iterator[bytes]:
+    """``f``'s bytes in chunks of at most CHUNK; with ``limit``, no more than ``limit + 1`` bytes in all (the last
+    chunk takes the total past ``limit`` only where the file holds more: the caller's sign that it is too large)."""
+    size = 0
+    while chunk := f.read(CHUNK if limit is None else min(CHUNK, limit - size + 1)):
+        size += len(chunk)
+        yield chunk
+        if limit is not None and size > limit:
+            return
 
 
 def temp_name(dest: Path) -> Path:

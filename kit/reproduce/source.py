@@ -39,7 +39,7 @@ from kit.files.read import read_file
 from kit.files.reproduce import SourceRef
 from kit.files.run import RunFile
 from kit.files.summary import Summary
-from kit.plumbing.files import CHUNK, open_regular, sha256_file
+from kit.plumbing.files import open_regular, read_chunks, sha256_file
 from kit.reproduce.looks import check_reproduce_looks
 from kit.signing import policy_files
 
@@ -101,7 +101,7 @@ def _copy(src: Path, dest: Path, rel: str, limit: int, label: str) -> int:
                           "it") from None
     size = 0
     with f, open(dest / rel, "xb") as out:
-        while chunk := f.read(min(CHUNK, limit - size + 1)):
+        for chunk in read_chunks(f, limit):
             size += len(chunk)
             if size > limit:
                 raise fail(label, [f"{rel}: larger than its signed size ({limit} bytes)" if rel != PROVENANCE else
