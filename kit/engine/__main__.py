@@ -34,6 +34,13 @@ def _non_negative(text: str) -> int:
     return value
 
 
+def _step_ms(text: str) -> float:
+    value = float(text)
+    if not 0 <= value <= 10_000:  # NaN fails too
+        raise argparse.ArgumentTypeError(f"must be between 0 and 10000 ms, got {text}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command-line interface."""
     p = argparse.ArgumentParser(
@@ -54,6 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--router-skew", type=float, default=None,
                    help="std of the fixed per-expert router bias (expert popularity); default: see config")
     p.add_argument("--max-batch", type=_positive, default=256, help="most sequences in a decode step")
+    p.add_argument("--min-step-ms", type=_step_ms, default=0.0,
+                   help="each decode step lasts at least this long, the rest asleep (an accelerator's step time "
+                        "without its CPU; default 0)")
     p.add_argument("--served-name", default="kit-moe", help="model name of the API")
     p.add_argument("--nnodes", type=_positive, default=1, help="ranks of a server that spans nodes (kit.engine.ranks)")
     p.add_argument("--node-rank", type=_non_negative, default=0, help="this rank (0 serves the API)")
@@ -131,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("kit.engine").info("%d BLAS thread(s); %s", threads, cfg)
     return asyncio.run(serve(cfg, args.host, args.port, args.max_batch, args.served_name, nnodes=args.nnodes,
                              dist_init_addr=args.dist_init_addr, recorder_mode=args.expert_distribution_recorder_mode,
-                             tls=tls, weights_cache=weights_cache(args.weights_cache)))
+                             tls=tls, weights_cache=weights_cache(args.weights_cache),
+                             min_step_s=args.min_step_ms / 1000))
 
 
 def check_ranks(args: argparse.Namespace) -> None:

@@ -6,7 +6,8 @@ One asyncio task owns the batch. Each iteration of its loop
    per iteration, at least one request), prefills them together with plain top-k routing and emits
    their first token;
 2. runs one decode step for the whole running batch (OEA when the model is configured for it) and
-   emits one token per sequence.
+   emits one token per sequence, at the end of the step: ``min_step_s`` (``--min-step-ms``) gives a step a
+   floor, the rest of it spent asleep, as an accelerator's fixed step time would be (long levels at little CPU).
 
 Model steps run in a single worker thread (``loop.run_in_executor``) so the event loop keeps streaming
 tokens while numpy works. Requests finish after ``max_tokens`` tokens (the toy model has no EOS, so
@@ -29,6 +30,7 @@ from kit.engine.model import MoEModel, StepResult
 from kit.engine.recorder import ExpertRecorder
 
 log = logging.getLogger("kit.engine")
+MAX_MIN_STEP_S = 10.0
 
 
 class Finished:
@@ -68,14 +70,17 @@ class Scheduler:
 
     def __init__(
         self, model: MoEModel, metrics: EngineMetrics, max_batch: int, prefill_budget: int = 2048,
-        recorder: ExpertRecorder | None = None,
+        recorder: ExpertRecorder | None = None, min_step_s: float = 0.0,
     ) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
+        if not 0 <= min_step_s <= MAX_MIN_STEP_S:
+            raise ValueError(f"min_step_s must be in [0, {MAX_MIN_STEP_S}], got {min_step_s}")
         self.model = model
         self.metrics = metrics
         self.max_batch = max_batch
         self.prefill_budget = prefill_budget
+        self.min_step_s = min_step_s  # a decode step lasts at least this long (the rest asleep: no CPU)
         self.recorder = recorder or ExpertRecorder()
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
@@ -170,6 +175,8 @@ class Scheduler:
         loop = asyncio.get_running_loop()
         t0 = time.perf_counter()
         result: StepResult = await loop.run_in_executor(self._executor, self.model.decode, tokens, state)
+        if (rest := self.min_step_s - (time.perf_counter() - t0)) > 0:
+            await asyncio.sleep(rest)  # the step's floor: its tokens leave at its end, as an accelerator's would
         self.metrics.record_decode(len(batch), time.perf_counter() - t0, result.unique_experts)
         self.recorder.on_pass(result.expert_counts)
         for i, req in enumerate(batch):

@@ -359,7 +359,7 @@ async def serve_rank(addr: str, rank: int, nnodes: int) -> int:
 
 async def serve(cfg: ModelConfig, host: str, port: int, max_batch: int, served_name: str,
                 nnodes: int = 1, dist_init_addr: str | None = None, recorder_mode: str | None = None,
-                tls: ssl.SSLContext | None = None, weights_cache: Path | None = None) -> int:
+                tls: ssl.SSLContext | None = None, weights_cache: Path | None = None, min_step_s: float = 0.0) -> int:
     """Build the model, listen, print the ready line, and run until SIGTERM/SIGINT (exit status 0), or, as rank 0
     of ``nnodes``, until another rank leaves (exit status 1)."""
     stop = _stop_event()
@@ -369,7 +369,7 @@ async def serve(cfg: ModelConfig, host: str, port: int, max_batch: int, served_n
     model = await asyncio.get_running_loop().run_in_executor(None, MoEModel, cfg, weights_cache)
     log.info("%d MiB of random weights (seed %d) %s", cfg.weight_bytes >> 20, cfg.seed, model.weights_source)
     scheduler = Scheduler(model, EngineMetrics(layers=cfg.layers, info=engine_info(cfg)), max_batch,
-                          recorder=ExpertRecorder(recorder_mode))
+                          recorder=ExpertRecorder(recorder_mode), min_step_s=min_step_s)
     app = build_app(scheduler, served_name, cfg.vocab, ready=lambda: nnodes == 1 or ranks.ready.is_set())
     runner, make_site = _runner_and_site(app, host, port, 0.5, tls)
     await runner.setup()

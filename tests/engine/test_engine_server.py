@@ -226,6 +226,26 @@ def test_max_batch_caps_the_batch(start_engine: Any) -> None:
     assert tokens == 8 * 5
 
 
+def test_min_step_ms_is_a_floor_under_every_decode_step(start_engine: Any) -> None:
+    """--min-step-ms: each decode step lasts at least that long (its tokens leave at its end), whatever the batch:
+    the decode steps of 4 streams of 6 tokens (5 steps after the prefill's token) take >= 5 x 60 ms, and the
+    engine's own step time adds up to >= 60 ms a step. Refused outside 0-10000 ms, NaN included."""
+    eng = start_engine([*SMALL, "--min-step-ms", "60"])
+    before = eng.metrics()
+    t0 = time.monotonic()
+    assert _concurrent_streams(eng, 4, 6) == [6] * 4
+    took = time.monotonic() - t0
+    after = eng.metrics()
+    steps = after["kit_engine_batch_size_count"] - before["kit_engine_batch_size_count"]
+    assert steps >= 5 and took >= 5 * 0.060, (steps, took)
+    seconds = after["kit_engine_step_seconds_sum"] - before["kit_engine_step_seconds_sum"]
+    assert seconds >= steps * 0.060, (seconds, steps)
+    for bad in ("-1", "nan", "10001", "x"):
+        r = subprocess.run([sys.executable, "-m", "kit.engine", "--port", "0", "--min-step-ms", bad],
+                           capture_output=True, text=True, timeout=30, cwd=ROOT, check=False)
+        assert r.returncode == 2 and "--min-step-ms" in r.stderr, (bad, r.stderr)
+
+
 # ------------------------------------------------------------------------------------------ process
 
 

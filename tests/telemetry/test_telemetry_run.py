@@ -1,6 +1,8 @@
 """`kit run` end to end with the real engine capped at a batch of 4 (``--max-batch 4``: the independent truth of
 what the server can run at once): at c=4 the telemetry sees a batch of 4 and no queue, at c=8 a batch of at
-most 4 and requests queued, and the report says so. The slow tier (a `kit run`, ~30 s on 2 idle cores)."""
+most 4 and requests queued, and the report says so. Each decode step lasts at least 25 ms (``--min-step-ms``, an
+accelerator's step time, asleep): a level lasts ~15 s, long enough to judge, at a sixteenth of the tokens (and
+CPU) that 768 tokens a request took before. The slow tier (a `kit run`, ~70 s)."""
 
 from __future__ import annotations
 
@@ -25,10 +27,10 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_the_report_shows_the_batch_the_server_ran(tmp_path: Path, port: int) -> None:
     m = write_manifest(tmp_path / "capped.yaml", manifest_data(
         "capped", port=port, arms=ab_arms(same=True),
-        command=engine_command(engine_args=(*ENGINE_ARGS, "--max-batch", "4")),
+        command=engine_command(engine_args=(*ENGINE_ARGS, "--max-batch", "4", "--min-step-ms", "25")),
         server={"ready_timeout_s": 60, "stop_grace_s": 5},
-        load={"levels": [4, 8], "requests_per_level": 64, "warmup_requests": 2, "prompt_tokens": 8,
-              "output_tokens": 768, "seed": 3, "request_timeout_s": 60},
+        load={"levels": [4, 8], "requests_per_level": 48, "warmup_requests": 2, "prompt_tokens": 8,
+              "output_tokens": 48, "seed": 3, "request_timeout_s": 60},
         design={"repeats": 1, "order": "interleaved"}, gates={"port_deadline_s": 5}))
     env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "config"), "XDG_STATE_HOME": str(tmp_path / "state"),
            "DOCKER_HOST": f"unix://{tmp_path}/no-docker.sock"}
@@ -45,10 +47,12 @@ def test_the_report_shows_the_batch_the_server_ran(tmp_path: Path, port: int) ->
         four, eight = cell["levels"]["4"]["telemetry"], cell["levels"]["8"]["telemetry"]
         assert four["samples"] >= 3 and eight["samples"] >= 3, (four, eight)
         # c=4: a batch of 4; a request may wait a step for admission (queued > 0 in a sample), not for a slot.
-        # Judged only with enough samples after the first tick (MIN_SAMPLES: output_tokens 768 makes each level
-        # last well over 10 s; a level shorter than that reads "too short to tell"); the rule itself is
+        # Judged only with enough samples after the first tick (MIN_SAMPLES: 12 waves of 48 steps of >= 25 ms make
+        # each level last ~15 s; a level shorter than that reads "too short to tell"); the rule itself is
         # tests/telemetry/test_queue_bound_rule.py's.
         enough = {lv: t["samples"] > MIN_SAMPLES for lv, t in (("4", four), ("8", eight))}
+        # the step floor makes a level last >= 12 x 48 x 25 ms on any machine (a busy one only longer)
+        assert all(enough.values()), (four["samples"], eight["samples"])
         assert four["running_max"] == 4 and four["queue_bound"] is (False if enough["4"] else None), four
         assert eight["running_max"] == 4 and eight["queued_max"] > 0
         assert eight["queue_bound"] is (True if enough["8"] else None), eight
