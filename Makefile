@@ -71,6 +71,14 @@ lint: setup
 	$(BIN)/ruff check kit tests benchmarks
 	$(BIN)/mypy
 
+# The images the docker and Slurm tiers use are built in the background while the unit tier runs (it needs no
+# Docker; their downloads and unpacking overlap its CPU work instead of holding docker-tier workers): started after
+# ensure-slurm, not beside it, since the base image's build may install mmdebstrap with apt-get, and apt-get update
+# does not wait for another apt's lock. Nothing waits for that job: each build script locks its image (flock), so a
+# fixture that asks for an image while it is built waits for that build and gets its ID; a build that failed there
+# is built again by its fixture, which reports why. Its output is in PREBUILD_LOG, its summary printed after the tiers.
+PREBUILD_LOG := $(VENV)/prebuild.log
+
 ## Set everything up (including a Docker engine when none answers) and run every test tier this machine supports:
 ## the unit tier first, then the docker, slow and gpu tiers (ruff and mypy beside them: alone, mypy held one of the
 ## two cores for 45-53 s while the other idled), then the few `quiet` tests alone (a sequential run and an
@@ -81,11 +89,14 @@ test: $(TEST_STAMP)
 	@echo "setup: $$(( $$(date +%s) - $(MAKE_START) )) s wall"
 	./scripts/ensure-docker
 	./scripts/ensure-slurm
+	@PYTHON=$(abspath $(BIN)/python) scripts/prebuild-images > $(PREBUILD_LOG) 2>&1 < /dev/null & \
+	echo "images: the docker and Slurm tiers' three images build in the background (log: $(PREBUILD_LOG))"
 	$(call timed,unit tier (budget 120 s on 2 cores),$(PYTEST) -n $(UNIT_WORKERS) -m "($(UNIT)) and not quiet")
 	@start=$$(date +%s); ($(BIN)/ruff check kit tests benchmarks && $(BIN)/mypy) > $(VENV)/lint.log 2>&1 & lint=$$!; \
 	$(PYTEST) -n $(SLOW_WORKERS) --no-loadscope-reorder -m "not ($(UNIT)) and not quiet"; rc=$$?; \
 	echo "docker + slow + gpu tiers (ruff and mypy beside them): $$(( $$(date +%s) - start )) s wall"; \
 	wait $$lint; lint_rc=$$?; cat $(VENV)/lint.log; echo "ruff and mypy: exit $$lint_rc"; \
+	grep -h '^prebuild-images: ' $(PREBUILD_LOG) 2>/dev/null; \
 	[ $$rc -eq 0 ] && [ $$lint_rc -eq 0 ]
 	$(call timed,quiet tests (alone),$(PYTEST) -n 0 -m quiet $(QUIET_FILES))
 	@echo "make test: $$(( $$(date +%s) - $(MAKE_START) )) s wall in all, setup included (budget 20 minutes on 2 cores)"
