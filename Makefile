@@ -76,7 +76,9 @@ lint: setup
 # ensure-slurm, not beside it, since the base image's build may install mmdebstrap with apt-get, and apt-get update
 # does not wait for another apt's lock. Nothing waits for that job: each build script locks its image (flock), so a
 # fixture that asks for an image while it is built waits for that build and gets its ID; a build that failed there
-# is built again by its fixture, which reports why. Its output is in PREBUILD_LOG, its summary printed after the tiers.
+# is built again by its fixture, which reports why. Its output is in PREBUILD_LOG (a new file each time: a job left by
+# an interrupted make, which ignores Ctrl-C as every background job of a shell without job control does and runs to
+# its end, keeps writing to the old one), its summary printed after the tiers.
 PREBUILD_LOG := $(VENV)/prebuild.log
 
 ## Set everything up (including a Docker engine when none answers) and run every test tier this machine supports:
@@ -89,7 +91,7 @@ test: $(TEST_STAMP)
 	@echo "setup: $$(( $$(date +%s) - $(MAKE_START) )) s wall"
 	./scripts/ensure-docker
 	./scripts/ensure-slurm
-	@PYTHON=$(abspath $(BIN)/python) scripts/prebuild-images > $(PREBUILD_LOG) 2>&1 < /dev/null & \
+	@rm -f $(PREBUILD_LOG); PYTHON=$(abspath $(BIN)/python) scripts/prebuild-images > $(PREBUILD_LOG) 2>&1 < /dev/null & \
 	echo "images: the docker and Slurm tiers' three images build in the background (log: $(PREBUILD_LOG))"
 	$(call timed,unit tier (budget 120 s on 2 cores),$(PYTEST) -n $(UNIT_WORKERS) -m "($(UNIT)) and not quiet")
 	@start=$$(date +%s); ($(BIN)/ruff check kit tests benchmarks && $(BIN)/mypy) > $(VENV)/lint.log 2>&1 & lint=$$!; \
