@@ -58,8 +58,8 @@ def cell_stat(cell: CellSample, metric: Metric) -> float:
     if metric.num is None or metric.den is None:
         return float(cell.tok_s)
     sums = cell.column_sums
-    den = sums[metric.den]
-    return float(sums[metric.num] / den) if den > 0 else math.nan
+    den = float(sums[metric.den])
+    return float(sums[metric.num]) / den if den > 0 else math.nan  # Python's float division: IEEE, no warnings
 
 
 def _stat_from_sums(sums: FArray, tok_s: FArray, metrics: Sequence[Metric]) -> FArray:

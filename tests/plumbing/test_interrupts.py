@@ -152,7 +152,7 @@ def test_a_stretch_is_interrupted_once_and_its_cleanup_is_not_cut_short() -> Non
             with signals_as_interrupts():
                 try:
                     signal.raise_signal(signal.SIGTERM)
-                    time.sleep(1)  # the signal lands here
+                    time.sleep(1)  # not reached: the handler raised in raise_signal
                     steps.append("not reached")
                 finally:
                     signal.raise_signal(signal.SIGTERM)
@@ -212,7 +212,7 @@ def test_a_cleanup_that_keeps_the_interrupt_to_raise_later_is_not_cut_short() ->
         for driver in range(3):
             try:
                 signal.raise_signal(signal.SIGTERM)
-                time.sleep(0.01)  # a driver's stop, the signal landing in it
+                time.sleep(0.01)  # a driver's stop (the signal landed in raise_signal, inside it)
                 stopped.append(driver)
             except BaseException as e:  # noqa: BLE001 - as _discard: every one stopped, then the first raised
                 first = first or e
