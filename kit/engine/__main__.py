@@ -14,7 +14,7 @@ import ssl
 import sys
 from pathlib import Path
 
-from kit.engine.config import ModelConfig  # pure data, no numpy
+from kit.engine.config import MAX_MIN_STEP_S, ModelConfig  # pure data, no numpy
 from kit.engine.ranks import parse_addr  # asyncio only, no numpy
 
 DEFAULT_THREADS = 1
@@ -36,8 +36,8 @@ def _non_negative(text: str) -> int:
 
 def _step_ms(text: str) -> float:
     value = float(text)
-    if not 0 <= value <= 10_000:  # NaN fails too
-        raise argparse.ArgumentTypeError(f"must be between 0 and 10000 ms, got {text}")
+    if not 0 <= value <= MAX_MIN_STEP_S * 1000:  # NaN fails too
+        raise argparse.ArgumentTypeError(f"must be between 0 and {MAX_MIN_STEP_S * 1000:.0f} ms, got {text}")
     return value
 
 

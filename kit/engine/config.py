@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+MAX_MIN_STEP_S = 10.0  # the most --min-step-ms may ask of a decode step (scheduler and command line)
+
 
 @dataclass(frozen=True)
 class ModelConfig:

@@ -25,12 +25,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from kit.engine.config import MAX_MIN_STEP_S
 from kit.engine.metrics import EngineMetrics
 from kit.engine.model import MoEModel, StepResult
 from kit.engine.recorder import ExpertRecorder
 
 log = logging.getLogger("kit.engine")
-MAX_MIN_STEP_S = 10.0
 
 
 class Finished:
